@@ -1,0 +1,12 @@
+//! Tusk: a PostgreSQL operator for Kubernetes.
+//!
+//! The controller turns a `PostgreSQL` custom resource into Secrets, a ConfigMap, Services, a
+//! StatefulSet and a readiness-gated backup CronJob, through a visible pipeline:
+//! [`controller::validate`] → [`resources`] (pure builders) → [`controller::apply`] →
+//! [`controller::status`].
+
+pub mod crd;
+pub mod crdgen;
+pub mod resources;
+
+pub use crd::{Backup, PostgreSQL};

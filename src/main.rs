@@ -1,1 +1,6 @@
-fn main(){}
+fn main() {
+    for (name, crd) in tusk::crdgen::all() {
+        println!("# {name}");
+        println!("{}", tusk::crdgen::to_yaml(&crd).unwrap());
+    }
+}

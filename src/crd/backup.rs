@@ -1,0 +1,95 @@
+//! The `Backup` kind: one logical backup of one cluster, on demand or from its schedule.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A logical backup of a PostgreSQL cluster. Create one to back up now; the operator also
+/// records every scheduled run as a Backup. A Completed Backup can be restored into a new cluster.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tusk.dev",
+    version = "v1alpha1",
+    kind = "Backup",
+    plural = "backups",
+    singular = "backup",
+    shortname = "pgbackup",
+    category = "tusk",
+    namespaced,
+    status = "BackupStatus",
+    derive = "PartialEq",
+    doc = "A logical backup of a Tusk PostgreSQL cluster.",
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.cluster.name"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Size", type_ = "integer", json_path = ".status.sizeBytes"),
+    printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self == oldSelf").message("a Backup's spec is immutable"))]
+pub struct BackupSpec {
+    /// The PostgreSQL cluster to back up, in the same namespace.
+    pub cluster: ClusterReference,
+}
+
+/// A PostgreSQL cluster in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+pub struct ClusterReference {
+    /// Name of the PostgreSQL.
+    #[x_kube(validation = Rule::new("self.size() > 0 && self.size() <= 45").message("spec.cluster.name must be the name of a PostgreSQL (1-45 characters)"))]
+    pub name: String,
+}
+
+/// Observed state of a Backup, written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// Pending, Running, Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+    /// Id of the backup inside the cluster's prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_id: Option<String>,
+    /// When the backup Job started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the manifest was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// URL of the backup's prefix, e.g. `s3://bucket/path/<namespace>/<cluster>/<backupId>/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Total size of the stored (compressed) files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// SHA-256 of the manifest, which lists the SHA-256 of every file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Version of the server that was dumped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_version: Option<String>,
+    /// Why the backup failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Name of the Job that ran the backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// Standard conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Lifecycle of a Backup.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BackupPhase {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+}

@@ -1,0 +1,94 @@
+//! Where backups live: one S3-compatible bucket or one Google Cloud Storage bucket.
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+/// Exactly one object store. Objects are written under `<path>/<namespace>/<cluster>/<backupId>/`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.s3) != has(self.gcs)").message("exactly one of s3 or gcs must be set"))]
+pub struct Destination {
+    /// Amazon S3 or an S3-compatible store such as MinIO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Destination>,
+    /// Google Cloud Storage, authenticated with a service-account key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsDestination>,
+}
+
+/// An S3 bucket, on AWS or any S3-compatible endpoint.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Destination {
+    /// Bucket name (3 to 63 lowercase letters, digits, dots and hyphens). It must already exist.
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$')").message("must be a valid bucket name: 3-63 lowercase letters, digits, '.' and '-'"))]
+    pub bucket: String,
+    /// Prefix inside the bucket, without leading slash; empty means the bucket root.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[x_kube(validation = Rule::new("!self.startsWith('/') && !self.split('/').exists(s, s == '..')").message("must be a relative prefix without '..' segments"))]
+    pub path: String,
+    /// Endpoint URL for S3-compatible stores, e.g. `http://minio.minio.svc:9000`. Empty for AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^https?://[^/\\\\s]+(/.*)?$')").message("must be an http:// or https:// URL"))]
+    pub endpoint: Option<String>,
+    /// Region of the bucket; S3-compatible stores usually accept any value.
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// Address buckets as `<endpoint>/<bucket>` instead of `<bucket>.<endpoint>`; MinIO needs this.
+    #[serde(default)]
+    pub force_path_style: bool,
+    /// Static credentials from a Secret. Leave unset to use the default AWS credential chain
+    /// (for example IRSA on EKS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<S3Credentials>,
+}
+
+fn default_region() -> String {
+    "us-east-1".to_owned()
+}
+
+/// Static S3 credentials, each read from a key of a Secret in the cluster's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Credentials {
+    /// The access key id.
+    pub access_key_id: SecretKeyRef,
+    /// The secret access key.
+    pub secret_access_key: SecretKeyRef,
+}
+
+/// A Google Cloud Storage bucket.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GcsDestination {
+    /// Bucket name. It must already exist.
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$')").message("must be a valid bucket name: lowercase letters, digits, '.', '_' and '-'"))]
+    pub bucket: String,
+    /// Prefix inside the bucket, without leading slash; empty means the bucket root.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[x_kube(validation = Rule::new("!self.startsWith('/') && !self.split('/').exists(s, s == '..')").message("must be a relative prefix without '..' segments"))]
+    pub path: String,
+    /// Credentials; leave unset to use Workload Identity / application default credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<GcsCredentials>,
+}
+
+/// Google Cloud credentials read from a Secret in the cluster's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GcsCredentials {
+    /// A service-account key (the JSON file `gcloud iam service-accounts keys create` writes).
+    pub service_account_key: SecretKeyRef,
+}
+
+/// One key of a Secret in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
+    pub name: String,
+    /// Key inside the Secret.
+    #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
+    pub key: String,
+}

@@ -1,0 +1,26 @@
+//! The Tusk API (`tusk.dev/v1alpha1`): Rust types that generate the CRDs in `crds/`.
+//!
+//! Every doc comment here becomes `kubectl explain` text, and every `x_kube(validation)` rule is
+//! enforced by the API server at `kubectl apply` time, so a bad spec never reaches the operator.
+
+mod backup;
+mod destination;
+mod postgresql;
+
+pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
+pub use destination::{
+    Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination, SecretKeyRef,
+};
+pub use postgresql::{
+    BackupPolicy, Bootstrap, Compression, LocalName, OPERATOR_OWNED_PARAMETERS, ObjectStoreRestore,
+    OnDelete, Phase, PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource,
+    Retention, SecretNames, Storage, SuccessfulBackup,
+};
+
+/// The API group of every Tusk kind.
+pub const GROUP: &str = "tusk.dev";
+
+/// Longest `metadata.name` a PostgreSQL may have: the CronJob `<name>-backup` must leave room for
+/// the 11-character suffix Kubernetes appends to its Jobs, and Job names must fit a 63-character
+/// label value.
+pub const MAX_CLUSTER_NAME_LEN: usize = 45;

@@ -1,0 +1,346 @@
+//! The `PostgreSQL` kind: one database server and its backups.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::destination::Destination;
+
+/// postgresql.conf keys that Tusk sets itself; a spec that sets them is rejected at apply time.
+pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
+    "port",
+    "listen_addresses",
+    "data_directory",
+    "hba_file",
+    "ident_file",
+    "config_file",
+    "external_pid_file",
+    "unix_socket_directories",
+    "unix_socket_group",
+    "unix_socket_permissions",
+    "include",
+    "include_dir",
+    "include_if_exists",
+];
+
+/// A PostgreSQL server managed by Tusk: a StatefulSet with storage, Services, credentials in
+/// Secrets, configuration in a ConfigMap and, optionally, scheduled logical backups.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tusk.dev",
+    version = "v1alpha1",
+    kind = "PostgreSQL",
+    plural = "postgresqls",
+    singular = "postgresql",
+    shortname = "pg",
+    category = "tusk",
+    namespaced,
+    status = "PostgreSQLStatus",
+    derive = "PartialEq",
+    doc = "A PostgreSQL server managed by Tusk, with optional scheduled logical backups.",
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
+    printcolumn(name = "Instances", type_ = "integer", json_path = ".spec.instances"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Last Backup", type_ = "date", json_path = ".status.lastSuccessfulBackup.completedAt"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("self.metadata.name.size() <= 45").message("metadata.name must be at most 45 characters, so that the names of its StatefulSet pods, Services and backup Jobs stay valid"),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must start with a letter and contain only lowercase letters, digits and '-', because Service names are derived from it")
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("spec.restore can only be set when the cluster is created"))]
+pub struct PostgreSQLSpec {
+    /// PostgreSQL major version. Changing it on an existing cluster is not supported.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.version cannot be changed: major upgrades need a dump and restore into a new cluster"))]
+    pub version: PostgresVersion,
+
+    /// Container image to run instead of the official `postgres:<version>` image. It must be
+    /// compatible with the official image (same entrypoint, environment and paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[^\\\\s]+$')").message("spec.image must be an image reference without whitespace"))]
+    pub image: Option<String>,
+
+    /// Number of PostgreSQL instances. Only 1 is supported until replication lands.
+    #[serde(default = "default_instances")]
+    #[x_kube(validation = Rule::new("self == 1").message("spec.instances must be 1: replication is not supported yet"))]
+    pub instances: i32,
+
+    /// Persistent storage for the data directory.
+    pub storage: Storage,
+
+    /// CPU and memory requests and limits of the PostgreSQL container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// postgresql.conf settings, for example `max_connections: "200"`. Keys Tusk manages itself
+    /// (port, listen_addresses, data_directory, hba_file, ident_file, config_file, the
+    /// unix_socket_* keys and include directives) are rejected.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(k, !(k in ['port', 'listen_addresses', 'data_directory', 'hba_file', 'ident_file', 'config_file', 'external_pid_file', 'unix_socket_directories', 'unix_socket_group', 'unix_socket_permissions', 'include', 'include_dir', 'include_if_exists']))").message("spec.parameters must not set keys Tusk manages: port, listen_addresses, data_directory, hba_file, ident_file, config_file, external_pid_file, unix_socket_directories, unix_socket_group, unix_socket_permissions, include, include_dir, include_if_exists"))]
+    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9_.]*$'))").message("spec.parameters keys must be postgresql.conf names: lowercase letters, digits, '_' and '.'"))]
+    #[x_kube(validation = Rule::new("self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))").message("spec.parameters values must be single-line"))]
+    pub parameters: BTreeMap<String, String>,
+
+    /// The application database and its owner, created when the cluster is first initialised.
+    #[serde(default)]
+    pub bootstrap: Bootstrap,
+
+    /// Restore a backup into this new cluster. Only at creation; immutable afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.restore is immutable"))]
+    pub restore: Option<RestoreSource>,
+
+    /// Scheduled logical backups. The backup CronJob exists only once the cluster is Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupPolicy>,
+}
+
+fn default_instances() -> i32 {
+    1
+}
+
+/// Supported PostgreSQL major versions.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PostgresVersion {
+    #[serde(rename = "14")]
+    V14,
+    #[serde(rename = "15")]
+    V15,
+    #[serde(rename = "16")]
+    V16,
+    #[serde(rename = "17")]
+    V17,
+    #[default]
+    #[serde(rename = "18")]
+    V18,
+}
+
+impl PostgresVersion {
+    /// The major version number, e.g. `18`.
+    pub fn major(self) -> u32 {
+        match self {
+            Self::V14 => 14,
+            Self::V15 => 15,
+            Self::V16 => 16,
+            Self::V17 => 17,
+            Self::V18 => 18,
+        }
+    }
+}
+
+/// Storage for the data directory, one PersistentVolumeClaim per instance.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Storage {
+    /// Size of the volume, as a Kubernetes quantity such as `10Gi`.
+    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.storage.size must be a positive Kubernetes quantity such as 10Gi"))]
+    pub size: String,
+    /// StorageClass of the volume; the cluster default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// What `initdb` creates besides the superuser.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bootstrap {
+    /// Name of the application database.
+    #[serde(default = "default_app")]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_]{0,62}$') && !(self in ['postgres', 'template0', 'template1'])").message("spec.bootstrap.database must be a lowercase identifier of at most 63 characters, not postgres, template0 or template1"))]
+    pub database: String,
+    /// Role that owns the application database; its credentials are in the `<name>-app` Secret.
+    #[serde(default = "default_app")]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_]{0,62}$') && self != 'postgres' && !self.startsWith('pg_')").message("spec.bootstrap.owner must be a lowercase identifier of at most 63 characters, not postgres and not starting with pg_"))]
+    pub owner: String,
+}
+
+impl Default for Bootstrap {
+    fn default() -> Self {
+        Self {
+            database: default_app(),
+            owner: default_app(),
+        }
+    }
+}
+
+fn default_app() -> String {
+    "app".to_owned()
+}
+
+/// The backup to restore into a new cluster: exactly one of `backup` or `objectStore`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.backup) != has(self.objectStore)").message("spec.restore needs exactly one of backup or objectStore"))]
+pub struct RestoreSource {
+    /// A Completed `Backup` in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<LocalName>,
+    /// A backup read straight from a bucket, for when the original cluster and its Backups are gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStoreRestore>,
+}
+
+/// A reference to an object in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+pub struct LocalName {
+    /// Name of the object.
+    #[x_kube(validation = Rule::new("self.size() > 0").message("name must not be empty"))]
+    pub name: String,
+}
+
+/// A backup in an object store, addressed by the cluster that wrote it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStoreRestore {
+    /// Where the backups are.
+    pub destination: Destination,
+    /// Name of the cluster that wrote the backup.
+    pub cluster: String,
+    /// Namespace of the cluster that wrote the backup; this cluster's namespace when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Backup id to restore, or `latest` for the newest complete backup.
+    #[serde(default = "default_latest")]
+    #[x_kube(validation = Rule::new("self == 'latest' || self.matches('^[A-Za-z0-9][A-Za-z0-9._-]*$')").message("backupId must be 'latest' or a backup id"))]
+    pub backup_id: String,
+}
+
+fn default_latest() -> String {
+    "latest".to_owned()
+}
+
+/// Scheduled logical backups with `pg_dump`, streamed to an object store.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupPolicy {
+    /// Kubernetes CronJob schedule: five fields (`0 2 * * *`) or a macro such as `@daily`.
+    #[x_kube(validation = Rule::new("self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+)$')").message("spec.backup.schedule must be a 5-field cron expression or one of @yearly, @monthly, @weekly, @daily, @midnight, @hourly"))]
+    pub schedule: String,
+    /// How many complete backups to keep, and for how long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    /// Compression of the dump stream.
+    #[serde(default)]
+    pub compression: Compression,
+    /// What happens to this cluster's objects in the bucket when the cluster is deleted.
+    #[serde(default)]
+    pub on_delete: OnDelete,
+    /// Pause scheduled backups without removing the configuration.
+    #[serde(default)]
+    pub suspend: bool,
+    /// Where backups are written.
+    pub destination: Destination,
+}
+
+/// Retention of complete backups; the newest complete backup is never deleted.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    /// Keep at most this many complete backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("spec.backup.retention.keep must be at least 1"))]
+    pub keep: Option<i32>,
+    /// Delete backups older than this, e.g. `30d`, `12h` or `2w`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[1-9][0-9]*[hdw]$')").message("spec.backup.retention.maxAge must be a number followed by h, d or w, e.g. 30d"))]
+    pub max_age: Option<String>,
+}
+
+/// Compression of backup streams.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    Zstd,
+    Gzip,
+    None,
+}
+
+impl Compression {
+    /// The agent's `--compression` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Zstd => "zstd",
+            Self::Gzip => "gzip",
+            Self::None => "none",
+        }
+    }
+}
+
+/// Fate of a cluster's backups when the cluster is deleted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnDelete {
+    /// Keep every object and Backup (default).
+    #[default]
+    Retain,
+    /// Delete exactly this cluster's objects from the bucket, and its Backups.
+    Delete,
+}
+
+/// Observed state, written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgreSQLStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// A one-word summary; use the conditions for decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Desired number of instances.
+    #[serde(default)]
+    pub instances: i32,
+    /// Instances whose readiness probe passes.
+    #[serde(default)]
+    pub ready_instances: i32,
+    /// `host:port` of the read-write Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Names of the credential Secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<SecretNames>,
+    /// Standard conditions: Ready, BackupScheduled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The newest Completed backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_backup: Option<SuccessfulBackup>,
+}
+
+/// One-word summary of a cluster.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Children are being created or the server is starting.
+    Provisioning,
+    /// Every instance is ready.
+    Ready,
+    /// Was ready, and some instance is not ready now.
+    Degraded,
+    /// The spec cannot be realised; see the Ready condition's message.
+    Failed,
+}
+
+/// Names of the Secrets holding credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct SecretNames {
+    /// Secret with the application role's credentials.
+    pub app: String,
+    /// Secret with the superuser's credentials.
+    pub superuser: String,
+}
+
+/// A reference to a Completed Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuccessfulBackup {
+    /// Name of the Backup.
+    pub name: String,
+    /// When it completed.
+    pub completed_at: Time,
+}

@@ -1,0 +1,95 @@
+//! The read-write Service clients use, and the headless Service that gives the StatefulSet's pods
+//! their stable DNS names.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{Cluster, Component, POSTGRES_PORT};
+
+/// Label the StatefulSet controller puts on each pod with the pod's own name.
+const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+
+fn postgres_port() -> ServicePort {
+    ServicePort {
+        name: Some("postgres".to_owned()),
+        port: POSTGRES_PORT,
+        target_port: Some(IntOrString::String("postgres".to_owned())),
+        protocol: Some("TCP".to_owned()),
+        ..ServicePort::default()
+    }
+}
+
+/// Service `<name>-rw`: routes to the primary, which is ordinal 0 while there is one instance.
+pub fn rw_service(cluster: &Cluster) -> Service {
+    let mut selector = cluster.selector_labels(Component::Database);
+    selector.insert(
+        POD_NAME_LABEL.to_owned(),
+        format!("{}-0", cluster.statefulset_name()),
+    );
+    service(cluster, cluster.rw_service_name(), selector, false)
+}
+
+/// Headless Service `<name>-hl`: the StatefulSet's `serviceName`; lists pods before they are
+/// ready so that instances can find each other while starting.
+pub fn headless_service(cluster: &Cluster) -> Service {
+    let selector = cluster.selector_labels(Component::Database);
+    service(cluster, cluster.headless_service_name(), selector, true)
+}
+
+fn service(
+    cluster: &Cluster,
+    name: String,
+    selector: BTreeMap<String, String>,
+    headless: bool,
+) -> Service {
+    Service {
+        metadata: cluster.child_meta(name, Component::Database),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            cluster_ip: headless.then(|| "None".to_owned()),
+            publish_not_ready_addresses: headless.then_some(true),
+            selector: Some(selector),
+            ports: Some(vec![postgres_port()]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::fixtures::*;
+
+    #[test]
+    fn rw_service_selects_only_the_primary_pod() {
+        let pg = postgresql(MINIMAL);
+        let svc = rw_service(&Cluster::new(&pg).unwrap());
+        assert_eq!(svc.metadata.name.as_deref(), Some("demo-rw"));
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.cluster_ip, None);
+        let selector = spec.selector.unwrap();
+        assert_eq!(selector["statefulset.kubernetes.io/pod-name"], "demo-0");
+        assert_eq!(selector["tusk.dev/cluster"], "demo");
+        assert_eq!(selector["app.kubernetes.io/component"], "database");
+        assert_eq!(spec.ports.unwrap()[0].port, 5432);
+    }
+
+    #[test]
+    fn headless_service_publishes_unready_pods() {
+        let pg = postgresql(MINIMAL);
+        let svc = headless_service(&Cluster::new(&pg).unwrap());
+        assert_eq!(svc.metadata.name.as_deref(), Some("demo-hl"));
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+        assert_eq!(spec.publish_not_ready_addresses, Some(true));
+        assert!(
+            !spec
+                .selector
+                .unwrap()
+                .contains_key("statefulset.kubernetes.io/pod-name")
+        );
+    }
+}
