@@ -5,6 +5,7 @@
 //! [`controller::validate`] → [`resources`] (pure builders) → [`controller::apply`] →
 //! [`controller::status`].
 
+pub mod controller;
 pub mod crd;
 pub mod crdgen;
 pub mod resources;

@@ -24,3 +24,6 @@ pub const GROUP: &str = "tusk.dev";
 /// the 11-character suffix Kubernetes appends to its Jobs, and Job names must fit a 63-character
 /// label value.
 pub const MAX_CLUSTER_NAME_LEN: usize = 45;
+
+#[cfg(test)]
+mod validation_tests;

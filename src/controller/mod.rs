@@ -1,0 +1,3 @@
+//! The PostgreSQL controller: validate → build → apply → status.
+
+pub mod validate;

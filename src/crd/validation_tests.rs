@@ -1,0 +1,294 @@
+//! The table of invalid specs: each is rejected with a message that names the field. CEL rules
+//! run client-side through kube's CEL evaluator, the same rules the API server enforces.
+
+use kube::core::cel::validate_cel;
+use serde_json::{Value, json};
+
+use super::{Backup, PostgreSQL};
+use crate::controller::validate::validate;
+
+/// Everything that would reject `spec` for a PostgreSQL named `name`: schema types and enums
+/// (through serde), CEL rules, and the operator's own validation.
+fn rejections(name: &str, spec: Value) -> Vec<String> {
+    let object = json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+        "metadata": {"name": name, "namespace": "prod"},
+        "spec": spec,
+    });
+    let pg: PostgreSQL = match serde_json::from_value(object) {
+        Ok(pg) => pg,
+        Err(e) => return vec![format!("schema: {e}")],
+    };
+    let mut errors: Vec<String> = match validate_cel(&pg) {
+        Ok(()) => vec![],
+        Err(errs) => errs
+            .as_slice()
+            .iter()
+            .map(|e| format!("{}: {}", e.field_path, e.message))
+            .collect(),
+    };
+    if let Err(e) = validate(&pg.spec) {
+        errors.push(e.to_string());
+    }
+    errors
+}
+
+fn storage() -> Value {
+    json!({"size": "1Gi"})
+}
+
+fn s3() -> Value {
+    json!({"bucket": "backups", "endpoint": "http://minio:9000", "forcePathStyle": true})
+}
+
+fn with_backup(backup: Value) -> Value {
+    json!({"storage": storage(), "backup": backup})
+}
+
+#[test]
+fn valid_specs_pass() {
+    assert_eq!(
+        rejections("demo", json!({"storage": storage()})),
+        Vec::<String>::new()
+    );
+    let full = with_backup(json!({
+        "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d"},
+        "compression": "gzip", "onDelete": "Delete", "destination": {"s3": s3()}
+    }));
+    assert_eq!(rejections("demo", full), Vec::<String>::new());
+}
+
+#[test]
+fn invalid_specs_are_rejected_with_the_field_named() {
+    let long_name = "a".repeat(46);
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            "name too long for children",
+            &long_name,
+            json!({"storage": storage()}),
+            "metadata.name must be at most 45 characters",
+        ),
+        (
+            "name not a DNS label",
+            "9demo",
+            json!({"storage": storage()}),
+            "metadata.name must start with a letter",
+        ),
+        (
+            "unsupported major",
+            "demo",
+            json!({"version": "12", "storage": storage()}),
+            "unknown variant `12`",
+        ),
+        (
+            "two instances",
+            "demo",
+            json!({"instances": 2, "storage": storage()}),
+            "spec.instances must be 1",
+        ),
+        (
+            "zero instances",
+            "demo",
+            json!({"instances": 0, "storage": storage()}),
+            "spec.instances must be 1",
+        ),
+        (
+            "storage not a quantity",
+            "demo",
+            json!({"storage": {"size": "lots"}}),
+            "spec.storage.size must be a positive Kubernetes quantity",
+        ),
+        (
+            "storage zero",
+            "demo",
+            json!({"storage": {"size": "0"}}),
+            "spec.storage.size must be a positive Kubernetes quantity",
+        ),
+        (
+            "owned parameter port",
+            "demo",
+            json!({"storage": storage(), "parameters": {"port": "5433"}}),
+            "spec.parameters must not set keys Tusk manages",
+        ),
+        (
+            "owned parameter hba_file",
+            "demo",
+            json!({"storage": storage(), "parameters": {"hba_file": "/tmp/x"}}),
+            "spec.parameters must not set keys Tusk manages",
+        ),
+        (
+            "parameter name with spaces",
+            "demo",
+            json!({"storage": storage(), "parameters": {"work mem": "1MB"}}),
+            "spec.parameters keys must be postgresql.conf names",
+        ),
+        (
+            "multi-line parameter",
+            "demo",
+            json!({"storage": storage(), "parameters": {"work_mem": "1MB\nport = 1"}}),
+            "spec.parameters values must be single-line",
+        ),
+        (
+            "no destination",
+            "demo",
+            with_backup(json!({"schedule": "@daily", "destination": {}})),
+            "exactly one of s3 or gcs must be set",
+        ),
+        (
+            "two destinations",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "destination": {"s3": s3(), "gcs": {"bucket": "b-gcs"}}}),
+            ),
+            "exactly one of s3 or gcs must be set",
+        ),
+        (
+            "bad bucket",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "destination": {"s3": {"bucket": "Bad_Bucket"}}}),
+            ),
+            "must be a valid bucket name",
+        ),
+        (
+            "endpoint not a URL",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "destination": {"s3": {"bucket": "backups", "endpoint": "minio:9000"}}}),
+            ),
+            "must be an http:// or https:// URL",
+        ),
+        (
+            "path escapes",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "destination": {"s3": {"bucket": "backups", "path": "a/../b"}}}),
+            ),
+            "must be a relative prefix",
+        ),
+        (
+            "schedule with six fields",
+            "demo",
+            with_backup(json!({"schedule": "0 0 2 * * *", "destination": {"s3": s3()}})),
+            "spec.backup.schedule",
+        ),
+        (
+            "schedule out of range",
+            "demo",
+            with_backup(json!({"schedule": "61 2 * * *", "destination": {"s3": s3()}})),
+            "spec.backup.schedule \"61 2 * * *\" is not a valid Kubernetes cron schedule",
+        ),
+        (
+            "keep zero",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "retention": {"keep": 0}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.retention.keep must be at least 1",
+        ),
+        (
+            "maxAge unit",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "retention": {"maxAge": "30 days"}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.retention.maxAge must be a number followed by h, d or w",
+        ),
+        (
+            "unknown compression",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "compression": "lz4", "destination": {"s3": s3()}}),
+            ),
+            "unknown variant `lz4`",
+        ),
+        (
+            "restore from two sources",
+            "demo",
+            json!({"storage": storage(), "restore": {"backup": {"name": "b1"}, "objectStore": {"destination": {"s3": s3()}, "cluster": "old"}}}),
+            "spec.restore needs exactly one of backup or objectStore",
+        ),
+        (
+            "reserved database",
+            "demo",
+            json!({"storage": storage(), "bootstrap": {"database": "template1"}}),
+            "spec.bootstrap.database must be a lowercase identifier",
+        ),
+        (
+            "superuser as owner",
+            "demo",
+            json!({"storage": storage(), "bootstrap": {"owner": "postgres"}}),
+            "spec.bootstrap.owner must be a lowercase identifier",
+        ),
+        (
+            "image with spaces",
+            "demo",
+            json!({"storage": storage(), "image": "postgres 18"}),
+            "spec.image must be an image reference",
+        ),
+    ];
+    assert!(cases.len() >= 15);
+    for (what, name, spec, expected) in cases {
+        let errors = rejections(name, spec);
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "{what}: expected a rejection containing {expected:?}, got {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn restore_cannot_be_added_or_changed_after_creation() {
+    let pg = |spec: Value| -> PostgreSQL {
+        serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let plain = pg(json!({"storage": storage()}));
+    let restored = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b1"}}}));
+    let other = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b2"}}}));
+    let messages = |new: &PostgreSQL, old: &PostgreSQL| -> Vec<String> {
+        match kube::core::cel::validate_cel_update(new, old) {
+            Ok(()) => vec![],
+            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+        }
+    };
+    assert!(
+        messages(&restored, &plain)
+            .iter()
+            .any(|m| m.contains("spec.restore can only be set when the cluster is created"))
+    );
+    assert!(
+        messages(&other, &restored)
+            .iter()
+            .any(|m| m.contains("spec.restore is immutable"))
+    );
+    assert_eq!(messages(&restored, &restored), Vec::<String>::new());
+    let upgraded = pg(json!({"version": "17", "storage": storage()}));
+    assert!(
+        messages(&upgraded, &plain)
+            .iter()
+            .any(|m| m.contains("spec.version cannot be changed"))
+    );
+}
+
+#[test]
+fn a_backup_spec_is_immutable() {
+    let backup = |cluster: &str| -> Backup {
+        serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
+            "metadata": {"name": "b1", "namespace": "prod"}, "spec": {"cluster": {"name": cluster}},
+        }))
+        .unwrap()
+    };
+    assert!(kube::core::cel::validate_cel(&backup("demo")).is_ok());
+    assert!(kube::core::cel::validate_cel(&backup("")).is_err());
+    let err = kube::core::cel::validate_cel_update(&backup("other"), &backup("demo")).unwrap_err();
+    assert!(
+        err.as_slice()
+            .iter()
+            .any(|e| e.message.contains("a Backup's spec is immutable"))
+    );
+}
