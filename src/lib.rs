@@ -8,6 +8,8 @@
 pub mod controller;
 pub mod crd;
 pub mod crdgen;
+pub mod error;
+pub mod metrics;
 pub mod resources;
 
 pub use crd::{Backup, PostgreSQL};

@@ -1,3 +1,13 @@
 //! The PostgreSQL controller: validate → build → apply → status.
 
+pub mod apply;
+pub mod backoff;
+pub mod children;
+pub mod conditions;
+pub mod context;
+pub mod reconcile;
+pub mod status;
 pub mod validate;
+
+pub use context::{Context, Stores};
+pub use reconcile::{error_policy, reconcile};

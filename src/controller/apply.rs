@@ -1,0 +1,141 @@
+//! The apply step: server-side apply with one field manager, skipped when the cached object
+//! already holds every field we would set, so a steady-state reconcile writes nothing.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The single field manager of every object Tusk writes.
+pub const FIELD_MANAGER: &str = "tusk-operator";
+
+/// What applying an object did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The cached object already matched; no request was sent.
+    Unchanged,
+    Created,
+    Updated,
+}
+
+/// An applied object as the API server holds it now, and what applying it changed.
+#[derive(Clone, Debug)]
+pub struct Applied<K> {
+    pub object: Arc<K>,
+    pub change: Change,
+}
+
+/// Applies `desired` unless `cached` already contains it.
+pub async fn apply<K>(api: &Api<K>, cached: Option<Arc<K>>, desired: K) -> Result<Applied<K>>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let name = desired.name_any();
+    let serialize = |source| Error::Serialize {
+        kind: kind.clone(),
+        name: name.clone(),
+        source,
+    };
+    let wanted = serde_json::to_value(&desired).map_err(serialize)?;
+    if let Some(cached) = cached {
+        let actual = serde_json::to_value(cached.as_ref()).map_err(serialize)?;
+        if contains(&actual, &wanted) {
+            return Ok(Applied {
+                object: cached,
+                change: Change::Unchanged,
+            });
+        }
+        let object = patch(api, &name, &desired, &kind).await?;
+        return Ok(Applied {
+            object: Arc::new(object),
+            change: Change::Updated,
+        });
+    }
+    let object = patch(api, &name, &desired, &kind).await?;
+    Ok(Applied {
+        object: Arc::new(object),
+        change: Change::Created,
+    })
+}
+
+async fn patch<K>(api: &Api<K>, name: &str, desired: &K, kind: &str) -> Result<K>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(desired))
+        .await
+        .map_err(|source| Error::Apply {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            source,
+        })
+}
+
+/// Whether `actual` holds every field of `wanted` with the same value. Fields only in `actual`
+/// (server defaults, other managers' fields, status) are ignored; an empty or null wanted value
+/// matches a missing one, since the API server drops those.
+pub fn contains(actual: &Value, wanted: &Value) -> bool {
+    match (actual, wanted) {
+        (_, Value::Null) => true,
+        (Value::Object(actual), Value::Object(wanted)) => wanted.iter().all(|(key, w)| {
+            actual
+                .get(key)
+                .map_or_else(|| is_empty(w), |a| contains(a, w))
+        }),
+        (Value::Array(actual), Value::Array(wanted)) => {
+            actual.len() == wanted.len() && actual.iter().zip(wanted).all(|(a, w)| contains(a, w))
+        }
+        (Value::Null, wanted) => is_empty(wanted),
+        (actual, wanted) => actual == wanted,
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.values().all(is_empty),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn server_defaults_and_foreign_fields_do_not_count_as_drift() {
+        let actual = json!({
+            "metadata": {"name": "x", "resourceVersion": "7", "labels": {"a": "1", "added-by-user": "y"}},
+            "spec": {"ports": [{"port": 5432, "protocol": "TCP", "targetPort": 5432}], "clusterIP": "10.0.0.1"},
+            "status": {"loadBalancer": {}}
+        });
+        let wanted = json!({
+            "metadata": {"name": "x", "labels": {"a": "1"}},
+            "spec": {"ports": [{"port": 5432}], "selector": null, "extra": []}
+        });
+        assert!(contains(&actual, &wanted));
+    }
+
+    #[test]
+    fn changed_missing_or_reordered_values_are_drift() {
+        let actual = json!({"spec": {"image": "postgres:17", "args": ["-c", "a"]}});
+        assert!(!contains(
+            &actual,
+            &json!({"spec": {"image": "postgres:18"}})
+        ));
+        assert!(!contains(&actual, &json!({"spec": {"command": ["x"]}})));
+        assert!(!contains(&actual, &json!({"spec": {"args": ["a", "-c"]}})));
+        assert!(!contains(&actual, &json!({"spec": {"args": ["-c"]}})));
+    }
+}

@@ -1,0 +1,67 @@
+//! Everything a reconcile needs, shared by all of them: the client, the caches of children, the
+//! event recorder, metrics and the error backoff.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::backoff::ErrorBackoff;
+use crate::crd::PostgreSQL;
+use crate::metrics::Metrics;
+use crate::resources::AgentSettings;
+
+/// Caches of the children, fed by the same watches that trigger reconciles.
+#[derive(Clone)]
+pub struct Stores {
+    pub clusters: Store<PostgreSQL>,
+    pub secrets: Store<Secret>,
+    pub config_maps: Store<ConfigMap>,
+    pub services: Store<Service>,
+    pub statefulsets: Store<StatefulSet>,
+    pub cronjobs: Store<CronJob>,
+}
+
+/// The shared state of the controller.
+pub struct Context {
+    pub client: Client,
+    pub agent: AgentSettings,
+    pub stores: Stores,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub backoff: ErrorBackoff,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        agent: AgentSettings,
+        stores: Stores,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "tusk-operator".to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            agent,
+            stores,
+            metrics,
+            backoff: ErrorBackoff::default(),
+        }
+    }
+}
+
+/// The cached object `name` in `namespace`, if the watch has seen it.
+pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(&ObjectRef::new(name).within(namespace))
+}

@@ -1,0 +1,225 @@
+//! One reconcile of one cluster: validate → build and apply children → status, with an Event
+//! for every write and every error.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{Timestamp, Unit};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::apply::FIELD_MANAGER;
+use super::children::{WriteAction, apply_children};
+use super::conditions::{self, READY};
+use super::context::Context;
+use super::status::{self, Outcome};
+use super::validate::validate;
+use crate::crd::{PostgreSQL, PostgreSQLStatus};
+use crate::error::{Error, Result};
+use crate::resources::Cluster;
+
+/// Healthy clusters are re-checked this often even without a watch event.
+const RESYNC: Duration = Duration::from_secs(600);
+
+/// The controller's reconcile function.
+pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let key = ObjectRef::from_obj(pg.as_ref());
+    let result = reconcile_cluster(&pg, &ctx).await;
+    let label = match &result {
+        Ok(_) => "success",
+        Err(e) => e.reason(),
+    };
+    ctx.metrics.reconciled(label, started.elapsed());
+    ctx.metrics
+        .count_phases(ctx.stores.clusters.state().iter().map(Arc::as_ref));
+    match &result {
+        Ok(_) => ctx.backoff.reset(&key),
+        Err(error) => report_error(&pg, &ctx, error).await,
+    }
+    result
+}
+
+/// The controller's error policy: per-object exponential backoff with jitter.
+pub fn error_policy(pg: Arc<PostgreSQL>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoff.next_delay(&ObjectRef::from_obj(pg.as_ref()));
+    warn!(cluster = %pg.name_any(), namespace = ?pg.namespace(), %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
+    let cluster = Cluster::new(pg)?;
+    if let Err(invalid) = validate(&pg.spec) {
+        let message = invalid.to_string();
+        if update_status(pg, &cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
+            publish(
+                ctx,
+                pg,
+                EventType::Warning,
+                "InvalidSpec",
+                "Validate",
+                message,
+            )
+            .await;
+        }
+        // Retrying cannot help; the next spec change triggers a new reconcile.
+        return Ok(Action::await_change());
+    }
+
+    let applied = apply_children(&cluster, ctx).await?;
+    let previously_provisioned = pg
+        .status
+        .as_ref()
+        .is_some_and(|s| s.observed_generation.is_some());
+    for write in &applied.writes {
+        let action = match write.action {
+            WriteAction::Created => "Created",
+            WriteAction::Updated => "Updated",
+            WriteAction::Deleted => "Deleted",
+        };
+        ctx.metrics
+            .child_written(write.kind, &action.to_lowercase());
+        info!(cluster = %cluster.name, namespace = %cluster.namespace, kind = write.kind, name = %write.name, action, "child written");
+        let note = format!("{action} {} {}", write.kind, write.name);
+        publish(ctx, pg, EventType::Normal, action, action, note).await;
+        if write.kind == "Secret" && write.action == WriteAction::Created && previously_provisioned
+        {
+            let note = format!(
+                "Secret {} was missing and has been re-created with a new password; the database \
+                 still has the old one: restore the Secret or set the new password with ALTER ROLE",
+                write.name
+            );
+            publish(
+                ctx,
+                pg,
+                EventType::Warning,
+                "SecretRecreated",
+                "Created",
+                note,
+            )
+            .await;
+        }
+    }
+
+    let was_ready = is_ready(pg.status.as_ref());
+    let outcome = Outcome::Applied {
+        readiness: applied.readiness,
+        backup: applied.backup,
+    };
+    update_status(pg, &cluster, &outcome, ctx).await?;
+    if applied.readiness.ready && !was_ready {
+        let note = format!("{0}/{0} instances are ready", applied.readiness.instances);
+        publish(ctx, pg, EventType::Normal, "Ready", "Reconcile", note).await;
+        let first_time = pg
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_none_or(|p| p == crate::crd::Phase::Provisioning);
+        if let (true, Some(created)) = (first_time, pg.meta().creation_timestamp.as_ref()) {
+            let elapsed = Timestamp::now().duration_since(created.0);
+            ctx.metrics
+                .first_ready(Duration::try_from(elapsed).unwrap_or_default());
+        }
+    } else if !applied.readiness.ready && was_ready {
+        let note = format!(
+            "{}/{} instances are ready",
+            applied.readiness.ready_instances, applied.readiness.instances
+        );
+        publish(ctx, pg, EventType::Warning, "NotReady", "Reconcile", note).await;
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+fn is_ready(status: Option<&PostgreSQLStatus>) -> bool {
+    status.is_some_and(|s| conditions::is_true(&s.conditions, READY))
+}
+
+/// Patches the status when it differs from the current one; returns whether it did.
+async fn update_status(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    outcome: &Outcome,
+    ctx: &Context,
+) -> Result<bool> {
+    // metav1.Time has second precision on the wire; truncating keeps the comparison honest.
+    let now = Timestamp::now()
+        .round(Unit::Second)
+        .unwrap_or_else(|_| Timestamp::now());
+    let status = status::compute(
+        pg.status.as_ref(),
+        cluster,
+        pg.metadata.generation,
+        outcome,
+        &Time(now),
+    );
+    if pg.status.as_ref() == Some(&status) {
+        return Ok(false);
+    }
+    let api: Api<PostgreSQL> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let patch = json!({
+        "apiVersion": "tusk.dev/v1alpha1",
+        "kind": "PostgreSQL",
+        "status": status,
+    });
+    api.patch_status(
+        cluster.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::Status {
+        name: cluster.name.to_owned(),
+        source,
+    })?;
+    Ok(true)
+}
+
+/// Makes a failed reconcile visible: a Warning Event and, when possible, a False Ready
+/// condition carrying the reason. Best effort: the error itself is what gets retried.
+async fn report_error(pg: &PostgreSQL, ctx: &Context, error: &Error) {
+    publish(
+        ctx,
+        pg,
+        EventType::Warning,
+        error.reason(),
+        "Reconcile",
+        error.to_string(),
+    )
+    .await;
+    let Ok(cluster) = Cluster::new(pg) else {
+        return;
+    };
+    let outcome = Outcome::Failed {
+        reason: error.reason(),
+        message: error.to_string(),
+    };
+    if let Err(e) = update_status(pg, &cluster, &outcome, ctx).await {
+        warn!(cluster = %cluster.name, error = %e, "could not record the failure in the status");
+    }
+}
+
+async fn publish(
+    ctx: &Context,
+    pg: &PostgreSQL,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &pg.object_ref(&())).await {
+        warn!(cluster = %pg.name_any(), error = %e, "could not publish an Event");
+    }
+}

@@ -1,0 +1,164 @@
+//! Prometheus metrics served on `/metrics`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::crd::{Phase, PostgreSQL};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    kind: String,
+    change: String,
+}
+
+/// The operator's metrics and their registry.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabels, Counter>,
+    duration: Histogram,
+    clusters: Family<PhaseLabels, Gauge>,
+    time_to_ready: Histogram,
+    child_writes: Family<WriteLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("tusk");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "reconcile",
+            "Reconciles of PostgreSQL clusters by result",
+            reconciles.clone(),
+        );
+        let duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Duration of reconciles",
+            prometheus_client::registry::Unit::Seconds,
+            duration.clone(),
+        );
+        let clusters = Family::<PhaseLabels, Gauge>::default();
+        registry.register("clusters", "PostgreSQL clusters by phase", clusters.clone());
+        let time_to_ready = Histogram::new(exponential_buckets(5.0, 2.0, 12));
+        registry.register_with_unit(
+            "time_to_ready",
+            "Time from a cluster's creation to its first Ready",
+            prometheus_client::registry::Unit::Seconds,
+            time_to_ready.clone(),
+        );
+        let child_writes = Family::<WriteLabels, Counter>::default();
+        registry.register(
+            "child_writes",
+            "Writes to child objects by kind and change",
+            child_writes.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            duration,
+            clusters,
+            time_to_ready,
+            child_writes,
+        }
+    }
+}
+
+impl Metrics {
+    /// One finished reconcile: `result` is `success`, `invalid` or an error reason.
+    pub fn reconciled(&self, result: &str, elapsed: Duration) {
+        let labels = ResultLabels {
+            result: result.to_owned(),
+        };
+        self.reconciles.get_or_create(&labels).inc();
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// A child object created, updated or deleted.
+    pub fn child_written(&self, kind: &str, change: &str) {
+        let labels = WriteLabels {
+            kind: kind.to_owned(),
+            change: change.to_owned(),
+        };
+        self.child_writes.get_or_create(&labels).inc();
+    }
+
+    /// A cluster became Ready for the first time, `elapsed` after its creation.
+    pub fn first_ready(&self, elapsed: Duration) {
+        self.time_to_ready.observe(elapsed.as_secs_f64());
+    }
+
+    /// Recounts clusters by phase from the controller's cache.
+    pub fn count_phases<'a>(&self, clusters: impl IntoIterator<Item = &'a PostgreSQL>) {
+        let mut counts: BTreeMap<&str, i64> =
+            ["Pending", "Provisioning", "Ready", "Degraded", "Failed"]
+                .map(|p| (p, 0))
+                .into();
+        for cluster in clusters {
+            let phase = match cluster.status.as_ref().and_then(|s| s.phase) {
+                None => "Pending",
+                Some(Phase::Provisioning) => "Provisioning",
+                Some(Phase::Ready) => "Ready",
+                Some(Phase::Degraded) => "Degraded",
+                Some(Phase::Failed) => "Failed",
+            };
+            *counts.entry(phase).or_default() += 1;
+        }
+        for (phase, count) in counts {
+            let labels = PhaseLabels {
+                phase: phase.to_owned(),
+            };
+            self.clusters.get_or_create(&labels).set(count);
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_reconciles_by_result_and_duration() {
+        let metrics = Metrics::default();
+        metrics.reconciled("success", Duration::from_millis(20));
+        metrics.reconciled("success", Duration::from_millis(30));
+        metrics.reconciled("ApplyFailed", Duration::from_millis(30));
+        metrics.child_written("StatefulSet", "created");
+        metrics.count_phases(std::iter::empty());
+        let text = metrics.encode();
+        assert!(
+            text.contains("tusk_reconcile_total{result=\"success\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("tusk_reconcile_total{result=\"ApplyFailed\"} 1"));
+        assert!(text.contains("tusk_reconcile_duration_seconds_count 3"));
+        assert!(
+            text.contains("tusk_child_writes_total{kind=\"StatefulSet\",change=\"created\"} 1")
+        );
+        assert!(text.contains("tusk_clusters{phase=\"Ready\"} 0"));
+    }
+}
