@@ -9,7 +9,10 @@ pub mod controller;
 pub mod crd;
 pub mod crdgen;
 pub mod error;
+pub mod leader;
 pub mod metrics;
 pub mod resources;
+pub mod server;
+pub mod telemetry;
 
 pub use crd::{Backup, PostgreSQL};

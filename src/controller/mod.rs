@@ -6,6 +6,7 @@ pub mod children;
 pub mod conditions;
 pub mod context;
 pub mod reconcile;
+pub mod run;
 pub mod status;
 pub mod validate;
 
