@@ -1,1 +1,41 @@
-fn main() {}
+//! `backup-agent`: the program Tusk's backup and restore Jobs run.
+
+mod cli;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("backup-agent: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(run::run(cli.command));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn init_logging(format: cli::LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    // The AWS SDK logs every request at info; keep its noise out unless asked for.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn,aws_sdk_s3=warn")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        cli::LogFormat::Json => builder.json().init(),
+        cli::LogFormat::Text => builder.init(),
+    }
+}

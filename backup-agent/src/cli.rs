@@ -1,0 +1,181 @@
+//! Command-line interface: every flag has an environment variable, so a Kubernetes Job can
+//! configure the agent entirely through env and secretKeyRefs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use backup_agent::compression::Compression;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  other failure (dump/restore tool failed, I/O error, interrupted)
+  2  invalid arguments
+  3  database unreachable, authentication failed or database missing
+  4  object store error (credentials, missing bucket, backup not found)
+  5  integrity failure (size or sha256 mismatch, unreadable manifest)
+  6  restore target database is not empty (use --force)
+
+Credentials: PGPASSWORD for PostgreSQL (never a flag); the AWS default chain for S3
+(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity/IRSA, instance metadata);
+GOOGLE_APPLICATION_CREDENTIALS (service-account key JSON) or Workload Identity for GCS.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "backup-agent",
+    version,
+    about = "Streams PostgreSQL logical backups to S3/MinIO or GCS and restores them",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, env = "TUSK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Dump globals and databases into <path>/<namespace>/<cluster>/<backupId>/.
+    Backup(BackupArgs),
+    /// Restore a backup (verified before anything is applied).
+    Restore(RestoreArgs),
+    /// List complete backups (those with a manifest), oldest first.
+    List(ListArgs),
+    /// Download a backup and check every file's size and sha256.
+    Verify(VerifyArgs),
+    /// Delete one backup (exactly its own prefix).
+    Delete(DeleteArgs),
+    /// Apply retention: delete backups beyond --keep or older than --max-age.
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    S3,
+    Gcs,
+}
+
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Object store type.
+    #[arg(long, env = "TUSK_STORE", value_enum)]
+    pub store: StoreKind,
+    #[arg(long, env = "TUSK_BUCKET")]
+    pub bucket: String,
+    /// Prefix inside the bucket (may be empty).
+    #[arg(long, env = "TUSK_PATH", default_value = "")]
+    pub path: String,
+    #[arg(long, env = "TUSK_NAMESPACE")]
+    pub namespace: String,
+    #[arg(long, env = "TUSK_CLUSTER")]
+    pub cluster: String,
+    /// S3 endpoint URL for S3-compatible stores such as MinIO.
+    #[arg(long, env = "TUSK_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3 region [default: $AWS_REGION, else us-east-1].
+    #[arg(long, env = "TUSK_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// Path-style S3 URLs (MinIO and most S3-compatibles need this).
+    #[arg(long, env = "TUSK_S3_FORCE_PATH_STYLE", num_args = 0..=1, default_value = "false",
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub s3_force_path_style: bool,
+    /// GCS JSON API endpoint, for the emulator (e.g. http://127.0.0.1:4443).
+    #[arg(long, env = "TUSK_GCS_ENDPOINT")]
+    pub gcs_endpoint: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PgArgs {
+    #[arg(long, env = "PGHOST", default_value = "localhost")]
+    pub host: String,
+    #[arg(long, env = "PGPORT", default_value_t = 5432)]
+    pub port: u16,
+    #[arg(long, env = "PGUSER", default_value = "postgres")]
+    pub username: String,
+    /// Database for catalog queries and pg_dumpall.
+    #[arg(long, env = "PGDATABASE", default_value = "postgres")]
+    pub maintenance_database: String,
+    /// Directory holding pg_dump, pg_dumpall, pg_restore and psql [default: PATH].
+    #[arg(long, env = "TUSK_PG_BIN_DIR")]
+    pub pg_bin_dir: Option<PathBuf>,
+    /// How long to retry while the database is unreachable or starting up (e.g. 60s, 5m).
+    #[arg(long, env = "TUSK_CONNECT_TIMEOUT", default_value = "60s")]
+    pub connect_timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub pg: PgArgs,
+    /// Backup id [default: UTC start time, e.g. 20261122T020000Z].
+    #[arg(long, env = "TUSK_BACKUP_ID")]
+    pub backup_id: Option<String>,
+    #[arg(long, env = "TUSK_COMPRESSION", value_enum, default_value_t = Compression::Zstd)]
+    pub compression: Compression,
+    /// Database to dump (repeatable; env: comma-separated) [default: all non-template].
+    #[arg(long = "database", env = "TUSK_DATABASES", value_delimiter = ',')]
+    pub databases: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub pg: PgArgs,
+    /// Backup id or "latest".
+    #[arg(long, env = "TUSK_BACKUP_ID", default_value = "latest")]
+    pub backup_id: String,
+    /// Restore over databases that already contain objects (drops what the dump recreates).
+    #[arg(long, env = "TUSK_FORCE")]
+    pub force: bool,
+    /// Directory for verified downloads before they are applied [default: system temp dir].
+    #[arg(long, env = "TUSK_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Backup id or "latest".
+    #[arg(long, env = "TUSK_BACKUP_ID", default_value = "latest")]
+    pub backup_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[arg(long, env = "TUSK_BACKUP_ID")]
+    pub backup_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Keep at most this many newest complete backups.
+    #[arg(long, env = "TUSK_KEEP")]
+    pub keep: Option<usize>,
+    /// Delete complete backups older than this (e.g. 30d, 12h). The newest is always kept.
+    #[arg(long, env = "TUSK_MAX_AGE")]
+    pub max_age: Option<String>,
+}

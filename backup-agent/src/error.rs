@@ -1,0 +1,71 @@
+//! Errors of the agent and the exit code each one maps to.
+
+use crate::store::StoreError;
+
+/// Process exit codes, documented in `--help` and the README.
+pub mod exit_code {
+    pub const OK: i32 = 0;
+    pub const OTHER: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const DATABASE: i32 = 3;
+    pub const OBJECT_STORE: i32 = 4;
+    pub const INTEGRITY: i32 = 5;
+    pub const TARGET_NOT_EMPTY: i32 = 6;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("invalid arguments: {0}")]
+    Usage(String),
+    #[error("database: {0}")]
+    Database(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("integrity check failed: {0}")]
+    Integrity(String),
+    #[error("restore target not empty: {0} (use --force to restore over it)")]
+    TargetNotEmpty(String),
+    #[error("{tool} failed ({status}): {stderr}")]
+    Tool {
+        tool: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("backup {0} not found (no manifest.json)")]
+    BackupNotFound(String),
+    #[error("interrupted by signal")]
+    Interrupted,
+    #[error("{0}")]
+    Other(String),
+}
+
+impl AgentError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        AgentError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AgentError::Usage(_) => exit_code::USAGE,
+            AgentError::Database(_) => exit_code::DATABASE,
+            AgentError::Store(_) | AgentError::BackupNotFound(_) => exit_code::OBJECT_STORE,
+            AgentError::Integrity(_) => exit_code::INTEGRITY,
+            AgentError::TargetNotEmpty(_) => exit_code::TARGET_NOT_EMPTY,
+            AgentError::Tool { .. }
+            | AgentError::Io { .. }
+            | AgentError::Interrupted
+            | AgentError::Other(_) => exit_code::OTHER,
+        }
+    }
+}
+
+pub type Result<T, E = AgentError> = std::result::Result<T, E>;

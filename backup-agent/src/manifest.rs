@@ -1,0 +1,101 @@
+//! `manifest.json`: written last, its presence is what makes a backup exist.
+
+use serde::{Deserialize, Serialize};
+
+use crate::compression::Compression;
+
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub format_version: u32,
+    pub backup_id: String,
+    pub namespace: String,
+    pub cluster: String,
+    pub started_at: jiff::Timestamp,
+    pub completed_at: jiff::Timestamp,
+    /// `server_version` as reported by the server, e.g. "15.14 (Debian 15.14-0+deb12u1)".
+    pub server_version: String,
+    /// First line of `pg_dump --version`.
+    pub pg_dump_version: String,
+    pub compression: Compression,
+    pub files: Vec<ManifestFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    /// `pg_dumpall --globals-only` SQL (roles, tablespaces).
+    Globals,
+    /// `pg_dump -Fc` of one database.
+    Database,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestFile {
+    /// File name inside the backup directory.
+    pub name: String,
+    pub kind: FileKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// Owner role of the database, used to recreate it on restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_owner: Option<String>,
+    /// Bytes as stored (after compression).
+    pub size_bytes: u64,
+    /// Hex sha256 of the stored bytes.
+    pub sha256: String,
+    /// `pg_database_size` at backup time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_size_bytes: Option<u64>,
+}
+
+impl Manifest {
+    pub fn total_size_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size_bytes).sum()
+    }
+
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec_pretty(self)
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_with_camel_case_names() {
+        let m = Manifest {
+            format_version: FORMAT_VERSION,
+            backup_id: "b1".into(),
+            namespace: "ns".into(),
+            cluster: "db".into(),
+            started_at: "2026-11-22T02:00:00Z".parse().unwrap(),
+            completed_at: "2026-11-22T02:01:00Z".parse().unwrap(),
+            server_version: "15.14".into(),
+            pg_dump_version: "pg_dump (PostgreSQL) 15.14".into(),
+            compression: Compression::Zstd,
+            files: vec![ManifestFile {
+                name: "globals.sql.zst".into(),
+                kind: FileKind::Globals,
+                database: None,
+                database_owner: None,
+                size_bytes: 10,
+                sha256: "00".into(),
+                database_size_bytes: None,
+            }],
+        };
+        let json = String::from_utf8(m.to_json().unwrap()).unwrap();
+        assert!(json.contains("\"backupId\": \"b1\""));
+        assert!(json.contains("\"startedAt\": \"2026-11-22T02:00:00Z\""));
+        assert!(json.contains("\"kind\": \"globals\""));
+        assert_eq!(Manifest::from_json(json.as_bytes()).unwrap(), m);
+    }
+}

@@ -1,0 +1,7 @@
+//! PostgreSQL access: connection parameters, the startup check, catalog queries, client tools.
+
+mod connect;
+mod tools;
+
+pub use connect::{DatabaseInfo, PgParams, ServerInfo};
+pub use tools::{ToolOutput, parse_major, quote_conninfo, quote_ident, spawn_tool, tool_version};

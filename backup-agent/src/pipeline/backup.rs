@@ -1,0 +1,211 @@
+//! `backup`: globals and each database dumped, compressed and uploaded; manifest last.
+
+use bytes::Bytes;
+use tokio::io::BufReader;
+use tokio_util::sync::CancellationToken;
+
+use super::stream_upload::{StoredObject, upload_stream};
+use crate::compression::Compression;
+use crate::error::AgentError;
+use crate::layout::{self, ClusterLocation};
+use crate::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile};
+use crate::pg::{self, DatabaseInfo, PgParams};
+use crate::store::ObjectStore;
+
+pub struct BackupOptions {
+    pub location: ClusterLocation,
+    pub backup_id: String,
+    pub compression: Compression,
+    /// Databases to dump; every non-template database when empty.
+    pub databases: Vec<String>,
+}
+
+pub async fn run_backup(
+    store: &dyn ObjectStore,
+    pg: &PgParams,
+    options: &BackupOptions,
+    cancel: &CancellationToken,
+) -> Result<Manifest, AgentError> {
+    let started_at = jiff::Timestamp::now();
+    layout::validate_backup_id(&options.backup_id)?;
+
+    // Cheap checks first, so a bad password or bucket fails before any dump starts.
+    let client = pg.connect(&pg.maintenance_db).await?;
+    let server = PgParams::server_info(&client).await?;
+    let databases = select_databases(PgParams::databases(&client).await?, &options.databases)?;
+    drop(client);
+    let pg_dump_version = pg::tool_version(pg, "pg_dump").await?;
+    check_dump_version(&pg_dump_version, server.version_num)?;
+    store.check().await?;
+    let manifest_key = options.location.manifest_key(&options.backup_id);
+    match store.get(&manifest_key).await {
+        Ok(_) => {
+            return Err(AgentError::Usage(format!(
+                "backup {} already exists at {}/{manifest_key}",
+                options.backup_id,
+                store.location()
+            )));
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(
+        backup_id = %options.backup_id,
+        server_version = %server.version,
+        databases = databases.len(),
+        destination = %format!("{}/{}", store.location(), options.location.backup_prefix(&options.backup_id)),
+        "backup starting"
+    );
+
+    let mut files = Vec::new();
+    let result = dump_all(store, pg, options, &databases, cancel, &mut files).await;
+    if let Err(e) = result {
+        // Without a manifest these objects are invisible anyway; removing them saves space.
+        let keys: Vec<String> = files
+            .iter()
+            .map(|(o, _): &(StoredObject, ManifestFile)| o.key.clone())
+            .collect();
+        if let Err(cleanup) = store.delete_many(&keys).await {
+            tracing::warn!(error = %cleanup, "could not remove the partial backup's objects");
+        }
+        return Err(e);
+    }
+
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        backup_id: options.backup_id.clone(),
+        namespace: options.location.namespace().to_string(),
+        cluster: options.location.cluster().to_string(),
+        started_at,
+        completed_at: jiff::Timestamp::now(),
+        server_version: server.version,
+        pg_dump_version,
+        compression: options.compression,
+        files: files.into_iter().map(|(_, f)| f).collect(),
+    };
+    let json = manifest
+        .to_json()
+        .map_err(|e| AgentError::Other(format!("serializing manifest: {e}")))?;
+    store.put(&manifest_key, Bytes::from(json)).await?;
+    tracing::info!(key = %manifest_key, "manifest written, backup complete");
+    Ok(manifest)
+}
+
+async fn dump_all(
+    store: &dyn ObjectStore,
+    pg: &PgParams,
+    options: &BackupOptions,
+    databases: &[DatabaseInfo],
+    cancel: &CancellationToken,
+    files: &mut Vec<(StoredObject, ManifestFile)>,
+) -> Result<(), AgentError> {
+    let ext = options.compression.extension();
+    let globals_name = layout::globals_file_name(ext);
+    let args = vec!["--globals-only".to_string(), "--no-password".to_string()];
+    let stored = dump_one(
+        store,
+        pg,
+        options,
+        "pg_dumpall",
+        &args,
+        &globals_name,
+        cancel,
+    )
+    .await?;
+    files.push((
+        stored.clone(),
+        ManifestFile {
+            name: globals_name,
+            kind: FileKind::Globals,
+            database: None,
+            database_owner: None,
+            size_bytes: stored.size_bytes,
+            sha256: stored.sha256,
+            database_size_bytes: None,
+        },
+    ));
+    for db in databases {
+        let name = layout::database_file_name(&db.name, ext);
+        // -Z0: the agent compresses (zstd is faster and smaller than pg_dump's zlib).
+        let args = vec![
+            "--format=custom".to_string(),
+            "--compress=0".to_string(),
+            "--no-password".to_string(),
+            format!("--dbname={}", pg::quote_conninfo(&db.name)),
+        ];
+        let stored = dump_one(store, pg, options, "pg_dump", &args, &name, cancel).await?;
+        files.push((
+            stored.clone(),
+            ManifestFile {
+                name,
+                kind: FileKind::Database,
+                database: Some(db.name.clone()),
+                database_owner: Some(db.owner.clone()),
+                size_bytes: stored.size_bytes,
+                sha256: stored.sha256,
+                database_size_bytes: Some(db.size_bytes),
+            },
+        ));
+    }
+    Ok(())
+}
+
+async fn dump_one(
+    store: &dyn ObjectStore,
+    pg: &PgParams,
+    options: &BackupOptions,
+    tool: &str,
+    args: &[String],
+    file_name: &str,
+    cancel: &CancellationToken,
+) -> Result<StoredObject, AgentError> {
+    let key = options.location.object_key(&options.backup_id, file_name);
+    let mut dump = pg::spawn_tool(pg, tool, args, false, true)?;
+    let stdout = dump
+        .child
+        .stdout
+        .take()
+        .ok_or_else(|| AgentError::Other(format!("{tool} has no stdout pipe")))?;
+    let reader = options
+        .compression
+        .encode(BufReader::with_capacity(256 * 1024, stdout));
+    let finish = async move { dump.finish().await.map(|_| ()) };
+    upload_stream(store, &key, reader, finish, cancel).await
+}
+
+fn select_databases(
+    all: Vec<DatabaseInfo>,
+    wanted: &[String],
+) -> Result<Vec<DatabaseInfo>, AgentError> {
+    if wanted.is_empty() {
+        return Ok(all);
+    }
+    let missing: Vec<&String> = wanted
+        .iter()
+        .filter(|w| !all.iter().any(|d| &d.name == *w))
+        .collect();
+    if !missing.is_empty() {
+        return Err(AgentError::Database(format!(
+            "requested database(s) not found or not connectable: {missing:?}"
+        )));
+    }
+    Ok(all
+        .into_iter()
+        .filter(|d| wanted.contains(&d.name))
+        .collect())
+}
+
+/// pg_dump refuses servers newer than itself; say so before starting.
+fn check_dump_version(pg_dump_version: &str, server_version_num: i32) -> Result<(), AgentError> {
+    let server_major = u32::try_from(server_version_num / 10_000).unwrap_or(0);
+    match pg::parse_major(pg_dump_version) {
+        Some(dump_major) if dump_major >= server_major => Ok(()),
+        Some(dump_major) => Err(AgentError::Other(format!(
+            "pg_dump {dump_major} cannot dump a PostgreSQL {server_major} server: \
+             use an agent image with PostgreSQL {server_major} client tools"
+        ))),
+        None => Err(AgentError::Other(format!(
+            "cannot determine pg_dump's version from {pg_dump_version:?}"
+        ))),
+    }
+}

@@ -1,0 +1,234 @@
+//! `restore`: every file is downloaded and verified before anything touches the target, then
+//! globals are replayed and each database is restored in one transaction.
+
+use std::path::{Path, PathBuf};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use super::globals_filter::{GlobalsFilter, is_fatal_psql_error};
+use super::verify::download_checked;
+use crate::catalog;
+use crate::error::AgentError;
+use crate::layout::ClusterLocation;
+use crate::manifest::{FileKind, Manifest, ManifestFile};
+use crate::pg::{self, PgParams};
+use crate::store::ObjectStore;
+
+pub struct RestoreOptions {
+    pub location: ClusterLocation,
+    /// An id or `latest`.
+    pub backup_id: String,
+    /// Restore over databases that already hold objects (`pg_restore --clean`).
+    pub force: bool,
+    /// Where verified downloads wait to be applied; the system temp dir when `None`.
+    pub work_dir: Option<PathBuf>,
+}
+
+pub async fn run_restore(
+    store: &dyn ObjectStore,
+    pg: &PgParams,
+    options: &RestoreOptions,
+    cancel: &CancellationToken,
+) -> Result<Manifest, AgentError> {
+    let manifest = catalog::resolve(store, &options.location, &options.backup_id).await?;
+    if manifest.format_version > crate::manifest::FORMAT_VERSION {
+        return Err(AgentError::Other(format!(
+            "backup {} has manifest format {}, newer than this agent understands",
+            manifest.backup_id, manifest.format_version
+        )));
+    }
+    let client = pg.connect(&pg.maintenance_db).await?;
+    let existing: Vec<String> = PgParams::databases(&client)
+        .await?
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    drop(client);
+    let mut occupied = Vec::new();
+    for db in manifest.files.iter().filter_map(|f| f.database.as_deref()) {
+        if existing.iter().any(|e| e == db) && pg.database_has_objects(db).await? {
+            occupied.push(db.to_string());
+        }
+    }
+    if !occupied.is_empty() && !options.force {
+        return Err(AgentError::TargetNotEmpty(format!(
+            "database(s) {occupied:?} already hold objects"
+        )));
+    }
+    tracing::info!(backup_id = %manifest.backup_id, files = manifest.files.len(), "restore starting");
+
+    // Verify everything first: a corrupt file must leave the target untouched.
+    let dir = match &options.work_dir {
+        Some(d) => tempfile::Builder::new()
+            .prefix("tusk-restore-")
+            .tempdir_in(d),
+        None => tempfile::Builder::new().prefix("tusk-restore-").tempdir(),
+    }
+    .map_err(|e| AgentError::io("creating the restore work directory", e))?;
+    for file in &manifest.files {
+        let path = dir.path().join(local_name(file));
+        let mut out = tokio::fs::File::create(&path)
+            .await
+            .map_err(|e| AgentError::io(format!("creating {}", path.display()), e))?;
+        download_checked(store, &options.location, &manifest, file, &mut out, cancel).await?;
+    }
+
+    for file in manifest
+        .files
+        .iter()
+        .filter(|f| f.kind == FileKind::Globals)
+    {
+        apply_globals(pg, &manifest, &dir.path().join(local_name(file))).await?;
+    }
+    for file in manifest
+        .files
+        .iter()
+        .filter(|f| f.kind == FileKind::Database)
+    {
+        let Some(database) = file.database.as_deref() else {
+            return Err(AgentError::Integrity(format!(
+                "manifest entry {} names no database",
+                file.name
+            )));
+        };
+        if !existing.iter().any(|e| e == database) {
+            create_database(pg, database, file.database_owner.as_deref()).await?;
+        }
+        let force = options.force && occupied.iter().any(|o| o == database);
+        apply_database(
+            pg,
+            &manifest,
+            database,
+            &dir.path().join(local_name(file)),
+            force,
+            cancel,
+        )
+        .await?;
+    }
+    Ok(manifest)
+}
+
+/// File names in the manifest are already safe single segments; index them to be sure.
+fn local_name(file: &ManifestFile) -> String {
+    file.name.replace(['/', '\\'], "_")
+}
+
+async fn open_decoded(
+    manifest: &Manifest,
+    path: &Path,
+) -> Result<crate::compression::BoxRead, AgentError> {
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| AgentError::io(format!("opening {}", path.display()), e))?;
+    Ok(manifest
+        .compression
+        .decode(BufReader::with_capacity(256 * 1024, file)))
+}
+
+async fn apply_globals(pg: &PgParams, manifest: &Manifest, path: &Path) -> Result<(), AgentError> {
+    let args = ["-X", "-q", "--no-password", "-v", "ON_ERROR_STOP=0"].map(String::from);
+    let mut psql = pg::spawn_tool(pg, "psql", &args, true, false)?;
+    let mut stdin = psql
+        .child
+        .stdin
+        .take()
+        .ok_or_else(|| AgentError::Other("psql has no stdin pipe".into()))?;
+    let filter = GlobalsFilter::new(&pg.user);
+    let mut lines = BufReader::new(open_decoded(manifest, path).await?).lines();
+    let fed: Result<(), AgentError> = async {
+        while let Some(line) = lines
+            .next_line()
+            .await
+            .map_err(|e| AgentError::Integrity(format!("decompressing globals: {e}")))?
+        {
+            if filter.keep(&line) {
+                stdin
+                    .write_all(format!("{line}\n").as_bytes())
+                    .await
+                    .map_err(|e| AgentError::io("feeding globals to psql", e))?;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    drop(stdin);
+    let stderr = psql.finish().await?;
+    fed?;
+    let fatal: Vec<&str> = stderr.lines().filter(|l| is_fatal_psql_error(l)).collect();
+    if !fatal.is_empty() {
+        return Err(AgentError::Tool {
+            tool: "psql (globals)".into(),
+            status: "errors".into(),
+            stderr: fatal.join("\n"),
+        });
+    }
+    tracing::info!("globals restored");
+    Ok(())
+}
+
+async fn create_database(
+    pg: &PgParams,
+    database: &str,
+    owner: Option<&str>,
+) -> Result<(), AgentError> {
+    let client = pg.connect(&pg.maintenance_db).await?;
+    let mut sql = format!("CREATE DATABASE {}", pg::quote_ident(database));
+    if let Some(owner) = owner {
+        let exists = client
+            .query_one(
+                "SELECT count(*) FROM pg_roles WHERE rolname = $1",
+                &[&owner],
+            )
+            .await
+            .map_err(|e| AgentError::Database(format!("looking up role {owner:?}: {e}")))?
+            .get::<_, i64>(0)
+            > 0;
+        if exists {
+            sql.push_str(&format!(" OWNER {}", pg::quote_ident(owner)));
+        }
+    }
+    client
+        .batch_execute(&sql)
+        .await
+        .map_err(|e| AgentError::Database(format!("creating database {database:?}: {e}")))?;
+    tracing::info!(database, "database created");
+    Ok(())
+}
+
+async fn apply_database(
+    pg: &PgParams,
+    manifest: &Manifest,
+    database: &str,
+    path: &Path,
+    clean: bool,
+    cancel: &CancellationToken,
+) -> Result<(), AgentError> {
+    let mut args = vec![
+        "--single-transaction".to_string(),
+        "--exit-on-error".to_string(),
+        "--no-password".to_string(),
+        format!("--dbname={}", pg::quote_conninfo(database)),
+    ];
+    if clean {
+        args.extend(["--clean".to_string(), "--if-exists".to_string()]);
+    }
+    let mut restore = pg::spawn_tool(pg, "pg_restore", &args, true, false)?;
+    let mut stdin = restore
+        .child
+        .stdin
+        .take()
+        .ok_or_else(|| AgentError::Other("pg_restore has no stdin pipe".into()))?;
+    let mut decoded = open_decoded(manifest, path).await?;
+    let copied = tokio::select! {
+        copied = tokio::io::copy(&mut decoded, &mut stdin) => copied,
+        () = cancel.cancelled() => return Err(AgentError::Interrupted),
+    };
+    drop(stdin);
+    // pg_restore's own error explains a broken pipe better than the pipe does.
+    restore.finish().await?;
+    let bytes =
+        copied.map_err(|e| AgentError::io(format!("feeding {database:?} to pg_restore"), e))?;
+    tracing::info!(database, bytes, "database restored");
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! Turns parsed arguments into library calls, and results into a one-line JSON summary on
+//! stdout plus an exit code.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use backup_agent::catalog;
+use backup_agent::duration::parse_duration;
+use backup_agent::error::{AgentError, exit_code};
+use backup_agent::layout::{self, ClusterLocation};
+use backup_agent::pg::PgParams;
+use backup_agent::pipeline::{backup, restore, verify};
+use backup_agent::retention::Policy;
+use backup_agent::store::{self, ObjectStore, StoreConfig, gcs::GcsConfig, s3::S3Config};
+
+use crate::cli::{Command, PgArgs, StoreArgs, StoreKind};
+
+pub async fn run(command: Command) -> i32 {
+    let name = match &command {
+        Command::Backup(_) => "backup",
+        Command::Restore(_) => "restore",
+        Command::List(_) => "list",
+        Command::Verify(_) => "verify",
+        Command::Delete(_) => "delete",
+        Command::Prune(_) => "prune",
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(cancel.clone()));
+    let started = Instant::now();
+    let result = dispatch(command, &cancel).await;
+    let seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    let (code, mut summary) = match result {
+        Ok(details) => (
+            exit_code::OK,
+            json!({"command": name, "status": "ok", "details": details}),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "{name} failed");
+            (
+                e.exit_code(),
+                json!({"command": name, "status": "error", "exitCode": e.exit_code(), "error": e.to_string()}),
+            )
+        }
+    };
+    summary["durationSeconds"] = json!(seconds);
+    println!("{summary}");
+    code
+}
+
+/// SIGTERM (Kubernetes stopping the pod) and SIGINT cancel the work so uploads get aborted.
+async fn cancel_on_signal(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::warn!("signal received, cancelling");
+    cancel.cancel();
+}
+
+async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value, AgentError> {
+    match command {
+        Command::Backup(args) => {
+            let (store, location) = open_store(&args.store).await?;
+            let pg = pg_params(&args.pg)?;
+            let options = backup::BackupOptions {
+                location: location.clone(),
+                backup_id: args
+                    .backup_id
+                    .unwrap_or_else(|| layout::default_backup_id(jiff::Timestamp::now())),
+                compression: args.compression,
+                databases: args
+                    .databases
+                    .into_iter()
+                    .filter(|d| !d.is_empty())
+                    .collect(),
+            };
+            let manifest = backup::run_backup(store.as_ref(), &pg, &options, cancel).await?;
+            Ok(json!({
+                "backupId": manifest.backup_id,
+                "location": format!("{}/{}", store.location(), location.backup_prefix(&manifest.backup_id)),
+                "sizeBytes": manifest.total_size_bytes(),
+                "files": manifest.files.len(),
+                "serverVersion": manifest.server_version,
+                "completedAt": manifest.completed_at,
+            }))
+        }
+        Command::Restore(args) => {
+            let (store, location) = open_store(&args.store).await?;
+            let pg = pg_params(&args.pg)?;
+            let options = restore::RestoreOptions {
+                location,
+                backup_id: args.backup_id,
+                force: args.force,
+                work_dir: args.work_dir,
+            };
+            let manifest = restore::run_restore(store.as_ref(), &pg, &options, cancel).await?;
+            let databases: Vec<&str> = manifest
+                .files
+                .iter()
+                .filter_map(|f| f.database.as_deref())
+                .collect();
+            Ok(
+                json!({"backupId": manifest.backup_id, "databases": databases, "sizeBytes": manifest.total_size_bytes()}),
+            )
+        }
+        Command::List(args) => {
+            let (store, location) = open_store(&args.store).await?;
+            let catalog = catalog::load(store.as_ref(), &location).await?;
+            let backups: Vec<Value> = catalog
+                .backups
+                .iter()
+                .map(|b| {
+                    json!({
+                        "backupId": b.manifest.backup_id,
+                        "startedAt": b.manifest.started_at,
+                        "completedAt": b.manifest.completed_at,
+                        "sizeBytes": b.manifest.total_size_bytes(),
+                        "serverVersion": b.manifest.server_version,
+                        "compression": b.manifest.compression,
+                        "databases": b.manifest.files.iter().filter_map(|f| f.database.clone()).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            Ok(json!({"backups": backups, "incomplete": catalog.incomplete}))
+        }
+        Command::Verify(args) => {
+            let (store, location) = open_store(&args.store).await?;
+            let manifest = catalog::resolve(store.as_ref(), &location, &args.backup_id).await?;
+            verify::verify_backup(store.as_ref(), &location, &manifest, cancel).await?;
+            Ok(
+                json!({"backupId": manifest.backup_id, "files": manifest.files.len(), "sizeBytes": manifest.total_size_bytes()}),
+            )
+        }
+        Command::Delete(args) => {
+            let (store, location) = open_store(&args.store).await?;
+            let objects =
+                catalog::delete_backup(store.as_ref(), &location, &args.backup_id).await?;
+            Ok(json!({"backupId": args.backup_id, "objectsDeleted": objects}))
+        }
+        Command::Prune(args) => {
+            let max_age = args
+                .max_age
+                .as_deref()
+                .map(parse_duration)
+                .transpose()
+                .map_err(|e| AgentError::Usage(e.to_string()))?;
+            if args.keep.is_none() && max_age.is_none() {
+                return Err(AgentError::Usage(
+                    "prune needs --keep and/or --max-age".into(),
+                ));
+            }
+            let (store, location) = open_store(&args.store).await?;
+            let policy = Policy {
+                keep: args.keep,
+                max_age,
+            };
+            let report =
+                catalog::prune(store.as_ref(), &location, policy, jiff::Timestamp::now()).await?;
+            serde_json::to_value(report)
+                .map_err(|e| AgentError::Other(format!("serializing report: {e}")))
+        }
+    }
+}
+
+async fn open_store(
+    args: &StoreArgs,
+) -> Result<(Box<dyn ObjectStore>, ClusterLocation), AgentError> {
+    let location = ClusterLocation::new(&args.path, &args.namespace, &args.cluster)?;
+    let config = match args.store {
+        StoreKind::S3 => {
+            if args.gcs_endpoint.is_some() {
+                return Err(AgentError::Usage(
+                    "--gcs-endpoint is only valid with --store gcs".into(),
+                ));
+            }
+            StoreConfig::S3(S3Config {
+                bucket: args.bucket.clone(),
+                endpoint: args.s3_endpoint.clone(),
+                region: args
+                    .s3_region
+                    .clone()
+                    .or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
+                    .unwrap_or_else(|| "us-east-1".to_string()),
+                force_path_style: args.s3_force_path_style,
+                credentials: None,
+            })
+        }
+        StoreKind::Gcs => {
+            if args.s3_endpoint.is_some() {
+                return Err(AgentError::Usage(
+                    "--s3-endpoint is only valid with --store s3".into(),
+                ));
+            }
+            StoreConfig::Gcs(GcsConfig {
+                bucket: args.bucket.clone(),
+                endpoint: args.gcs_endpoint.clone(),
+                credentials_file: std::env::var("GOOGLE_APPLICATION_CREDENTIALS")
+                    .ok()
+                    .filter(|p| !p.is_empty()),
+                credentials_json: None,
+            })
+        }
+    };
+    Ok((store::open(config).await?, location))
+}
+
+fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
+    Ok(PgParams {
+        host: args.host.clone(),
+        port: args.port,
+        user: args.username.clone(),
+        password: std::env::var("PGPASSWORD").ok(),
+        maintenance_db: args.maintenance_database.clone(),
+        bin_dir: args.pg_bin_dir.clone(),
+        connect_timeout: parse_duration(&args.connect_timeout)
+            .map_err(|e| AgentError::Usage(e.to_string()))?,
+    })
+}

@@ -1,0 +1,115 @@
+//! The object-store interface shared by the agent and the operator, with S3 and GCS backends.
+
+pub mod gcs;
+pub mod s3;
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::Stream;
+
+/// A download: a stream of chunks.
+pub type ByteStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    pub last_modified: Option<jiff::Timestamp>,
+}
+
+/// An in-progress upload started with an [`ObjectStore::begin_upload`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingUpload {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated: Option<jiff::Timestamp>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("object store {location}: credentials rejected or missing: {message}")]
+    Credentials { location: String, message: String },
+    #[error("object store {location}: bucket does not exist: {message}")]
+    NoSuchBucket { location: String, message: String },
+    #[error("object store {location}: object {key} not found")]
+    NotFound { location: String, key: String },
+    #[error("object store {location}: {operation} failed: {message}")]
+    Other {
+        location: String,
+        operation: String,
+        message: String,
+    },
+    #[error("object store configuration: {0}")]
+    Config(String),
+}
+
+impl StoreError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StoreError::NotFound { .. })
+    }
+}
+
+/// A streaming upload. Parts are sent in order; the implementation bounds how many are in
+/// flight, so callers' memory stays at a few parts whatever the object size.
+#[async_trait]
+pub trait Upload: Send {
+    /// Minimum size of every part but the last (S3: 5 MiB; GCS: a multiple of 256 KiB).
+    fn part_size(&self) -> usize;
+    /// Sends a non-final part of exactly [`Upload::part_size`] bytes.
+    async fn put_part(&mut self, data: Bytes) -> Result<(), StoreError>;
+    /// Sends the final (possibly empty) part and makes the object visible.
+    async fn complete(self: Box<Self>, last: Bytes) -> Result<(), StoreError>;
+    /// Discards everything sent so far. The object never becomes visible.
+    async fn abort(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// e.g. `s3://bucket` — used in messages and the Backup status location.
+    fn location(&self) -> String;
+    /// Checks the credentials and that the bucket exists.
+    async fn check(&self) -> Result<(), StoreError>;
+    /// Writes a small object in one request.
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError>;
+    async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError>;
+    async fn get(&self, key: &str) -> Result<ByteStream, StoreError>;
+    /// Every object whose key starts with `prefix`, across all result pages.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError>;
+    /// Deletes the keys (missing ones are not an error), in batches where the store allows it,
+    /// one by one where bulk delete is refused.
+    async fn delete_many(&self, keys: &[String]) -> Result<(), StoreError>;
+    /// Uploads begun under `prefix` and never completed or aborted (e.g. the agent was killed).
+    async fn pending_uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>, StoreError>;
+    async fn abort_pending(&self, upload: &PendingUpload) -> Result<(), StoreError>;
+}
+
+/// Reads a whole (small) object, such as a manifest.
+pub async fn get_bytes(store: &dyn ObjectStore, key: &str) -> Result<Vec<u8>, StoreError> {
+    use futures::TryStreamExt;
+    let mut stream = store.get(key).await?;
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.try_next().await.map_err(|e| StoreError::Other {
+        location: store.location(),
+        operation: format!("read {key}"),
+        message: e.to_string(),
+    })? {
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// Which store to open; what the operator builds from a destination spec.
+#[derive(Debug, Clone)]
+pub enum StoreConfig {
+    S3(s3::S3Config),
+    Gcs(gcs::GcsConfig),
+}
+
+pub async fn open(config: StoreConfig) -> Result<Box<dyn ObjectStore>, StoreError> {
+    Ok(match config {
+        StoreConfig::S3(c) => Box::new(s3::S3Store::new(c).await?),
+        StoreConfig::Gcs(c) => Box::new(gcs::GcsStore::new(c)?),
+    })
+}

@@ -1,0 +1,59 @@
+//! Runs the built `backup-agent` binary with a clean environment.
+
+use std::process::{Command, Output};
+
+use super::postgres::{PASSWORD, PgServer};
+use super::stores::TestStore;
+
+pub const NAMESPACE: &str = "tests";
+
+/// The agent configured for `store`, cluster `cluster` and database server `pg` via env only.
+pub fn agent(store: &TestStore, cluster: &str, pg: Option<&PgServer>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_backup-agent"));
+    let path = format!(
+        "{}:{}",
+        super::postgres::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd.env_clear()
+        .env("PATH", path)
+        .env("RUST_LOG", "info")
+        .env("TUSK_NAMESPACE", NAMESPACE)
+        .env("TUSK_CLUSTER", cluster)
+        .env("TUSK_PATH", "nightly")
+        .env("TUSK_CONNECT_TIMEOUT", "5s");
+    for (k, v) in store.agent_env() {
+        cmd.env(k, v);
+    }
+    if let Some(pg) = pg {
+        cmd.env("PGHOST", "127.0.0.1")
+            .env("PGPORT", pg.port.to_string())
+            .env("PGUSER", "postgres")
+            .env("PGPASSWORD", PASSWORD);
+    }
+    cmd
+}
+
+pub fn run(mut cmd: Command) -> Output {
+    let out = cmd.output().expect("run backup-agent");
+    eprintln!(
+        "backup-agent exited {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs and asserts success; returns the summary JSON's `details`.
+pub fn run_ok(cmd: Command) -> serde_json::Value {
+    let out = run(cmd);
+    assert!(out.status.success(), "backup-agent failed");
+    summary(&out)["details"].clone()
+}
+
+pub fn summary(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().expect("a summary line on stdout");
+    serde_json::from_str(line).expect("summary is JSON")
+}

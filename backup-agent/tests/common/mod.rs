@@ -1,0 +1,61 @@
+//! Test harness: real PostgreSQL, MinIO and fake-gcs-server on free loopback ports, started and
+//! stopped by the tests themselves. Missing binaries fail loudly (never a silent skip).
+#![allow(dead_code)]
+
+pub mod agent;
+pub mod fakegcs;
+pub mod minio;
+pub mod postgres;
+pub mod process;
+pub mod seed;
+pub mod stores;
+
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Polls `ready` until it returns true or `timeout` passes.
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !ready().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what} not ready after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Path of a Go-built test binary: env var, else the testbin.sh cache.
+pub fn testbin(env: &str, name: &str, version: &str) -> std::path::PathBuf {
+    if let Ok(path) = std::env::var(env) {
+        let path = std::path::PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{env}={} does not exist; run scripts/testbin.sh",
+            path.display()
+        );
+        return path;
+    }
+    let cache = std::env::var("TUSK_TESTBIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/tusk-testbin")
+        });
+    let path = cache.join(format!("{name}-{version}")).join(name);
+    assert!(
+        path.is_file(),
+        "{name} not found at {} and {env} is unset: run `eval \"$(scripts/testbin.sh)\"` first",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,208 @@
+//! A throwaway PostgreSQL server: initdb + pg_ctl in a temp dir, as `postgres` when root.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+pub const PASSWORD: &str = "test-superuser-pw";
+
+pub struct PgServer {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub bin_dir: PathBuf,
+    as_postgres: bool,
+}
+
+pub fn bin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("TUSK_PG_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let mut candidates: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((major, bin))
+        })
+        .collect();
+    candidates.sort();
+    candidates
+        .pop()
+        .map(|(_, p)| p)
+        .expect("no PostgreSQL server found under /usr/lib/postgresql: apt-get install postgresql (or set TUSK_PG_BIN_DIR)")
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+impl PgServer {
+    pub fn start() -> PgServer {
+        let bin_dir = bin_dir();
+        let as_postgres = running_as_root();
+        let dir = tempfile::Builder::new()
+            .prefix("tusk-pg-")
+            .tempdir()
+            .expect("temp dir");
+        if as_postgres {
+            // The server refuses to run as root; hand the directory to the postgres user.
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown postgres {}", dir.path().display());
+        }
+        let pwfile = dir.path().join("pw");
+        std::fs::write(&pwfile, PASSWORD).expect("write pwfile");
+        let data = dir.path().join("data");
+        let server = PgServer {
+            dir,
+            port: super::free_port(),
+            bin_dir,
+            as_postgres,
+        };
+        if as_postgres {
+            Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&pwfile)
+                .status()
+                .expect("chown");
+        }
+        server.run_tool(
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "--pwfile",
+                pwfile.to_str().unwrap(),
+                "--auth-host=scram-sha-256",
+                "--auth-local=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ],
+        );
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off",
+            server.port,
+            server.dir.path().display()
+        );
+        let log = server.dir.path().join("server.log");
+        server.run_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-o",
+                &opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        );
+        server
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let program = self.bin_dir.join(tool);
+        if self.as_postgres {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(program);
+            cmd
+        } else {
+            Command::new(program)
+        }
+    }
+
+    fn run_tool(&self, tool: &str, args: &[&str]) {
+        let out = self
+            .command(tool)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {tool}: {e}"));
+        if !out.status.success() {
+            let log = self.dir.path().join("server.log");
+            super::process::dump_log("postgres", &log);
+            panic!(
+                "{tool} failed: {}\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// Runs SQL as the superuser over TCP with a password, like the agent does; returns stdout.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let out = Command::new(self.bin_dir.join("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+            ])
+            .args(["-p", &self.port.to_string(), "-d", database, "-c", sql])
+            .env("PGPASSWORD", PASSWORD)
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql {sql:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn run_bin(&self, tool: &str, args: &[&str]) -> std::process::Output {
+        Command::new(self.bin_dir.join(tool))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-p",
+                &self.port.to_string(),
+            ])
+            .args(args)
+            .env("PGPASSWORD", PASSWORD)
+            .output()
+            .expect("run tool")
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            super::process::dump_log("postgres", &self.dir.path().join("server.log"));
+        }
+        let data = self.dir.path().join("data");
+        let _ = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                data.to_str().unwrap_or_default(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ])
+            .output();
+    }
+}

@@ -1,0 +1,101 @@
+//! Backup → restore into a fresh server → identical data, against MinIO and the GCS emulator.
+
+mod common;
+
+use common::agent::{agent, run, run_ok, summary};
+use common::postgres::PgServer;
+use common::seed;
+use common::stores::{Kind, TestStore};
+
+async fn round_trip(kind: Kind, compression: &str) {
+    let store = TestStore::start(kind).await;
+    let source = PgServer::start();
+    seed::seed(&source);
+    let expected = seed::checksums(&source);
+
+    let mut backup = agent(&store, "db", Some(&source));
+    backup.args([
+        "backup",
+        "--compression",
+        compression,
+        "--backup-id",
+        "first",
+    ]);
+    let details = run_ok(backup);
+    assert_eq!(details["backupId"], "first");
+
+    let keys = store.keys("nightly/tests/db/first/").await;
+    assert!(
+        keys.contains(&"nightly/tests/db/first/manifest.json".to_string()),
+        "{keys:?}"
+    );
+
+    let listed = run_ok({
+        let mut c = agent(&store, "db", None);
+        c.arg("list");
+        c
+    });
+    assert_eq!(listed["backups"][0]["backupId"], "first");
+    run_ok({
+        let mut c = agent(&store, "db", None);
+        c.arg("verify");
+        c
+    });
+
+    let target = PgServer::start();
+    let mut restore = agent(&store, "db", Some(&target));
+    restore.args(["restore", "--backup-id", "latest"]);
+    run_ok(restore);
+    assert_eq!(seed::checksums(&target), expected);
+    assert_eq!(
+        target.psql(
+            "postgres",
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'app_owner'"
+        ),
+        "t"
+    );
+    assert_eq!(
+        target.psql(
+            "postgres",
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'app'"
+        ),
+        "app_owner"
+    );
+    assert_eq!(
+        target.psql(
+            "app",
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'orders_customer_idx'"
+        ),
+        "1"
+    );
+    assert_eq!(
+        target.psql("app", "SELECT count(*) FROM big_orders"),
+        source.psql("app", "SELECT count(*) FROM big_orders")
+    );
+
+    // A second restore into the now non-empty target is refused without --force.
+    let mut again = agent(&store, "db", Some(&target));
+    again.args(["restore", "--backup-id", "first"]);
+    let out = run(again);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(
+        summary(&out)["error"]
+            .as_str()
+            .unwrap()
+            .contains("not empty")
+    );
+    let mut forced = agent(&store, "db", Some(&target));
+    forced.args(["restore", "--backup-id", "first", "--force"]);
+    run_ok(forced);
+    assert_eq!(seed::checksums(&target), expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn round_trip_minio_zstd() {
+    round_trip(Kind::Minio, "zstd").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn round_trip_gcs_gzip() {
+    round_trip(Kind::Gcs, "gzip").await;
+}
