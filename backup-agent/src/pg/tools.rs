@@ -124,15 +124,11 @@ pub async fn tool_version(params: &PgParams, tool: &str) -> Result<String, Agent
 
 /// Major version from a `--version` line ("… 15.14 …" → 15, "… 9.6.2" → 9).
 pub fn parse_major(version_line: &str) -> Option<u32> {
-    version_line
+    let word = version_line
         .split_whitespace()
-        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
-        .and_then(|w| w.split('.').next())
-        .and_then(|m| {
-            m.trim_end_matches(|c: char| !c.is_ascii_digit())
-                .parse()
-                .ok()
-        })
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))?;
+    let digits: String = word.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// A libpq conninfo `dbname='…'` value, so any database name survives `-d`.

@@ -122,6 +122,17 @@ impl GcsStore {
     }
 }
 
+/// For bucket-level calls (list, upload, bucket metadata) a 404 can only mean the bucket.
+fn bucket_missing(err: StoreError) -> StoreError {
+    match err {
+        StoreError::NotFound { location, .. } => StoreError::NoSuchBucket {
+            location,
+            message: "HTTP 404".into(),
+        },
+        other => other,
+    }
+}
+
 /// Authorizes and sends a request, mapping HTTP failures to [`StoreError`]s.
 pub(crate) async fn send(
     http: &reqwest::Client,
@@ -151,9 +162,6 @@ pub(crate) async fn send(
     let location = location.to_string();
     Err(match status.as_u16() {
         401 | 403 => StoreError::Credentials { location, message },
-        404 if body.contains("bucket") || key.is_empty() => {
-            StoreError::NoSuchBucket { location, message }
-        }
         404 => StoreError::NotFound {
             location,
             key: key.to_string(),
@@ -174,7 +182,9 @@ impl ObjectStore for GcsStore {
 
     async fn check(&self) -> Result<(), StoreError> {
         let url = format!("{}/storage/v1/b/{}", self.base, encode(&self.bucket));
-        self.send(self.http.get(url), "get bucket", "").await?;
+        self.send(self.http.get(url), "get bucket", "")
+            .await
+            .map_err(bucket_missing)?;
         Ok(())
     }
 
@@ -190,7 +200,9 @@ impl ObjectStore for GcsStore {
             .query(&[("uploadType", "media"), ("name", key)])
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(body);
-        self.send(request, "upload", key).await?;
+        self.send(request, "upload", key)
+            .await
+            .map_err(bucket_missing)?;
         Ok(())
     }
 
@@ -205,7 +217,10 @@ impl ObjectStore for GcsStore {
             .post(url)
             .query(&[("uploadType", "resumable"), ("name", key)])
             .json(&serde_json::json!({ "name": key }));
-        let response = self.send(request, "start resumable upload", key).await?;
+        let response = self
+            .send(request, "start resumable upload", key)
+            .await
+            .map_err(bucket_missing)?;
         let session = response
             .headers()
             .get(reqwest::header::LOCATION)
@@ -250,7 +265,8 @@ impl ObjectStore for GcsStore {
             }
             let page: ListPage = self
                 .send(request, "list", prefix)
-                .await?
+                .await
+                .map_err(bucket_missing)?
                 .json()
                 .await
                 .map_err(|e| StoreError::Other {
