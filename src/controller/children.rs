@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 
 use super::apply::{Change, FIELD_MANAGER, apply};
@@ -17,6 +17,24 @@ pub struct Written {
     pub kind: &'static str,
     pub name: String,
     pub action: WriteAction,
+}
+
+impl Written {
+    /// A reference to the written child, for the `related` field of its Event.
+    pub fn reference(&self, namespace: &str) -> ObjectReference {
+        let api_version = match self.kind {
+            "StatefulSet" => "apps/v1",
+            "CronJob" | "Job" => "batch/v1",
+            _ => "v1",
+        };
+        ObjectReference {
+            api_version: Some(api_version.to_owned()),
+            kind: Some(self.kind.to_owned()),
+            name: Some(self.name.clone()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectReference::default()
+        }
+    }
 }
 
 /// What happened to a child.

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{Timestamp, Unit};
 use kube::api::{Api, Patch, PatchParams};
@@ -87,7 +88,8 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             .child_written(write.kind, &action.to_lowercase());
         info!(cluster = %cluster.name, namespace = %cluster.namespace, kind = write.kind, name = %write.name, action, "child written");
         let note = format!("{action} {} {}", write.kind, write.name);
-        publish(ctx, pg, EventType::Normal, action, action, note).await;
+        let related = Some(write.reference(cluster.namespace));
+        publish_related(ctx, pg, EventType::Normal, action, action, note, related).await;
         if write.kind == "Secret" && write.action == WriteAction::Created && previously_provisioned
         {
             let note = format!(
@@ -212,12 +214,26 @@ async fn publish(
     action: &str,
     note: String,
 ) {
+    publish_related(ctx, pg, type_, reason, action, note, None).await;
+}
+
+/// Publishes an Event about `pg`; `related` names the child it concerns, which also keeps
+/// Events about different children from being folded into one series.
+async fn publish_related(
+    ctx: &Context,
+    pg: &PostgreSQL,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+    related: Option<ObjectReference>,
+) {
     let event = Event {
         type_,
         reason: reason.to_owned(),
         note: Some(note),
         action: action.to_owned(),
-        secondary: None,
+        secondary: related,
     };
     if let Err(e) = ctx.recorder.publish(&event, &pg.object_ref(&())).await {
         warn!(cluster = %pg.name_any(), error = %e, "could not publish an Event");

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 /// A logical backup of a PostgreSQL cluster. Create one to back up now; the operator also
 /// records every scheduled run as a Backup. A Completed Backup can be restored into a new cluster.
+// Clippy mistakes repeated `printcolumn(type_ = …)` arguments for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "tusk.dev",

@@ -29,6 +29,8 @@ pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
 
 /// A PostgreSQL server managed by Tusk: a StatefulSet with storage, Services, credentials in
 /// Secrets, configuration in a ConfigMap and, optionally, scheduled logical backups.
+// Clippy mistakes repeated `printcolumn(type_ = …)` arguments for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "tusk.dev",

@@ -190,7 +190,6 @@ pub fn backup_cronjob(
                     ..JobSpec::default()
                 }),
             },
-            ..CronJobSpec::default()
         },
         status: None,
     }

@@ -1,0 +1,363 @@
+//! Mock-API scenarios pinning the exact API calls of a reconcile.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+use support::verifier::{self, Expect, Seen};
+use support::world::*;
+use tusk::controller::reconcile;
+use tusk::controller::status::BackupSchedule;
+use tusk::crd::PostgreSQL;
+
+const SECRETS: &str = "/api/v1/namespaces/prod/secrets";
+const CONFIG_MAPS: &str = "/api/v1/namespaces/prod/configmaps";
+const SERVICES: &str = "/api/v1/namespaces/prod/services";
+const STATEFULSETS: &str = "/apis/apps/v1/namespaces/prod/statefulsets";
+const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
+const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
+
+/// Runs one reconcile of `pg` against `script`; returns its result and every request seen.
+async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action, Vec<Seen>) {
+    let (client, server) = verifier::client();
+    let ctx = context(client, &pg, cache);
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let played = server.play(script, finished);
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile(Arc::new(pg.clone()), ctx),
+    )
+    .await
+    .expect("reconcile finished");
+    let _ = done.send(());
+    // The script's verdict first: it says which call was missing or unexpected.
+    let seen = played
+        .await
+        .expect("verifier ran")
+        .unwrap_or_else(|e| panic!("{e}"));
+    (result.expect("reconcile succeeded"), seen)
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {status:#}"))
+}
+
+fn event_reason(seen: &Seen) -> &str {
+    seen.body["reason"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn create_from_empty_makes_exactly_these_calls() {
+    let pg = postgresql(WITH_BACKUP);
+    let script = vec![
+        Expect::get_missing(format!("{SECRETS}/demo-superuser")),
+        Expect::create(SECRETS),
+        Expect::get_missing(format!("{SECRETS}/demo-app")),
+        Expect::create(SECRETS),
+        Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
+        Expect::apply(format!("{SERVICES}/demo-rw")),
+        Expect::apply(format!("{SERVICES}/demo-hl")),
+        // Answered without status: the pods are not ready yet, so no CronJob is created.
+        Expect::apply(format!("{STATEFULSETS}/demo")),
+        Expect::event(NS),
+        Expect::event(NS),
+        Expect::event(NS),
+        Expect::event(NS),
+        Expect::event(NS),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (action, seen) = scenario(pg, Cache::default(), script).await;
+    assert_eq!(action, Action::requeue(Duration::from_secs(600)));
+
+    for apply in seen.iter().filter(|s| s.method == Method::PATCH) {
+        assert!(
+            apply.query.contains("fieldManager=tusk-operator"),
+            "{}",
+            apply.query
+        );
+        assert!(apply.query.contains("force=true"), "{}", apply.query);
+    }
+    let secret = &seen[1].body;
+    assert_eq!(secret["metadata"]["name"], "demo-superuser");
+    let password = secret["data"]["password"].as_str().expect("password set");
+    assert_eq!(
+        password.len(),
+        44,
+        "32 random bytes of alphanumerics, base64-encoded"
+    );
+    assert_ne!(
+        seen[1].body["data"]["password"],
+        seen[3].body["data"]["password"]
+    );
+
+    let events: Vec<_> = seen
+        .iter()
+        .filter(|s| s.path.ends_with("/events"))
+        .collect();
+    let notes: Vec<_> = events
+        .iter()
+        .map(|e| e.body["note"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "Created Secret demo-superuser",
+            "Created Secret demo-app",
+            "Created ConfigMap demo-config",
+            "Created Service demo-rw",
+            "Created Service demo-hl",
+            "Created StatefulSet demo"
+        ]
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| !e.body.to_string().contains(password)),
+        "no secret in Events"
+    );
+
+    let status = &seen.last().expect("status patch").body;
+    assert_eq!(status["status"]["phase"], "Provisioning");
+    assert_eq!(status["status"]["observedGeneration"], 1);
+    assert_eq!(status["status"]["endpoint"], "demo-rw.prod.svc:5432");
+    assert_eq!(condition(status, "Ready")["status"], "False");
+    assert_eq!(
+        condition(status, "BackupScheduled")["reason"],
+        "WaitingForReady"
+    );
+}
+
+#[tokio::test]
+async fn steady_state_makes_no_write_calls() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    // No script: any request at all fails the reconcile.
+    let (action, seen) = scenario(pg, cache, vec![]).await;
+    assert_eq!(verifier::writes(&seen).len(), 0);
+    assert_eq!(seen.len(), 0);
+    assert_eq!(action, Action::requeue(Duration::from_secs(600)));
+}
+
+#[tokio::test]
+async fn cronjob_is_created_only_once_ready() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let mut cache = Cache::converged(&pg, true);
+    cache.cronjobs.clear();
+    pg.status = Some(status_for(
+        &pg,
+        false,
+        BackupSchedule::WaitingForReady,
+        &at(1_000),
+    ));
+    let script = vec![
+        Expect::apply(format!("{CRONJOBS}/demo-backup")),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let cronjob = &seen[0].body;
+    assert_eq!(cronjob["spec"]["suspend"], false);
+    assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
+    let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], AGENT_IMAGE);
+    assert_eq!(container["args"], json!(["backup"]));
+    let status = &seen[2].body;
+    assert_eq!(status["status"]["phase"], "Ready");
+    assert_eq!(condition(status, "Ready")["status"], "True");
+    assert_eq!(condition(status, "BackupScheduled")["status"], "True");
+    assert_eq!(event_reason(&seen[3]), "Ready");
+}
+
+#[tokio::test]
+async fn no_cronjob_while_never_ready() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let mut cache = Cache::converged(&pg, false);
+    cache.cronjobs.clear();
+    pg.status = Some(status_for(
+        &pg,
+        false,
+        BackupSchedule::WaitingForReady,
+        &at(1_000),
+    ));
+    let (_, seen) = scenario(pg, cache, vec![]).await;
+    assert!(seen.is_empty(), "nothing to write while waiting: {seen:?}");
+}
+
+#[tokio::test]
+async fn cronjob_is_suspended_when_ready_turns_false() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let mut cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    cache.statefulsets = Cache::converged(&pg, false).statefulsets;
+    let script = vec![
+        Expect::apply(format!("{CRONJOBS}/demo-backup")),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[0].body["spec"]["suspend"], true);
+    assert_eq!(seen[1].body["note"], "Updated CronJob demo-backup");
+    let status = &seen[2].body;
+    assert_eq!(status["status"]["phase"], "Degraded");
+    assert_eq!(condition(status, "Ready")["status"], "False");
+    assert_eq!(
+        condition(status, "BackupScheduled")["reason"],
+        "WaitingForReady"
+    );
+    assert_eq!(event_reason(&seen[3]), "NotReady");
+}
+
+#[tokio::test]
+async fn a_child_deleted_out_of_band_is_recreated() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let mut cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    cache
+        .services
+        .retain(|s| s.metadata.name.as_deref() != Some("demo-rw"));
+    let script = vec![
+        Expect::apply(format!("{SERVICES}/demo-rw")),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(
+        seen[0].body["spec"]["selector"]["statefulset.kubernetes.io/pod-name"],
+        "demo-0"
+    );
+    assert_eq!(seen[1].body["note"], "Created Service demo-rw");
+}
+
+#[tokio::test]
+async fn drift_is_reverted() {
+    let mut pg = postgresql(MINIMAL);
+    let mut cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(
+        &pg,
+        true,
+        BackupSchedule::NotConfigured,
+        &at(1_000),
+    ));
+    let template = cache.statefulsets[0]
+        .spec
+        .template
+        .spec
+        .as_mut()
+        .expect("pod spec");
+    template.containers[0].image = Some("postgres:9.6".to_owned());
+    let script = vec![
+        Expect::apply_with(format!("{STATEFULSETS}/demo"), |sts| {
+            sts["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1});
+        }),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let image = &seen[0].body["spec"]["template"]["spec"]["containers"][0]["image"];
+    assert_eq!(image, "docker.io/library/postgres:18");
+}
+
+#[tokio::test]
+async fn condition_transition_times_are_preserved() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    // The user pauses backups: BackupScheduled flips, Ready does not.
+    pg.spec.backup.as_mut().expect("backup").suspend = true;
+    pg.metadata.generation = Some(2);
+    let script = vec![
+        Expect::apply(format!("{CRONJOBS}/demo-backup")),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let status = &seen[2].body;
+    let ready = condition(status, "Ready");
+    assert_eq!(ready["lastTransitionTime"], "1970-01-01T00:16:40Z");
+    assert_eq!(ready["observedGeneration"], 2);
+    let backup = condition(status, "BackupScheduled");
+    assert_eq!(backup["status"], "False");
+    assert_eq!(backup["reason"], "Suspended");
+    assert_ne!(backup["lastTransitionTime"], "1970-01-01T00:16:40Z");
+}
+
+#[tokio::test]
+async fn removing_the_backup_policy_deletes_the_cronjob() {
+    let mut pg = postgresql(WITH_BACKUP);
+    let cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    pg.spec.backup = None;
+    let script = vec![
+        Expect::new(Method::DELETE, format!("{CRONJOBS}/demo-backup"), |_| {
+            (
+                StatusCode::OK,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            )
+        }),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[1].body["note"], "Deleted CronJob demo-backup");
+    assert_eq!(
+        condition(&seen[2].body, "BackupScheduled")["reason"],
+        "NotConfigured"
+    );
+}
+
+#[tokio::test]
+async fn an_existing_secret_is_never_overwritten() {
+    let mut pg = postgresql(MINIMAL);
+    let mut cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(
+        &pg,
+        true,
+        BackupSchedule::NotConfigured,
+        &at(1_000),
+    ));
+    // Not yet in the cache, but present on the server: read, then left alone.
+    cache
+        .secrets
+        .retain(|s| s.metadata.name.as_deref() != Some("demo-app"));
+    let script = vec![Expect::new(
+        Method::GET,
+        format!("{SECRETS}/demo-app"),
+        |_| {
+            let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "demo-app", "namespace": NS}, "data": {"password": "b2xk"}});
+            (StatusCode::OK, secret)
+        },
+    )];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(verifier::writes(&seen).len(), 0);
+}
+
+#[tokio::test]
+async fn an_invalid_schedule_fails_without_retrying() {
+    let spec = WITH_BACKUP.replace("0 2 * * *", "0 0 L * *");
+    let pg = postgresql(&spec);
+    let script = vec![Expect::apply_status(STATUS), Expect::event(NS)];
+    let (action, seen) = scenario(pg, Cache::default(), script).await;
+    assert_eq!(action, Action::await_change());
+    let status = &seen[0].body;
+    assert_eq!(status["status"]["phase"], "Failed");
+    let ready = condition(status, "Ready");
+    assert_eq!(ready["reason"], "InvalidSpec");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("spec.backup.schedule")
+    );
+    assert_eq!(seen[1].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[1]), "InvalidSpec");
+}

@@ -1,0 +1,216 @@
+//! A scripted API server: each scenario lists the exact requests a reconcile must make, in order,
+//! with the response to each. A request that differs, one more request than scripted, or one
+//! that never comes (within a timeout) fails the scenario.
+
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tower_test::mock::{self, Handle};
+
+/// How long an expected request may take to arrive.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+type Responder = Box<dyn FnOnce(&Value) -> (StatusCode, Value) + Send>;
+
+/// One expected request and how to answer it.
+pub struct Expect {
+    pub method: Method,
+    pub path: String,
+    respond: Responder,
+}
+
+/// A request the scenario saw, for assertions on what was sent.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: Method,
+    pub path: String,
+    pub query: String,
+    pub body: Value,
+}
+
+impl Expect {
+    /// Expects `method path` and answers with `respond(request body)`.
+    pub fn new(
+        method: Method,
+        path: impl Into<String>,
+        respond: impl FnOnce(&Value) -> (StatusCode, Value) + Send + 'static,
+    ) -> Self {
+        Self {
+            method,
+            path: path.into(),
+            respond: Box::new(respond),
+        }
+    }
+
+    /// A server-side apply, answered with the applied object.
+    pub fn apply(path: impl Into<String>) -> Self {
+        Self::new(Method::PATCH, path, |body| {
+            (StatusCode::OK, with_metadata(body.clone()))
+        })
+    }
+
+    /// A server-side apply of a PostgreSQL's status, answered with the whole object.
+    pub fn apply_status(path: impl Into<String>) -> Self {
+        Self::new(Method::PATCH, path, |body| {
+            let object = json!({
+                "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+                "metadata": {"name": "demo", "namespace": "prod"},
+                "spec": {"storage": {"size": "1Gi"}},
+                "status": body["status"],
+            });
+            (StatusCode::OK, with_metadata(object))
+        })
+    }
+
+    /// A server-side apply answered with the applied object changed by `edit`, as when the
+    /// server adds its own fields (a StatefulSet's status, say).
+    pub fn apply_with(
+        path: impl Into<String>,
+        edit: impl FnOnce(&mut Value) + Send + 'static,
+    ) -> Self {
+        Self::new(Method::PATCH, path, |body| {
+            let mut object = with_metadata(body.clone());
+            edit(&mut object);
+            (StatusCode::OK, object)
+        })
+    }
+
+    /// A create, answered with the created object.
+    pub fn create(path: impl Into<String>) -> Self {
+        Self::new(Method::POST, path, |body| {
+            (StatusCode::CREATED, with_metadata(body.clone()))
+        })
+    }
+
+    /// A read of an object that does not exist.
+    pub fn get_missing(path: impl Into<String>) -> Self {
+        Self::new(Method::GET, path, |_| {
+            let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "NotFound", "code": 404, "message": "not found"});
+            (StatusCode::NOT_FOUND, status)
+        })
+    }
+
+    /// An Event published about the cluster.
+    pub fn event(namespace: &str) -> Self {
+        Self::create(format!(
+            "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+        ))
+    }
+}
+
+/// The fields the API server adds to what it stores.
+fn with_metadata(mut object: Value) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.entry("resourceVersion").or_insert(json!("1"));
+        meta.entry("generation").or_insert(json!(1));
+        meta.entry("uid")
+            .or_insert(json!("00000000-0000-0000-0000-000000000001"));
+    }
+    object
+}
+
+/// The mock API server behind a [`Client`].
+pub struct Verifier {
+    handle: Handle<Request<Body>, Response<Body>>,
+}
+
+/// A client whose requests reach the returned verifier.
+pub fn client() -> (Client, Verifier) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    (Client::new(service, "default"), Verifier { handle })
+}
+
+impl Verifier {
+    /// Plays `script`, then answers any further request with an error until `done` fires.
+    /// Resolves to every request seen, or to a description of the first mismatch or extra call.
+    pub fn play(
+        mut self,
+        script: Vec<Expect>,
+        done: oneshot::Receiver<()>,
+    ) -> JoinHandle<Result<Vec<Seen>, String>> {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for (step, expect) in script.into_iter().enumerate() {
+                let next = tokio::time::timeout(TIMEOUT, self.handle.next_request()).await;
+                let Ok(Some((request, send))) = next else {
+                    return Err(format!(
+                        "step {step}: expected {} {} but it never came; seen so far: {:#?}",
+                        expect.method,
+                        expect.path,
+                        summary(&seen)
+                    ));
+                };
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect_bytes().await.map_err(|e| e.to_string())?;
+                let body: Value = if bytes.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_slice(&bytes).map_err(|e| e.to_string())?
+                };
+                let request = Seen {
+                    method: parts.method.clone(),
+                    path: parts.uri.path().to_owned(),
+                    query: parts.uri.query().unwrap_or_default().to_owned(),
+                    body,
+                };
+                if request.method != expect.method || request.path != expect.path {
+                    return Err(format!(
+                        "step {step}: expected {} {} but got {} {}; seen before: {:#?}",
+                        expect.method,
+                        expect.path,
+                        request.method,
+                        request.path,
+                        summary(&seen)
+                    ));
+                }
+                let (status, answer) = (expect.respond)(&request.body);
+                let response = Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(Body::from(
+                        serde_json::to_vec(&answer).map_err(|e| e.to_string())?,
+                    ))
+                    .map_err(|e| e.to_string())?;
+                send.send_response(response);
+                seen.push(request);
+            }
+            let mut done = done;
+            let mut extra = Vec::new();
+            loop {
+                tokio::select! {
+                    _ = &mut done => break,
+                    next = self.handle.next_request() => {
+                        let Some((request, send)) = next else { break };
+                        extra.push(format!("{} {}", request.method(), request.uri().path()));
+                        let response = Response::builder()
+                            .status(StatusCode::INTERNAL_SERVER_ERROR)
+                            .body(Body::from(Vec::new()))
+                            .map_err(|e| e.to_string())?;
+                        send.send_response(response);
+                    }
+                }
+            }
+            if !extra.is_empty() {
+                return Err(format!("unexpected calls after the script: {extra:#?}"));
+            }
+            Ok(seen)
+        })
+    }
+}
+
+fn summary(seen: &[Seen]) -> Vec<String> {
+    seen.iter()
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect()
+}
+
+/// Requests that change state (anything but GET, LIST and WATCH).
+pub fn writes(seen: &[Seen]) -> Vec<&Seen> {
+    seen.iter().filter(|s| s.method != Method::GET).collect()
+}

@@ -1,0 +1,168 @@
+//! A cluster and the operator's caches, as a reconcile would find them.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::watcher;
+use tusk::PostgreSQL;
+use tusk::controller::status::{self, BackupSchedule, Outcome, Readiness};
+use tusk::controller::{Context, Stores};
+use tusk::metrics::Metrics;
+use tusk::resources::{self, AgentSettings, Cluster};
+
+pub const NS: &str = "prod";
+pub const AGENT_IMAGE: &str = "ghcr.io/tusk-operator/backup-agent:test";
+
+pub const MINIMAL: &str = "storage: {size: 1Gi}";
+pub const WITH_BACKUP: &str = r#"
+storage: {size: 1Gi}
+backup:
+  schedule: "0 2 * * *"
+  destination:
+    s3:
+      bucket: backups
+      endpoint: http://minio.minio.svc:9000
+      forcePathStyle: true
+      credentials:
+        accessKeyId: {name: minio, key: access-key}
+        secretAccessKey: {name: minio, key: secret-key}
+"#;
+
+/// A PostgreSQL as the API server hands it to the operator.
+pub fn postgresql(spec_yaml: &str) -> PostgreSQL {
+    let spec: serde_json::Value = serde_saphyr::from_str(spec_yaml).expect("spec is YAML");
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "tusk.dev/v1alpha1",
+        "kind": "PostgreSQL",
+        "metadata": {"name": "demo", "namespace": NS, "uid": "c0ffee", "generation": 1,
+                     "creationTimestamp": "2026-11-22T10:00:00Z"},
+        "spec": spec,
+    }))
+    .expect("spec matches the API")
+}
+
+pub fn agent() -> AgentSettings {
+    AgentSettings {
+        image: AGENT_IMAGE.to_owned(),
+    }
+}
+
+pub fn at(seconds: i64) -> Time {
+    Time(Timestamp::from_second(seconds).expect("valid time"))
+}
+
+/// What the operator's watches have seen.
+#[derive(Default, Clone)]
+pub struct Cache {
+    pub secrets: Vec<Secret>,
+    pub config_maps: Vec<ConfigMap>,
+    pub services: Vec<Service>,
+    pub statefulsets: Vec<StatefulSet>,
+    pub cronjobs: Vec<CronJob>,
+}
+
+impl Cache {
+    /// Every child exactly as the builders make it, with the StatefulSet `ready` or not and the
+    /// CronJob present when the cluster has a backup policy.
+    pub fn converged(pg: &PostgreSQL, ready: bool) -> Self {
+        let cluster = Cluster::new(pg).expect("complete cluster");
+        let config_map = resources::config_map(&cluster);
+        let checksum = resources::config_checksum(&config_map);
+        let statefulset =
+            statefulset_with_status(resources::statefulset(&cluster, &checksum), ready);
+        let cronjobs = pg
+            .spec
+            .backup
+            .as_ref()
+            .map(|policy| resources::backup_cronjob(&cluster, policy, &agent(), ready))
+            .into_iter()
+            .collect();
+        Self {
+            secrets: vec![
+                resources::superuser_secret(&cluster, "su-password"),
+                resources::app_secret(&cluster, "app-password"),
+            ],
+            config_maps: vec![config_map],
+            services: vec![
+                resources::rw_service(&cluster),
+                resources::headless_service(&cluster),
+            ],
+            statefulsets: vec![statefulset],
+            cronjobs,
+        }
+    }
+}
+
+/// The StatefulSet as the API server reports it: generation 1, all or no replicas ready.
+pub fn statefulset_with_status(mut sts: StatefulSet, ready: bool) -> StatefulSet {
+    sts.metadata.generation = Some(1);
+    let replicas = i32::from(ready);
+    sts.status = Some(StatefulSetStatus {
+        observed_generation: Some(1),
+        replicas: 1,
+        ready_replicas: Some(replicas),
+        updated_replicas: Some(1),
+        ..StatefulSetStatus::default()
+    });
+    sts
+}
+
+/// The status the operator would have written for `readiness` and `backup`.
+pub fn status_for(
+    pg: &PostgreSQL,
+    ready: bool,
+    backup: BackupSchedule,
+    now: &Time,
+) -> tusk::crd::PostgreSQLStatus {
+    let cluster = Cluster::new(pg).expect("complete cluster");
+    let outcome = Outcome::Applied {
+        readiness: Readiness {
+            instances: 1,
+            ready_instances: i32::from(ready),
+            ready,
+        },
+        backup,
+    };
+    status::compute(
+        pg.status.as_ref(),
+        &cluster,
+        pg.metadata.generation,
+        &outcome,
+        now,
+    )
+}
+
+fn store_of<K>(objects: Vec<K>) -> (Store<K>, Writer<K>)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (reader, mut writer) = reflector::store();
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+    (reader, writer)
+}
+
+/// The reconcile's context over `client`, with caches holding `cache` and `pg`.
+pub fn context(client: Client, pg: &PostgreSQL, cache: Cache) -> Arc<Context> {
+    let stores = Stores {
+        clusters: store_of(vec![pg.clone()]).0,
+        secrets: store_of(cache.secrets).0,
+        config_maps: store_of(cache.config_maps).0,
+        services: store_of(cache.services).0,
+        statefulsets: store_of(cache.statefulsets).0,
+        cronjobs: store_of(cache.cronjobs).0,
+    };
+    Arc::new(Context::new(
+        client,
+        agent(),
+        stores,
+        Arc::new(Metrics::default()),
+    ))
+}
