@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1
+# One file, two images:
+#   docker build --target operator     -t ghcr.io/tusk-operator/tusk:dev .
+#   docker build --target backup-agent -t ghcr.io/tusk-operator/backup-agent:dev .
+
+ARG RUST_VERSION=1.95
+# The agent's pg_dump must be at least as new as every server it dumps: ship the newest major.
+ARG PG_MAJOR=18
+
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cmake clang \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p tusk -p backup-agent \
+ && mkdir -p /out \
+ && cp target/release/tusk target/release/backup-agent /out/
+
+# The operator: one static-ish binary on distroless, as an unprivileged user.
+FROM gcr.io/distroless/cc-debian12:nonroot AS operator
+COPY --from=build /out/tusk /usr/local/bin/tusk
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/tusk"]
+CMD ["run"]
+
+# The backup agent with the PostgreSQL client tools of the newest supported major, from the
+# PostgreSQL project's Debian repository (enabled by Debian's own postgresql-common script).
+FROM docker.io/library/debian:bookworm-slim AS backup-agent
+ARG PG_MAJOR
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates postgresql-common \
+ && /usr/share/postgresql-common/pgdg/apt.postgresql.org.sh -y \
+ && apt-get install -y --no-install-recommends "postgresql-client-${PG_MAJOR}" \
+ && rm -rf /var/lib/apt/lists/*
+ENV PATH="/usr/lib/postgresql/${PG_MAJOR}/bin:${PATH}" \
+    HOME=/tmp
+COPY --from=build /out/backup-agent /usr/local/bin/backup-agent
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/backup-agent"]
