@@ -53,7 +53,7 @@ fn valid_specs_pass() {
     );
     let full = with_backup(json!({
         "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d"},
-        "compression": "gzip", "onDelete": "Delete", "destination": {"s3": s3()}
+        "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()}
     }));
     assert_eq!(rejections("demo", full), Vec::<String>::new());
 }
