@@ -43,6 +43,7 @@ pub struct BackupSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 pub struct ClusterReference {
     /// Name of the PostgreSQL.
+    #[schemars(length(max = 63))]
     #[x_kube(validation = Rule::new("self.size() > 0 && self.size() <= 45").message("spec.cluster.name must be the name of a PostgreSQL (1-45 characters)"))]
     pub name: String,
 }

@@ -22,17 +22,21 @@ pub struct Destination {
 pub struct S3Destination {
     /// Bucket name (3 to 63 lowercase letters, digits, dots and hyphens). It must already exist.
     #[x_kube(validation = Rule::new("self.matches('^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$')").message("must be a valid bucket name: 3-63 lowercase letters, digits, '.' and '-'"))]
+    #[schemars(length(max = 222))]
     pub bucket: String,
     /// Prefix inside the bucket, without leading slash; empty means the bucket root.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[x_kube(validation = Rule::new("!self.startsWith('/') && !self.split('/').exists(s, s == '..')").message("must be a relative prefix without '..' segments"))]
+    #[schemars(length(max = 1024))]
     pub path: String,
     /// Endpoint URL for S3-compatible stores, e.g. `http://minio.minio.svc:9000`. Empty for AWS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^https?://[^/\\\\s]+(/.*)?$')").message("must be an http:// or https:// URL"))]
+    #[schemars(length(max = 2048))]
     pub endpoint: Option<String>,
     /// Region of the bucket; S3-compatible stores usually accept any value.
     #[serde(default = "default_region")]
+    #[schemars(length(max = 64))]
     pub region: String,
     /// Address buckets as `<endpoint>/<bucket>` instead of `<bucket>.<endpoint>`; MinIO needs this.
     #[serde(default)]
@@ -63,10 +67,12 @@ pub struct S3Credentials {
 pub struct GcsDestination {
     /// Bucket name. It must already exist.
     #[x_kube(validation = Rule::new("self.matches('^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$')").message("must be a valid bucket name: lowercase letters, digits, '.', '_' and '-'"))]
+    #[schemars(length(max = 222))]
     pub bucket: String,
     /// Prefix inside the bucket, without leading slash; empty means the bucket root.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[x_kube(validation = Rule::new("!self.startsWith('/') && !self.split('/').exists(s, s == '..')").message("must be a relative prefix without '..' segments"))]
+    #[schemars(length(max = 1024))]
     pub path: String,
     /// Credentials; leave unset to use Workload Identity / application default credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,8 +93,10 @@ pub struct GcsCredentials {
 pub struct SecretKeyRef {
     /// Name of the Secret.
     #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
+    #[schemars(length(max = 253))]
     pub name: String,
     /// Key inside the Secret.
     #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
+    #[schemars(length(max = 253))]
     pub key: String,
 }

@@ -65,6 +65,7 @@ pub struct PostgreSQLSpec {
     /// compatible with the official image (same entrypoint, environment and paths).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[^\\\\s]+$')").message("spec.image must be an image reference without whitespace"))]
+    #[schemars(length(max = 512))]
     pub image: Option<String>,
 
     /// Number of PostgreSQL instances. Only 1 is supported until replication lands.
@@ -86,6 +87,7 @@ pub struct PostgreSQLSpec {
     #[x_kube(validation = Rule::new("self.all(k, !(k in ['port', 'listen_addresses', 'data_directory', 'hba_file', 'ident_file', 'config_file', 'external_pid_file', 'unix_socket_directories', 'unix_socket_group', 'unix_socket_permissions', 'include', 'include_dir', 'include_if_exists']))").message("spec.parameters must not set keys Tusk manages: port, listen_addresses, data_directory, hba_file, ident_file, config_file, external_pid_file, unix_socket_directories, unix_socket_group, unix_socket_permissions, include, include_dir, include_if_exists"))]
     #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9_.]*$'))").message("spec.parameters keys must be postgresql.conf names: lowercase letters, digits, '_' and '.'"))]
     #[x_kube(validation = Rule::new("self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))").message("spec.parameters values must be single-line"))]
+    #[schemars(schema_with = "bounded_parameters")]
     pub parameters: BTreeMap<String, String>,
 
     /// The application database and its owner, created when the cluster is first initialised.
@@ -100,6 +102,16 @@ pub struct PostgreSQLSpec {
     /// Scheduled logical backups. The backup CronJob exists only once the cluster is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupPolicy>,
+}
+
+/// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map
+/// within the API server's cost budget.
+fn bounded_parameters(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 64,
+        "additionalProperties": {"type": "string", "maxLength": 1024},
+    })
 }
 
 fn default_instances() -> i32 {
@@ -141,9 +153,11 @@ impl PostgresVersion {
 pub struct Storage {
     /// Size of the volume, as a Kubernetes quantity such as `10Gi`.
     #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.storage.size must be a positive Kubernetes quantity such as 10Gi"))]
+    #[schemars(length(max = 32))]
     pub size: String,
     /// StorageClass of the volume; the cluster default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub storage_class_name: Option<String>,
 }
 
@@ -154,10 +168,12 @@ pub struct Bootstrap {
     /// Name of the application database.
     #[serde(default = "default_app")]
     #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_]{0,62}$') && !(self in ['postgres', 'template0', 'template1'])").message("spec.bootstrap.database must be a lowercase identifier of at most 63 characters, not postgres, template0 or template1"))]
+    #[schemars(length(max = 63))]
     pub database: String,
     /// Role that owns the application database; its credentials are in the `<name>-app` Secret.
     #[serde(default = "default_app")]
     #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_]{0,62}$') && self != 'postgres' && !self.startsWith('pg_')").message("spec.bootstrap.owner must be a lowercase identifier of at most 63 characters, not postgres and not starting with pg_"))]
+    #[schemars(length(max = 63))]
     pub owner: String,
 }
 
@@ -191,6 +207,7 @@ pub struct RestoreSource {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 pub struct LocalName {
     /// Name of the object.
+    #[schemars(length(max = 253))]
     #[x_kube(validation = Rule::new("self.size() > 0").message("name must not be empty"))]
     pub name: String,
 }
@@ -202,13 +219,16 @@ pub struct ObjectStoreRestore {
     /// Where the backups are.
     pub destination: Destination,
     /// Name of the cluster that wrote the backup.
+    #[schemars(length(max = 63))]
     pub cluster: String,
     /// Namespace of the cluster that wrote the backup; this cluster's namespace when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub namespace: Option<String>,
     /// Backup id to restore, or `latest` for the newest complete backup.
     #[serde(default = "default_latest")]
     #[x_kube(validation = Rule::new("self == 'latest' || self.matches('^[A-Za-z0-9][A-Za-z0-9._-]*$')").message("backupId must be 'latest' or a backup id"))]
+    #[schemars(length(max = 128))]
     pub backup_id: String,
 }
 
@@ -222,6 +242,7 @@ fn default_latest() -> String {
 pub struct BackupPolicy {
     /// Kubernetes CronJob schedule: five fields (`0 2 * * *`) or a macro such as `@daily`.
     #[x_kube(validation = Rule::new("self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+)$')").message("spec.backup.schedule must be a 5-field cron expression or one of @yearly, @monthly, @weekly, @daily, @midnight, @hourly"))]
+    #[schemars(length(max = 128))]
     pub schedule: String,
     /// How many complete backups to keep, and for how long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +271,7 @@ pub struct Retention {
     /// Delete backups older than this, e.g. `30d`, `12h` or `2w`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[1-9][0-9]*[hdw]$')").message("spec.backup.retention.maxAge must be a number followed by h, d or w, e.g. 30d"))]
+    #[schemars(length(max = 16))]
     pub max_age: Option<String>,
 }
 
