@@ -84,10 +84,11 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str) -> StatefulSet {
 }
 
 fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
-    let config_volume = |name: &str, keys: &[&str]| Volume {
+    let config_volume = |name: &str, keys: &[&str], mode: i32| Volume {
         name: name.to_owned(),
         config_map: Some(ConfigMapVolumeSource {
             name: cluster.config_map_name(),
+            default_mode: Some(mode),
             items: Some(
                 keys.iter()
                     .map(|k| KeyToPath {
@@ -139,8 +140,11 @@ fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
                 config_volume(
                     "config",
                     &["postgresql.conf", "pg_hba.conf", "pg_ident.conf"],
+                    0o444,
                 ),
-                config_volume("initdb", &[INITDB_SCRIPT_KEY]),
+                // Executable, so the image's entrypoint runs it in its own shell instead of
+                // sourcing it into the entrypoint's.
+                config_volume("initdb", &[INITDB_SCRIPT_KEY], 0o555),
                 empty_dir("run", None),
                 empty_dir("tmp", None),
                 // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
