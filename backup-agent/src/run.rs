@@ -45,8 +45,19 @@ pub async fn run(command: Command) -> i32 {
         }
     };
     summary["durationSeconds"] = json!(seconds);
+    if let Some(peak) = peak_rss_bytes() {
+        summary["peakRssBytes"] = json!(peak);
+    }
     println!("{summary}");
     code
+}
+
+/// The agent's own peak resident memory (VmHWM), so memory bounds can be checked in the field.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// SIGTERM (Kubernetes stopping the pod) and SIGINT cancel the work so uploads get aborted.

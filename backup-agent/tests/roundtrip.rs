@@ -99,3 +99,28 @@ async fn round_trip_minio_zstd() {
 async fn round_trip_gcs_gzip() {
     round_trip(Kind::Gcs, "gzip").await;
 }
+
+/// The agent starts before the database (a Job racing a restarting pod): it retries, then works.
+#[tokio::test(flavor = "multi_thread")]
+async fn backup_waits_for_a_starting_database() {
+    let store = TestStore::start(Kind::Minio).await;
+    let port = common::free_port();
+    let mut cmd = agent(&store, "db", None);
+    cmd.env("PGHOST", "127.0.0.1")
+        .env("PGPORT", port.to_string())
+        .env("PGUSER", "postgres")
+        .env("PGPASSWORD", common::postgres::PASSWORD)
+        .env("TUSK_CONNECT_TIMEOUT", "90s")
+        .args(["backup", "--backup-id", "late"]);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _pg = PgServer::start_on(port);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("database not ready, retrying"), "{stderr}");
+    assert_eq!(summary(&out)["details"]["backupId"], "late");
+}

@@ -42,6 +42,10 @@ fn running_as_root() -> bool {
 
 impl PgServer {
     pub fn start() -> PgServer {
+        Self::start_on(super::free_port())
+    }
+
+    pub fn start_on(port: u16) -> PgServer {
         let bin_dir = bin_dir();
         let as_postgres = running_as_root();
         let dir = tempfile::Builder::new()
@@ -62,7 +66,7 @@ impl PgServer {
         let data = dir.path().join("data");
         let server = PgServer {
             dir,
-            port: super::free_port(),
+            port,
             bin_dir,
             as_postgres,
         };

@@ -241,4 +241,85 @@ mod tests {
             .unwrap();
         assert!(err.to_string().contains("/nonexistent/key.json"), "{err}");
     }
+
+    /// A fake OAuth token endpoint: answers one request and hands back its body.
+    async fn token_server() -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let handle = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        let reply =
+                            r#"{"access_token":"tok-123","expires_in":3600,"token_type":"Bearer"}"#;
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                            reply.len()
+                        );
+                        socket.write_all(response.as_bytes()).await.unwrap();
+                        return body.to_string();
+                    }
+                }
+            }
+        });
+        (url, handle)
+    }
+
+    #[tokio::test]
+    async fn service_account_key_gets_a_token_with_a_signed_jwt() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("key.pem");
+        // A PKCS#8 RSA key, the format Google's key JSON files carry.
+        let status = std::process::Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-out",
+            ])
+            .arg(&pem)
+            .status()
+            .expect("openssl");
+        assert!(status.success());
+        let (url, server) = token_server().await;
+        let key = serde_json::json!({
+            "type": "service_account",
+            "client_email": "agent@project.iam.gserviceaccount.com",
+            "private_key": std::fs::read_to_string(&pem).unwrap(),
+            "token_uri": url,
+        });
+        let provider = TokenProvider::from_key_json("test key", &key.to_string()).unwrap();
+        let http = reqwest::Client::new();
+        let token = provider.token(&http).await.unwrap();
+        assert_eq!(token.as_deref(), Some("tok-123"));
+        let body = server.await.unwrap();
+        assert!(
+            body.contains("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"),
+            "{body}"
+        );
+        let assertion = body.split("assertion=").nth(1).unwrap();
+        assert_eq!(assertion.split('.').count(), 3, "a JWT: {assertion}");
+        // Cached: no second request reaches the (now closed) server.
+        assert_eq!(
+            provider.token(&http).await.unwrap().as_deref(),
+            Some("tok-123")
+        );
+    }
 }

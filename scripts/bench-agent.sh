@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Benchmarks backup-agent against plain pg_dump/pg_restore on pgbench databases.
+#
+#   scripts/bench-agent.sh [SCALE ...]        # default: 35 70   (scale 70 is about 1 GiB)
+#
+# For each scale: pg_dump -Fc > /dev/null vs `backup-agent backup` into a local MinIO (zstd),
+# the agent's peak RSS (from its own summary line, VmHWM), and `backup-agent restore` vs a
+# local `pg_restore` of a pg_dump -Fc file. Needs: PostgreSQL server+client, pgbench, curl,
+# /usr/bin/time, Go (for scripts/testbin.sh). Everything runs on 127.0.0.1 and is torn down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCALES=("${@:-35}")
+[[ $# -eq 0 ]] && SCALES=(35 70)
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+eval "$(scripts/testbin.sh)"
+cargo build --release -q -p backup-agent
+AGENT="$CARGO_TARGET_DIR/release/backup-agent"
+PGBIN="${TUSK_PG_BIN_DIR:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}"
+
+WORK=$(mktemp -d /tmp/tusk-bench.XXXXXX)
+chmod 755 "$WORK"
+as_pg() { if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[[ $(id -u) == 0 ]] && chown postgres "$WORK"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+PGPORT=$(free_port); S3PORT=$(free_port); CONSOLE=$(free_port)
+MINIO_PID=""
+cleanup() {
+  as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate -w stop >/dev/null 2>&1 || true
+  [[ -n "$MINIO_PID" ]] && kill "$MINIO_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres --auth=trust --no-sync >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
+  -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_wal_size=4GB" start >/dev/null
+
+mkdir -p "$WORK/minio"
+MINIO_ROOT_USER=benchadmin MINIO_ROOT_PASSWORD=bench-secret-123 MINIO_BROWSER=off \
+  "$TUSK_MINIO_BIN" server "$WORK/minio" --address "127.0.0.1:$S3PORT" \
+  --console-address "127.0.0.1:$CONSOLE" >"$WORK/minio.log" 2>&1 &
+MINIO_PID=$!
+for _ in $(seq 1 300); do
+  curl -fs "http://127.0.0.1:$S3PORT/minio/health/ready" >/dev/null && break
+  sleep 0.2
+done
+curl -fs -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user benchadmin:bench-secret-123 \
+  "http://127.0.0.1:$S3PORT/bench" >/dev/null
+
+export PGHOST=127.0.0.1 PGPORT PGUSER=postgres
+export TUSK_STORE=s3 TUSK_BUCKET=bench TUSK_S3_ENDPOINT="http://127.0.0.1:$S3PORT" TUSK_S3_FORCE_PATH_STYLE=true
+export AWS_ACCESS_KEY_ID=benchadmin AWS_SECRET_ACCESS_KEY=bench-secret-123 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+export TUSK_NAMESPACE=bench TUSK_PATH="" TUSK_PG_BIN_DIR="$PGBIN" TUSK_WORK_DIR="$WORK"
+
+# wall seconds of a command (its stdout goes to $WORK/out)
+timed() { /usr/bin/time -f "%e" -o "$WORK/time" "$@" >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err" >&2; return 1; }; cat "$WORK/time"; }
+field() { python3 -c "import json,sys; print(json.loads(open('$WORK/out').read().splitlines()[-1])$1)"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+
+printf '%-6s %9s | %12s %12s %7s %9s %9s | %11s %11s\n' scale "db MiB" "pg_dump s" "agent s" "ratio" "stored" "agentRSS" "pg_restore" "agent rest."
+for scale in "${SCALES[@]}"; do
+  db="bench$scale"
+  "$PGBIN/createdb" "$db"
+  "$PGBIN/pgbench" -i -q -s "$scale" "$db" >/dev/null 2>&1
+  "$PGBIN/psql" -X -q -d "$db" -c "VACUUM ANALYZE" >/dev/null
+  size=$("$PGBIN/psql" -X -A -t -d "$db" -c "SELECT pg_database_size('$db')")
+
+  t_dump=$(timed "$PGBIN/pg_dump" -Fc -d "$db")
+  t_agent=$(timed "$AGENT" backup --cluster "$db" --database "$db" --backup-id b1)
+  stored=$(field "['details']['sizeBytes']"); rss=$(field "['peakRssBytes']")
+
+  "$PGBIN/pg_dump" -Fc -d "$db" -f "$WORK/$db.dump"
+  "$PGBIN/dropdb" "$db"
+  t_agent_restore=$(timed "$AGENT" restore --cluster "$db" --backup-id b1)
+  "$PGBIN/dropdb" "$db"
+  "$PGBIN/createdb" "$db"
+  t_restore=$(timed "$PGBIN/pg_restore" -d "$db" "$WORK/$db.dump")
+  "$PGBIN/dropdb" "$db"
+  rm -f "$WORK/$db.dump"
+
+  ratio=$(awk -v a="$t_agent" -v d="$t_dump" 'BEGIN { printf "%.2f", d / a }')
+  printf '%-6s %9s | %12s %12s %7s %8sM %8sM | %11s %11s\n' "$scale" "$(mib "$size")" "$t_dump" "$t_agent" \
+    "${ratio}x" "$(mib "$stored")" "$(mib "$rss")" "$t_restore" "$t_agent_restore"
+done
+echo "ratio = pg_dump time / agent time (>= 0.90 means the agent keeps >= 90 % of pg_dump's throughput)"
