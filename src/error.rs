@@ -8,7 +8,7 @@ pub enum Error {
     #[error(transparent)]
     IncompleteObject(#[from] IncompleteObject),
 
-    #[error("reading {kind} {name} failed: {source}")]
+    #[error("reading {kind} {name} failed: {}", describe(source))]
     Read {
         kind: String,
         name: String,
@@ -16,7 +16,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("applying {kind} {name} failed: {source}")]
+    #[error("applying {kind} {name} failed: {}", describe(source))]
     Apply {
         kind: String,
         name: String,
@@ -24,7 +24,7 @@ pub enum Error {
         source: kube::Error,
     },
 
-    #[error("deleting {kind} {name} failed: {source}")]
+    #[error("deleting {kind} {name} failed: {}", describe(source))]
     Delete {
         kind: String,
         name: String,
@@ -40,7 +40,7 @@ pub enum Error {
         source: serde_json::Error,
     },
 
-    #[error("updating the status of {name} failed: {source}")]
+    #[error("updating the status of {name} failed: {}", describe(source))]
     Status {
         name: String,
         #[source]
@@ -62,4 +62,37 @@ impl Error {
     }
 }
 
+/// The API server's own message for API errors (without the debug dump of its Status), the
+/// error's display otherwise.
+fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
+        other => other.to_string(),
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_show_the_servers_message_only() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "configmaps \"demo-config\" is forbidden",
+        }))
+        .unwrap();
+        let error = Error::Apply {
+            kind: "ConfigMap".to_owned(),
+            name: "demo-config".to_owned(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        assert_eq!(
+            error.to_string(),
+            "applying ConfigMap demo-config failed: configmaps \"demo-config\" is forbidden (Forbidden)"
+        );
+        assert_eq!(error.reason(), "ApplyFailed");
+    }
+}

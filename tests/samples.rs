@@ -20,7 +20,8 @@ fn every_sample_passes_validation() {
                 continue;
             }
             let name = format!("{} in {}", document["metadata"]["name"], path.display());
-            let mut pg: PostgreSQL = serde_json::from_value(document).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut pg: PostgreSQL =
+                serde_json::from_value(document).unwrap_or_else(|e| panic!("{name}: {e}"));
             pg.metadata.namespace = Some("default".to_owned());
             kube::core::cel::validate_cel(&pg).unwrap_or_else(|e| panic!("{name}: {e}"));
             validate(&pg.spec).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -116,7 +116,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     };
     update_status(pg, &cluster, &outcome, ctx).await?;
     if applied.readiness.ready && !was_ready {
-        let note = format!("{0}/{0} instances are ready", applied.readiness.instances);
+        let note = applied.readiness.message();
         publish(ctx, pg, EventType::Normal, "Ready", "Reconcile", note).await;
         let first_time = pg
             .status
@@ -129,10 +129,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
                 .first_ready(Duration::try_from(elapsed).unwrap_or_default());
         }
     } else if !applied.readiness.ready && was_ready {
-        let note = format!(
-            "{}/{} instances are ready",
-            applied.readiness.ready_instances, applied.readiness.instances
-        );
+        let note = applied.readiness.message();
         publish(ctx, pg, EventType::Warning, "NotReady", "Reconcile", note).await;
     }
     Ok(Action::requeue(RESYNC))

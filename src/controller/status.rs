@@ -14,6 +14,8 @@ pub struct Readiness {
     pub instances: i32,
     pub ready_instances: i32,
     pub ready: bool,
+    /// The StatefulSet controller has not yet rolled out the current spec to every instance.
+    pub rolling_out: bool,
 }
 
 impl Readiness {
@@ -25,10 +27,25 @@ impl Readiness {
             observed.is_some() && observed >= s.metadata.generation
         });
         let updated = status.and_then(|s| s.updated_replicas).unwrap_or(0);
+        let rolling_out = statefulset.is_some() && (!current || updated != instances);
         Self {
             instances,
             ready_instances,
-            ready: current && ready_instances == instances && updated == instances,
+            ready: !rolling_out && statefulset.is_some() && ready_instances == instances,
+            rolling_out,
+        }
+    }
+
+    /// A sentence for conditions and Events.
+    pub fn message(&self) -> String {
+        let counts = format!(
+            "{}/{} instances are ready",
+            self.ready_instances, self.instances
+        );
+        if self.rolling_out {
+            format!("{counts}; the StatefulSet is rolling out the current spec")
+        } else {
+            counts
         }
     }
 }
@@ -183,6 +200,16 @@ mod tests {
             "old revision"
         );
         assert!(!Readiness::of(None, 1).ready);
+        let rolling = Readiness::of(Some(&sts(3, 2, 1, 1)), 1);
+        assert!(rolling.rolling_out);
+        assert_eq!(
+            rolling.message(),
+            "1/1 instances are ready; the StatefulSet is rolling out the current spec"
+        );
+        assert_eq!(
+            Readiness::of(Some(&sts(2, 2, 0, 1)), 1).message(),
+            "0/1 instances are ready"
+        );
     }
 
     #[test]
@@ -195,6 +222,7 @@ mod tests {
                 instances: 1,
                 ready_instances: i32::from(ready),
                 ready,
+                rolling_out: false,
             },
             backup: BackupSchedule::NotConfigured,
         };

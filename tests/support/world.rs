@@ -126,6 +126,7 @@ pub fn status_for(
             instances: 1,
             ready_instances: i32::from(ready),
             ready,
+            rolling_out: false,
         },
         backup,
     };
