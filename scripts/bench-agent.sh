@@ -59,7 +59,7 @@ timed() { /usr/bin/time -f "%e" -o "$WORK/time" "$@" >"$WORK/out" 2>"$WORK/err" 
 field() { python3 -c "import json,sys; print(json.loads(open('$WORK/out').read().splitlines()[-1])$1)"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 
-printf '%-6s %9s | %12s %12s %7s %9s %9s | %11s %11s\n' scale "db MiB" "pg_dump s" "agent s" "ratio" "stored" "agentRSS" "pg_restore" "agent rest."
+printf '%-6s %7s | %9s %8s %6s %7s %8s | %8s %8s %8s | %10s %10s\n' scale "db MiB" "pg_dump s" "agent s" ratio stored "RSS" "none s" "stored" "RSS" "pg_restore" "agent rest"
 for scale in "${SCALES[@]}"; do
   db="bench$scale"
   "$PGBIN/createdb" "$db"
@@ -70,6 +70,9 @@ for scale in "${SCALES[@]}"; do
   t_dump=$(timed "$PGBIN/pg_dump" -Fc -d "$db")
   t_agent=$(timed "$AGENT" backup --cluster "$db" --database "$db" --backup-id b1)
   stored=$(field "['details']['sizeBytes']"); rss=$(field "['peakRssBytes']")
+  # Uncompressed: many 8 MiB parts, which shows whether memory stays flat as the dump grows.
+  t_none=$(timed "$AGENT" backup --cluster "$db" --database "$db" --backup-id b2 --compression none)
+  stored_none=$(field "['details']['sizeBytes']"); rss_none=$(field "['peakRssBytes']")
 
   "$PGBIN/pg_dump" -Fc -d "$db" -f "$WORK/$db.dump"
   "$PGBIN/dropdb" "$db"
@@ -81,7 +84,9 @@ for scale in "${SCALES[@]}"; do
   rm -f "$WORK/$db.dump"
 
   ratio=$(awk -v a="$t_agent" -v d="$t_dump" 'BEGIN { printf "%.2f", d / a }')
-  printf '%-6s %9s | %12s %12s %7s %8sM %8sM | %11s %11s\n' "$scale" "$(mib "$size")" "$t_dump" "$t_agent" \
-    "${ratio}x" "$(mib "$stored")" "$(mib "$rss")" "$t_restore" "$t_agent_restore"
+  printf '%-6s %7s | %9s %8s %6s %6sM %7sM | %8s %7sM %7sM | %10s %10s\n' "$scale" "$(mib "$size")" "$t_dump" \
+    "$t_agent" "${ratio}x" "$(mib "$stored")" "$(mib "$rss")" "$t_none" "$(mib "$stored_none")" "$(mib "$rss_none")" \
+    "$t_restore" "$t_agent_restore"
 done
+echo "agent = zstd (default); none = --compression none; RSS = the agent's own peak (VmHWM)"
 echo "ratio = pg_dump time / agent time (>= 0.90 means the agent keeps >= 90 % of pg_dump's throughput)"

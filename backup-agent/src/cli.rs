@@ -45,16 +45,22 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Dump globals and databases into <path>/<namespace>/<cluster>/<backupId>/.
+    #[command(after_help = EXIT_CODES)]
     Backup(BackupArgs),
     /// Restore a backup (verified before anything is applied).
+    #[command(after_help = EXIT_CODES)]
     Restore(RestoreArgs),
     /// List complete backups (those with a manifest), oldest first.
+    #[command(after_help = EXIT_CODES)]
     List(ListArgs),
     /// Download a backup and check every file's size and sha256.
+    #[command(after_help = EXIT_CODES)]
     Verify(VerifyArgs),
     /// Delete one backup (exactly its own prefix).
+    #[command(after_help = EXIT_CODES)]
     Delete(DeleteArgs),
     /// Apply retention: delete backups beyond --keep or older than --max-age.
+    #[command(after_help = EXIT_CODES)]
     Prune(PruneArgs),
 }
 

@@ -12,7 +12,8 @@ use backup_agent::store::ObjectStore;
 use common::agent::{NAMESPACE, agent, run_ok};
 use common::stores::{Kind, TestStore};
 
-const FILES_PER_BACKUP: usize = 110;
+/// Enough that one cluster alone holds more than 1,000 objects (list pagination).
+const FILES_PER_BACKUP: usize = 170;
 /// Ages in days of the synthetic backups of each cluster.
 const AGES: &[i64] = &[100, 50, 40, 20, 10, 1];
 

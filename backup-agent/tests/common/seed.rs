@@ -8,6 +8,7 @@ pub const TABLES: &[(&str, &str)] = &[
     ("app", "public.orders"),
     ("app", "billing.invoices"),
     ("reports", "public.daily"),
+    ("odd name's db", "public.t"),
 ];
 
 pub fn seed(pg: &PgServer) {
@@ -36,6 +37,12 @@ pub fn seed(pg: &PgServer) {
          INSERT INTO billing.invoices
              SELECT i, daterange('2026-01-01'::date + i, '2026-01-01'::date + i + 30), i * 1.5
              FROM generate_series(1, 500) i;",
+    );
+    // A name that needs quoting everywhere (conninfo, identifiers, object keys).
+    pg.psql("postgres", "CREATE DATABASE \"odd name's db\"");
+    pg.psql(
+        "odd name's db",
+        "CREATE TABLE t (x int); INSERT INTO t VALUES (1), (2)",
     );
     pg.psql(
         "reports",
