@@ -152,15 +152,19 @@ async fn run_operator(args: RunArgs) -> ExitCode {
         )
     }));
     let code = match leadership {
-        Some(leadership) => tokio::select! {
-            _ = controllers => ExitCode::SUCCESS,
-            () = leadership.lost() => {
-                // Exiting is the safe way to stop every in-flight reconcile at once; the
-                // Deployment restarts the pod, which then waits for the Lease again.
-                error!("lost the leader Lease; exiting");
-                ExitCode::FAILURE
-            }
-        },
+        Some(mut leadership) => {
+            let code = tokio::select! {
+                _ = controllers => ExitCode::SUCCESS,
+                () = leadership.lost() => {
+                    // Exiting is the safe way to stop every in-flight reconcile at once; the
+                    // Deployment restarts the pod, which then waits for the Lease again.
+                    error!("lost the leader Lease; exiting");
+                    ExitCode::FAILURE
+                }
+            };
+            leadership.release().await;
+            code
+        }
         None => {
             controllers.await;
             ExitCode::SUCCESS
