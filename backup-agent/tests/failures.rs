@@ -32,6 +32,18 @@ async fn wrong_s3_credentials_exit_4() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn missing_s3_credentials_exit_4() {
+    let store = TestStore::start(Kind::Minio).await;
+    let mut cmd = agent(&store, "db", None);
+    cmd.env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .arg("list");
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(error_of(&out).contains("credentials"), "{}", error_of(&out));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn missing_bucket_exit_4_on_both_stores() {
     for kind in [Kind::Minio, Kind::Gcs] {
         let store = TestStore::start(kind).await;

@@ -122,5 +122,6 @@ async fn backup_waits_for_a_starting_database() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("database not ready, retrying"), "{stderr}");
+    common::agent::assert_no_secrets(&stderr);
     assert_eq!(summary(&out)["details"]["backupId"], "late");
 }

@@ -34,15 +34,35 @@ pub fn agent(store: &TestStore, cluster: &str, pg: Option<&PgServer>) -> Command
     cmd
 }
 
+/// Runs the agent; every run also checks that no secret reached its output.
 pub fn run(mut cmd: Command) -> Output {
     let out = cmd.output().expect("run backup-agent");
-    eprintln!(
-        "backup-agent exited {}\nstdout: {}\nstderr: {}",
-        out.status,
+    let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
     );
+    eprintln!(
+        "backup-agent exited {}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    assert_no_secrets(&stdout);
+    assert_no_secrets(&stderr);
     out
+}
+
+pub fn assert_no_secrets(text: &str) {
+    for secret in [
+        PASSWORD,
+        super::minio::SECRET_KEY,
+        "app-pw",
+        "wrong-password",
+        "not-the-secret",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "a secret leaked into the agent's output: {secret}"
+        );
+    }
 }
 
 /// Runs and asserts success; returns the summary JSON's `details`.

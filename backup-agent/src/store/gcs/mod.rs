@@ -16,6 +16,9 @@ use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Uplo
 pub use auth::TokenProvider;
 
 const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
+/// Tries per request for connection errors, 429 and 5xx (the SDK does the same for S3).
+const ATTEMPTS: u32 = 3;
+const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 /// Concurrent single-object deletes (the JSON API has no bulk delete outside batch requests).
 const DELETE_CONCURRENCY: usize = 8;
 /// Everything but RFC 3986 unreserved characters is encoded in object names.
@@ -138,14 +141,49 @@ pub(crate) async fn send(
     http: &reqwest::Client,
     auth: &TokenProvider,
     location: &str,
-    mut request: reqwest::RequestBuilder,
+    request: reqwest::RequestBuilder,
     operation: &str,
     key: &str,
 ) -> Result<reqwest::Response, StoreError> {
-    if let Some(token) = auth.token(http).await? {
-        request = request.bearer_auth(token);
+    let mut delay = RETRY_DELAY;
+    let mut attempt = 1;
+    let mut pending = request;
+    loop {
+        // Bodies sent here are in memory (Bytes, JSON, forms), so a spare clone is cheap.
+        let spare = if attempt < ATTEMPTS {
+            pending.try_clone()
+        } else {
+            None
+        };
+        let mut this = pending;
+        if let Some(token) = auth.token(http).await? {
+            this = this.bearer_auth(token);
+        }
+        let outcome = this.send().await;
+        let transient = match &outcome {
+            Err(e) => !e.is_builder(),
+            Ok(r) => r.status().as_u16() == 429 || r.status().is_server_error(),
+        };
+        match (transient, spare) {
+            (true, Some(next)) => {
+                tracing::warn!(operation, key, attempt, "transient GCS error, retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+                pending = next;
+            }
+            _ => return classify(outcome, location, operation, key).await,
+        }
     }
-    let response = request.send().await.map_err(|e| StoreError::Other {
+}
+
+async fn classify(
+    outcome: reqwest::Result<reqwest::Response>,
+    location: &str,
+    operation: &str,
+    key: &str,
+) -> Result<reqwest::Response, StoreError> {
+    let response = outcome.map_err(|e| StoreError::Other {
         location: location.to_string(),
         operation: format!("{operation} {key}"),
         message: format!("request failed: {e}"),
