@@ -145,6 +145,19 @@ async fn interrupted_upload(kind: Kind) {
             break;
         }
     }
+    if kind == Kind::Minio {
+        // The check below is only meaningful if an upload was really open at this point.
+        let open = store
+            .store
+            .pending_uploads("nightly/tests/db/")
+            .await
+            .unwrap();
+        assert_eq!(
+            open.len(),
+            1,
+            "expected the big dump's multipart upload to be open"
+        );
+    }
     let status = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

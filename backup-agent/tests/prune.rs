@@ -158,3 +158,58 @@ async fn prune_across_clusters_minio() {
 async fn prune_across_clusters_gcs() {
     prune_across_clusters(Kind::Gcs).await;
 }
+
+/// An agent killed with SIGKILL cannot abort its multipart upload; prune cleans it up once it is
+/// over an hour old, and only under its own cluster's prefix.
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_aborts_stale_multipart_uploads_minio() {
+    use backup_agent::store::s3::S3Store;
+    let store = TestStore::start(Kind::Minio).await;
+    let s3 = S3Store::new(common::stores::s3_config(
+        store.endpoint(),
+        common::stores::BUCKET,
+        common::minio::SECRET_KEY,
+    ))
+    .await
+    .unwrap();
+    for key in [
+        "nightly/tests/db/dead/db-app.pgdump.zst",
+        "nightly/tests/db2/dead/db-app.pgdump.zst",
+    ] {
+        s3.client()
+            .create_multipart_upload()
+            .bucket(common::stores::BUCKET)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+    let db = ClusterLocation::new("nightly", NAMESPACE, "db").unwrap();
+    let policy = backup_agent::retention::Policy {
+        keep: Some(1),
+        max_age: None,
+    };
+    // Fresh uploads may belong to a running backup: left alone.
+    let report = backup_agent::catalog::prune(&s3, &db, policy, jiff::Timestamp::now())
+        .await
+        .unwrap();
+    assert_eq!(report.aborted_uploads, 0);
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(2);
+    let report = backup_agent::catalog::prune(&s3, &db, policy, later)
+        .await
+        .unwrap();
+    assert_eq!(report.aborted_uploads, 1);
+    assert!(
+        s3.pending_uploads("nightly/tests/db/")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        s3.pending_uploads("nightly/tests/db2/")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -87,6 +87,45 @@ impl S3Store {
         &self.client
     }
 
+    /// ListMultipartUploads under `prefix`, all pages.
+    async fn list_uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>, StoreError> {
+        let mut uploads = Vec::new();
+        let mut key_marker: Option<String> = None;
+        let mut id_marker: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_multipart_uploads()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(key_marker.take())
+                .set_upload_id_marker(id_marker.take())
+                .send()
+                .await
+                .map_err(|e| self.error("ListMultipartUploads", prefix, e))?;
+            for u in page.uploads() {
+                if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
+                    uploads.push(PendingUpload {
+                        key: key.to_string(),
+                        upload_id: id.to_string(),
+                        initiated: u
+                            .initiated()
+                            .and_then(|t| jiff::Timestamp::from_second(t.secs()).ok()),
+                    });
+                }
+            }
+            if page.is_truncated() != Some(true) {
+                break;
+            }
+            key_marker = page.next_key_marker().map(str::to_string);
+            id_marker = page.next_upload_id_marker().map(str::to_string);
+            if key_marker.is_none() {
+                break;
+            }
+        }
+        Ok(uploads)
+    }
+
     fn error<E, R>(&self, operation: &str, key: &str, err: SdkError<E, R>) -> StoreError
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -295,41 +334,19 @@ impl ObjectStore for S3Store {
     }
 
     async fn pending_uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>, StoreError> {
-        let mut uploads = Vec::new();
-        let mut key_marker: Option<String> = None;
-        let mut id_marker: Option<String> = None;
-        loop {
-            let page = self
-                .client
-                .list_multipart_uploads()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .set_key_marker(key_marker.take())
-                .set_upload_id_marker(id_marker.take())
-                .send()
-                .await
-                .map_err(|e| self.error("ListMultipartUploads", prefix, e))?;
-            for u in page.uploads() {
-                if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
-                    uploads.push(PendingUpload {
-                        key: key.to_string(),
-                        upload_id: id.to_string(),
-                        initiated: u
-                            .initiated()
-                            .and_then(|t| jiff::Timestamp::from_second(t.secs()).ok()),
-                    });
-                }
-            }
-            if page.is_truncated() != Some(true) {
-                break;
-            }
-            key_marker = page.next_key_marker().map(str::to_string);
-            id_marker = page.next_upload_id_marker().map(str::to_string);
-            if key_marker.is_none() {
-                break;
-            }
+        let found = self.list_uploads(prefix).await?;
+        if !found.is_empty() {
+            return Ok(found);
         }
-        Ok(uploads)
+        // MinIO only honours an empty or exact-key prefix here: list everything and filter.
+        match self.list_uploads("").await {
+            Ok(all) => Ok(all
+                .into_iter()
+                .filter(|u| u.key.starts_with(prefix))
+                .collect()),
+            Err(StoreError::Credentials { .. }) => Ok(found),
+            Err(e) => Err(e),
+        }
     }
 
     async fn abort_pending(&self, upload: &PendingUpload) -> Result<(), StoreError> {
