@@ -75,13 +75,16 @@ pub struct StoreArgs {
     /// Object store type.
     #[arg(long, env = "TUSK_STORE", value_enum)]
     pub store: StoreKind,
+    /// Bucket name (must exist).
     #[arg(long, env = "TUSK_BUCKET")]
     pub bucket: String,
     /// Prefix inside the bucket (may be empty).
     #[arg(long, env = "TUSK_PATH", default_value = "")]
     pub path: String,
+    /// Kubernetes namespace of the cluster (a path segment of the layout).
     #[arg(long, env = "TUSK_NAMESPACE")]
     pub namespace: String,
+    /// Cluster name (a path segment of the layout).
     #[arg(long, env = "TUSK_CLUSTER")]
     pub cluster: String,
     /// S3 endpoint URL for S3-compatible stores such as MinIO.
@@ -101,10 +104,13 @@ pub struct StoreArgs {
 
 #[derive(Debug, Args)]
 pub struct PgArgs {
+    /// PostgreSQL host (or Unix socket directory).
     #[arg(long, env = "PGHOST", default_value = "localhost")]
     pub host: String,
+    /// PostgreSQL port.
     #[arg(long, env = "PGPORT", default_value_t = 5432)]
     pub port: u16,
+    /// PostgreSQL role; needs superuser (or equivalent) rights to dump roles and every database.
     #[arg(long, env = "PGUSER", default_value = "postgres")]
     pub username: String,
     /// Database for catalog queries and pg_dumpall.
@@ -127,6 +133,7 @@ pub struct BackupArgs {
     /// Backup id [default: UTC start time, e.g. 20261122T020000Z].
     #[arg(long, env = "TUSK_BACKUP_ID")]
     pub backup_id: Option<String>,
+    /// Compression of the stored files.
     #[arg(long, env = "TUSK_COMPRESSION", value_enum, default_value_t = Compression::Zstd)]
     pub compression: Compression,
     /// Database to dump (repeatable; env: comma-separated) [default: all non-template].
@@ -170,6 +177,7 @@ pub struct VerifyArgs {
 pub struct DeleteArgs {
     #[command(flatten)]
     pub store: StoreArgs,
+    /// The backup to delete.
     #[arg(long, env = "TUSK_BACKUP_ID")]
     pub backup_id: String,
 }
