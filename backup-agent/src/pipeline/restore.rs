@@ -11,7 +11,7 @@ use super::verify::download_checked;
 use crate::catalog;
 use crate::error::AgentError;
 use crate::layout::ClusterLocation;
-use crate::manifest::{FileKind, Manifest, ManifestFile};
+use crate::manifest::{FileKind, Manifest};
 use crate::pg::{self, PgParams};
 use crate::store::ObjectStore;
 
@@ -66,26 +66,27 @@ pub async fn run_restore(
         None => tempfile::Builder::new().prefix("tusk-restore-").tempdir(),
     }
     .map_err(|e| AgentError::io("creating the restore work directory", e))?;
-    for file in &manifest.files {
-        let path = dir.path().join(local_name(file));
+    // The manifest comes from the bucket, so its file names are not trusted as local paths:
+    // each download is named by its position in the manifest.
+    let local: Vec<PathBuf> = (0..manifest.files.len())
+        .map(|i| dir.path().join(format!("file-{i}")))
+        .collect();
+    for (file, path) in manifest.files.iter().zip(&local) {
         let mut out = tokio::fs::File::create(&path)
             .await
             .map_err(|e| AgentError::io(format!("creating {}", path.display()), e))?;
         download_checked(store, &options.location, &manifest, file, &mut out, cancel).await?;
     }
 
-    for file in manifest
-        .files
-        .iter()
-        .filter(|f| f.kind == FileKind::Globals)
-    {
-        apply_globals(pg, &manifest, &dir.path().join(local_name(file))).await?;
+    for (file, path) in manifest.files.iter().zip(&local) {
+        if file.kind == FileKind::Globals {
+            apply_globals(pg, &manifest, path).await?;
+        }
     }
-    for file in manifest
-        .files
-        .iter()
-        .filter(|f| f.kind == FileKind::Database)
-    {
+    for (file, path) in manifest.files.iter().zip(&local) {
+        if file.kind != FileKind::Database {
+            continue;
+        }
         let Some(database) = file.database.as_deref() else {
             return Err(AgentError::Integrity(format!(
                 "manifest entry {} names no database",
@@ -96,22 +97,9 @@ pub async fn run_restore(
             create_database(pg, database, file.database_owner.as_deref()).await?;
         }
         let force = options.force && occupied.iter().any(|o| o == database);
-        apply_database(
-            pg,
-            &manifest,
-            database,
-            &dir.path().join(local_name(file)),
-            force,
-            cancel,
-        )
-        .await?;
+        apply_database(pg, &manifest, database, path, force, cancel).await?;
     }
     Ok(manifest)
-}
-
-/// File names in the manifest are already safe single segments; index them to be sure.
-fn local_name(file: &ManifestFile) -> String {
-    file.name.replace(['/', '\\'], "_")
 }
 
 async fn open_decoded(
