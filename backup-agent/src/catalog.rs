@@ -126,6 +126,33 @@ pub async fn delete_backup(
     Ok(rest.len() + 1)
 }
 
+/// Deletes everything under exactly `<path>/<namespace>/<cluster>/` (the operator's
+/// `onDelete: Delete`): manifests first so no half-deleted backup is ever listed as complete,
+/// then every other object, then open multipart uploads. Returns the number of objects removed.
+pub async fn delete_cluster(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+) -> Result<usize, AgentError> {
+    let prefix = location.prefix();
+    let keys: Vec<String> = store
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    let (manifests, rest): (Vec<String>, Vec<String>) = keys.into_iter().partition(|k| {
+        location
+            .parse_key(k)
+            .is_some_and(|(_, file)| file == MANIFEST_FILE)
+    });
+    store.delete_many(&manifests).await?;
+    store.delete_many(&rest).await?;
+    for upload in store.pending_uploads(&prefix).await? {
+        store.abort_pending(&upload).await?;
+    }
+    Ok(manifests.len() + rest.len())
+}
+
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PruneReport {

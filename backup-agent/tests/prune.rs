@@ -147,6 +147,17 @@ async fn prune_across_clusters(kind: Kind) {
         ["age001d", "age010d", "age020d", "age040d", "age100d"]
     );
     assert_eq!(keys.len(), 5 * (FILES_PER_BACKUP + 1));
+
+    // The operator's onDelete: Delete removes all of db and nothing of db2.
+    let removed = backup_agent::catalog::delete_cluster(store.store.as_ref(), &db)
+        .await
+        .unwrap();
+    assert_eq!(removed, FILES_PER_BACKUP * 2 + 1);
+    assert!(store.keys("nightly/tests/db/").await.is_empty());
+    assert_eq!(
+        store.keys("nightly/tests/db2/").await.len(),
+        5 * (FILES_PER_BACKUP + 1)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
