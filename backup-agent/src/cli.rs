@@ -156,6 +156,14 @@ pub struct RestoreArgs {
     /// Directory for verified downloads before they are applied [default: system temp dir].
     #[arg(long, env = "TUSK_WORK_DIR")]
     pub work_dir: Option<PathBuf>,
+    /// Role that keeps its target attributes and password if it already exists there, e.g. the
+    /// operator-managed app owner (repeatable; env: comma-separated). The connecting user always does.
+    #[arg(
+        long = "preserve-role",
+        env = "TUSK_PRESERVE_ROLES",
+        value_delimiter = ','
+    )]
+    pub preserve_roles: Vec<String>,
 }
 
 #[derive(Debug, Args)]

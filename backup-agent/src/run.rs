@@ -113,6 +113,11 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 backup_id: args.backup_id,
                 force: args.force,
                 work_dir: args.work_dir,
+                preserve_roles: args
+                    .preserve_roles
+                    .into_iter()
+                    .filter(|r| !r.is_empty())
+                    .collect(),
             };
             let manifest = restore::run_restore(store.as_ref(), &pg, &options, cancel).await?;
             let databases: Vec<&str> = manifest

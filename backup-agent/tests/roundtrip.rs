@@ -42,11 +42,29 @@ async fn round_trip(kind: Kind, compression: &str) {
         c
     });
 
+    // The target already has the app owner with its own password (as the operator creates it).
     let target = PgServer::start();
+    target.psql(
+        "postgres",
+        "CREATE ROLE app_owner LOGIN PASSWORD 'target-pw'",
+    );
+    let hash = "SELECT rolpassword FROM pg_authid WHERE rolname = 'app_owner'";
+    let target_hash = target.psql("postgres", hash);
     let mut restore = agent(&store, "db", Some(&target));
-    restore.args(["restore", "--backup-id", "latest"]);
+    restore.args([
+        "restore",
+        "--backup-id",
+        "latest",
+        "--preserve-role",
+        "app_owner",
+    ]);
     run_ok(restore);
     assert_eq!(seed::checksums(&target), expected);
+    assert_eq!(
+        target.psql("postgres", hash),
+        target_hash,
+        "preserved role's password changed"
+    );
     assert_eq!(
         target.psql(
             "postgres",

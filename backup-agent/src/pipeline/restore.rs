@@ -23,6 +23,9 @@ pub struct RestoreOptions {
     pub force: bool,
     /// Where verified downloads wait to be applied; the system temp dir when `None`.
     pub work_dir: Option<PathBuf>,
+    /// Roles that keep their target attributes and password when they already exist there
+    /// (the connecting user always does).
+    pub preserve_roles: Vec<String>,
 }
 
 pub async fn run_restore(
@@ -80,7 +83,7 @@ pub async fn run_restore(
 
     for (file, path) in manifest.files.iter().zip(&local) {
         if file.kind == FileKind::Globals {
-            apply_globals(pg, &manifest, path).await?;
+            apply_globals(pg, &manifest, path, &options.preserve_roles).await?;
         }
     }
     for (file, path) in manifest.files.iter().zip(&local) {
@@ -114,7 +117,12 @@ async fn open_decoded(
         .decode(BufReader::with_capacity(256 * 1024, file)))
 }
 
-async fn apply_globals(pg: &PgParams, manifest: &Manifest, path: &Path) -> Result<(), AgentError> {
+async fn apply_globals(
+    pg: &PgParams,
+    manifest: &Manifest,
+    path: &Path,
+    preserve: &[String],
+) -> Result<(), AgentError> {
     let args = ["-X", "-q", "--no-password", "-v", "ON_ERROR_STOP=0"].map(String::from);
     let mut psql = pg::spawn_tool(pg, "psql", &args, true, false)?;
     let mut stdin = psql
@@ -122,7 +130,21 @@ async fn apply_globals(pg: &PgParams, manifest: &Manifest, path: &Path) -> Resul
         .stdin
         .take()
         .ok_or_else(|| AgentError::Other("psql has no stdin pipe".into()))?;
-    let filter = GlobalsFilter::new(&pg.user);
+    let mut candidates = preserve.to_vec();
+    candidates.push(pg.user.clone());
+    let client = pg.connect(&pg.maintenance_db).await?;
+    let existing: Vec<String> = client
+        .query(
+            "SELECT rolname FROM pg_roles WHERE rolname = ANY($1)",
+            &[&candidates],
+        )
+        .await
+        .map_err(|e| AgentError::Database(format!("listing roles: {e}")))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    drop(client);
+    let filter = GlobalsFilter::new(&existing);
     let mut lines = BufReader::new(open_decoded(manifest, path).await?).lines();
     let fed: Result<(), AgentError> = async {
         while let Some(line) = lines
