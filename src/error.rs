@@ -8,6 +8,9 @@ pub enum Error {
     #[error(transparent)]
     IncompleteObject(#[from] IncompleteObject),
 
+    #[error("the caches of child objects did not finish their first list within {0:?}")]
+    CachesNotSynced(std::time::Duration),
+
     #[error("reading {kind} {name} failed: {}", describe(source))]
     Read {
         kind: String,
@@ -53,6 +56,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::IncompleteObject(_) => "IncompleteObject",
+            Self::CachesNotSynced(_) => "CachesNotSynced",
             Self::Read { .. } => "ReadFailed",
             Self::Apply { .. } => "ApplyFailed",
             Self::Delete { .. } => "DeleteFailed",

@@ -81,8 +81,9 @@ where
 }
 
 /// Whether `actual` holds every field of `wanted` with the same value. Fields only in `actual`
-/// (server defaults, other managers' fields, status) are ignored; an empty or null wanted value
-/// matches a missing one, since the API server drops those.
+/// (server defaults, other managers' fields, status) are ignored; a wanted zero value (null,
+/// `""`, `false`, `0`, empty list or map) matches a missing one, since the API server drops
+/// those (Go's `omitempty`).
 pub fn contains(actual: &Value, wanted: &Value) -> bool {
     match (actual, wanted) {
         (_, Value::Null) => true,
@@ -101,7 +102,9 @@ pub fn contains(actual: &Value, wanted: &Value) -> bool {
 
 fn is_empty(value: &Value) -> bool {
     match value {
-        Value::Null => true,
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
         Value::Array(a) => a.is_empty(),
         Value::Object(o) => o.values().all(is_empty),
         _ => false,
@@ -122,7 +125,8 @@ mod tests {
         });
         let wanted = json!({
             "metadata": {"name": "x", "labels": {"a": "1"}},
-            "spec": {"ports": [{"port": 5432}], "selector": null, "extra": []}
+            "spec": {"ports": [{"port": 5432}], "selector": null, "extra": []},
+            "env": {"value": "", "optional": false, "count": 0}
         });
         assert!(contains(&actual, &wanted));
     }

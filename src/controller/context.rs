@@ -8,6 +8,7 @@ use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
@@ -24,6 +25,18 @@ pub struct Stores {
     pub services: Store<Service>,
     pub statefulsets: Store<StatefulSet>,
     pub cronjobs: Store<CronJob>,
+}
+
+impl Stores {
+    /// Waits until every child cache has been filled by its first list. Before that a cache
+    /// miss means "not seen yet", not "absent", and acting on it would rewrite existing objects.
+    pub async fn children_ready(&self) -> Result<(), WriterDropped> {
+        self.secrets.wait_until_ready().await?;
+        self.config_maps.wait_until_ready().await?;
+        self.services.wait_until_ready().await?;
+        self.statefulsets.wait_until_ready().await?;
+        self.cronjobs.wait_until_ready().await
+    }
 }
 
 /// The shared state of the controller.

@@ -27,6 +27,8 @@ use crate::resources::Cluster;
 
 /// Healthy clusters are re-checked this often even without a watch event.
 const RESYNC: Duration = Duration::from_secs(600);
+/// How long a reconcile waits for the child caches after the operator starts.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The controller's reconcile function.
 pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
@@ -73,6 +75,10 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     }
 
+    match tokio::time::timeout(CACHE_SYNC_TIMEOUT, ctx.stores.children_ready()).await {
+        Ok(Ok(())) => {}
+        _ => return Err(Error::CachesNotSynced(CACHE_SYNC_TIMEOUT)),
+    }
     let applied = apply_children(&cluster, ctx).await?;
     let previously_provisioned = pg
         .status

@@ -43,7 +43,9 @@ pub fn agent_environment(
     if let Some(s3) = &destination.s3 {
         env.push(plain("TUSK_STORE", "s3"));
         env.push(plain("TUSK_BUCKET", &s3.bucket));
-        env.push(plain("TUSK_PATH", &s3.path));
+        if !s3.path.is_empty() {
+            env.push(plain("TUSK_PATH", &s3.path));
+        }
         if let Some(endpoint) = &s3.endpoint {
             env.push(plain("TUSK_S3_ENDPOINT", endpoint));
         }
@@ -62,7 +64,9 @@ pub fn agent_environment(
     } else if let Some(gcs) = &destination.gcs {
         env.push(plain("TUSK_STORE", "gcs"));
         env.push(plain("TUSK_BUCKET", &gcs.bucket));
-        env.push(plain("TUSK_PATH", &gcs.path));
+        if !gcs.path.is_empty() {
+            env.push(plain("TUSK_PATH", &gcs.path));
+        }
         if let Some(credentials) = &gcs.credentials {
             let key = &credentials.service_account_key;
             env.push(plain(

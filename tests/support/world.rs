@@ -144,9 +144,12 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + 'static,
 {
     let (reader, mut writer) = reflector::store();
+    // A completed initial list, as the watches deliver it: the caches are ready.
+    writer.apply_watcher_event(&watcher::Event::Init);
     for object in objects {
-        writer.apply_watcher_event(&watcher::Event::Apply(object));
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
     }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
     (reader, writer)
 }
 
