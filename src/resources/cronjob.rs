@@ -3,12 +3,12 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector,
-    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
+    PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
 use super::{Cluster, Component, POSTGRES_PORT};
 use crate::crd::{BackupPolicy, Destination, SecretKeyRef};
 
@@ -31,28 +31,28 @@ pub fn agent_environment(
     destination: &Destination,
 ) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
     let mut env = vec![
-        plain("TUSK_NAMESPACE", cluster.namespace),
-        plain("TUSK_CLUSTER", cluster.name),
-        plain("TUSK_LOG_FORMAT", "json"),
-        plain("PGHOST", &cluster.rw_host()),
-        plain("PGPORT", &POSTGRES_PORT.to_string()),
-        from_secret("PGUSER", &cluster.superuser_secret_name(), "username"),
-        from_secret("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
+        plain_env("TUSK_NAMESPACE", cluster.namespace),
+        plain_env("TUSK_CLUSTER", cluster.name),
+        plain_env("TUSK_LOG_FORMAT", "json"),
+        plain_env("PGHOST", cluster.rw_host()),
+        plain_env("PGPORT", POSTGRES_PORT.to_string()),
+        secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
+        secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
     ];
     let (mut volumes, mut mounts) = (Vec::new(), Vec::new());
     if let Some(s3) = &destination.s3 {
-        env.push(plain("TUSK_STORE", "s3"));
-        env.push(plain("TUSK_BUCKET", &s3.bucket));
+        env.push(plain_env("TUSK_STORE", "s3"));
+        env.push(plain_env("TUSK_BUCKET", &s3.bucket));
         if !s3.path.is_empty() {
-            env.push(plain("TUSK_PATH", &s3.path));
+            env.push(plain_env("TUSK_PATH", &s3.path));
         }
         if let Some(endpoint) = &s3.endpoint {
-            env.push(plain("TUSK_S3_ENDPOINT", endpoint));
+            env.push(plain_env("TUSK_S3_ENDPOINT", endpoint));
         }
-        env.push(plain("TUSK_S3_REGION", &s3.region));
-        env.push(plain(
+        env.push(plain_env("TUSK_S3_REGION", &s3.region));
+        env.push(plain_env(
             "TUSK_S3_FORCE_PATH_STYLE",
-            &s3.force_path_style.to_string(),
+            s3.force_path_style.to_string(),
         ));
         if let Some(credentials) = &s3.credentials {
             env.push(secret_ref("AWS_ACCESS_KEY_ID", &credentials.access_key_id));
@@ -62,16 +62,16 @@ pub fn agent_environment(
             ));
         }
     } else if let Some(gcs) = &destination.gcs {
-        env.push(plain("TUSK_STORE", "gcs"));
-        env.push(plain("TUSK_BUCKET", &gcs.bucket));
+        env.push(plain_env("TUSK_STORE", "gcs"));
+        env.push(plain_env("TUSK_BUCKET", &gcs.bucket));
         if !gcs.path.is_empty() {
-            env.push(plain("TUSK_PATH", &gcs.path));
+            env.push(plain_env("TUSK_PATH", &gcs.path));
         }
         if let Some(credentials) = &gcs.credentials {
             let key = &credentials.service_account_key;
-            env.push(plain(
+            env.push(plain_env(
                 "GOOGLE_APPLICATION_CREDENTIALS",
-                &format!("{GCS_KEY_DIR}/key.json"),
+                format!("{GCS_KEY_DIR}/key.json"),
             ));
             volumes.push(Volume {
                 name: "gcs-key".to_owned(),
@@ -106,7 +106,7 @@ pub fn backup_cronjob(
     ready: bool,
 ) -> CronJob {
     let (mut env, mut volumes, mut mounts) = agent_environment(cluster, &policy.destination);
-    env.push(plain("TUSK_COMPRESSION", policy.compression.as_str()));
+    env.push(plain_env("TUSK_COMPRESSION", policy.compression.as_str()));
     // The Job's name (`<name>-backup-<minutes since epoch>`) is the backup id, so the operator
     // can find the objects a Job wrote without any other bookkeeping.
     env.push(EnvVar {
@@ -138,16 +138,7 @@ pub fn backup_cronjob(
         args: Some(vec!["backup".to_owned()]),
         env: Some(env),
         volume_mounts: Some(mounts),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(restricted_container_security()),
         ..Container::default()
     };
     CronJob {
@@ -177,16 +168,7 @@ pub fn backup_cronjob(
                             restart_policy: Some("Never".to_owned()),
                             automount_service_account_token: Some(false),
                             enable_service_links: Some(false),
-                            security_context: Some(PodSecurityContext {
-                                run_as_non_root: Some(true),
-                                run_as_user: Some(AGENT_UID),
-                                run_as_group: Some(AGENT_UID),
-                                seccomp_profile: Some(SeccompProfile {
-                                    type_: "RuntimeDefault".to_owned(),
-                                    ..SeccompProfile::default()
-                                }),
-                                ..PodSecurityContext::default()
-                            }),
+                            security_context: Some(restricted_pod_security(AGENT_UID, false)),
                             volumes: Some(volumes),
                             ..PodSpec::default()
                         }),
@@ -199,37 +181,9 @@ pub fn backup_cronjob(
     }
 }
 
-fn plain(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.to_owned()),
-        ..EnvVar::default()
-    }
-}
-
-fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
-    secret_ref(
-        name,
-        &SecretKeyRef {
-            name: secret.to_owned(),
-            key: key.to_owned(),
-        },
-    )
-}
-
+/// An environment variable read from a user-named Secret key.
 fn secret_ref(name: &str, source: &SecretKeyRef) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: source.name.clone(),
-                key: source.key.clone(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    }
+    secret_env(name, &source.name, &source.key)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 mod config;
 mod cronjob;
+mod pod;
 mod secrets;
 mod services;
 mod statefulset;

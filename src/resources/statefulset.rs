@@ -6,15 +6,15 @@ use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, KeyToPath, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecretKeySelector, SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
+    ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, ExecAction, KeyToPath,
+    Lifecycle, LifecycleHandler, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
+    PodTemplateSpec, Probe, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::config::{CONFIG_DIR, INITDB_SCRIPT_KEY};
+use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
 use super::{Cluster, Component, SUPERUSER_NAME};
 use crate::crd::PostgresVersion;
 
@@ -124,18 +124,7 @@ fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
             automount_service_account_token: Some(false),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(60),
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(POSTGRES_UID),
-                run_as_group: Some(POSTGRES_UID),
-                fs_group: Some(POSTGRES_UID),
-                fs_group_change_policy: Some("OnRootMismatch".to_owned()),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".to_owned(),
-                    ..SeccompProfile::default()
-                }),
-                ..PodSecurityContext::default()
-            }),
+            security_context: Some(restricted_pod_security(POSTGRES_UID, true)),
             volumes: Some(vec![
                 config_volume(
                     "config",
@@ -153,29 +142,6 @@ fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
             ]),
             ..PodSpec::default()
         }),
-    }
-}
-
-fn secret_env(name: &str, secret: String, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret,
-                key: key.to_owned(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    }
-}
-
-fn plain_env(name: &str, value: impl Into<String>) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.into()),
-        ..EnvVar::default()
     }
 }
 
@@ -230,13 +196,13 @@ fn postgres_container(cluster: &Cluster) -> Container {
             plain_env("POSTGRES_USER", SUPERUSER_NAME),
             secret_env(
                 "POSTGRES_PASSWORD",
-                cluster.superuser_secret_name(),
+                &cluster.superuser_secret_name(),
                 "password",
             ),
             plain_env("POSTGRES_INITDB_ARGS", "--data-checksums"),
             plain_env("TUSK_APP_USER", spec.bootstrap.owner.clone()),
             plain_env("TUSK_APP_DATABASE", spec.bootstrap.database.clone()),
-            secret_env("TUSK_APP_PASSWORD", cluster.app_secret_name(), "password"),
+            secret_env("TUSK_APP_PASSWORD", &cluster.app_secret_name(), "password"),
         ]),
         ports: Some(vec![ContainerPort {
             name: Some("postgres".to_owned()),
@@ -271,16 +237,7 @@ fn postgres_container(cluster: &Cluster) -> Container {
             }),
             ..Lifecycle::default()
         }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(restricted_container_security()),
         volume_mounts: Some(vec![
             mount("data", DATA_MOUNT, false),
             mount("config", CONFIG_DIR, true),

@@ -1,0 +1,62 @@
+//! Pieces every pod Tusk creates shares: environment variables and the restricted security
+//! context (Pod Security Standard `restricted`).
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, EnvVar, EnvVarSource, PodSecurityContext, SeccompProfile, SecretKeySelector,
+    SecurityContext,
+};
+
+/// An environment variable with a literal value; never used for credentials.
+pub fn plain_env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+/// An environment variable read from key `key` of Secret `secret`.
+pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+/// Non-root as `uid`, seccomp `RuntimeDefault`; `fs_group` owns mounted volumes when set.
+pub fn restricted_pod_security(uid: i64, fs_group: bool) -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: fs_group.then_some(uid),
+        fs_group_change_policy: fs_group.then(|| "OnRootMismatch".to_owned()),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_owned(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// No privilege escalation, no capabilities, a read-only root filesystem.
+pub fn restricted_container_security() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
