@@ -40,18 +40,7 @@ impl FakeGcs {
         ]);
         let mut service = Service::spawn("fake-gcs-server", cmd, dir.path().join("gcs.log"));
         let url = format!("{endpoint}/storage/v1/b");
-        let http = reqwest::Client::new();
-        super::wait_until("fake-gcs-server", Duration::from_secs(30), || {
-            service.assert_running();
-            let (http, url) = (http.clone(), url.clone());
-            async move {
-                http.get(&url)
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-            }
-        })
-        .await;
+        super::wait_for_http(&mut service, &url, Duration::from_secs(30)).await;
         FakeGcs {
             endpoint,
             _dir: dir,

@@ -36,18 +36,7 @@ impl Minio {
         let mut service = Service::spawn("minio", cmd, dir.path().join("minio.log"));
         let endpoint = format!("http://127.0.0.1:{port}");
         let url = format!("{endpoint}/minio/health/ready");
-        let http = reqwest::Client::new();
-        super::wait_until("minio", Duration::from_secs(60), || {
-            service.assert_running();
-            let (http, url) = (http.clone(), url.clone());
-            async move {
-                http.get(&url)
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-            }
-        })
-        .await;
+        super::wait_for_http(&mut service, &url, Duration::from_secs(60)).await;
         Minio {
             endpoint,
             _dir: dir,

@@ -34,6 +34,23 @@ where
     }
 }
 
+/// Waits until `url` answers with a success status, failing early if `service` exits.
+pub async fn wait_for_http(service: &mut process::Service, url: &str, timeout: Duration) {
+    let http = reqwest::Client::new();
+    let name = service.name.clone();
+    wait_until(&name, timeout, || {
+        service.assert_running();
+        let (http, url) = (http.clone(), url.to_owned());
+        async move {
+            http.get(&url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+    })
+    .await;
+}
+
 /// Path of a Go-built test binary: env var, else the testbin.sh cache.
 pub fn testbin(env: &str, name: &str, version: &str) -> std::path::PathBuf {
     if let Ok(path) = std::env::var(env) {
