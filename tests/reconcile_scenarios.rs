@@ -23,6 +23,16 @@ const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/s
 
 /// Runs one reconcile of `pg` against `script`; returns its result and every request seen.
 async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action, Vec<Seen>) {
+    let (result, seen) = scenario_result(pg, cache, script).await;
+    (result.expect("reconcile succeeded"), seen)
+}
+
+/// Like [`scenario`], for reconciles that may fail.
+async fn scenario_result(
+    pg: PostgreSQL,
+    cache: Cache,
+    script: Vec<Expect>,
+) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
     let (client, server) = verifier::client();
     let ctx = context(client, &pg, cache);
     let (done, finished) = tokio::sync::oneshot::channel();
@@ -39,7 +49,7 @@ async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action,
         .await
         .expect("verifier ran")
         .unwrap_or_else(|e| panic!("{e}"));
-    (result.expect("reconcile succeeded"), seen)
+    (result, seen)
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
@@ -360,4 +370,54 @@ async fn an_invalid_schedule_fails_without_retrying() {
     );
     assert_eq!(seen[1].body["type"], "Warning");
     assert_eq!(event_reason(&seen[1]), "InvalidSpec");
+}
+
+#[tokio::test]
+async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
+    let mut pg = postgresql(MINIMAL);
+    let mut cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(
+        &pg,
+        true,
+        BackupSchedule::NotConfigured,
+        &at(1_000),
+    ));
+    cache.config_maps.clear();
+    let forbidden = |_: &Value| {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+            "reason": "Forbidden", "message": "configmaps \"demo-config\" is forbidden"});
+        (StatusCode::FORBIDDEN, status)
+    };
+    let script = vec![
+        Expect::new(
+            Method::PATCH,
+            format!("{CONFIG_MAPS}/demo-config"),
+            forbidden,
+        ),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (result, seen) = scenario_result(pg.clone(), cache.clone(), script).await;
+    let error = result.expect_err("the apply failed");
+    assert_eq!(error.reason(), "ApplyFailed");
+    assert_eq!(seen[1].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[1]), "ApplyFailed");
+    let ready = condition(&seen[2].body, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "ApplyFailed");
+    assert_eq!(
+        ready["message"],
+        "applying ConfigMap demo-config failed: configmaps \"demo-config\" is forbidden (Forbidden)"
+    );
+
+    let (client, _server) = verifier::client();
+    let ctx = context(client, &pg, cache);
+    let delays: Vec<Duration> = (0..4)
+        .map(|_| tusk::controller::retry_delay(&pg, &ctx))
+        .collect();
+    assert!(
+        delays.windows(2).all(|w| w[1] > w[0]),
+        "backoff grows: {delays:?}"
+    );
+    assert!(delays[0] >= Duration::from_millis(1600) && delays[0] <= Duration::from_millis(2400));
 }

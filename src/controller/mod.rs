@@ -11,4 +11,4 @@ pub mod status;
 pub mod validate;
 
 pub use context::{Context, Stores};
-pub use reconcile::{error_policy, reconcile};
+pub use reconcile::{error_policy, reconcile, retry_delay};

@@ -51,9 +51,14 @@ pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action>
 
 /// The controller's error policy: per-object exponential backoff with jitter.
 pub fn error_policy(pg: Arc<PostgreSQL>, error: &Error, ctx: Arc<Context>) -> Action {
-    let delay = ctx.backoff.next_delay(&ObjectRef::from_obj(pg.as_ref()));
+    let delay = retry_delay(&pg, &ctx);
     warn!(cluster = %pg.name_any(), namespace = ?pg.namespace(), %error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// Records one more failure of `pg` and returns how long to wait before retrying it.
+pub fn retry_delay(pg: &PostgreSQL, ctx: &Context) -> Duration {
+    ctx.backoff.next_delay(&ObjectRef::from_obj(pg))
 }
 
 async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
