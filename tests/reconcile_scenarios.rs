@@ -421,3 +421,33 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
     );
     assert!(delays[0] >= Duration::from_millis(1600) && delays[0] <= Duration::from_millis(2400));
 }
+
+#[tokio::test]
+async fn a_deleted_secret_is_recreated_with_a_warning() {
+    let mut pg = postgresql(MINIMAL);
+    let mut cache = Cache::converged(&pg, true);
+    pg.status = Some(status_for(
+        &pg,
+        true,
+        BackupSchedule::NotConfigured,
+        &at(1_000),
+    ));
+    cache
+        .secrets
+        .retain(|s| s.metadata.name.as_deref() != Some("demo-app"));
+    let script = vec![
+        Expect::get_missing(format!("{SECRETS}/demo-app")),
+        Expect::create(SECRETS),
+        Expect::event(NS),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[2].body["note"], "Created Secret demo-app");
+    assert_eq!(seen[3].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[3]), "SecretRecreated");
+    let password = seen[1].body["data"]["password"].as_str().expect("password");
+    assert!(
+        !seen[3].body.to_string().contains(password),
+        "no secret in Events"
+    );
+}

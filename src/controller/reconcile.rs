@@ -21,7 +21,7 @@ use super::conditions::{self, READY};
 use super::context::Context;
 use super::status::{self, Outcome};
 use super::validate::validate;
-use crate::crd::{PostgreSQL, PostgreSQLStatus};
+use crate::crd::{Phase, PostgreSQL, PostgreSQLStatus};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
 
@@ -85,10 +85,12 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         _ => return Err(Error::CachesNotSynced(CACHE_SYNC_TIMEOUT)),
     }
     let applied = apply_children(&cluster, ctx).await?;
+    // A database that has served once was initialised with the old Secret's password.
     let previously_provisioned = pg
         .status
         .as_ref()
-        .is_some_and(|s| s.observed_generation.is_some());
+        .and_then(|s| s.phase)
+        .is_some_and(|p| matches!(p, Phase::Ready | Phase::Degraded));
     for write in &applied.writes {
         let action = match write.action {
             WriteAction::Created => "Created",
@@ -133,7 +135,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             .status
             .as_ref()
             .and_then(|s| s.phase)
-            .is_none_or(|p| p == crate::crd::Phase::Provisioning);
+            .is_none_or(|p| p == Phase::Provisioning);
         if let (true, Some(created)) = (first_time, pg.meta().creation_timestamp.as_ref()) {
             let elapsed = Timestamp::now().duration_since(created.0);
             ctx.metrics
