@@ -147,9 +147,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
 
 #[tokio::test]
 async fn steady_state_makes_no_write_calls() {
-    let mut pg = postgresql(WITH_BACKUP);
-    let cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    let (pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     // No script: any request at all fails the reconcile.
     let (action, seen) = scenario(pg, cache, vec![]).await;
     assert_eq!(verifier::writes(&seen).len(), 0);
@@ -205,9 +203,7 @@ async fn no_cronjob_while_never_ready() {
 
 #[tokio::test]
 async fn cronjob_is_suspended_when_ready_turns_false() {
-    let mut pg = postgresql(WITH_BACKUP);
-    let mut cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    let (pg, mut cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     cache.statefulsets = Cache::converged(&pg, false).statefulsets;
     let script = vec![
         Expect::apply(format!("{CRONJOBS}/demo-backup")),
@@ -230,9 +226,7 @@ async fn cronjob_is_suspended_when_ready_turns_false() {
 
 #[tokio::test]
 async fn a_child_deleted_out_of_band_is_recreated() {
-    let mut pg = postgresql(WITH_BACKUP);
-    let mut cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    let (pg, mut cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     cache
         .services
         .retain(|s| s.metadata.name.as_deref() != Some("demo-rw"));
@@ -278,9 +272,7 @@ async fn drift_is_reverted() {
 
 #[tokio::test]
 async fn condition_transition_times_are_preserved() {
-    let mut pg = postgresql(WITH_BACKUP);
-    let cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     // The user pauses backups: BackupScheduled flips, Ready does not.
     pg.spec.backup.as_mut().expect("backup").suspend = true;
     pg.metadata.generation = Some(2);
@@ -302,9 +294,7 @@ async fn condition_transition_times_are_preserved() {
 
 #[tokio::test]
 async fn removing_the_backup_policy_deletes_the_cronjob() {
-    let mut pg = postgresql(WITH_BACKUP);
-    let cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(&pg, true, BackupSchedule::Scheduled, &at(1_000)));
+    let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     pg.spec.backup = None;
     let script = vec![
         Expect::new(Method::DELETE, format!("{CRONJOBS}/demo-backup"), |_| {

@@ -99,6 +99,15 @@ impl Cache {
     }
 }
 
+/// A cluster whose children all match the builders and whose status the operator already wrote:
+/// the state of a converged cluster.
+pub fn converged(spec_yaml: &str, ready: bool, backup: BackupSchedule) -> (PostgreSQL, Cache) {
+    let mut pg = postgresql(spec_yaml);
+    let cache = Cache::converged(&pg, ready);
+    pg.status = Some(status_for(&pg, ready, backup, &at(1_000)));
+    (pg, cache)
+}
+
 /// The StatefulSet as the API server reports it: generation 1, all or no replicas ready.
 pub fn statefulset_with_status(mut sts: StatefulSet, ready: bool) -> StatefulSet {
     sts.metadata.generation = Some(1);

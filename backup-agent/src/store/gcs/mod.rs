@@ -67,6 +67,15 @@ pub(crate) fn encode(name: &str) -> String {
 }
 
 impl GcsStore {
+    /// The media-upload endpoint of the bucket.
+    fn upload_url(&self) -> String {
+        format!(
+            "{}/upload/storage/v1/b/{}/o",
+            self.base,
+            encode(&self.bucket)
+        )
+    }
+
     pub fn new(config: GcsConfig) -> Result<Self, StoreError> {
         let auth = TokenProvider::new(
             config.credentials_file.as_deref(),
@@ -227,11 +236,7 @@ impl ObjectStore for GcsStore {
     }
 
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
-        let url = format!(
-            "{}/upload/storage/v1/b/{}/o",
-            self.base,
-            encode(&self.bucket)
-        );
+        let url = self.upload_url();
         let request = self
             .http
             .post(url)
@@ -245,11 +250,7 @@ impl ObjectStore for GcsStore {
     }
 
     async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError> {
-        let url = format!(
-            "{}/upload/storage/v1/b/{}/o",
-            self.base,
-            encode(&self.bucket)
-        );
+        let url = self.upload_url();
         let request = self
             .http
             .post(url)
