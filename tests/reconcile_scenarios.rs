@@ -244,14 +244,7 @@ async fn a_child_deleted_out_of_band_is_recreated() {
 
 #[tokio::test]
 async fn drift_is_reverted() {
-    let mut pg = postgresql(MINIMAL);
-    let mut cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(
-        &pg,
-        true,
-        BackupSchedule::NotConfigured,
-        &at(1_000),
-    ));
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     let template = cache.statefulsets[0]
         .spec
         .template
@@ -316,14 +309,7 @@ async fn removing_the_backup_policy_deletes_the_cronjob() {
 
 #[tokio::test]
 async fn an_existing_secret_is_never_overwritten() {
-    let mut pg = postgresql(MINIMAL);
-    let mut cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(
-        &pg,
-        true,
-        BackupSchedule::NotConfigured,
-        &at(1_000),
-    ));
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     // Not yet in the cache, but present on the server: read, then left alone.
     cache
         .secrets
@@ -364,14 +350,7 @@ async fn an_invalid_schedule_fails_without_retrying() {
 
 #[tokio::test]
 async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
-    let mut pg = postgresql(MINIMAL);
-    let mut cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(
-        &pg,
-        true,
-        BackupSchedule::NotConfigured,
-        &at(1_000),
-    ));
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     cache.config_maps.clear();
     let forbidden = |_: &Value| {
         let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
@@ -414,14 +393,7 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
 
 #[tokio::test]
 async fn a_deleted_secret_is_recreated_with_a_warning() {
-    let mut pg = postgresql(MINIMAL);
-    let mut cache = Cache::converged(&pg, true);
-    pg.status = Some(status_for(
-        &pg,
-        true,
-        BackupSchedule::NotConfigured,
-        &at(1_000),
-    ));
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     cache
         .secrets
         .retain(|s| s.metadata.name.as_deref() != Some("demo-app"));
