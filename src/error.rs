@@ -49,6 +49,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+
+    #[error("the backup bucket of {name}: {source}")]
+    Storage {
+        name: String,
+        #[source]
+        source: crate::storage::StorageError,
+    },
+
+    #[error("{0}")]
+    Invariant(String),
 }
 
 impl Error {
@@ -62,6 +72,8 @@ impl Error {
             Self::Delete { .. } => "DeleteFailed",
             Self::Serialize { .. } => "SerializeFailed",
             Self::Status { .. } => "StatusUpdateFailed",
+            Self::Storage { .. } => "StoreUnreachable",
+            Self::Invariant(_) => "InternalError",
         }
     }
 }

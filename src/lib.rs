@@ -5,6 +5,7 @@
 //! [`controller::validate`] → [`resources`] (pure builders) → [`controller::apply`] →
 //! [`controller::status`].
 
+pub mod backups;
 pub mod controller;
 pub mod crd;
 pub mod crdgen;
@@ -13,6 +14,7 @@ pub mod leader;
 pub mod metrics;
 pub mod resources;
 pub mod server;
+pub mod storage;
 pub mod telemetry;
 
 pub use crd::{Backup, PostgreSQL};

@@ -20,6 +20,7 @@ const SERVICES: &str = "/api/v1/namespaces/prod/services";
 const STATEFULSETS: &str = "/apis/apps/v1/namespaces/prod/statefulsets";
 const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
 const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
+const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
 
 /// Runs one reconcile of `pg` against `script`; returns its result and every request seen.
 async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action, Vec<Seen>) {
@@ -67,6 +68,8 @@ fn event_reason(seen: &Seen) -> &str {
 async fn create_from_empty_makes_exactly_these_calls() {
     let pg = postgresql(WITH_BACKUP);
     let script = vec![
+        // The cleanup finalizer first, so a deletion can never skip backup.onDelete.
+        Expect::patch_cluster(CLUSTER),
         Expect::get_missing(format!("{SECRETS}/demo-superuser")),
         Expect::create(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-app")),
@@ -87,6 +90,11 @@ async fn create_from_empty_makes_exactly_these_calls() {
     let (action, seen) = scenario(pg, Cache::default(), script).await;
     assert_eq!(action, Action::requeue(Duration::from_secs(600)));
 
+    assert_eq!(
+        seen[0].body,
+        json!([{"op": "add", "path": "/metadata/finalizers", "value": ["tusk.dev/cleanup"]}])
+    );
+    let seen = seen[1..].to_vec();
     for apply in seen.iter().filter(|s| s.method == Method::PATCH) {
         assert!(
             apply.query.contains("fieldManager=tusk-operator"),
@@ -157,7 +165,7 @@ async fn steady_state_makes_no_write_calls() {
 
 #[tokio::test]
 async fn cronjob_is_created_only_once_ready() {
-    let mut pg = postgresql(WITH_BACKUP);
+    let mut pg = with_finalizer(postgresql(WITH_BACKUP));
     let mut cache = Cache::converged(&pg, true);
     cache.cronjobs.clear();
     pg.status = Some(status_for(
@@ -188,7 +196,7 @@ async fn cronjob_is_created_only_once_ready() {
 
 #[tokio::test]
 async fn no_cronjob_while_never_ready() {
-    let mut pg = postgresql(WITH_BACKUP);
+    let mut pg = with_finalizer(postgresql(WITH_BACKUP));
     let mut cache = Cache::converged(&pg, false);
     cache.cronjobs.clear();
     pg.status = Some(status_for(
@@ -290,6 +298,8 @@ async fn removing_the_backup_policy_deletes_the_cronjob() {
     let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     pg.spec.backup = None;
     let script = vec![
+        // Nothing to clean up without a destination: the finalizer goes.
+        Expect::patch_cluster(CLUSTER),
         Expect::new(Method::DELETE, format!("{CRONJOBS}/demo-backup"), |_| {
             (
                 StatusCode::OK,
@@ -300,9 +310,13 @@ async fn removing_the_backup_policy_deletes_the_cronjob() {
         Expect::apply_status(STATUS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(seen[1].body["note"], "Deleted CronJob demo-backup");
     assert_eq!(
-        condition(&seen[2].body, "BackupScheduled")["reason"],
+        seen[0].body[1],
+        json!({"op": "replace", "path": "/metadata/finalizers", "value": []})
+    );
+    assert_eq!(seen[2].body["note"], "Deleted CronJob demo-backup");
+    assert_eq!(
+        condition(&seen[3].body, "BackupScheduled")["reason"],
         "NotConfigured"
     );
 }

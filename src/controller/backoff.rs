@@ -5,26 +5,25 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use rand::RngExt;
 
-use crate::crd::PostgreSQL;
-
-/// Failure counts of the objects whose last reconcile failed.
+/// Failure counts of the objects of kind `K` whose last reconcile failed.
 #[derive(Debug)]
-pub struct ErrorBackoff {
+pub struct ErrorBackoff<K: Resource<DynamicType = ()>> {
     base: Duration,
     cap: Duration,
-    failures: Mutex<HashMap<ObjectRef<PostgreSQL>, u32>>,
+    failures: Mutex<HashMap<ObjectRef<K>, u32>>,
 }
 
-impl Default for ErrorBackoff {
+impl<K: Resource<DynamicType = ()>> Default for ErrorBackoff<K> {
     fn default() -> Self {
         Self::new(Duration::from_secs(2), Duration::from_secs(300))
     }
 }
 
-impl ErrorBackoff {
+impl<K: Resource<DynamicType = ()>> ErrorBackoff<K> {
     pub fn new(base: Duration, cap: Duration) -> Self {
         Self {
             base,
@@ -34,7 +33,7 @@ impl ErrorBackoff {
     }
 
     /// Records one more failure of `key` and returns how long to wait before retrying.
-    pub fn next_delay(&self, key: &ObjectRef<PostgreSQL>) -> Duration {
+    pub fn next_delay(&self, key: &ObjectRef<K>) -> Duration {
         let failures = {
             let mut map = self
                 .failures
@@ -51,7 +50,7 @@ impl ErrorBackoff {
     }
 
     /// Forgets the failures of `key` after a successful reconcile.
-    pub fn reset(&self, key: &ObjectRef<PostgreSQL>) {
+    pub fn reset(&self, key: &ObjectRef<K>) {
         let mut map = self
             .failures
             .lock()
@@ -80,7 +79,10 @@ mod tests {
 
     #[test]
     fn counts_per_object_and_resets_on_success() {
-        let backoff = ErrorBackoff::new(Duration::from_secs(10), Duration::from_secs(1000));
+        let backoff = ErrorBackoff::<crate::crd::PostgreSQL>::new(
+            Duration::from_secs(10),
+            Duration::from_secs(1000),
+        );
         let a = ObjectRef::new("a").within("ns");
         let b = ObjectRef::new("b").within("ns");
         let first = backoff.next_delay(&a);

@@ -25,6 +25,7 @@ impl Written {
         let api_version = match self.kind {
             "StatefulSet" => "apps/v1",
             "CronJob" | "Job" => "batch/v1",
+            "Backup" => "tusk.dev/v1alpha1",
             _ => "v1",
         };
         ObjectReference {
@@ -55,7 +56,12 @@ pub struct AppliedChildren {
 
 /// Applies the children of `cluster` in order: credentials, configuration, Services, the
 /// StatefulSet, then the backup CronJob, which depends on the StatefulSet being ready.
-pub async fn apply_children(cluster: &Cluster<'_>, ctx: &Context) -> Result<AppliedChildren> {
+/// `restore_pending` holds the CronJob back while a restore has not finished.
+pub async fn apply_children(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    restore_pending: bool,
+) -> Result<AppliedChildren> {
     let (ns, client, stores) = (cluster.namespace, ctx.client.clone(), &ctx.stores);
     let mut writes = Vec::new();
 
@@ -94,6 +100,7 @@ pub async fn apply_children(cluster: &Cluster<'_>, ctx: &Context) -> Result<Appl
     let statefulset = apply(&api, cached(&stores.statefulsets, ns, &name), desired).await?;
     record(&mut writes, "StatefulSet", name, statefulset.change);
     let readiness = Readiness::of(Some(&statefulset.object), cluster.spec.instances);
+    let serving = readiness.ready && !restore_pending;
 
     let name = cluster.cronjob_name();
     let api: Api<CronJob> = Api::namespaced(client, ns);
@@ -111,12 +118,12 @@ pub async fn apply_children(cluster: &Cluster<'_>, ctx: &Context) -> Result<Appl
             BackupSchedule::NotConfigured
         }
         // Never create the CronJob before the database has been Ready once.
-        Some(_) if existing.is_none() && !readiness.ready => BackupSchedule::WaitingForReady,
+        Some(_) if existing.is_none() && !serving => BackupSchedule::WaitingForReady,
         Some(policy) => {
-            let desired = resources::backup_cronjob(cluster, policy, &ctx.agent, readiness.ready);
+            let desired = resources::backup_cronjob(cluster, policy, &ctx.agent, serving);
             let applied = apply(&api, existing, desired).await?;
             record(&mut writes, "CronJob", name, applied.change);
-            match (policy.suspend, readiness.ready) {
+            match (policy.suspend, serving) {
                 (true, _) => BackupSchedule::Suspended,
                 (false, false) => BackupSchedule::WaitingForReady,
                 (false, true) => BackupSchedule::Scheduled,

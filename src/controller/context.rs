@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
@@ -12,9 +12,10 @@ use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
-use crate::crd::PostgreSQL;
+use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::AgentSettings;
+use crate::storage::Storage;
 
 /// Caches of the children, fed by the same watches that trigger reconciles.
 #[derive(Clone)]
@@ -25,6 +26,10 @@ pub struct Stores {
     pub services: Store<Service>,
     pub statefulsets: Store<StatefulSet>,
     pub cronjobs: Store<CronJob>,
+    /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
+    pub jobs: Store<Job>,
+    /// Every Backup in scope.
+    pub backups: Store<Backup>,
 }
 
 impl Stores {
@@ -35,7 +40,9 @@ impl Stores {
         self.config_maps.wait_until_ready().await?;
         self.services.wait_until_ready().await?;
         self.statefulsets.wait_until_ready().await?;
-        self.cronjobs.wait_until_ready().await
+        self.cronjobs.wait_until_ready().await?;
+        self.jobs.wait_until_ready().await?;
+        self.backups.wait_until_ready().await
     }
 }
 
@@ -46,7 +53,10 @@ pub struct Context {
     pub stores: Stores,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
-    pub backoff: ErrorBackoff,
+    pub backoff: ErrorBackoff<PostgreSQL>,
+    pub backup_backoff: ErrorBackoff<Backup>,
+    /// Opens backup buckets, for manifests, retention and cleanup.
+    pub storage: Arc<dyn Storage>,
 }
 
 impl Context {
@@ -55,6 +65,7 @@ impl Context {
         agent: AgentSettings,
         stores: Stores,
         metrics: Arc<Metrics>,
+        storage: Arc<dyn Storage>,
     ) -> Self {
         let reporter = Reporter {
             controller: "tusk-operator".to_owned(),
@@ -67,6 +78,8 @@ impl Context {
             stores,
             metrics,
             backoff: ErrorBackoff::default(),
+            backup_backoff: ErrorBackoff::default(),
+            storage,
         }
     }
 }

@@ -3,9 +3,11 @@
 pub mod apply;
 pub mod backoff;
 pub mod children;
+pub mod cleanup;
 pub mod conditions;
 pub mod context;
 pub mod reconcile;
+pub mod restore;
 pub mod run;
 pub mod status;
 pub mod validate;

@@ -16,11 +16,14 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::apply::FIELD_MANAGER;
-use super::children::{WriteAction, apply_children};
+use super::children::{WriteAction, Written, apply_children};
+use super::cleanup;
 use super::conditions::{self, READY};
 use super::context::Context;
-use super::status::{self, Outcome};
+use super::restore;
+use super::status::{self, Outcome, RestoreProgress};
 use super::validate::validate;
+use crate::backups::{record, summary};
 use crate::crd::{Phase, PostgreSQL, PostgreSQLStatus};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
@@ -63,6 +66,10 @@ pub fn retry_delay(pg: &PostgreSQL, ctx: &Context) -> Duration {
 
 async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let cluster = Cluster::new(pg)?;
+    if pg.meta().deletion_timestamp.is_some() {
+        // Children go with the owner (garbage collection); only the bucket needs us.
+        return cleanup::finalize(pg, ctx).await;
+    }
     if let Err(invalid) = validate(&pg.spec) {
         let message = invalid.to_string();
         if update_status(pg, &cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
@@ -84,7 +91,23 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         Ok(Ok(())) => {}
         _ => return Err(Error::CachesNotSynced(CACHE_SYNC_TIMEOUT)),
     }
-    let applied = apply_children(&cluster, ctx).await?;
+    let wants_finalizer = cleanup::wants_finalizer(pg);
+    if wants_finalizer != cleanup::has_finalizer(pg) {
+        cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
+    }
+    // Backups start only against a database that serves, which for a restore means restored.
+    let restore_pending = cluster.spec.restore.is_some()
+        && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
+    let mut applied = apply_children(&cluster, ctx, restore_pending).await?;
+    let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
+    applied.writes.extend(restore_job);
+    for name in record::record_scheduled_runs(&cluster, ctx).await? {
+        applied.writes.push(Written {
+            kind: "Backup",
+            name,
+            action: WriteAction::Created,
+        });
+    }
     // A database that has served once was initialised with the old Secret's password.
     let previously_provisioned = pg
         .status
@@ -123,12 +146,25 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     }
 
     let was_ready = is_ready(pg.status.as_ref());
+    let backups = ctx.stores.backups.state();
+    let in_namespace = backups
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|b| b.namespace().as_deref() == Some(cluster.namespace));
     let outcome = Outcome::Applied {
         readiness: applied.readiness,
         backup: applied.backup,
+        restore: restore.clone(),
+        backups: summary::summarize(in_namespace, cluster.name),
     };
     update_status(pg, &cluster, &outcome, ctx).await?;
-    if applied.readiness.ready && !was_ready {
+    publish_restore(pg, ctx, &restore).await;
+    let serving = applied.readiness.ready && restore.allows_ready();
+    if matches!(restore, RestoreProgress::Finished(_)) {
+        // The CronJob waited for the restore; create it now rather than at the next event.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    if serving && !was_ready {
         let note = applied.readiness.message();
         publish(ctx, pg, EventType::Normal, "Ready", "Reconcile", note).await;
         let first_time = pg
@@ -141,11 +177,41 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             ctx.metrics
                 .first_ready(Duration::try_from(elapsed).unwrap_or_default());
         }
-    } else if !applied.readiness.ready && was_ready {
+    } else if !serving && was_ready {
         let note = applied.readiness.message();
         publish(ctx, pg, EventType::Warning, "NotReady", "Reconcile", note).await;
     }
     Ok(Action::requeue(RESYNC))
+}
+
+/// Events for the restore's outcomes, once each: the status records that they were published.
+async fn publish_restore(pg: &PostgreSQL, ctx: &Context, restore: &RestoreProgress) {
+    let previous_reason = pg.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == conditions::RESTORED)
+            .map(|c| c.reason.clone())
+    });
+    match restore {
+        RestoreProgress::Finished(from) => {
+            let note = format!("restored backup {} from {}", from.backup_id, from.location);
+            publish(ctx, pg, EventType::Normal, "Restored", "Restore", note).await;
+        }
+        RestoreProgress::Failed { reason, message }
+            if previous_reason.as_deref() != Some(reason) =>
+        {
+            publish(
+                ctx,
+                pg,
+                EventType::Warning,
+                reason,
+                "Restore",
+                message.clone(),
+            )
+            .await;
+        }
+        _ => {}
+    }
 }
 
 fn is_ready(status: Option<&PostgreSQLStatus>) -> bool {
@@ -153,7 +219,7 @@ fn is_ready(status: Option<&PostgreSQLStatus>) -> bool {
 }
 
 /// Patches the status when it differs from the current one; returns whether it did.
-async fn update_status(
+pub(super) async fn update_status(
     pg: &PostgreSQL,
     cluster: &Cluster<'_>,
     outcome: &Outcome,
@@ -216,7 +282,7 @@ async fn report_error(pg: &PostgreSQL, ctx: &Context, error: &Error) {
     }
 }
 
-async fn publish(
+pub(super) async fn publish(
     ctx: &Context,
     pg: &PostgreSQL,
     type_: EventType,

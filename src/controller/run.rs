@@ -7,20 +7,25 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use super::{Context, Stores, error_policy, reconcile};
-use crate::crd::PostgreSQL;
+use crate::backups;
+use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
-use crate::resources::{AgentSettings, MANAGED_BY};
+use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
+use crate::storage::SecretStorage;
+
+/// Events buffered per subscriber of a shared watch.
+const SHARED_BUFFER: usize = 1024;
 
 /// Where the controller looks for clusters.
 #[derive(Clone, Debug)]
@@ -61,7 +66,51 @@ where
     (reader, stream)
 }
 
-/// Runs the PostgreSQL controller in `scope` until `shutdown` resolves.
+/// A watch of `K` whose cache and events are shared by both controllers. The returned future
+/// drives the watch and must be polled alongside them.
+fn shared_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    ReflectHandle<K>,
+    impl Future<Output = ()> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store_shared(SHARED_BUFFER);
+    // A shared store always hands out subscriptions.
+    let handle = writer
+        .subscribe()
+        .expect("store_shared writers are subscribable");
+    let driver = watcher(api, config)
+        .default_backoff()
+        .reflect_shared(writer)
+        .for_each(|event| async move {
+            if let Err(e) = event {
+                warn!(error = %e, "watch error");
+            }
+        });
+    (reader, handle, driver)
+}
+
+/// The cluster a Job or Backup concerns, to reconcile it when they change.
+fn cluster_of_job(job: Arc<Job>) -> Option<ObjectRef<PostgreSQL>> {
+    let cluster = job.labels().get(CLUSTER_LABEL)?;
+    Some(ObjectRef::new(cluster).within(&job.namespace()?))
+}
+
+fn cluster_of_backup(backup: Arc<Backup>) -> Option<ObjectRef<PostgreSQL>> {
+    Some(ObjectRef::new(&backup.spec.cluster.name).within(&backup.namespace()?))
+}
+
+/// Jobs are named after their Backup (the name is the backup id).
+fn backup_of_job(job: Arc<Job>) -> Option<ObjectRef<Backup>> {
+    Some(ObjectRef::new(&job.name_any()).within(&job.namespace()?))
+}
+
+/// Runs the PostgreSQL and Backup controllers in `scope` until `shutdown` resolves.
 pub async fn run(
     client: Client,
     scope: Scope,
@@ -88,7 +137,10 @@ pub async fn run(
     let (services, service_stream) = cached_watch(scope.api::<Service>(&client), children.clone());
     let (statefulsets, statefulset_stream) =
         cached_watch(scope.api::<StatefulSet>(&client), children.clone());
-    let (cronjobs, cronjob_stream) = cached_watch(scope.api::<CronJob>(&client), children);
+    let (cronjobs, cronjob_stream) = cached_watch(scope.api::<CronJob>(&client), children.clone());
+    let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
+    let (backups, backup_events, backups_driver) =
+        shared_watch(scope.api::<Backup>(&client), watcher::Config::default());
 
     let stores = Stores {
         clusters: cluster_reader.clone(),
@@ -97,23 +149,45 @@ pub async fn run(
         services,
         statefulsets,
         cronjobs,
+        jobs,
+        backups: backups.clone(),
     };
-    let context = Arc::new(Context::new(client, agent, stores, metrics));
-    info!(?scope, "starting the PostgreSQL controller");
-    Controller::for_stream(clusters, cluster_reader)
+    let storage = Arc::new(SecretStorage::new(client.clone()));
+    let context = Arc::new(Context::new(client, agent, stores, metrics, storage));
+    info!(?scope, "starting the PostgreSQL and Backup controllers");
+    // Both controllers stop on the same signal.
+    let shutdown = futures::FutureExt::shared(shutdown);
+    let clusters = Controller::for_stream(clusters, cluster_reader)
         .with_config(controller::Config::default().concurrency(8))
         .owns_stream(secret_stream)
         .owns_stream(config_map_stream)
         .owns_stream(service_stream)
         .owns_stream(statefulset_stream)
         .owns_stream(cronjob_stream)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
+        .watches_shared_stream(job_events.clone(), cluster_of_job)
+        .watches_shared_stream(backup_events.clone(), cluster_of_backup)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile, error_policy, context.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
                 warn!(error = %e, "controller event");
             }
-        })
-        .await;
-    info!("the PostgreSQL controller stopped");
+        });
+    let backup_controller = Controller::for_shared_stream(backup_events, backups)
+        .with_config(controller::Config::default().concurrency(4))
+        .watches_shared_stream(job_events, backup_of_job)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(backups::reconcile, backups::error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(error = %e, "backup controller event");
+            }
+        });
+    // The watch drivers never end on their own; the controllers' end ends the run.
+    let drivers = futures::future::join(jobs_driver, backups_driver);
+    tokio::select! {
+        _ = futures::future::join(clusters, backup_controller) => {}
+        _ = drivers => {}
+    }
+    info!("the controllers stopped");
 }

@@ -3,8 +3,11 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::conditions::{self, BACKUP_SCHEDULED, READY, Update};
-use crate::crd::{Phase, PostgreSQLStatus, SecretNames};
+use super::conditions::{
+    self, BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED, Update,
+};
+use crate::backups::summary::Summary;
+use crate::crd::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames};
 use crate::resources::{Cluster, POSTGRES_PORT};
 
 /// Readiness of the StatefulSet: `ready` only when every instance of the current generation
@@ -59,8 +62,37 @@ pub enum BackupSchedule {
     Scheduled,
 }
 
-/// What the reconcile found: a spec it could not accept, a step that failed, or the children.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where `spec.restore` stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RestoreProgress {
+    /// No `spec.restore`.
+    NotRequested,
+    /// Restored in an earlier reconcile (`status.restoredFrom` is set).
+    Done,
+    /// The restore Job succeeded just now.
+    Finished(RestoredFrom),
+    /// Waiting for the database, the Backup or the Job.
+    Pending {
+        reason: &'static str,
+        message: String,
+    },
+    /// Cannot proceed until the user acts; not retried.
+    Failed {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+impl RestoreProgress {
+    /// Whether the cluster may be Ready: nothing to restore, or restored.
+    pub fn allows_ready(&self) -> bool {
+        matches!(self, Self::NotRequested | Self::Done | Self::Finished(_))
+    }
+}
+
+/// What the reconcile found: a spec it could not accept, a step that failed, the children, or a
+/// deletion waiting for the bucket.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     InvalidSpec(String),
     Failed {
@@ -70,6 +102,12 @@ pub enum Outcome {
     Applied {
         readiness: Readiness,
         backup: BackupSchedule,
+        restore: RestoreProgress,
+        backups: Summary,
+    },
+    CleanupBlocked {
+        reason: &'static str,
+        message: String,
     },
 }
 
@@ -99,34 +137,54 @@ pub fn compute(
             // A failed step says nothing new about the pods: keep the phase.
             (not_ready(reason, message.clone()), None)
         }
-        Outcome::Applied { readiness, backup } => {
+        Outcome::CleanupBlocked { reason, message } => {
+            let update = Update {
+                type_: CLEANUP,
+                status: false,
+                reason,
+                message: message.clone(),
+            };
+            conditions::set(&mut status.conditions, update, generation, now);
+            return status;
+        }
+        Outcome::Applied {
+            readiness,
+            backup,
+            restore,
+            backups,
+        } => {
+            let serving = readiness.ready && restore.allows_ready();
             status.ready_instances = readiness.ready_instances;
             status.phase = Some(
-                match (
-                    readiness.ready,
-                    was_ready || status.phase == Some(Phase::Degraded),
-                ) {
+                match (serving, was_ready || status.phase == Some(Phase::Degraded)) {
                     (true, _) => Phase::Ready,
                     (false, true) => Phase::Degraded,
                     (false, false) => Phase::Provisioning,
                 },
             );
-            let ready = if readiness.ready {
-                Update {
+            let ready = match restore {
+                _ if serving => Update {
                     type_: READY,
                     status: true,
                     reason: "Ready",
                     message: format!("{0}/{0} instances are ready", readiness.instances),
+                },
+                RestoreProgress::Pending { message, .. }
+                | RestoreProgress::Failed { message, .. }
+                    if readiness.ready =>
+                {
+                    not_ready("WaitingForRestore", message.clone())
                 }
-            } else {
-                not_ready(
+                _ => not_ready(
                     "InstancesNotReady",
                     format!(
                         "{}/{} instances are ready",
                         readiness.ready_instances, readiness.instances
                     ),
-                )
+                ),
             };
+            set_restore(&mut status, restore, generation, now);
+            set_backups(&mut status, backups, generation, now);
             (ready, Some(backup_condition(*backup)))
         }
     };
@@ -135,6 +193,54 @@ pub fn compute(
         conditions::set(&mut status.conditions, backup, generation, now);
     }
     status
+}
+
+/// The `Restored` condition and `restoredFrom`, for clusters with `spec.restore`.
+fn set_restore(
+    status: &mut PostgreSQLStatus,
+    restore: &RestoreProgress,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let update = match restore {
+        RestoreProgress::NotRequested | RestoreProgress::Done => return,
+        RestoreProgress::Finished(from) => {
+            status.restored_from = Some(from.clone());
+            Update {
+                type_: RESTORED,
+                status: true,
+                reason: "Restored",
+                message: format!("restored backup {} from {}", from.backup_id, from.location),
+            }
+        }
+        RestoreProgress::Pending { reason, message }
+        | RestoreProgress::Failed { reason, message } => Update {
+            type_: RESTORED,
+            status: false,
+            reason,
+            message: message.clone(),
+        },
+    };
+    conditions::set(&mut status.conditions, update, generation, now);
+}
+
+/// `lastSuccessfulBackup` and `LastBackupSucceeded`, from the cluster's Backups.
+fn set_backups(
+    status: &mut PostgreSQLStatus,
+    backups: &Summary,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    status.last_successful_backup = backups.last_successful.clone();
+    if let Some((succeeded, _, message)) = &backups.last_finished {
+        let update = Update {
+            type_: LAST_BACKUP_SUCCEEDED,
+            status: *succeeded,
+            reason: if *succeeded { "Completed" } else { "Failed" },
+            message: message.clone(),
+        };
+        conditions::set(&mut status.conditions, update, generation, now);
+    }
 }
 
 fn not_ready(reason: &str, message: String) -> Update<'_> {
@@ -225,6 +331,8 @@ mod tests {
                 rolling_out: false,
             },
             backup: BackupSchedule::NotConfigured,
+            restore: RestoreProgress::NotRequested,
+            backups: Summary::default(),
         };
         let first = compute(None, &cluster, Some(1), &applied(false), &now);
         assert_eq!(first.phase, Some(Phase::Provisioning));

@@ -6,33 +6,19 @@
 
 use croner::parser::{CronParser, Seconds, Year};
 
-use crate::crd::{OnDelete, PostgreSQLSpec};
+use crate::crd::PostgreSQLSpec;
 
 /// A spec the operator cannot realise; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidSpec {
     #[error("spec.backup.schedule {schedule:?} is not a valid Kubernetes cron schedule: {reason}")]
     Schedule { schedule: String, reason: String },
-    /// Accepted by the API so that the schema is stable, but not realised by this version:
-    /// refusing is honest, silently creating an empty cluster would not be.
-    #[error("{field} is not supported by this version of the operator yet")]
-    NotYetSupported { field: &'static str },
 }
 
 /// Checks `spec` beyond the CRD schema.
 pub fn validate(spec: &PostgreSQLSpec) -> Result<(), InvalidSpec> {
-    if spec.restore.is_some() {
-        return Err(InvalidSpec::NotYetSupported {
-            field: "spec.restore",
-        });
-    }
     if let Some(backup) = &spec.backup {
         validate_schedule(&backup.schedule)?;
-        if backup.on_delete == OnDelete::Delete {
-            return Err(InvalidSpec::NotYetSupported {
-                field: "spec.backup.onDelete: Delete",
-            });
-        }
     }
     Ok(())
 }

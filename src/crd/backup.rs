@@ -5,6 +5,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::destination::Destination;
+
 /// A logical backup of a PostgreSQL cluster. Create one to back up now; the operator also
 /// records every scheduled run as a Backup. A Completed Backup can be restored into a new cluster.
 // Clippy mistakes repeated `printcolumn(type_ = …)` arguments for duplicated attributes.
@@ -30,7 +32,9 @@ use serde::{Deserialize, Serialize};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = Rule::new("self.metadata.name.size() <= 63").message("metadata.name must be at most 63 characters: it is also the name of the backup's Job and its backup id"),
+    validation = Rule::new("self.metadata.name != 'latest'").message("metadata.name must not be 'latest', which restores use to mean the newest backup")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self == oldSelf").message("a Backup's spec is immutable"))]
@@ -82,7 +86,11 @@ pub struct BackupStatus {
     /// Name of the Job that ran the backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
-    /// Standard conditions.
+    /// The cluster's destination when the backup was taken, so the backup can be restored after
+    /// its cluster is gone. Credentials are references to Secrets, never values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<Destination>,
+    /// Standard conditions: `Completed` (True once the manifest has been read from the bucket).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -95,4 +103,21 @@ pub enum BackupPhase {
     Running,
     Completed,
     Failed,
+}
+
+impl BackupPhase {
+    /// Completed and Failed never change again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed)
+    }
+}
+
+impl Backup {
+    /// The phase, `Pending` before the operator has written any status.
+    pub fn phase(&self) -> BackupPhase {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or(BackupPhase::Pending)
+    }
 }

@@ -14,7 +14,7 @@ pub use destination::{
 pub use postgresql::{
     BackupPolicy, Bootstrap, Compression, LocalName, OPERATOR_OWNED_PARAMETERS, ObjectStoreRestore,
     OnDelete, Phase, PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource,
-    Retention, SecretNames, Storage, SuccessfulBackup,
+    RestoredFrom, Retention, SecretNames, Storage, SuccessfulBackup,
 };
 
 /// The API group of every Tusk kind.
@@ -27,3 +27,7 @@ pub const MAX_CLUSTER_NAME_LEN: usize = 45;
 
 #[cfg(test)]
 mod validation_tests;
+
+/// Finalizer on clusters with a backup destination: deletion waits until `backup.onDelete` has
+/// been carried out in the bucket.
+pub const CLEANUP_FINALIZER: &str = "tusk.dev/cleanup";

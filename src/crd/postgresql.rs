@@ -328,13 +328,29 @@ pub struct PostgreSQLStatus {
     /// Names of the credential Secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<SecretNames>,
-    /// Standard conditions: Ready, BackupScheduled.
+    /// Standard conditions: Ready, Restored (clusters with spec.restore), BackupScheduled,
+    /// LastBackupSucceeded and Cleanup (while a deletion waits for the bucket).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The newest Completed backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_successful_backup: Option<SuccessfulBackup>,
+    /// What spec.restore restored into this cluster; set once, so a restore runs only once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<RestoredFrom>,
+}
+
+/// The backup a cluster was restored from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoredFrom {
+    /// Id of the restored backup (`latest` resolved by the restore Job is reported as `latest`).
+    pub backup_id: String,
+    /// Prefix the backup was read from, e.g. `s3://bucket/path/<namespace>/<cluster>/`.
+    pub location: String,
+    /// When the restore Job finished.
+    pub restored_at: Time,
 }
 
 /// One-word summary of a cluster.

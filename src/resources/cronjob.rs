@@ -1,101 +1,11 @@
-//! The scheduled-backup CronJob, and the environment every backup-agent container gets (also
-//! used for on-demand and restore Jobs).
+//! The scheduled-backup CronJob: its Jobs are the same as on-demand backup Jobs.
 
-use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
-use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
-};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
-use super::{Cluster, Component, POSTGRES_PORT};
-use crate::crd::{BackupPolicy, Destination, SecretKeyRef};
-
-/// Where a GCS service-account key is mounted in agent pods.
-const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
-/// The unprivileged user of the backup-agent image.
-const AGENT_UID: i64 = 65532;
-
-/// Operator-wide settings for the pods that run the backup agent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentSettings {
-    /// The backup-agent container image.
-    pub image: String,
-}
-
-/// What the agent needs in its environment: where to connect and where to write. Credentials
-/// are always `secretKeyRef`s, never literals.
-pub fn agent_environment(
-    cluster: &Cluster,
-    destination: &Destination,
-) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
-    let mut env = vec![
-        plain_env("TUSK_NAMESPACE", cluster.namespace),
-        plain_env("TUSK_CLUSTER", cluster.name),
-        plain_env("TUSK_LOG_FORMAT", "json"),
-        plain_env("PGHOST", cluster.rw_host()),
-        plain_env("PGPORT", POSTGRES_PORT.to_string()),
-        secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
-        secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
-    ];
-    let (mut volumes, mut mounts) = (Vec::new(), Vec::new());
-    if let Some(s3) = &destination.s3 {
-        env.push(plain_env("TUSK_STORE", "s3"));
-        env.push(plain_env("TUSK_BUCKET", &s3.bucket));
-        if !s3.path.is_empty() {
-            env.push(plain_env("TUSK_PATH", &s3.path));
-        }
-        if let Some(endpoint) = &s3.endpoint {
-            env.push(plain_env("TUSK_S3_ENDPOINT", endpoint));
-        }
-        env.push(plain_env("TUSK_S3_REGION", &s3.region));
-        env.push(plain_env(
-            "TUSK_S3_FORCE_PATH_STYLE",
-            s3.force_path_style.to_string(),
-        ));
-        if let Some(credentials) = &s3.credentials {
-            env.push(secret_ref("AWS_ACCESS_KEY_ID", &credentials.access_key_id));
-            env.push(secret_ref(
-                "AWS_SECRET_ACCESS_KEY",
-                &credentials.secret_access_key,
-            ));
-        }
-    } else if let Some(gcs) = &destination.gcs {
-        env.push(plain_env("TUSK_STORE", "gcs"));
-        env.push(plain_env("TUSK_BUCKET", &gcs.bucket));
-        if !gcs.path.is_empty() {
-            env.push(plain_env("TUSK_PATH", &gcs.path));
-        }
-        if let Some(credentials) = &gcs.credentials {
-            let key = &credentials.service_account_key;
-            env.push(plain_env(
-                "GOOGLE_APPLICATION_CREDENTIALS",
-                format!("{GCS_KEY_DIR}/key.json"),
-            ));
-            volumes.push(Volume {
-                name: "gcs-key".to_owned(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(key.name.clone()),
-                    items: Some(vec![k8s_openapi::api::core::v1::KeyToPath {
-                        key: key.key.clone(),
-                        path: "key.json".to_owned(),
-                        ..Default::default()
-                    }]),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            });
-            mounts.push(VolumeMount {
-                name: "gcs-key".to_owned(),
-                mount_path: GCS_KEY_DIR.to_owned(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            });
-        }
-    }
-    (env, volumes, mounts)
-}
+use super::agent::{AgentSettings, backup_job_spec};
+use super::{Cluster, Component};
+use crate::crd::BackupPolicy;
 
 /// CronJob `<name>-backup`. `ready` is the cluster's Ready condition: while it is false the
 /// CronJob is suspended, so no backup ever starts against a database that is not serving.
@@ -105,42 +15,7 @@ pub fn backup_cronjob(
     agent: &AgentSettings,
     ready: bool,
 ) -> CronJob {
-    let (mut env, mut volumes, mut mounts) = agent_environment(cluster, &policy.destination);
-    env.push(plain_env("TUSK_COMPRESSION", policy.compression.as_str()));
-    // The Job's name (`<name>-backup-<minutes since epoch>`) is the backup id, so the operator
-    // can find the objects a Job wrote without any other bookkeeping.
-    env.push(EnvVar {
-        name: "TUSK_BACKUP_ID".to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: "metadata.labels['batch.kubernetes.io/job-name']".to_owned(),
-                ..ObjectFieldSelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    });
-    volumes.push(Volume {
-        name: "tmp".to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Volume::default()
-    });
-    mounts.push(VolumeMount {
-        name: "tmp".to_owned(),
-        mount_path: "/tmp".to_owned(),
-        ..VolumeMount::default()
-    });
     let labels = cluster.labels(Component::Backup);
-    let container = Container {
-        name: "backup-agent".to_owned(),
-        image: Some(agent.image.clone()),
-        image_pull_policy: Some("IfNotPresent".to_owned()),
-        args: Some(vec!["backup".to_owned()]),
-        env: Some(env),
-        volume_mounts: Some(mounts),
-        security_context: Some(restricted_container_security()),
-        ..Container::default()
-    };
     CronJob {
         metadata: cluster.child_meta(cluster.cronjob_name(), Component::Backup),
         spec: CronJobSpec {
@@ -156,40 +31,18 @@ pub fn backup_cronjob(
                     labels: Some(labels.clone()),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(JobSpec {
-                    backoff_limit: Some(2),
-                    template: PodTemplateSpec {
-                        metadata: Some(ObjectMeta {
-                            labels: Some(labels),
-                            ..ObjectMeta::default()
-                        }),
-                        spec: Some(PodSpec {
-                            containers: vec![container],
-                            restart_policy: Some("Never".to_owned()),
-                            automount_service_account_token: Some(false),
-                            enable_service_links: Some(false),
-                            security_context: Some(restricted_pod_security(AGENT_UID, false)),
-                            volumes: Some(volumes),
-                            ..PodSpec::default()
-                        }),
-                    },
-                    ..JobSpec::default()
-                }),
+                spec: Some(backup_job_spec(cluster, policy, agent)),
             },
         },
         status: None,
     }
 }
 
-/// An environment variable read from a user-named Secret key.
-fn secret_ref(name: &str, source: &SecretKeyRef) -> EnvVar {
-    secret_env(name, &source.name, &source.key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::resources::fixtures::*;
+    use k8s_openapi::api::core::v1::EnvVar;
 
     fn build(spec: &str, ready: bool) -> CronJob {
         let pg = postgresql(spec);

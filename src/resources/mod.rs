@@ -2,6 +2,7 @@
 //! the API server should hold. Nothing here touches a client, so every builder is unit-tested on
 //! plain values.
 
+mod agent;
 mod config;
 mod cronjob;
 mod pod;
@@ -16,10 +17,13 @@ use kube::{Resource, ResourceExt};
 
 use crate::crd::{PostgreSQL, PostgreSQLSpec};
 
+pub use agent::{
+    AgentSettings, Layout, RestorePlan, agent_environment, backup_job, backup_job_spec, restore_job,
+};
 pub use config::{
     CONFIG_DIR, INITDB_SCRIPT_KEY, config_checksum, config_map, render_hba, render_postgresql_conf,
 };
-pub use cronjob::{AgentSettings, agent_environment, backup_cronjob};
+pub use cronjob::backup_cronjob;
 pub use secrets::{SUPERUSER_NAME, app_secret, generate_password, password_of, superuser_secret};
 pub use services::{headless_service, rw_service};
 pub use statefulset::{
@@ -38,6 +42,7 @@ pub enum Component {
     Credentials,
     Config,
     Backup,
+    Restore,
 }
 
 impl Component {
@@ -47,6 +52,7 @@ impl Component {
             Self::Credentials => "credentials",
             Self::Config => "config",
             Self::Backup => "backup",
+            Self::Restore => "restore",
         }
     }
 }
@@ -144,6 +150,9 @@ impl<'a> Cluster<'a> {
     }
     pub fn cronjob_name(&self) -> String {
         format!("{}-backup", self.name)
+    }
+    pub fn restore_job_name(&self) -> String {
+        format!("{}-restore", self.name)
     }
     /// In-cluster DNS name of the read-write Service.
     pub fn rw_host(&self) -> String {

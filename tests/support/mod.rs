@@ -2,5 +2,6 @@
 
 #![allow(dead_code)]
 
+pub mod memory_store;
 pub mod verifier;
 pub mod world;

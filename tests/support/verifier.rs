@@ -67,6 +67,18 @@ impl Expect {
         })
     }
 
+    /// A patch of the PostgreSQL itself (its finalizers), answered with a cluster object.
+    pub fn patch_cluster(path: impl Into<String>) -> Self {
+        Self::new(Method::PATCH, path, |_| {
+            let object = json!({
+                "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+                "metadata": {"name": "demo", "namespace": "prod"},
+                "spec": {"storage": {"size": "1Gi"}},
+            });
+            (StatusCode::OK, with_metadata(object))
+        })
+    }
+
     /// A server-side apply answered with the applied object changed by `edit`, as when the
     /// server adds its own fields (a StatefulSet's status, say).
     pub fn apply_with(

@@ -3,18 +3,22 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
-use tusk::PostgreSQL;
-use tusk::controller::status::{self, BackupSchedule, Outcome, Readiness};
+use tusk::backups::summary::Summary;
+use tusk::controller::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::controller::{Context, Stores};
+use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
 use tusk::resources::{self, AgentSettings, Cluster};
+use tusk::{Backup, PostgreSQL};
+
+use super::memory_store::MemoryStorage;
 
 pub const NS: &str = "prod";
 pub const AGENT_IMAGE: &str = "ghcr.io/tusk-operator/backup-agent:test";
@@ -47,6 +51,12 @@ pub fn postgresql(spec_yaml: &str) -> PostgreSQL {
     .expect("spec matches the API")
 }
 
+/// `pg` as it is once the operator added its cleanup finalizer.
+pub fn with_finalizer(mut pg: PostgreSQL) -> PostgreSQL {
+    pg.metadata.finalizers = Some(vec![CLEANUP_FINALIZER.to_owned()]);
+    pg
+}
+
 pub fn agent() -> AgentSettings {
     AgentSettings {
         image: AGENT_IMAGE.to_owned(),
@@ -65,6 +75,8 @@ pub struct Cache {
     pub services: Vec<Service>,
     pub statefulsets: Vec<StatefulSet>,
     pub cronjobs: Vec<CronJob>,
+    pub jobs: Vec<Job>,
+    pub backups: Vec<Backup>,
 }
 
 impl Cache {
@@ -95,6 +107,8 @@ impl Cache {
             ],
             statefulsets: vec![statefulset],
             cronjobs,
+            jobs: Vec::new(),
+            backups: Vec::new(),
         }
     }
 }
@@ -103,6 +117,9 @@ impl Cache {
 /// the state of a converged cluster.
 pub fn converged(spec_yaml: &str, ready: bool, backup: BackupSchedule) -> (PostgreSQL, Cache) {
     let mut pg = postgresql(spec_yaml);
+    if pg.spec.backup.is_some() {
+        pg = with_finalizer(pg);
+    }
     let cache = Cache::converged(&pg, ready);
     pg.status = Some(status_for(&pg, ready, backup, &at(1_000)));
     (pg, cache)
@@ -138,6 +155,8 @@ pub fn status_for(
             rolling_out: false,
         },
         backup,
+        restore: RestoreProgress::NotRequested,
+        backups: Summary::default(),
     };
     status::compute(
         pg.status.as_ref(),
@@ -164,6 +183,16 @@ where
 
 /// The reconcile's context over `client`, with caches holding `cache` and `pg`.
 pub fn context(client: Client, pg: &PostgreSQL, cache: Cache) -> Arc<Context> {
+    context_with(client, pg, cache, MemoryStorage::default())
+}
+
+/// Like [`context`], with the bucket `storage`.
+pub fn context_with(
+    client: Client,
+    pg: &PostgreSQL,
+    cache: Cache,
+    storage: MemoryStorage,
+) -> Arc<Context> {
     let stores = Stores {
         clusters: store_of(vec![pg.clone()]).0,
         secrets: store_of(cache.secrets).0,
@@ -171,11 +200,14 @@ pub fn context(client: Client, pg: &PostgreSQL, cache: Cache) -> Arc<Context> {
         services: store_of(cache.services).0,
         statefulsets: store_of(cache.statefulsets).0,
         cronjobs: store_of(cache.cronjobs).0,
+        jobs: store_of(cache.jobs).0,
+        backups: store_of(cache.backups).0,
     };
     Arc::new(Context::new(
         client,
         agent(),
         stores,
         Arc::new(Metrics::default()),
+        Arc::new(storage),
     ))
 }

@@ -1,0 +1,329 @@
+//! Where a backup stands, decided on plain values (the Backup, its Job, its cluster) so that
+//! every transition is unit-tested without a client.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use crate::crd::{Backup, PostgreSQL};
+use crate::resources::MANAGED_BY;
+
+/// Label on the Backups the operator records for scheduled runs.
+pub const SCHEDULED_LABEL: &str = "tusk.dev/scheduled";
+
+/// What a Job reports about its pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobState {
+    Active { started: Option<Time> },
+    Succeeded { finished: Option<Time> },
+    Failed { message: String },
+}
+
+/// The state of a Job from its `Complete`/`Failed` conditions.
+pub fn job_state(job: &Job) -> JobState {
+    let status = job.status.as_ref();
+    let condition = |type_: &str| {
+        status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
+    };
+    if condition("Complete").is_some() {
+        return JobState::Succeeded {
+            finished: status.and_then(|s| s.completion_time.clone()),
+        };
+    }
+    if let Some(failed) = condition("Failed") {
+        let message = match (&failed.reason, &failed.message) {
+            (Some(reason), Some(message)) => format!("{reason}: {message}"),
+            (Some(text), None) | (None, Some(text)) => text.clone(),
+            (None, None) => "the Job failed".to_owned(),
+        };
+        return JobState::Failed { message };
+    }
+    JobState::Active {
+        started: status.and_then(|s| s.start_time.clone()),
+    }
+}
+
+/// The next step for a Backup that is not final yet.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// Stay Pending: the cluster cannot be backed up yet.
+    Wait {
+        reason: &'static str,
+        message: String,
+    },
+    /// The backup cannot happen; final.
+    Fail {
+        reason: &'static str,
+        message: String,
+    },
+    /// Start the Job.
+    CreateJob,
+    /// The Job this Backup followed is not in the cache; confirm with a read before failing.
+    JobGone,
+    /// The Job runs.
+    Running { started: Option<Time> },
+    /// The Job succeeded: read the manifest from the bucket.
+    ReadManifest { finished: Option<Time> },
+}
+
+/// Decides the next step of `backup` from its cluster and its Job (same name as the Backup).
+pub fn next(backup: &Backup, cluster: Option<&PostgreSQL>, job: Option<&Job>) -> Next {
+    let cluster_name = &backup.spec.cluster.name;
+    if let Some(job) = job {
+        if !job_belongs_to(job, backup) {
+            return Next::Fail {
+                reason: "JobConflict",
+                message: format!(
+                    "a Job named {} exists and was not created for this backup",
+                    job.name_any()
+                ),
+            };
+        }
+        return match job_state(job) {
+            JobState::Active { started } => Next::Running { started },
+            JobState::Succeeded { finished } => Next::ReadManifest { finished },
+            JobState::Failed { message } => Next::Fail {
+                reason: "JobFailed",
+                message: format!("backup Job {} failed: {message}", job.name_any()),
+            },
+        };
+    }
+    let started_before = backup.status.as_ref().is_some_and(|s| s.job.is_some());
+    if started_before || is_scheduled(backup) {
+        return Next::JobGone;
+    }
+    let Some(cluster) = cluster else {
+        return Next::Wait {
+            reason: "ClusterNotFound",
+            message: format!("PostgreSQL {cluster_name} does not exist in this namespace"),
+        };
+    };
+    if cluster.spec.backup.is_none() {
+        return Next::Fail {
+            reason: "NoDestination",
+            message: format!(
+                "PostgreSQL {cluster_name} has no spec.backup, so there is nowhere to write"
+            ),
+        };
+    }
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return Next::Fail {
+            reason: "ClusterDeleting",
+            message: format!("PostgreSQL {cluster_name} is being deleted"),
+        };
+    }
+    if !serving(cluster) {
+        return Next::Wait {
+            reason: "ClusterNotReady",
+            message: format!("waiting for PostgreSQL {cluster_name} to be Ready"),
+        };
+    }
+    Next::CreateJob
+}
+
+/// Whether the cluster's Ready condition is True: backups run only against a serving database.
+pub fn serving(cluster: &PostgreSQL) -> bool {
+    cluster.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+/// Whether the operator recorded this Backup for a scheduled run.
+pub fn is_scheduled(backup: &Backup) -> bool {
+    backup.labels().get(SCHEDULED_LABEL).map(String::as_str) == Some("true")
+}
+
+/// A Job is this Backup's when the Backup owns it, or, for a scheduled run, when it is a Job of
+/// the cluster's backup CronJob.
+fn job_belongs_to(job: &Job, backup: &Backup) -> bool {
+    let owners = job.owner_references();
+    let owned_by_backup = backup
+        .uid()
+        .is_some_and(|uid| owners.iter().any(|o| o.uid == uid));
+    let from_schedule = is_scheduled(backup)
+        && owners.iter().any(|o| {
+            o.kind == "CronJob" && o.name == format!("{}-backup", backup.spec.cluster.name)
+        })
+        && job
+            .labels()
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str)
+            == Some(MANAGED_BY);
+    owned_by_backup || from_schedule
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::fixtures::*;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+
+    fn backup(labels: &[(&str, &str)]) -> Backup {
+        let mut b = Backup::new(
+            "nightly",
+            crate::crd::BackupSpec {
+                cluster: crate::crd::ClusterReference {
+                    name: "demo".into(),
+                },
+            },
+        );
+        b.metadata.namespace = Some("prod".into());
+        b.metadata.uid = Some("backup-uid".into());
+        b.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        b
+    }
+
+    fn ready_cluster(ready: bool) -> PostgreSQL {
+        let mut pg = postgresql(WITH_S3_BACKUP);
+        let mut status = crate::crd::PostgreSQLStatus::default();
+        status.conditions.push(Condition {
+            type_: "Ready".into(),
+            status: if ready { "True" } else { "False" }.into(),
+            reason: "Test".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        });
+        pg.status = Some(status);
+        pg
+    }
+
+    fn job(owner_kind: &str, owner_uid: &str, condition: Option<(&str, &str)>) -> Job {
+        let mut job = Job::default();
+        job.metadata.name = Some("nightly".into());
+        job.metadata.owner_references = Some(vec![OwnerReference {
+            kind: owner_kind.into(),
+            name: if owner_kind == "CronJob" {
+                "demo-backup"
+            } else {
+                "nightly"
+            }
+            .into(),
+            uid: owner_uid.into(),
+            ..OwnerReference::default()
+        }]);
+        job.metadata.labels = Some(
+            [(
+                "app.kubernetes.io/managed-by".to_owned(),
+                MANAGED_BY.to_owned(),
+            )]
+            .into(),
+        );
+        job.status = Some(JobStatus {
+            conditions: condition.map(|(type_, message)| {
+                vec![JobCondition {
+                    type_: type_.into(),
+                    status: "True".into(),
+                    reason: Some("BackoffLimitExceeded".into()).filter(|_| type_ == "Failed"),
+                    message: Some(message.into()),
+                    ..JobCondition::default()
+                }]
+            }),
+            ..JobStatus::default()
+        });
+        job
+    }
+
+    #[test]
+    fn waits_for_a_ready_cluster_then_creates_the_job() {
+        let b = backup(&[]);
+        let not_ready = ready_cluster(false);
+        assert!(matches!(
+            next(&b, None, None),
+            Next::Wait {
+                reason: "ClusterNotFound",
+                ..
+            }
+        ));
+        assert!(matches!(
+            next(&b, Some(&not_ready), None),
+            Next::Wait {
+                reason: "ClusterNotReady",
+                ..
+            }
+        ));
+        assert_eq!(next(&b, Some(&ready_cluster(true)), None), Next::CreateJob);
+    }
+
+    #[test]
+    fn a_cluster_without_destination_fails_the_backup() {
+        let mut pg = ready_cluster(true);
+        pg.spec.backup = None;
+        assert!(matches!(
+            next(&backup(&[]), Some(&pg), None),
+            Next::Fail {
+                reason: "NoDestination",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn follows_its_own_job_to_the_end() {
+        let b = backup(&[]);
+        let pg = ready_cluster(true);
+        let running = job("Backup", "backup-uid", None);
+        assert!(matches!(
+            next(&b, Some(&pg), Some(&running)),
+            Next::Running { .. }
+        ));
+        let done = job("Backup", "backup-uid", Some(("Complete", "")));
+        assert!(matches!(
+            next(&b, Some(&pg), Some(&done)),
+            Next::ReadManifest { .. }
+        ));
+        let failed = job(
+            "Backup",
+            "backup-uid",
+            Some(("Failed", "Job has reached the specified backoff limit")),
+        );
+        assert_eq!(
+            next(&b, Some(&pg), Some(&failed)),
+            Next::Fail {
+                reason: "JobFailed",
+                message: "backup Job nightly failed: BackoffLimitExceeded: Job has reached the specified backoff limit".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_foreign_job_with_the_same_name_is_a_conflict() {
+        let b = backup(&[]);
+        let foreign = job("Backup", "other-uid", None);
+        assert!(matches!(
+            next(&b, None, Some(&foreign)),
+            Next::Fail {
+                reason: "JobConflict",
+                ..
+            }
+        ));
+        let scheduled_job = job("CronJob", "cronjob-uid", None);
+        assert!(matches!(
+            next(&b, None, Some(&scheduled_job)),
+            Next::Fail { .. }
+        ));
+    }
+
+    #[test]
+    fn scheduled_runs_follow_the_cronjobs_job_and_never_start_one() {
+        let b = backup(&[(SCHEDULED_LABEL, "true")]);
+        let scheduled_job = job("CronJob", "cronjob-uid", None);
+        assert!(matches!(
+            next(&b, None, Some(&scheduled_job)),
+            Next::Running { .. }
+        ));
+        assert_eq!(next(&b, Some(&ready_cluster(true)), None), Next::JobGone);
+    }
+}

@@ -1,0 +1,320 @@
+//! One reconcile of one Backup: decide the next step (see `progress`), do it, write the status.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backup_agent::Manifest;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{Timestamp, Unit};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use super::progress::{self, Next};
+use super::retention;
+use super::status::{self, Record};
+use crate::controller::Context;
+use crate::controller::apply::FIELD_MANAGER;
+use crate::controller::context::cached;
+use crate::crd::{Backup, BackupStatus, Destination, PostgreSQL};
+use crate::error::{Error, Result};
+use crate::resources::{self, Cluster};
+use crate::storage::cluster_location;
+
+/// How often a Pending backup re-checks its cluster.
+const PENDING_RECHECK: Duration = Duration::from_secs(10);
+/// How long a finished Job's manifest may stay unreadable before the backup is Failed.
+const STORE_GRACE: Duration = Duration::from_secs(600);
+
+/// The Backup controller's reconcile function.
+pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let result = reconcile_backup(&backup, &ctx).await;
+    let label = match &result {
+        Ok(_) => "success",
+        Err(e) => e.reason(),
+    };
+    ctx.metrics.reconciled(label, started.elapsed());
+    match &result {
+        Ok(_) => ctx
+            .backup_backoff
+            .reset(&ObjectRef::from_obj(backup.as_ref())),
+        Err(error) => {
+            publish(
+                &ctx,
+                &backup,
+                EventType::Warning,
+                error.reason(),
+                error.to_string(),
+            )
+            .await
+        }
+    }
+    result
+}
+
+/// The Backup controller's error policy: per-object exponential backoff with jitter.
+pub fn error_policy(backup: Arc<Backup>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx
+        .backup_backoff
+        .next_delay(&ObjectRef::from_obj(backup.as_ref()));
+    warn!(backup = %backup.name_any(), namespace = ?backup.namespace(), %error, retry_in = ?delay, "backup reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
+    if backup.phase().is_final() {
+        return Ok(Action::await_change());
+    }
+    let (name, ns) = (backup.name_any(), backup.namespace().unwrap_or_default());
+    let cluster = cached(&ctx.stores.clusters, &ns, &backup.spec.cluster.name);
+    let job = cached(&ctx.stores.jobs, &ns, &name);
+    let old = backup.status.as_ref();
+    let now = now();
+    match progress::next(backup, cluster.as_deref(), job.as_deref()) {
+        Next::Wait { reason, message } => {
+            write_status(ctx, backup, status::pending(old, reason, message, &now)).await?;
+            Ok(Action::requeue(PENDING_RECHECK))
+        }
+        Next::Fail { reason, message } => fail(ctx, backup, reason, message).await,
+        Next::CreateJob => {
+            // `next` only asks for a Job when the cluster exists and has a destination.
+            let Some(pg) = cluster.as_deref() else {
+                return Ok(Action::requeue(PENDING_RECHECK));
+            };
+            let destination = start_job(ctx, backup, pg).await?;
+            let running = status::running(old, &name, None, &destination, &now);
+            write_status(ctx, backup, running).await?;
+            let note = format!("started Job {name}");
+            publish(ctx, backup, EventType::Normal, "Started", note).await;
+            Ok(Action::await_change())
+        }
+        Next::JobGone => {
+            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+            let read = |source| Error::Read {
+                kind: "Job".into(),
+                name: name.clone(),
+                source,
+            };
+            if jobs.get_opt(&name).await.map_err(read)?.is_some() {
+                // Only the cache is behind; its next event triggers us again.
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
+            let message =
+                format!("Job {name} no longer exists; the outcome of this backup is unknown");
+            fail(ctx, backup, "JobMissing", message).await
+        }
+        Next::Running { started } => {
+            let Some(destination) = destination_of(backup, cluster.as_deref()) else {
+                let message = "neither the Backup nor its cluster names a destination".to_owned();
+                return fail(ctx, backup, "NoDestination", message).await;
+            };
+            let running = status::running(old, &name, started, &destination, &now);
+            write_status(ctx, backup, running).await?;
+            Ok(Action::await_change())
+        }
+        Next::ReadManifest { finished } => {
+            let Some(destination) = destination_of(backup, cluster.as_deref()) else {
+                let message = "neither the Backup nor its cluster names a destination".to_owned();
+                return fail(ctx, backup, "NoDestination", message).await;
+            };
+            complete(ctx, backup, cluster.as_deref(), &destination, finished).await
+        }
+    }
+}
+
+/// The destination the backup writes to: recorded in the status once running, the cluster's
+/// before that.
+fn destination_of(backup: &Backup, cluster: Option<&PostgreSQL>) -> Option<Destination> {
+    backup
+        .status
+        .as_ref()
+        .and_then(|s| s.destination.clone())
+        .or_else(|| cluster?.spec.backup.as_ref().map(|b| b.destination.clone()))
+}
+
+/// Creates the Backup's Job; an existing one (a concurrent reconcile) is kept.
+async fn start_job(ctx: &Context, backup: &Backup, pg: &PostgreSQL) -> Result<Destination> {
+    let cluster = Cluster::new(pg)?;
+    let name = backup.name_any();
+    let Some(policy) = &pg.spec.backup else {
+        return Err(Error::Invariant(format!(
+            "PostgreSQL {} lost spec.backup",
+            cluster.name
+        )));
+    };
+    let Some(owner) = backup.controller_owner_ref(&()) else {
+        return Err(Error::Invariant(format!("Backup {name} has no uid")));
+    };
+    let job = resources::backup_job(&cluster, policy, &ctx.agent, &name, owner);
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.create(&params, &job).await {
+        Ok(_) => info!(backup = %name, namespace = %cluster.namespace, "backup Job created"),
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(source) => {
+            return Err(Error::Apply {
+                kind: "Job".into(),
+                name,
+                source,
+            });
+        }
+    }
+    Ok(policy.destination.clone())
+}
+
+/// The Job succeeded: the backup is Completed only if its manifest is in the bucket.
+async fn complete(
+    ctx: &Context,
+    backup: &Backup,
+    cluster: Option<&PostgreSQL>,
+    destination: &Destination,
+    finished: Option<Time>,
+) -> Result<Action> {
+    let (name, ns) = (backup.name_any(), backup.namespace().unwrap_or_default());
+    let cluster_name = &backup.spec.cluster.name;
+    let location =
+        cluster_location(destination, &ns, cluster_name).map_err(|source| Error::Storage {
+            name: name.clone(),
+            source,
+        })?;
+    let read = async {
+        let store = ctx.storage.open(&ns, destination).await?;
+        let key = location.manifest_key(&name);
+        let bytes = backup_agent::store::get_bytes(store.as_ref(), &key).await;
+        Ok::<_, crate::storage::StorageError>((store.location(), bytes))
+    };
+    let (store_location, bytes) = match read.await {
+        Ok((store_location, Ok(bytes))) => (store_location, bytes),
+        Ok((store_location, Err(e))) if e.is_not_found() => {
+            let message = format!(
+                "Job {name} succeeded but {store_location}/{} has no manifest.json: the backup does not exist",
+                location.backup_prefix(&name)
+            );
+            return fail(ctx, backup, "ManifestMissing", message).await;
+        }
+        Ok((_, Err(e))) => return store_trouble(ctx, backup, finished, e.into()).await,
+        Err(e) => return store_trouble(ctx, backup, finished, e).await,
+    };
+    let manifest = match Manifest::from_json(&bytes) {
+        Ok(m) if m.backup_id == name && m.namespace == ns && &m.cluster == cluster_name => m,
+        Ok(m) => {
+            let message = format!(
+                "the manifest at {} describes backup {} of {}/{}, not this one",
+                location.manifest_key(&name),
+                m.backup_id,
+                m.namespace,
+                m.cluster
+            );
+            return fail(ctx, backup, "ManifestMismatch", message).await;
+        }
+        Err(e) => {
+            let message = format!(
+                "the manifest at {} is not valid: {e}",
+                location.manifest_key(&name)
+            );
+            return fail(ctx, backup, "ManifestInvalid", message).await;
+        }
+    };
+    let record = Record {
+        manifest: &manifest,
+        manifest_sha256: hex::encode(Sha256::digest(&bytes)),
+        location: format!("{store_location}/{}", location.backup_prefix(&name)),
+    };
+    let completed = status::completed(backup.status.as_ref(), &record, &now());
+    write_status(ctx, backup, completed).await?;
+    let note = format!(
+        "{} bytes at {}",
+        manifest.total_size_bytes(),
+        record.location
+    );
+    publish(ctx, backup, EventType::Normal, "Completed", note).await;
+    if let Some(pg) = cluster {
+        retention::apply(ctx, pg, backup).await;
+    }
+    Ok(Action::await_change())
+}
+
+/// A bucket that cannot be read: retried with backoff, and Failed once it has stayed
+/// unreachable for [`STORE_GRACE`] after the Job finished.
+async fn store_trouble(
+    ctx: &Context,
+    backup: &Backup,
+    finished: Option<Time>,
+    error: crate::storage::StorageError,
+) -> Result<Action> {
+    let waited = finished
+        .map(|t| Timestamp::now().duration_since(t.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default();
+    if waited > STORE_GRACE {
+        let message = format!("the manifest could not be read for {waited:?}: {error}");
+        return fail(ctx, backup, "StoreUnreachable", message).await;
+    }
+    Err(Error::Storage {
+        name: backup.name_any(),
+        source: error,
+    })
+}
+
+async fn fail(
+    ctx: &Context,
+    backup: &Backup,
+    reason: &'static str,
+    message: String,
+) -> Result<Action> {
+    let failed = status::failed(backup.status.as_ref(), reason, message.clone(), &now());
+    write_status(ctx, backup, failed).await?;
+    publish(ctx, backup, EventType::Warning, reason, message).await;
+    Ok(Action::await_change())
+}
+
+fn now() -> Time {
+    // metav1.Time has second precision on the wire; truncating keeps comparisons honest.
+    Time(
+        Timestamp::now()
+            .round(Unit::Second)
+            .unwrap_or_else(|_| Timestamp::now()),
+    )
+}
+
+/// Applies the status when it differs from the current one.
+async fn write_status(ctx: &Context, backup: &Backup, status: BackupStatus) -> Result<()> {
+    if backup.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let name = backup.name_any();
+    let api: Api<Backup> =
+        Api::namespaced(ctx.client.clone(), &backup.namespace().unwrap_or_default());
+    let patch = json!({"apiVersion": "tusk.dev/v1alpha1", "kind": "Backup", "status": status});
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::Status { name, source })?;
+    Ok(())
+}
+
+async fn publish(ctx: &Context, backup: &Backup, type_: EventType, reason: &str, note: String) {
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Backup".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &backup.object_ref(&())).await {
+        warn!(backup = %backup.name_any(), error = %e, "could not publish an Event");
+    }
+}

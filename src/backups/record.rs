@@ -1,0 +1,163 @@
+//! Every scheduled run becomes a Backup: the cluster's reconcile creates one for each Job of its
+//! CronJob, then marks the Job so that a Backup later removed by retention is not re-created.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::progress::SCHEDULED_LABEL;
+use crate::controller::Context;
+use crate::controller::apply::FIELD_MANAGER;
+use crate::controller::context::cached;
+use crate::crd::{Backup, BackupSpec, ClusterReference};
+use crate::error::{Error, Result};
+use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY};
+
+/// Annotation on a CronJob's Job once its Backup has been recorded.
+pub const RECORDED_ANNOTATION: &str = "tusk.dev/recorded-as";
+
+/// The Jobs of `cluster`'s backup CronJob that have no Backup yet.
+pub fn unrecorded<'a>(
+    jobs: impl IntoIterator<Item = &'a Job>,
+    cluster: &str,
+    has_backup: impl Fn(&str) -> bool,
+) -> Vec<&'a Job> {
+    let cronjob = format!("{cluster}-backup");
+    jobs.into_iter()
+        .filter(|job| {
+            job.owner_references()
+                .iter()
+                .any(|o| o.kind == "CronJob" && o.name == cronjob)
+        })
+        .filter(|job| !job.annotations().contains_key(RECORDED_ANNOTATION))
+        .filter(|job| !has_backup(&job.name_any()))
+        .collect()
+}
+
+/// The Backup recording a scheduled Job: same name, not owned by the cluster, so that it
+/// outlives the cluster and stays usable for a restore.
+pub fn scheduled_backup(job: &Job, cluster: &str) -> Backup {
+    let mut backup = Backup::new(
+        &job.name_any(),
+        BackupSpec {
+            cluster: ClusterReference {
+                name: cluster.to_owned(),
+            },
+        },
+    );
+    backup.metadata.namespace = job.namespace();
+    backup.metadata.labels = Some(BTreeMap::from([
+        (CLUSTER_LABEL.to_owned(), cluster.to_owned()),
+        (SCHEDULED_LABEL.to_owned(), "true".to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGED_BY.to_owned(),
+        ),
+    ]));
+    backup
+}
+
+/// Creates a Backup for every unrecorded run of the cluster's CronJob, then marks the Job.
+/// Returns the names of the Backups created.
+pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Result<Vec<String>> {
+    let ns = cluster.namespace;
+    let jobs = ctx.stores.jobs.state();
+    let mine = jobs
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|j| j.namespace().as_deref() == Some(ns));
+    let has_backup = |name: &str| cached(&ctx.stores.backups, ns, name).is_some();
+    let todo = unrecorded(mine, cluster.name, has_backup);
+    let (backups, job_api): (Api<Backup>, Api<Job>) = (
+        Api::namespaced(ctx.client.clone(), ns),
+        Api::namespaced(ctx.client.clone(), ns),
+    );
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let mut created = Vec::new();
+    for job in todo {
+        let name = job.name_any();
+        match backups
+            .create(&params, &scheduled_backup(job, cluster.name))
+            .await
+        {
+            Ok(_) => created.push(name.clone()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(source) => {
+                return Err(Error::Apply {
+                    kind: "Backup".into(),
+                    name,
+                    source,
+                });
+            }
+        }
+        // A merge patch, not an apply: it must never re-create a Job that is gone.
+        let mark = json!({"metadata": {"annotations": {RECORDED_ANNOTATION: name}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match job_api.patch(&name, &params, &Patch::Merge(&mark)).await {
+            Ok(_) => {}
+            // Removed by the CronJob's history limit meanwhile: nothing left to mark.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Apply {
+                    kind: "Job".into(),
+                    name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn job(name: &str, owner: &str, annotated: bool) -> Job {
+        let mut job = Job::default();
+        job.metadata.name = Some(name.into());
+        job.metadata.namespace = Some("prod".into());
+        job.metadata.owner_references = Some(vec![OwnerReference {
+            kind: "CronJob".into(),
+            name: owner.into(),
+            ..OwnerReference::default()
+        }]);
+        if annotated {
+            job.metadata.annotations =
+                Some([(RECORDED_ANNOTATION.to_owned(), name.to_owned())].into());
+        }
+        job
+    }
+
+    #[test]
+    fn records_each_run_of_the_clusters_cronjob_once() {
+        let jobs = [
+            job("demo-backup-1", "demo-backup", false),
+            job("demo-backup-2", "demo-backup", true),
+            job("demo-backup-3", "demo-backup", false),
+            job("demo2-backup-1", "demo2-backup", false),
+        ];
+        let todo = unrecorded(jobs.iter(), "demo", |name| name == "demo-backup-3");
+        let names: Vec<String> = todo.iter().map(|j| j.name_any()).collect();
+        assert_eq!(names, ["demo-backup-1"]);
+    }
+
+    #[test]
+    fn the_record_is_labelled_and_not_owned() {
+        let b = scheduled_backup(&job("demo-backup-1", "demo-backup", false), "demo");
+        assert_eq!(b.metadata.namespace.as_deref(), Some("prod"));
+        assert_eq!(b.spec.cluster.name, "demo");
+        assert_eq!(b.labels()[SCHEDULED_LABEL], "true");
+        assert!(b.metadata.owner_references.is_none());
+    }
+}

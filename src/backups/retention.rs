@@ -1,0 +1,165 @@
+//! Retention after each completed backup: the objects in the bucket first, then the Backups
+//! that described them. The newest complete backup is never deleted.
+
+use backup_agent::catalog;
+use backup_agent::duration::parse_duration;
+use backup_agent::retention::Policy;
+use kube::api::{Api, DeleteParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use crate::controller::Context;
+use crate::crd::{Backup, PostgreSQL, Retention};
+use crate::storage::{StorageError, cluster_location};
+
+/// The agent's retention policy for a spec's `retention`.
+pub fn policy(retention: &Retention) -> Policy {
+    Policy {
+        keep: retention.keep.and_then(|k| usize::try_from(k).ok()),
+        // The CRD pattern only admits values the agent parses; an unparsable one keeps all.
+        max_age: retention
+            .max_age
+            .as_deref()
+            .and_then(|age| parse_duration(age).ok()),
+    }
+}
+
+/// Backups of `cluster` whose backup id was deleted from the bucket.
+pub fn described_by<'a>(
+    backups: impl IntoIterator<Item = &'a Backup>,
+    cluster: &str,
+    deleted_ids: &[String],
+) -> Vec<&'a Backup> {
+    backups
+        .into_iter()
+        .filter(|b| b.spec.cluster.name == cluster)
+        .filter(|b| {
+            let id = b.status.as_ref().and_then(|s| s.backup_id.as_deref());
+            id.is_some_and(|id| deleted_ids.iter().any(|d| d == id))
+        })
+        .collect()
+}
+
+/// Applies the cluster's retention after `trigger` completed. Best effort: a failure is an
+/// Event on the Backup, and the next completed backup tries again.
+pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
+    let Some(backup) = &pg.spec.backup else {
+        return;
+    };
+    let Some(retention) = &backup.retention else {
+        return;
+    };
+    let (cluster, ns) = (pg.name_any(), pg.namespace().unwrap_or_default());
+    let result = async {
+        let store = ctx.storage.open(&ns, &backup.destination).await?;
+        let location = cluster_location(&backup.destination, &ns, &cluster)?;
+        let now = k8s_openapi::jiff::Timestamp::now();
+        Ok::<_, StorageError>(
+            catalog::prune(store.as_ref(), &location, policy(retention), now).await?,
+        )
+    }
+    .await;
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            let note = format!("retention of {cluster} could not be applied: {e}");
+            event(ctx, trigger, EventType::Warning, "RetentionFailed", note).await;
+            return;
+        }
+    };
+    if report.deleted.is_empty() {
+        return;
+    }
+    info!(%cluster, namespace = %ns, deleted = ?report.deleted, "retention deleted backups");
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), &ns);
+    let state = ctx.stores.backups.state();
+    let mut failed = Vec::new();
+    for doomed in described_by(state.iter().map(AsRef::as_ref), &cluster, &report.deleted) {
+        let name = doomed.name_any();
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => {
+                warn!(backup = %name, error = %e, "could not delete a Backup removed by retention");
+                failed.push(name);
+            }
+        }
+    }
+    let mut note = format!(
+        "retention deleted {} backup(s) of {cluster} from the bucket: {}",
+        report.deleted.len(),
+        report.deleted.join(", ")
+    );
+    if !failed.is_empty() {
+        note.push_str(&format!(
+            "; these Backups could not be deleted: {}",
+            failed.join(", ")
+        ));
+    }
+    event(ctx, trigger, EventType::Normal, "RetentionApplied", note).await;
+}
+
+async fn event(ctx: &Context, backup: &Backup, type_: EventType, reason: &str, note: String) {
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Retention".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &backup.object_ref(&())).await {
+        warn!(error = %e, "could not publish an Event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BackupSpec, BackupStatus, ClusterReference};
+    use std::time::Duration;
+
+    fn backup(name: &str, cluster: &str, id: Option<&str>) -> Backup {
+        let mut b = Backup::new(
+            name,
+            BackupSpec {
+                cluster: ClusterReference {
+                    name: cluster.into(),
+                },
+            },
+        );
+        b.status = id.map(|id| BackupStatus {
+            backup_id: Some(id.into()),
+            ..BackupStatus::default()
+        });
+        b
+    }
+
+    #[test]
+    fn policy_follows_the_spec() {
+        let p = policy(&Retention {
+            keep: Some(3),
+            max_age: Some("2w".into()),
+        });
+        assert_eq!(p.keep, Some(3));
+        assert_eq!(p.max_age, Some(Duration::from_secs(14 * 86_400)));
+        let none = policy(&Retention {
+            keep: None,
+            max_age: None,
+        });
+        assert_eq!((none.keep, none.max_age), (None, None));
+    }
+
+    #[test]
+    fn only_the_clusters_backups_with_deleted_ids_go() {
+        let all = [
+            backup("a", "demo", Some("a")),
+            backup("b", "demo", Some("b")),
+            backup("a2", "other", Some("a")),
+            backup("pending", "demo", None),
+        ];
+        let doomed = described_by(all.iter(), "demo", &["a".to_owned()]);
+        let names: Vec<String> = doomed.iter().map(|b| b.name_any()).collect();
+        assert_eq!(names, ["a"]);
+    }
+}

@@ -1,0 +1,156 @@
+//! The status of a Backup for each step, built from plain values.
+
+use backup_agent::Manifest;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::controller::conditions::{self, Update};
+use crate::crd::{BackupPhase, BackupStatus, Destination};
+
+/// Condition type of a Backup: True once the manifest has been read from the bucket.
+pub const COMPLETED: &str = "Completed";
+
+/// Everything known about a completed backup, read from its manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record<'a> {
+    pub manifest: &'a Manifest,
+    /// sha256 of the manifest's bytes, which list the sha256 of every file.
+    pub manifest_sha256: String,
+    /// e.g. `s3://bucket/path/<namespace>/<cluster>/<backupId>/`.
+    pub location: String,
+}
+
+fn with_condition(
+    old: Option<&BackupStatus>,
+    phase: BackupPhase,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> BackupStatus {
+    let mut status = old.cloned().unwrap_or_default();
+    status.phase = Some(phase);
+    let update = Update {
+        type_: COMPLETED,
+        status: phase == BackupPhase::Completed,
+        reason,
+        message,
+    };
+    conditions::set(&mut status.conditions, update, None, now);
+    status
+}
+
+/// Pending, with why it is waiting.
+pub fn pending(
+    old: Option<&BackupStatus>,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> BackupStatus {
+    with_condition(old, BackupPhase::Pending, reason, message, now)
+}
+
+/// Running in Job `job`, writing to `destination`.
+pub fn running(
+    old: Option<&BackupStatus>,
+    job: &str,
+    started: Option<Time>,
+    destination: &Destination,
+    now: &Time,
+) -> BackupStatus {
+    let message = format!("Job {job} is running backup-agent");
+    let mut status = with_condition(old, BackupPhase::Running, "Running", message, now);
+    status.job = Some(job.to_owned());
+    status.backup_id = Some(job.to_owned());
+    status.destination = Some(destination.clone());
+    status.started_at = started.or(status.started_at).or_else(|| Some(now.clone()));
+    status
+}
+
+/// Completed: only ever built from a manifest read from the bucket.
+pub fn completed(old: Option<&BackupStatus>, record: &Record, now: &Time) -> BackupStatus {
+    let manifest = record.manifest;
+    let message = format!("manifest read from {}", record.location);
+    let mut status = with_condition(old, BackupPhase::Completed, "Completed", message, now);
+    status.backup_id = Some(manifest.backup_id.clone());
+    status.started_at = Some(Time(manifest.started_at));
+    status.completed_at = Some(Time(manifest.completed_at));
+    status.location = Some(record.location.clone());
+    status.size_bytes = Some(i64::try_from(manifest.total_size_bytes()).unwrap_or(i64::MAX));
+    status.sha256 = Some(record.manifest_sha256.clone());
+    status.postgres_version = Some(manifest.server_version.clone());
+    status.error = None;
+    status
+}
+
+/// Failed, with the reason; final.
+pub fn failed(
+    old: Option<&BackupStatus>,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> BackupStatus {
+    let mut status = with_condition(old, BackupPhase::Failed, reason, message.clone(), now);
+    status.error = Some(message);
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backup_agent::{FileKind, ManifestFile};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn manifest() -> Manifest {
+        let file = |name: &str, size| ManifestFile {
+            name: name.into(),
+            kind: FileKind::Database,
+            database: Some("app".into()),
+            database_owner: Some("app".into()),
+            size_bytes: size,
+            sha256: "ab".into(),
+            database_size_bytes: None,
+        };
+        Manifest {
+            format_version: 1,
+            backup_id: "nightly".into(),
+            namespace: "prod".into(),
+            cluster: "demo".into(),
+            started_at: "2026-11-22T02:00:00Z".parse().unwrap(),
+            completed_at: "2026-11-22T02:01:00Z".parse().unwrap(),
+            server_version: "18.1".into(),
+            pg_dump_version: "pg_dump (PostgreSQL) 18.1".into(),
+            compression: backup_agent::compression::Compression::Zstd,
+            files: vec![file("globals.sql.zst", 100), file("app.dump.zst", 2000)],
+        }
+    }
+
+    #[test]
+    fn completed_carries_what_the_manifest_says() {
+        let now = Time(Timestamp::from_second(2000).unwrap());
+        let m = manifest();
+        let record = Record {
+            manifest: &m,
+            manifest_sha256: "cafe".into(),
+            location: "s3://b/p/prod/demo/nightly/".into(),
+        };
+        let status = completed(None, &record, &now);
+        assert_eq!(status.phase, Some(BackupPhase::Completed));
+        assert_eq!(status.size_bytes, Some(2100));
+        assert_eq!(status.sha256.as_deref(), Some("cafe"));
+        assert_eq!(status.postgres_version.as_deref(), Some("18.1"));
+        assert_eq!(status.completed_at, Some(Time(m.completed_at)));
+        assert!(conditions::is_true(&status.conditions, COMPLETED));
+    }
+
+    #[test]
+    fn failed_keeps_the_reason_and_is_not_completed() {
+        let now = Time(Timestamp::from_second(2000).unwrap());
+        let status = failed(None, "ManifestMissing", "no manifest".into(), &now);
+        assert_eq!(status.phase, Some(BackupPhase::Failed));
+        assert_eq!(status.error.as_deref(), Some("no manifest"));
+        let condition = &status.conditions[0];
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "ManifestMissing")
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! What a cluster's status says about its backups: the newest Completed one, and whether the
+//! most recent one to finish succeeded.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::status::COMPLETED;
+use crate::crd::{Backup, BackupPhase, SuccessfulBackup};
+
+/// The backup facts of one cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub last_successful: Option<SuccessfulBackup>,
+    /// The most recently finished backup: (succeeded, name, message).
+    pub last_finished: Option<(bool, String, String)>,
+}
+
+/// When a final Backup finished: its manifest's time when Completed, the condition's
+/// transition when Failed.
+fn finished_at(backup: &Backup) -> Option<Time> {
+    let status = backup.status.as_ref()?;
+    match status.phase? {
+        BackupPhase::Completed => status.completed_at.clone(),
+        BackupPhase::Failed => status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == COMPLETED)
+            .map(|c| c.last_transition_time.clone()),
+        _ => None,
+    }
+}
+
+/// Summarises the Backups of `cluster`.
+pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &str) -> Summary {
+    let mut finished: Vec<(Time, &Backup)> = backups
+        .into_iter()
+        .filter(|b| b.spec.cluster.name == cluster)
+        .filter_map(|b| Some((finished_at(b)?, b)))
+        .collect();
+    finished.sort_by(|(a, x), (b, y)| a.0.cmp(&b.0).then_with(|| x.name_any().cmp(&y.name_any())));
+    let last_successful = finished
+        .iter()
+        .rev()
+        .find(|(_, b)| b.phase() == BackupPhase::Completed)
+        .map(|(at, b)| SuccessfulBackup {
+            name: b.name_any(),
+            completed_at: at.clone(),
+        });
+    let last_finished = finished.last().map(|(_, b)| {
+        let succeeded = b.phase() == BackupPhase::Completed;
+        let message = if succeeded {
+            format!("Backup {} completed", b.name_any())
+        } else {
+            let error = b
+                .status
+                .as_ref()
+                .and_then(|s| s.error.clone())
+                .unwrap_or_default();
+            format!("Backup {} failed: {error}", b.name_any())
+        };
+        (succeeded, b.name_any(), message)
+    });
+    Summary {
+        last_successful,
+        last_finished,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BackupSpec, BackupStatus, ClusterReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(s: i64) -> Time {
+        Time(Timestamp::from_second(s).unwrap())
+    }
+
+    fn backup(name: &str, phase: BackupPhase, when: i64) -> Backup {
+        let mut b = Backup::new(
+            name,
+            BackupSpec {
+                cluster: ClusterReference {
+                    name: "demo".into(),
+                },
+            },
+        );
+        let mut status = BackupStatus {
+            phase: Some(phase),
+            ..BackupStatus::default()
+        };
+        match phase {
+            BackupPhase::Completed => status.completed_at = Some(at(when)),
+            _ => {
+                status.error = Some("JobFailed".into());
+                status.conditions.push(Condition {
+                    type_: COMPLETED.into(),
+                    status: "False".into(),
+                    last_transition_time: at(when),
+                    reason: "JobFailed".into(),
+                    message: String::new(),
+                    observed_generation: None,
+                });
+            }
+        }
+        b.status = Some(status);
+        b
+    }
+
+    #[test]
+    fn newest_completed_and_last_outcome() {
+        let all = [
+            backup("old", BackupPhase::Completed, 100),
+            backup("good", BackupPhase::Completed, 200),
+            backup("bad", BackupPhase::Failed, 300),
+            backup("running", BackupPhase::Running, 400),
+        ];
+        let summary = summarize(all.iter(), "demo");
+        assert_eq!(
+            summary.last_successful.as_ref().map(|s| s.name.as_str()),
+            Some("good")
+        );
+        let (ok, name, message) = summary.last_finished.unwrap();
+        assert!(!ok);
+        assert_eq!(name, "bad");
+        assert_eq!(message, "Backup bad failed: JobFailed");
+        assert_eq!(summarize(all.iter(), "other"), Summary::default());
+    }
+}

@@ -1,0 +1,243 @@
+//! The `tusk.dev/cleanup` finalizer. Clusters with a backup destination carry it; on deletion,
+//! `backup.onDelete: Retain` releases it at once, `Delete` first empties exactly this cluster's
+//! prefix `<path>/<namespace>/<cluster>/` and deletes its Backups. Nothing is deleted from a
+//! bucket without that policy, and nothing outside that prefix.
+
+use std::time::Duration;
+
+use backup_agent::catalog;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::apply::FIELD_MANAGER;
+use super::context::{Context, cached};
+use super::reconcile::{publish, update_status};
+use super::status::Outcome;
+use crate::backups::progress::{JobState, job_state};
+use crate::crd::{Backup, CLEANUP_FINALIZER, OnDelete, PostgreSQL};
+use crate::error::{Error, Result};
+use crate::resources::{CLUSTER_LABEL, Cluster};
+use crate::storage::{StorageError, cluster_location};
+
+/// Whether `pg` should carry the finalizer: it has somewhere its backups go.
+pub fn wants_finalizer(pg: &PostgreSQL) -> bool {
+    pg.spec.backup.is_some()
+}
+
+pub fn has_finalizer(pg: &PostgreSQL) -> bool {
+    pg.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+}
+
+/// The finalizer list with ours added or removed, others' untouched.
+pub fn finalizers_with(current: &[String], present: bool) -> Vec<String> {
+    let mut list: Vec<String> = current
+        .iter()
+        .filter(|f| *f != CLEANUP_FINALIZER)
+        .cloned()
+        .collect();
+    if present {
+        list.push(CLEANUP_FINALIZER.to_owned());
+    }
+    list
+}
+
+/// Adds or removes the finalizer with a JSON patch that first tests the list it read, so a
+/// concurrent change by another controller makes it fail and retry instead of clobbering.
+pub async fn set_finalizer(pg: &PostgreSQL, ctx: &Context, present: bool) -> Result<()> {
+    let name = pg.name_any();
+    let api: Api<PostgreSQL> =
+        Api::namespaced(ctx.client.clone(), &pg.namespace().unwrap_or_default());
+    let current = pg.finalizers();
+    let patch = if current.is_empty() {
+        json!([{"op": "add", "path": "/metadata/finalizers", "value": finalizers_with(current, present)}])
+    } else {
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers_with(current, present)},
+        ])
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|source| Error::Serialize {
+            kind: "PostgreSQL".into(),
+            name: name.clone(),
+            source,
+        })?;
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match api.patch(&name, &params, &Patch::Json::<()>(patch)).await {
+        Ok(_) => Ok(()),
+        // Already gone: nothing left to hold.
+        Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(()),
+        Err(source) => Err(Error::Apply {
+            kind: "PostgreSQL".into(),
+            name,
+            source,
+        }),
+    }
+}
+
+/// Carries out `backup.onDelete` for a cluster being deleted, then releases it.
+pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
+    if !has_finalizer(pg) {
+        return Ok(Action::await_change());
+    }
+    let policy = pg.spec.backup.as_ref();
+    if policy.is_none_or(|p| p.on_delete == OnDelete::Retain) {
+        set_finalizer(pg, ctx, false).await?;
+        if policy.is_some() {
+            let note = "backup.onDelete is Retain: every backup and Backup is kept".to_owned();
+            publish(
+                ctx,
+                pg,
+                EventType::Normal,
+                "BackupsRetained",
+                "Delete",
+                note,
+            )
+            .await;
+        }
+        return Ok(Action::await_change());
+    }
+    let Some(policy) = policy else {
+        return Ok(Action::await_change());
+    };
+    let cluster = Cluster::new(pg)?;
+    // Stop writers first: no Job may add objects after the prefix has been emptied.
+    if stop_backups(&cluster, ctx).await? {
+        let message =
+            "waiting for running backup Jobs to stop before emptying the bucket prefix".to_owned();
+        update_status(
+            pg,
+            &cluster,
+            &Outcome::CleanupBlocked {
+                reason: "WaitingForBackupJobs",
+                message,
+            },
+            ctx,
+        )
+        .await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    let storage_error = |source: StorageError| Error::Storage {
+        name: cluster.name.to_owned(),
+        source,
+    };
+    let emptied = async {
+        let location = cluster_location(&policy.destination, cluster.namespace, cluster.name)?;
+        let store = ctx
+            .storage
+            .open(cluster.namespace, &policy.destination)
+            .await?;
+        let deleted = catalog::delete_cluster(store.as_ref(), &location).await?;
+        Ok::<_, StorageError>((
+            deleted,
+            format!("{}/{}", store.location(), location.prefix()),
+        ))
+    };
+    let (deleted, prefix) = match emptied.await {
+        Ok(done) => done,
+        Err(source) => {
+            let error = storage_error(source);
+            let message = format!(
+                "{error}. The cluster stays until its objects are deleted; set \
+                 spec.backup.onDelete to Retain to delete it and keep the objects"
+            );
+            let blocked = Outcome::CleanupBlocked {
+                reason: "StoreUnreachable",
+                message,
+            };
+            update_status(pg, &cluster, &blocked, ctx).await?;
+            return Err(error);
+        }
+    };
+    let removed = delete_backups(&cluster, ctx).await?;
+    let note = format!("deleted {deleted} object(s) under {prefix} and {removed} Backup(s)");
+    publish(ctx, pg, EventType::Normal, "BackupsDeleted", "Delete", note).await;
+    set_finalizer(pg, ctx, false).await?;
+    Ok(Action::await_change())
+}
+
+/// Deletes the CronJob and any unfinished backup Job; returns whether one is still running.
+async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
+    let ns = cluster.namespace;
+    let name = cluster.cronjob_name();
+    if cached(&ctx.stores.cronjobs, ns, &name).is_some() {
+        let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), ns);
+        delete_ignoring_missing(&api, "CronJob", &name).await?;
+    }
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
+    let mut running = false;
+    for job in ctx.stores.jobs.state() {
+        let mine = job.namespace().as_deref() == Some(ns)
+            && job.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name)
+            && job
+                .labels()
+                .get("app.kubernetes.io/component")
+                .map(String::as_str)
+                == Some("backup");
+        if mine && matches!(job_state(&job), JobState::Active { .. }) {
+            running = true;
+            if job.meta().deletion_timestamp.is_none() {
+                delete_ignoring_missing(&api, "Job", &job.name_any()).await?;
+            }
+        }
+    }
+    Ok(running)
+}
+
+/// Deletes the Backups of the cluster (they described objects that no longer exist).
+async fn delete_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<usize> {
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let mut removed = 0;
+    for backup in ctx.stores.backups.state() {
+        if backup.namespace().as_deref() == Some(cluster.namespace)
+            && backup.spec.cluster.name == cluster.name
+        {
+            delete_ignoring_missing(&api, "Backup", &backup.name_any()).await?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+async fn delete_ignoring_missing<K>(api: &Api<K>, kind: &str, name: &str) -> Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Delete {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_finalizer_changes() {
+        let others = vec!["example.com/keep".to_owned()];
+        assert_eq!(
+            finalizers_with(&others, true),
+            ["example.com/keep", CLEANUP_FINALIZER]
+        );
+        let both = finalizers_with(&others, true);
+        assert_eq!(
+            finalizers_with(&both, true),
+            both,
+            "adding twice is a no-op"
+        );
+        assert_eq!(finalizers_with(&both, false), others);
+    }
+}

@@ -1,0 +1,258 @@
+//! `spec.restore`: once the new cluster's database serves, a Job runs `backup-agent restore`
+//! into it. `Restored` becomes True when the Job succeeds, and only then `Ready`. A restore runs
+//! once: `status.restoredFrom` records it and is never cleared.
+
+use backup_agent::catalog;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+use super::apply::FIELD_MANAGER;
+use super::children::{WriteAction, Written};
+use super::context::{Context, cached};
+use super::status::{Readiness, RestoreProgress};
+use crate::backups::progress::{JobState, job_state};
+use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoredFrom};
+use crate::error::{Error, Result};
+use crate::resources::{self, Cluster, Layout, RestorePlan};
+use crate::storage::{StorageError, cluster_location};
+
+/// Advances the restore of `pg`; returns where it stands and the Job it created, if any.
+pub async fn step(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    readiness: &Readiness,
+    ctx: &Context,
+) -> Result<(RestoreProgress, Option<Written>)> {
+    let Some(source) = &cluster.spec.restore else {
+        return Ok((RestoreProgress::NotRequested, None));
+    };
+    if pg
+        .status
+        .as_ref()
+        .is_some_and(|s| s.restored_from.is_some())
+    {
+        return Ok((RestoreProgress::Done, None));
+    }
+    let name = cluster.restore_job_name();
+    if let Some(job) = cached(&ctx.stores.jobs, cluster.namespace, &name) {
+        return Ok((observe(pg, &job), None));
+    }
+    let plan = match plan(source, cluster, ctx) {
+        Ok(plan) => plan,
+        Err(progress) => return Ok((progress, None)),
+    };
+    if !readiness.ready {
+        let message = format!(
+            "the restore starts once the database serves: {}",
+            readiness.message()
+        );
+        return Ok((waiting("WaitingForDatabase", message), None));
+    }
+    let plan = match resolve_latest(plan, cluster, ctx).await? {
+        Ok(plan) => plan,
+        Err(progress) => return Ok((progress, None)),
+    };
+    let job = resources::restore_job(cluster, &plan, &ctx.agent);
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let written = match api.create(&params, &job).await {
+        Ok(_) => Some(Written {
+            kind: "Job",
+            name: name.clone(),
+            action: WriteAction::Created,
+        }),
+        Err(kube::Error::Api(status)) if status.code == 409 => None,
+        Err(source) => {
+            return Err(Error::Apply {
+                kind: "Job".into(),
+                name,
+                source,
+            });
+        }
+    };
+    let message = format!(
+        "restoring backup {} of {}/{}",
+        plan.backup_id, plan.layout.namespace, plan.layout.cluster
+    );
+    Ok((waiting("Restoring", message), written))
+}
+
+fn waiting(reason: &'static str, message: String) -> RestoreProgress {
+    RestoreProgress::Pending { reason, message }
+}
+
+fn failed(reason: &'static str, message: String) -> RestoreProgress {
+    RestoreProgress::Failed { reason, message }
+}
+
+/// Where the backup to restore is, from a Backup in this namespace or a bucket named in the spec.
+fn plan(
+    source: &RestoreSource,
+    cluster: &Cluster,
+    ctx: &Context,
+) -> Result<RestorePlan, RestoreProgress> {
+    if let Some(store) = &source.object_store {
+        return Ok(RestorePlan {
+            destination: store.destination.clone(),
+            layout: Layout {
+                namespace: store
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| cluster.namespace.to_owned()),
+                cluster: store.cluster.clone(),
+            },
+            backup_id: store.backup_id.clone(),
+        });
+    }
+    let Some(reference) = &source.backup else {
+        return Err(failed(
+            "InvalidSpec",
+            "spec.restore needs backup or objectStore".into(),
+        ));
+    };
+    let Some(backup) = cached(&ctx.stores.backups, cluster.namespace, &reference.name) else {
+        let message = format!("Backup {} does not exist in this namespace", reference.name);
+        return Err(waiting("BackupNotFound", message));
+    };
+    let status = backup.status.clone().unwrap_or_default();
+    match backup.phase() {
+        BackupPhase::Completed => {}
+        BackupPhase::Failed => {
+            let message = format!("Backup {} failed and cannot be restored", reference.name);
+            return Err(failed("BackupFailed", message));
+        }
+        phase => {
+            let message = format!(
+                "Backup {} is {phase:?}; the restore waits for it to complete",
+                reference.name
+            );
+            return Err(waiting("BackupNotCompleted", message));
+        }
+    }
+    let Some(destination) = status.destination else {
+        let message = format!(
+            "Backup {} does not record where it was written",
+            reference.name
+        );
+        return Err(failed("BackupIncomplete", message));
+    };
+    Ok(RestorePlan {
+        destination,
+        layout: Layout {
+            namespace: cluster.namespace.to_owned(),
+            cluster: backup.spec.cluster.name.clone(),
+        },
+        backup_id: status.backup_id.unwrap_or_else(|| reference.name.clone()),
+    })
+}
+
+/// Checks the backup exists and pins `latest` to an id, so the Job and the status name exactly
+/// what is restored.
+async fn resolve_latest(
+    mut plan: RestorePlan,
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+) -> Result<Result<RestorePlan, RestoreProgress>> {
+    let storage_error = |source: StorageError| Error::Storage {
+        name: cluster.name.to_owned(),
+        source,
+    };
+    let location = cluster_location(
+        &plan.destination,
+        &plan.layout.namespace,
+        &plan.layout.cluster,
+    )
+    .map_err(storage_error)?;
+    let store = ctx
+        .storage
+        .open(cluster.namespace, &plan.destination)
+        .await
+        .map_err(storage_error)?;
+    match catalog::resolve(store.as_ref(), &location, &plan.backup_id).await {
+        Ok(manifest) => {
+            plan.backup_id = manifest.backup_id;
+            Ok(Ok(plan))
+        }
+        Err(backup_agent::AgentError::BackupNotFound(what)) => {
+            let message = format!(
+                "no complete backup {what} under {}{}",
+                store.location(),
+                location.prefix()
+            );
+            Ok(Err(failed("BackupNotFound", message)))
+        }
+        Err(e) => Err(storage_error(e.into())),
+    }
+}
+
+/// Where the restore Job stands.
+fn observe(pg: &PostgreSQL, job: &Job) -> RestoreProgress {
+    let owned = pg
+        .uid()
+        .is_some_and(|uid| job.owner_references().iter().any(|o| o.uid == uid));
+    if !owned {
+        let message = format!(
+            "a Job named {} exists and was not created for this cluster",
+            job.name_any()
+        );
+        return failed("JobConflict", message);
+    }
+    match job_state(job) {
+        JobState::Active { .. } => {
+            waiting("Restoring", format!("Job {} is restoring", job.name_any()))
+        }
+        JobState::Failed { message } => failed(
+            "RestoreFailed",
+            format!(
+                "restore Job {} failed: {message}; nothing was applied (the restore runs in one \
+                 transaction). Fix the cause, then delete the Job to try again",
+                job.name_any()
+            ),
+        ),
+        JobState::Succeeded { finished } => {
+            let env = |key: &str| env_value(job, key).unwrap_or_default();
+            let path = env("TUSK_PATH");
+            let scheme = if env("TUSK_STORE") == "gcs" {
+                "gs"
+            } else {
+                "s3"
+            };
+            let prefix = if path.is_empty() {
+                String::new()
+            } else {
+                format!("{path}/")
+            };
+            let location = format!(
+                "{scheme}://{}/{prefix}{}/{}/{}/",
+                env("TUSK_BUCKET"),
+                env("TUSK_NAMESPACE"),
+                env("TUSK_CLUSTER"),
+                env("TUSK_BACKUP_ID"),
+            );
+            RestoreProgress::Finished(RestoredFrom {
+                backup_id: env("TUSK_BACKUP_ID"),
+                location,
+                restored_at: finished.unwrap_or_else(|| Time(Timestamp::now())),
+            })
+        }
+    }
+}
+
+/// A literal environment value of the Job's container.
+fn env_value(job: &Job, name: &str) -> Option<String> {
+    let pod = job.spec.as_ref()?.template.spec.as_ref()?;
+    pod.containers
+        .first()?
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}

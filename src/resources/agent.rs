@@ -1,0 +1,266 @@
+//! The pods that run the backup agent: one environment contract and one pod shape, shared by the
+//! scheduled CronJob, on-demand backup Jobs and restore Jobs.
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
+    PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
+use super::{Cluster, Component, POSTGRES_PORT};
+use crate::crd::{BackupPolicy, Destination, SecretKeyRef};
+
+/// The `<namespace>/<cluster>` segments of a backup prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+impl Layout {
+    /// The prefix a cluster writes its own backups under.
+    pub fn of(cluster: &Cluster) -> Self {
+        Self {
+            namespace: cluster.namespace.to_owned(),
+            cluster: cluster.name.to_owned(),
+        }
+    }
+}
+
+/// What a restore Job restores: a backup id (or `latest`) under `layout` in `destination`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RestorePlan {
+    pub destination: Destination,
+    pub layout: Layout,
+    pub backup_id: String,
+}
+
+/// Where a GCS service-account key is mounted in agent pods.
+const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
+/// The unprivileged user of the backup-agent image.
+const AGENT_UID: i64 = 65532;
+
+/// Operator-wide settings for the pods that run the backup agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// The backup-agent container image.
+    pub image: String,
+}
+
+/// What the agent needs in its environment: where to connect and where to write. Credentials
+/// are always `secretKeyRef`s, never literals.
+/// `layout` names the prefix (`<namespace>/<cluster>`) the agent reads or writes: this cluster's
+/// own for backups, the source cluster's for a restore.
+pub fn agent_environment(
+    cluster: &Cluster,
+    layout: &Layout,
+    destination: &Destination,
+) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
+    let mut env = vec![
+        plain_env("TUSK_NAMESPACE", &layout.namespace),
+        plain_env("TUSK_CLUSTER", &layout.cluster),
+        plain_env("TUSK_LOG_FORMAT", "json"),
+        plain_env("PGHOST", cluster.rw_host()),
+        plain_env("PGPORT", POSTGRES_PORT.to_string()),
+        secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
+        secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
+    ];
+    let (mut volumes, mut mounts) = (Vec::new(), Vec::new());
+    if let Some(s3) = &destination.s3 {
+        env.push(plain_env("TUSK_STORE", "s3"));
+        env.push(plain_env("TUSK_BUCKET", &s3.bucket));
+        if !s3.path.is_empty() {
+            env.push(plain_env("TUSK_PATH", &s3.path));
+        }
+        if let Some(endpoint) = &s3.endpoint {
+            env.push(plain_env("TUSK_S3_ENDPOINT", endpoint));
+        }
+        env.push(plain_env("TUSK_S3_REGION", &s3.region));
+        env.push(plain_env(
+            "TUSK_S3_FORCE_PATH_STYLE",
+            s3.force_path_style.to_string(),
+        ));
+        if let Some(credentials) = &s3.credentials {
+            env.push(secret_ref("AWS_ACCESS_KEY_ID", &credentials.access_key_id));
+            env.push(secret_ref(
+                "AWS_SECRET_ACCESS_KEY",
+                &credentials.secret_access_key,
+            ));
+        }
+    } else if let Some(gcs) = &destination.gcs {
+        env.push(plain_env("TUSK_STORE", "gcs"));
+        env.push(plain_env("TUSK_BUCKET", &gcs.bucket));
+        if !gcs.path.is_empty() {
+            env.push(plain_env("TUSK_PATH", &gcs.path));
+        }
+        if let Some(credentials) = &gcs.credentials {
+            let key = &credentials.service_account_key;
+            env.push(plain_env(
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                format!("{GCS_KEY_DIR}/key.json"),
+            ));
+            volumes.push(Volume {
+                name: "gcs-key".to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(key.name.clone()),
+                    items: Some(vec![k8s_openapi::api::core::v1::KeyToPath {
+                        key: key.key.clone(),
+                        path: "key.json".to_owned(),
+                        ..Default::default()
+                    }]),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+            mounts.push(VolumeMount {
+                name: "gcs-key".to_owned(),
+                mount_path: GCS_KEY_DIR.to_owned(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        }
+    }
+    (env, volumes, mounts)
+}
+
+/// The Job of one backup run, from the CronJob or for an on-demand Backup. The Job's name is
+/// the backup id (read through the downward API), so a Job's objects are found without any
+/// other bookkeeping.
+pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSettings) -> JobSpec {
+    let (mut env, volumes, mounts) =
+        agent_environment(cluster, &Layout::of(cluster), &policy.destination);
+    env.push(plain_env("TUSK_COMPRESSION", policy.compression.as_str()));
+    env.push(EnvVar {
+        name: "TUSK_BACKUP_ID".to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "metadata.labels['batch.kubernetes.io/job-name']".to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    });
+    let pod = AgentPod {
+        args: vec!["backup".to_owned()],
+        env,
+        volumes,
+        mounts,
+        component: Component::Backup,
+    };
+    // Two retries: a backup that failed half-way left no manifest, so retrying is safe.
+    job_spec(cluster, agent, pod, 2)
+}
+
+/// Job `<backup>` for an on-demand Backup, owned by that Backup.
+pub fn backup_job(
+    cluster: &Cluster,
+    policy: &BackupPolicy,
+    agent: &AgentSettings,
+    name: &str,
+    owner: OwnerReference,
+) -> Job {
+    let mut metadata = cluster.child_meta(name.to_owned(), Component::Backup);
+    metadata.owner_references = Some(vec![owner]);
+    Job {
+        metadata,
+        spec: Some(backup_job_spec(cluster, policy, agent)),
+        status: None,
+    }
+}
+
+/// Job `<name>-restore`: `backup-agent restore` into this cluster. The app owner's role is
+/// preserved, so the passwords in this cluster's Secrets stay valid after the restore.
+pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings) -> Job {
+    let (mut env, volumes, mounts) = agent_environment(cluster, &plan.layout, &plan.destination);
+    env.push(plain_env("TUSK_BACKUP_ID", &plan.backup_id));
+    env.push(plain_env("TUSK_WORK_DIR", "/tmp"));
+    let pod = AgentPod {
+        args: vec![
+            "restore".to_owned(),
+            "--preserve-role".to_owned(),
+            cluster.spec.bootstrap.owner.clone(),
+        ],
+        env,
+        volumes,
+        mounts,
+        component: Component::Restore,
+    };
+    Job {
+        metadata: cluster.child_meta(cluster.restore_job_name(), Component::Restore),
+        // No retries: a failed restore is reported and waits for the user (see the README).
+        spec: Some(job_spec(cluster, agent, pod, 0)),
+        status: None,
+    }
+}
+
+/// The container-level differences between agent Jobs.
+struct AgentPod {
+    args: Vec<String>,
+    env: Vec<EnvVar>,
+    volumes: Vec<Volume>,
+    mounts: Vec<VolumeMount>,
+    component: Component,
+}
+
+fn job_spec(
+    cluster: &Cluster,
+    agent: &AgentSettings,
+    pod: AgentPod,
+    backoff_limit: i32,
+) -> JobSpec {
+    let AgentPod {
+        args,
+        env,
+        mut volumes,
+        mut mounts,
+        component,
+    } = pod;
+    // The root filesystem is read-only; the agent's temporary files go to an emptyDir.
+    volumes.push(Volume {
+        name: "tmp".to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    });
+    mounts.push(VolumeMount {
+        name: "tmp".to_owned(),
+        mount_path: "/tmp".to_owned(),
+        ..VolumeMount::default()
+    });
+    let container = Container {
+        name: "backup-agent".to_owned(),
+        image: Some(agent.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        args: Some(args),
+        env: Some(env),
+        volume_mounts: Some(mounts),
+        security_context: Some(restricted_container_security()),
+        ..Container::default()
+    };
+    JobSpec {
+        backoff_limit: Some(backoff_limit),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(cluster.labels(component)),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(PodSpec {
+                containers: vec![container],
+                restart_policy: Some("Never".to_owned()),
+                automount_service_account_token: Some(false),
+                enable_service_links: Some(false),
+                security_context: Some(restricted_pod_security(AGENT_UID, false)),
+                volumes: Some(volumes),
+                ..PodSpec::default()
+            }),
+        },
+        ..JobSpec::default()
+    }
+}
+
+/// An environment variable read from a user-named Secret key.
+fn secret_ref(name: &str, source: &SecretKeyRef) -> EnvVar {
+    secret_env(name, &source.name, &source.key)
+}
