@@ -194,16 +194,20 @@ async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
 /// Deletes the Backups of the cluster (they described objects that no longer exist).
 async fn delete_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<usize> {
     let api: Api<Backup> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let mut removed = 0;
-    for backup in ctx.stores.backups.state() {
-        if backup.namespace().as_deref() == Some(cluster.namespace)
-            && backup.spec.cluster.name == cluster.name
-        {
-            delete_ignoring_missing(&api, "Backup", &backup.name_any()).await?;
-            removed += 1;
-        }
+    let mut names: Vec<String> = ctx
+        .stores
+        .backups
+        .state()
+        .iter()
+        .filter(|b| b.namespace().as_deref() == Some(cluster.namespace))
+        .filter(|b| b.spec.cluster.name == cluster.name)
+        .map(|b| b.name_any())
+        .collect();
+    names.sort();
+    for name in &names {
+        delete_ignoring_missing(&api, "Backup", name).await?;
     }
-    Ok(removed)
+    Ok(names.len())
 }
 
 async fn delete_ignoring_missing<K>(api: &Api<K>, kind: &str, name: &str) -> Result<()>

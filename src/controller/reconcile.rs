@@ -160,10 +160,6 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     update_status(pg, &cluster, &outcome, ctx).await?;
     publish_restore(pg, ctx, &restore).await;
     let serving = applied.readiness.ready && restore.allows_ready();
-    if matches!(restore, RestoreProgress::Finished(_)) {
-        // The CronJob waited for the restore; create it now rather than at the next event.
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
     if serving && !was_ready {
         let note = applied.readiness.message();
         publish(ctx, pg, EventType::Normal, "Ready", "Reconcile", note).await;
@@ -180,6 +176,10 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     } else if !serving && was_ready {
         let note = applied.readiness.message();
         publish(ctx, pg, EventType::Warning, "NotReady", "Reconcile", note).await;
+    }
+    if matches!(restore, RestoreProgress::Finished(_)) {
+        // The CronJob waited for the restore; create it now rather than at the next event.
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     Ok(Action::requeue(RESYNC))
 }

@@ -51,9 +51,14 @@ pub async fn step(
         );
         return Ok((waiting("WaitingForDatabase", message), None));
     }
-    let plan = match resolve_latest(plan, cluster, ctx).await? {
-        Ok(plan) => plan,
-        Err(progress) => return Ok((progress, None)),
+    // A Backup's status was written from its manifest; a bucket named in the spec is checked.
+    let plan = if source.object_store.is_some() {
+        match resolve_latest(plan, cluster, ctx).await? {
+            Ok(plan) => plan,
+            Err(progress) => return Ok((progress, None)),
+        }
+    } else {
+        plan
     };
     let job = resources::restore_job(cluster, &plan, &ctx.agent);
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);

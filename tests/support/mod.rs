@@ -3,5 +3,6 @@
 #![allow(dead_code)]
 
 pub mod memory_store;
+pub mod run;
 pub mod verifier;
 pub mod world;

@@ -67,6 +67,29 @@ impl Expect {
         })
     }
 
+    /// A server-side apply of a Backup's status, answered with the whole Backup.
+    pub fn apply_backup_status(path: impl Into<String>) -> Self {
+        Self::new(Method::PATCH, path, |body| {
+            let object = json!({
+                "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
+                "metadata": {"name": "nightly", "namespace": "prod"},
+                "spec": {"cluster": {"name": "demo"}},
+                "status": body["status"],
+            });
+            (StatusCode::OK, with_metadata(object))
+        })
+    }
+
+    /// A delete, answered with success.
+    pub fn delete(path: impl Into<String>) -> Self {
+        Self::new(Method::DELETE, path, |_| {
+            (
+                StatusCode::OK,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            )
+        })
+    }
+
     /// A patch of the PostgreSQL itself (its finalizers), answered with a cluster object.
     pub fn patch_cluster(path: impl Into<String>) -> Self {
         Self::new(Method::PATCH, path, |_| {

@@ -211,3 +211,70 @@ pub fn context_with(
         Arc::new(storage),
     ))
 }
+
+/// A Backup of `demo` as the API server hands it over; `scheduled` marks an operator record.
+pub fn backup(name: &str, scheduled: bool) -> Backup {
+    let labels = if scheduled {
+        serde_json::json!({"tusk.dev/scheduled": "true", "tusk.dev/cluster": "demo"})
+    } else {
+        serde_json::json!({})
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "tusk.dev/v1alpha1",
+        "kind": "Backup",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "labels": labels},
+        "spec": {"cluster": {"name": "demo"}},
+    }))
+    .expect("a valid Backup")
+}
+
+/// A Completed Backup, as the operator records it.
+pub fn completed_backup(name: &str, completed_at: &str) -> Backup {
+    let mut b = backup(name, false);
+    b.status = serde_json::from_value(serde_json::json!({
+        "phase": "Completed", "backupId": name, "completedAt": completed_at,
+        "destination": {"s3": {"bucket": "backups", "endpoint": "http://minio.minio.svc:9000",
+                               "forcePathStyle": true}},
+    }))
+    .expect("a valid status");
+    b
+}
+
+/// A Job named `name`, owned by `owner_kind/owner_name` with `owner_uid`, in `condition`
+/// (`Complete`, `Failed` or none for a running Job).
+pub fn job(
+    name: &str,
+    owner: (&str, &str, &str),
+    condition: Option<&str>,
+    labels: serde_json::Value,
+) -> Job {
+    let (kind, owner_name, uid) = owner;
+    let conditions = match condition {
+        Some(type_) => serde_json::json!([{"type": type_, "status": "True",
+            "reason": if type_ == "Failed" { "BackoffLimitExceeded" } else { "Completed" },
+            "message": if type_ == "Failed" { "Job has reached the specified backoff limit" } else { "" }}]),
+        None => serde_json::json!([]),
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "labels": labels,
+            "ownerReferences": [{"apiVersion": "v1", "kind": kind, "name": owner_name, "uid": uid, "controller": true}]},
+        "spec": {"template": {"spec": {"containers": []}}},
+        "status": {"startTime": "2026-11-22T02:00:00Z", "completionTime": "2026-11-22T02:01:00Z",
+                   "conditions": conditions},
+    }))
+    .expect("a valid Job")
+}
+
+/// The bytes of a manifest for backup `id` of `prod/demo`.
+pub fn manifest_json(id: &str, completed_at: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "formatVersion": 1, "backupId": id, "namespace": NS, "cluster": "demo",
+        "startedAt": "2026-11-22T02:00:00Z", "completedAt": completed_at,
+        "serverVersion": "18.1", "pgDumpVersion": "pg_dump (PostgreSQL) 18.1", "compression": "zstd",
+        "files": [{"name": "globals.sql.zst", "kind": "globals", "sizeBytes": 100, "sha256": "aa"},
+                  {"name": "app.dump.zst", "kind": "database", "database": "app", "sizeBytes": 900, "sha256": "bb"}],
+    }))
+    .expect("manifest JSON")
+}

@@ -1,0 +1,303 @@
+//! Mock-API scenarios for the Backup controller: each transition with its exact API calls.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+use support::memory_store::MemoryStorage;
+use support::run::against;
+use support::verifier::{Expect, Seen};
+use support::world::*;
+use tusk::Backup;
+use tusk::controller::status::BackupSchedule;
+
+const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
+const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
+const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/nightly/status";
+const PREFIX: &str = "prod/demo/";
+
+/// Runs one Backup reconcile of `backup` next to a ready `demo` with S3 backups and retention.
+async fn reconcile_backup(
+    backup: Backup,
+    cache: Cache,
+    storage: MemoryStorage,
+    script: Vec<Expect>,
+) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
+    let spec = format!("{WITH_BACKUP}  retention: {{keep: 1}}\n");
+    let (pg, mut converged_cache) = converged(&spec, true, BackupSchedule::Scheduled);
+    converged_cache.jobs = cache.jobs;
+    converged_cache.backups = cache.backups;
+    against(&pg, converged_cache, storage, script, |ctx| {
+        tusk::backups::reconcile(Arc::new(backup), ctx)
+    })
+    .await
+}
+
+fn status_of(seen: &Seen) -> &Value {
+    &seen.body["status"]
+}
+
+fn own_job(condition: Option<&str>) -> k8s_openapi::api::batch::v1::Job {
+    job(
+        "nightly",
+        ("Backup", "nightly", "uid-nightly"),
+        condition,
+        json!({}),
+    )
+}
+
+#[tokio::test]
+async fn an_on_demand_backup_starts_a_job_it_owns() {
+    let script = vec![
+        Expect::create(JOBS),
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ];
+    let (result, seen) = reconcile_backup(
+        backup("nightly", false),
+        Cache::default(),
+        MemoryStorage::default(),
+        script,
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    let job = &seen[0].body;
+    assert_eq!(job["metadata"]["name"], "nightly");
+    let owner = &job["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["uid"].as_str()),
+        (Some("Backup"), Some("uid-nightly"))
+    );
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["args"], json!(["backup"]));
+    let env = container["env"].as_array().expect("env");
+    let backup_id = env
+        .iter()
+        .find(|e| e["name"] == "TUSK_BACKUP_ID")
+        .expect("backup id");
+    assert_eq!(
+        backup_id["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.labels['batch.kubernetes.io/job-name']"
+    );
+    let status = status_of(&seen[1]);
+    assert_eq!(status["phase"], "Running");
+    assert_eq!(status["job"], "nightly");
+    assert_eq!(status["destination"]["s3"]["bucket"], "backups");
+    assert_eq!(seen[2].body["reason"], "Started");
+}
+
+#[tokio::test]
+async fn a_backup_waits_while_its_cluster_is_not_ready() {
+    let mut b = backup("nightly", false);
+    b.spec.cluster.name = "missing".into();
+    let script = vec![Expect::apply_backup_status(NIGHTLY_STATUS)];
+    let (result, seen) =
+        reconcile_backup(b, Cache::default(), MemoryStorage::default(), script).await;
+    assert_eq!(
+        result.expect("reconciled"),
+        Action::requeue(Duration::from_secs(10))
+    );
+    let status = status_of(&seen[0]);
+    assert_eq!(status["phase"], "Pending");
+    assert_eq!(status["conditions"][0]["reason"], "ClusterNotFound");
+}
+
+#[tokio::test]
+async fn completed_only_from_the_manifest_then_retention_deletes_objects_then_backups() {
+    let storage = MemoryStorage::default();
+    storage.put(
+        &format!("{PREFIX}old/manifest.json"),
+        manifest_json("old", "2026-11-21T02:01:00Z"),
+    );
+    storage.put(&format!("{PREFIX}old/app.dump.zst"), "old dump");
+    storage.put(&format!("{PREFIX}nightly/app.dump.zst"), "new dump");
+    storage.put(
+        &format!("{PREFIX}nightly/manifest.json"),
+        manifest_json("nightly", "2026-11-22T02:01:00Z"),
+    );
+    storage.put(
+        "prod/demo2/old/manifest.json",
+        manifest_json("old", "2026-11-20T02:01:00Z"),
+    );
+    let mut running = backup("nightly", false);
+    running.status = serde_json::from_value(json!({"phase": "Running", "job": "nightly",
+        "destination": {"s3": {"bucket": "backups"}}}))
+    .expect("status");
+    let cache = Cache {
+        jobs: vec![own_job(Some("Complete"))],
+        backups: vec![
+            completed_backup("old", "2026-11-21T02:01:00Z"),
+            running.clone(),
+        ],
+        ..Cache::default()
+    };
+    let script = vec![
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+        // keep: 1 — the older backup goes, objects first, then its Backup.
+        Expect::delete(format!("{BACKUPS}/old")),
+        Expect::event(NS),
+    ];
+    let (result, seen) = reconcile_backup(running, cache, storage.clone(), script).await;
+    result.expect("reconciled");
+    let status = status_of(&seen[0]);
+    assert_eq!(status["phase"], "Completed");
+    assert_eq!(status["sizeBytes"], 1000);
+    assert_eq!(status["postgresVersion"], "18.1");
+    assert_eq!(status["location"], "s3://backups/prod/demo/nightly/");
+    assert_eq!(status["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!(status["conditions"][0]["type"], "Completed");
+    assert_eq!(status["conditions"][0]["status"], "True");
+    assert_eq!(seen[1].body["reason"], "Completed");
+    assert_eq!(seen[3].body["reason"], "RetentionApplied");
+    assert_eq!(
+        storage.keys(),
+        [
+            "prod/demo/nightly/app.dump.zst",
+            "prod/demo/nightly/manifest.json",
+            "prod/demo2/old/manifest.json",
+        ],
+        "only demo's older backup is deleted"
+    );
+}
+
+#[tokio::test]
+async fn a_job_that_wrote_no_manifest_fails_the_backup() {
+    let storage = MemoryStorage::default();
+    storage.put(&format!("{PREFIX}nightly/app.dump.zst"), "partial");
+    let cache = Cache {
+        jobs: vec![own_job(Some("Complete"))],
+        ..Cache::default()
+    };
+    let script = vec![
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ];
+    let (result, seen) = reconcile_backup(backup("nightly", false), cache, storage, script).await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    let status = status_of(&seen[0]);
+    assert_eq!(status["phase"], "Failed");
+    assert_eq!(status["conditions"][0]["reason"], "ManifestMissing");
+    assert!(
+        status["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no manifest.json")
+    );
+    assert_eq!(
+        (
+            seen[1].body["type"].as_str(),
+            seen[1].body["reason"].as_str()
+        ),
+        (Some("Warning"), Some("ManifestMissing"))
+    );
+}
+
+#[tokio::test]
+async fn a_failed_job_fails_the_backup_with_its_reason() {
+    let cache = Cache {
+        jobs: vec![own_job(Some("Failed"))],
+        ..Cache::default()
+    };
+    let script = vec![
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ];
+    let (_, seen) = reconcile_backup(
+        backup("nightly", false),
+        cache,
+        MemoryStorage::default(),
+        script,
+    )
+    .await;
+    let status = status_of(&seen[0]);
+    assert_eq!(status["phase"], "Failed");
+    assert_eq!(
+        status["error"],
+        "backup Job nightly failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_retried_not_failed() {
+    let storage = MemoryStorage::default();
+    storage.set_unreachable(true);
+    let mut finished_now = own_job(Some("Complete"));
+    if let Some(status) = finished_now.status.as_mut() {
+        status.completion_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    }
+    let cache = Cache {
+        jobs: vec![finished_now],
+        ..Cache::default()
+    };
+    // Only the Warning Event: the phase stays as it was, and the error is retried with backoff.
+    let script = vec![Expect::event(NS)];
+    let (result, seen) = reconcile_backup(backup("nightly", false), cache, storage, script).await;
+    let error = result.expect_err("store errors are retried");
+    assert_eq!(error.reason(), "StoreUnreachable");
+    assert_eq!(seen[0].body["reason"], "StoreUnreachable");
+}
+
+#[tokio::test]
+async fn a_scheduled_run_follows_the_cronjobs_job_without_starting_one() {
+    let labels = json!({"app.kubernetes.io/managed-by": "tusk-operator"});
+    let scheduled = job(
+        "nightly",
+        ("CronJob", "demo-backup", "cj-uid"),
+        None,
+        labels,
+    );
+    let cache = Cache {
+        jobs: vec![scheduled],
+        ..Cache::default()
+    };
+    let script = vec![Expect::apply_backup_status(NIGHTLY_STATUS)];
+    let (_, seen) = reconcile_backup(
+        backup("nightly", true),
+        cache,
+        MemoryStorage::default(),
+        script,
+    )
+    .await;
+    assert_eq!(seen.len(), 1, "no Job is created for a scheduled run");
+    assert_eq!(status_of(&seen[0])["phase"], "Running");
+    assert_eq!(status_of(&seen[0])["startedAt"], "2026-11-22T02:00:00Z");
+}
+
+#[tokio::test]
+async fn final_backups_make_no_calls() {
+    let done = completed_backup("nightly", "2026-11-22T02:01:00Z");
+    let (result, seen) =
+        reconcile_backup(done, Cache::default(), MemoryStorage::default(), vec![]).await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    assert!(seen.iter().all(|s| s.method == Method::GET));
+    assert!(seen.is_empty());
+}
+
+#[tokio::test]
+async fn a_store_unreachable_for_long_after_the_job_fails_the_backup() {
+    let storage = MemoryStorage::default();
+    storage.set_unreachable(true);
+    // The fixture's Job finished hours ago.
+    let cache = Cache {
+        jobs: vec![own_job(Some("Complete"))],
+        ..Cache::default()
+    };
+    let script = vec![
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ];
+    let (result, seen) = reconcile_backup(backup("nightly", false), cache, storage, script).await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    assert_eq!(status_of(&seen[0])["phase"], "Failed");
+    assert_eq!(
+        status_of(&seen[0])["conditions"][0]["reason"],
+        "StoreUnreachable"
+    );
+}

@@ -1,0 +1,362 @@
+//! Mock-API scenarios for what the cluster reconcile does around backups: recording scheduled
+//! runs, restoring into a new cluster, and the cleanup finalizer on deletion.
+
+mod support;
+
+use std::sync::Arc;
+
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+use support::memory_store::MemoryStorage;
+use support::run::against;
+use support::verifier::{Expect, Seen};
+use support::world::*;
+use tusk::PostgreSQL;
+use tusk::controller::reconcile;
+use tusk::controller::status::BackupSchedule;
+
+const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
+const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
+const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
+const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
+const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
+
+async fn run(
+    pg: PostgreSQL,
+    cache: Cache,
+    storage: MemoryStorage,
+    script: Vec<Expect>,
+) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
+    let cluster = pg.clone();
+    against(&cluster, cache, storage, script, |ctx| {
+        reconcile(Arc::new(pg), ctx)
+    })
+    .await
+}
+
+fn condition<'a>(seen: &'a Seen, type_: &str) -> &'a Value {
+    seen.body["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {:#}", seen.body))
+}
+
+fn env<'a>(job: &'a Value, name: &str) -> &'a Value {
+    job["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == name))
+        .map(|e| &e["value"])
+        .unwrap_or(&Value::Null)
+}
+
+// --- scheduled runs -------------------------------------------------------------------------
+
+#[tokio::test]
+async fn each_scheduled_run_is_recorded_once_as_a_backup() {
+    let (pg, mut cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
+    let labels =
+        json!({"app.kubernetes.io/managed-by": "tusk-operator", "tusk.dev/cluster": "demo"});
+    cache.jobs = vec![job(
+        "demo-backup-29000000",
+        ("CronJob", "demo-backup", "cj"),
+        None,
+        labels,
+    )];
+    let script = vec![
+        Expect::create(BACKUPS),
+        Expect::apply(format!("{JOBS}/demo-backup-29000000")),
+        Expect::event(NS),
+    ];
+    let (result, seen) = run(pg, cache, MemoryStorage::default(), script).await;
+    result.expect("reconciled");
+    let record = &seen[0].body;
+    assert_eq!(record["metadata"]["name"], "demo-backup-29000000");
+    assert_eq!(record["metadata"]["labels"]["tusk.dev/scheduled"], "true");
+    assert_eq!(record["spec"]["cluster"]["name"], "demo");
+    assert!(
+        record["metadata"]["ownerReferences"].is_null(),
+        "Backups outlive their cluster"
+    );
+    assert_eq!(
+        seen[1].body,
+        json!({"metadata": {"annotations": {"tusk.dev/recorded-as": "demo-backup-29000000"}}})
+    );
+    assert_eq!(seen[2].body["note"], "Created Backup demo-backup-29000000");
+}
+
+// --- restore --------------------------------------------------------------------------------
+
+const RESTORE_FROM_BACKUP: &str = r#"
+storage: {size: 1Gi}
+restore:
+  backup: {name: nightly}
+"#;
+
+/// A new cluster restoring Backup `nightly` of `demo` (renamed `shop` here so the source and the
+/// target differ), with its StatefulSet ready.
+fn restoring(status_ready: bool) -> (PostgreSQL, Cache) {
+    let (mut pg, mut cache) = converged(RESTORE_FROM_BACKUP, true, BackupSchedule::NotConfigured);
+    if !status_ready {
+        pg.status = None;
+        pg.status = Some(status_for(
+            &pg,
+            false,
+            BackupSchedule::NotConfigured,
+            &at(1_000),
+        ));
+    }
+    let mut source = completed_backup("nightly", "2026-11-22T02:01:00Z");
+    source.spec.cluster.name = "shop".into();
+    cache.backups = vec![source];
+    (pg, cache)
+}
+
+#[tokio::test]
+async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
+    let (pg, cache) = restoring(false);
+    let script = vec![
+        Expect::create(JOBS),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (_, seen) = run(pg, cache, MemoryStorage::default(), script).await;
+    let job = &seen[0].body;
+    assert_eq!(job["metadata"]["name"], "demo-restore");
+    assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "PostgreSQL");
+    assert_eq!(job["spec"]["backoffLimit"], 0);
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["args"],
+        json!(["restore", "--preserve-role", "app"])
+    );
+    assert_eq!(
+        env(job, "TUSK_CLUSTER"),
+        "shop",
+        "read from the source cluster's prefix"
+    );
+    assert_eq!(
+        env(job, "PGHOST"),
+        "demo-rw.prod.svc",
+        "written into this cluster"
+    );
+    assert_eq!(env(job, "TUSK_BACKUP_ID"), "nightly");
+    let status = &seen[2];
+    assert_eq!(condition(status, "Restored")["reason"], "Restoring");
+    assert_eq!(condition(status, "Ready")["status"], "False");
+    assert_eq!(condition(status, "Ready")["reason"], "WaitingForRestore");
+    assert_eq!(status.body["status"]["phase"], "Provisioning");
+}
+
+#[tokio::test]
+async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
+    let (pg, mut cache) = restoring(false);
+    let mut done = job(
+        "demo-restore",
+        ("PostgreSQL", "demo", "c0ffee"),
+        Some("Complete"),
+        json!({}),
+    );
+    let restore = tusk::resources::RestorePlan {
+        destination: serde_json::from_value(json!({"s3": {"bucket": "backups", "path": "p"}}))
+            .expect("dest"),
+        layout: tusk::resources::Layout {
+            namespace: NS.into(),
+            cluster: "shop".into(),
+        },
+        backup_id: "nightly".into(),
+    };
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    done.spec = tusk::resources::restore_job(&cluster, &restore, &agent()).spec;
+    cache.jobs = vec![done];
+    let script = vec![
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+        Expect::event(NS),
+    ];
+    let (result, seen) = run(pg, cache, MemoryStorage::default(), script).await;
+    assert_eq!(
+        result.expect("reconciled"),
+        Action::requeue(std::time::Duration::from_secs(1))
+    );
+    let status = &seen[0];
+    assert_eq!(condition(status, "Restored")["status"], "True");
+    assert_eq!(condition(status, "Ready")["status"], "True");
+    assert_eq!(status.body["status"]["restoredFrom"]["backupId"], "nightly");
+    assert_eq!(
+        status.body["status"]["restoredFrom"]["location"],
+        "s3://backups/p/prod/shop/nightly/"
+    );
+    assert_eq!(seen[1].body["reason"], "Restored");
+    assert_eq!(seen[2].body["reason"], "Ready");
+}
+
+#[tokio::test]
+async fn a_failed_restore_is_reported_once_and_never_retried_by_itself() {
+    let (pg, mut cache) = restoring(false);
+    cache.jobs = vec![job(
+        "demo-restore",
+        ("PostgreSQL", "demo", "c0ffee"),
+        Some("Failed"),
+        json!({}),
+    )];
+    let script = vec![Expect::apply_status(STATUS), Expect::event(NS)];
+    let (_, seen) = run(pg.clone(), cache.clone(), MemoryStorage::default(), script).await;
+    let status = &seen[0];
+    assert_eq!(condition(status, "Restored")["reason"], "RestoreFailed");
+    assert_eq!(condition(status, "Ready")["status"], "False");
+    assert_eq!(
+        (
+            seen[1].body["type"].as_str(),
+            seen[1].body["reason"].as_str()
+        ),
+        (Some("Warning"), Some("RestoreFailed"))
+    );
+
+    // The next reconcile sees its own status: no Job, no status, no Event.
+    let mut again = pg;
+    again.status = serde_json::from_value(seen[0].body["status"].clone()).expect("status");
+    let (_, seen) = run(again, cache, MemoryStorage::default(), vec![]).await;
+    assert!(seen.is_empty(), "{seen:?}");
+}
+
+#[tokio::test]
+async fn latest_from_a_bucket_is_pinned_to_the_newest_complete_backup() {
+    let spec = r#"
+storage: {size: 1Gi}
+restore:
+  objectStore:
+    cluster: demo
+    destination: {s3: {bucket: backups}}
+"#;
+    let (mut pg, cache) = converged(spec, true, BackupSchedule::NotConfigured);
+    pg.status = None;
+    pg.status = Some(status_for(
+        &pg,
+        false,
+        BackupSchedule::NotConfigured,
+        &at(1_000),
+    ));
+    let storage = MemoryStorage::default();
+    storage.put(
+        "prod/demo/b1/manifest.json",
+        manifest_json("b1", "2026-11-20T02:01:00Z"),
+    );
+    storage.put(
+        "prod/demo/b2/manifest.json",
+        manifest_json("b2", "2026-11-21T02:01:00Z"),
+    );
+    storage.put(
+        "prod/demo/b3/app.dump.zst",
+        "a backup without manifest does not exist",
+    );
+    let script = vec![
+        Expect::create(JOBS),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (_, seen) = run(pg, cache, storage, script).await;
+    assert_eq!(env(&seen[0].body, "TUSK_BACKUP_ID"), "b2");
+}
+
+// --- deletion -------------------------------------------------------------------------------
+
+fn deleting(on_delete: &str) -> (PostgreSQL, Cache) {
+    let spec = format!("{WITH_BACKUP}  onDelete: {on_delete}\n");
+    let (mut pg, mut cache) = converged(&spec, true, BackupSchedule::Scheduled);
+    pg.metadata.deletion_timestamp = Some(at(2_000));
+    let mut other = completed_backup("other-cluster", "2026-11-22T02:01:00Z");
+    other.spec.cluster.name = "demo2".into();
+    cache.backups = vec![
+        completed_backup("b1", "2026-11-21T02:01:00Z"),
+        completed_backup("b2", "2026-11-22T02:01:00Z"),
+        other,
+    ];
+    (pg, cache)
+}
+
+fn bucket() -> MemoryStorage {
+    let storage = MemoryStorage::default();
+    for key in [
+        "prod/demo/b1/manifest.json",
+        "prod/demo/b1/app.dump.zst",
+        "prod/demo/b2/manifest.json",
+        "prod/demo2/b1/manifest.json",
+        "staging/demo/b1/manifest.json",
+    ] {
+        storage.put(key, "x");
+    }
+    storage
+}
+
+#[tokio::test]
+async fn retain_releases_the_cluster_at_once_and_keeps_everything() {
+    let (pg, cache) = deleting("Retain");
+    let storage = bucket();
+    let script = vec![Expect::patch_cluster(CLUSTER), Expect::event(NS)];
+    let (_, seen) = run(pg, cache, storage.clone(), script).await;
+    assert_eq!(seen[0].body[1]["value"], json!([]));
+    assert_eq!(seen[1].body["reason"], "BackupsRetained");
+    assert_eq!(storage.keys().len(), 5, "no object deleted");
+}
+
+#[tokio::test]
+async fn delete_empties_exactly_the_clusters_prefix_and_its_backups() {
+    let (pg, cache) = deleting("Delete");
+    let storage = bucket();
+    let script = vec![
+        // No new backup may start while the prefix is emptied.
+        Expect::delete(format!("{CRONJOBS}/demo-backup")),
+        Expect::delete(format!("{BACKUPS}/b1")),
+        Expect::delete(format!("{BACKUPS}/b2")),
+        Expect::event(NS),
+        Expect::patch_cluster(CLUSTER),
+    ];
+    let (result, seen) = run(pg, cache, storage.clone(), script).await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    assert_eq!(
+        storage.keys(),
+        [
+            "prod/demo2/b1/manifest.json",
+            "staging/demo/b1/manifest.json"
+        ],
+        "a cluster named demo2 and a demo in another namespace keep theirs"
+    );
+    assert_eq!(seen[3].body["reason"], "BackupsDeleted");
+    assert_eq!(seen[4].body[1]["value"], json!([]));
+}
+
+#[tokio::test]
+async fn an_unreachable_store_blocks_deletion_until_retain() {
+    let (pg, cache) = deleting("Delete");
+    let storage = bucket();
+    storage.set_unreachable(true);
+    let script = vec![
+        Expect::delete(format!("{CRONJOBS}/demo-backup")),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (result, seen) = run(pg, cache.clone(), storage.clone(), script).await;
+    assert_eq!(
+        result.expect_err("retried with backoff").reason(),
+        "StoreUnreachable"
+    );
+    assert_eq!(condition(&seen[1], "Cleanup")["status"], "False");
+    assert_eq!(condition(&seen[1], "Cleanup")["reason"], "StoreUnreachable");
+    assert!(
+        condition(&seen[1], "Cleanup")["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Retain"),
+        "the message says how to release the cluster"
+    );
+    assert_eq!(seen[2].body["type"], "Warning");
+
+    // Switching to Retain releases it without touching the bucket.
+    let (retain, _) = deleting("Retain");
+    let script = vec![Expect::patch_cluster(CLUSTER), Expect::event(NS)];
+    let (_, seen) = run(retain, cache, storage.clone(), script).await;
+    assert_eq!(seen[1].body["reason"], "BackupsRetained");
+    storage.set_unreachable(false);
+    assert_eq!(storage.keys().len(), 5);
+}

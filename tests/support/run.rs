@@ -1,0 +1,40 @@
+//! Runs one reconcile against a scripted API server.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tusk::PostgreSQL;
+use tusk::controller::Context;
+
+use super::memory_store::MemoryStorage;
+use super::verifier::{self, Expect, Seen};
+use super::world::{Cache, context_with};
+
+/// Builds the context for `pg` and `cache` over the verifier's client, runs `reconcile` with it
+/// and returns its output and every request seen. Missing or extra calls fail the test.
+pub async fn against<F, Fut, T>(
+    pg: &PostgreSQL,
+    cache: Cache,
+    storage: MemoryStorage,
+    script: Vec<Expect>,
+    reconcile: F,
+) -> (T, Vec<Seen>)
+where
+    F: FnOnce(Arc<Context>) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let (client, server) = verifier::client();
+    let ctx = context_with(client, pg, cache, storage);
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let played = server.play(script, finished);
+    let output = tokio::time::timeout(Duration::from_secs(10), reconcile(ctx))
+        .await
+        .expect("reconcile finished");
+    let _ = done.send(());
+    let seen = played
+        .await
+        .expect("verifier ran")
+        .unwrap_or_else(|e| panic!("{e}"));
+    (output, seen)
+}
