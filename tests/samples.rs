@@ -4,18 +4,26 @@
 use std::path::Path;
 
 use serde_json::Value;
-use tusk::PostgreSQL;
+use tusk::{Backup, PostgreSQL};
 use tusk::controller::validate::validate;
 
 #[test]
 fn every_sample_passes_validation() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
-    let mut clusters = 0;
+    let (mut clusters, mut backups) = (0, 0);
     for entry in std::fs::read_dir(&dir).expect("samples/ exists") {
         let path = entry.expect("readable entry").path();
         let text = std::fs::read_to_string(&path).expect("readable sample");
         let documents: Vec<Value> = serde_saphyr::from_multiple(&text).expect("sample is YAML");
         for document in documents {
+            if document["kind"] == "Backup" {
+                let name = format!("{} in {}", document["metadata"]["name"], path.display());
+                let backup: Backup =
+                    serde_json::from_value(document).unwrap_or_else(|e| panic!("{name}: {e}"));
+                kube::core::cel::validate_cel(&backup).unwrap_or_else(|e| panic!("{name}: {e}"));
+                backups += 1;
+                continue;
+            }
             if document["kind"] != "PostgreSQL" {
                 continue;
             }
@@ -28,5 +36,6 @@ fn every_sample_passes_validation() {
             clusters += 1;
         }
     }
-    assert!(clusters >= 3, "found {clusters} clusters in samples/");
+    assert!(clusters >= 4, "found {clusters} clusters in samples/");
+    assert!(backups >= 1, "found {backups} Backups in samples/");
 }
