@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Stops exactly the processes e2e/local/up.sh (and e2e/local/operator.sh) started, from their
+# pid files, and removes the run directory.
+# Usage: e2e/local/down.sh [--keep-dir]
+set -euo pipefail
+DIR="${TUSK_E2E_DIR:-/tmp/tusk-e2e}"
+keep_dir=0
+[[ "${1:-}" == "--keep-dir" ]] && keep_dir=1
+
+# The hostPath provisioner's directories (/tmp/hostpath_pv/<uid>) of volumes still present.
+if [[ -f "$DIR/env" && -f "$DIR/pids/kube-apiserver.pid" ]]; then
+  # shellcheck disable=SC1091
+  paths=$(source "$DIR/env" && kubectl get pv --request-timeout=5s \
+    -o jsonpath='{range .items[*]}{.spec.hostPath.path}{"\n"}{end}' 2>/dev/null) || true
+  for p in $paths; do [[ "$p" == /tmp/hostpath_pv/* ]] && rm -rf "$p"; done
+fi
+if [[ -d "$DIR/pids" ]]; then
+  # Reverse start order: the operator and kwok first, etcd last.
+  for name in operator kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    pidfile="$DIR/pids/$name.pid"
+    [[ -f "$pidfile" ]] || continue
+    pid=$(<"$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+  done
+fi
+if ((!keep_dir)); then
+  rm -rf "$DIR"
+fi
+if ((keep_dir)); then echo "down.sh: stopped; kept $DIR" >&2; else echo "down.sh: stopped; removed $DIR" >&2; fi
