@@ -83,7 +83,9 @@ down() {
 
 # ls PREFIX: keys under PREFIX in the bucket, one a line (for scenarios and debugging).
 list() {
-  s3 GET "/$BUCKET?list-type=2&prefix=${1:-}" |
+  local prefix
+  prefix=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "${1:-}")
+  s3 GET "/$BUCKET?list-type=2&prefix=$prefix" |
     python3 -c 'import re,sys; [print(k) for k in re.findall(r"<Key>([^<]*)</Key>", sys.stdin.read())]'
 }
 
