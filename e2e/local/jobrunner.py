@@ -539,6 +539,7 @@ def run_job_pod(pod: dict) -> None:
 
 def loop(interval: float) -> None:
     taken: set[str] = set()
+    rounds = 0
     log(f"watching pods labelled {SELECTOR} (state {L4_DIR}, agent {os.environ.get('TUSK_AGENT_BIN')})")
     while not stopping.is_set():
         out = kubectl("get", "pods", "-A", "-l", SELECTOR, "-o", "json", check=False)
@@ -568,7 +569,29 @@ def loop(interval: float) -> None:
             except subprocess.CalledProcessError:
                 continue  # deleted meanwhile
             threading.Thread(target=run_job_pod, args=(pod,), daemon=True).start()
+        rounds += 1
+        if rounds % 5 == 0:
+            collect_deleted_clusters()
         stopping.wait(interval)
+
+
+def collect_deleted_clusters() -> None:
+    """An instance whose StatefulSet is gone goes with it, as its volume claim would."""
+    out = kubectl("get", "statefulsets", "-A", "-l", SELECTOR, "-o", "jsonpath={.items[*].metadata.uid}", check=False)
+    if out.returncode != 0:
+        return
+    live = set(out.stdout.split())
+    with state_lock:
+        state = load_state()
+        gone = {k: v for k, v in state.items() if v["statefulsetUid"] not in live}
+        for key in gone:
+            del state[key]
+        save_state(state)
+    for key, instance in gone.items():
+        stop_instance(instance)
+        if instance.get("dir"):
+            shutil.rmtree(instance["dir"], ignore_errors=True)
+        log(f"{key}: StatefulSet deleted, local PostgreSQL on port {instance['port']} stopped and removed")
 
 
 def down() -> None:
@@ -579,6 +602,7 @@ def down() -> None:
         log(f"{key}: local PostgreSQL on port {instance['port']} stopped")
     if STATE_FILE.exists():
         STATE_FILE.unlink()
+    shutil.rmtree(L4_DIR / "pg", ignore_errors=True)  # the "volumes" go with the environment
 
 
 def main() -> None:

@@ -25,6 +25,12 @@ up() {
     TUSK_AGENT_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/backup-agent"
   fi
   [[ -x "$TUSK_AGENT_BIN" ]] || { log "TUSK_AGENT_BIN=$TUSK_AGENT_BIN is not an executable"; exit 1; }
+  # A copy, so that a concurrent cargo build cannot swap the binary under a running test.
+  if [[ "$TUSK_AGENT_BIN" != "$L4/backup-agent" ]]; then
+    cp "$TUSK_AGENT_BIN" "$L4/backup-agent.tmp" && mv "$L4/backup-agent.tmp" "$L4/backup-agent"
+    log "backup-agent: a copy of $TUSK_AGENT_BIN"
+    TUSK_AGENT_BIN="$L4/backup-agent"
+  fi
   if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && [[ -z "${TUSK_PG_BIN_DIR:-}" ]]; then
     log "no PostgreSQL server: apt-get install -y postgresql (or set TUSK_PG_BIN_DIR)"
     exit 1
