@@ -15,18 +15,26 @@ if [[ -f "$DIR/env" && -f "$DIR/pids/kube-apiserver.pid" ]]; then
   for p in $paths; do [[ "$p" == /tmp/hostpath_pv/* ]] && rm -rf "$p"; done
 fi
 if [[ -d "$DIR/pids" ]]; then
-  # Reverse start order: the operator and kwok first, etcd last.
+  # SIGTERM to all at once (the operator and kwok first), then SIGKILL what is left after 5 s:
+  # everything here is throwaway, etcd's data included.
+  pids=()
   for name in operator kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     pidfile="$DIR/pids/$name.pid"
     [[ -f "$pidfile" ]] || continue
     pid=$(<"$pidfile")
     if kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+      pids+=("$pid")
     fi
     rm -f "$pidfile"
   done
+  for _ in $(seq 1 50); do
+    alive=()
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    ((${#alive[@]})) || break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
 fi
 if ((!keep_dir)); then
   rm -rf "$DIR"
