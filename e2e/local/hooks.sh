@@ -41,3 +41,8 @@ for line in sys.stdin:
     print(e.get("verb"), e.get("requestURI"), e.get("responseStatus", {}).get("code"))
 '
 }
+
+# L4 (e2e/scenarios-l4.sh with e2e/local/l4.sh): SQL goes to the local PostgreSQL the job runner
+# keeps for the cluster, as its superuser; the store is the local MinIO.
+db_sql() { "$_local/pg.sh" "$1" "$2" -A -t -q -d "$3" -c "$4"; }
+store_ls() { "$_local/storage.sh" ls "$1"; }
