@@ -2,7 +2,7 @@
 # A kind cluster with Tusk built from this checkout, and MinIO for its backups. Needs Docker,
 # kind and kubectl. Idempotent: an existing cluster of the same name is reused.
 #
-#   e2e/kind/up.sh        # then: export KUBECONFIG=$(e2e/kind/up.sh --kubeconfig-path)
+#   eval "$(e2e/kind/up.sh)"   # prints only `export KUBECONFIG=...` on stdout
 #   e2e/kind/run.sh       # the scenarios, with a real backup -> restore round trip
 #   e2e/kind/down.sh
 #
@@ -20,6 +20,8 @@ AGENT_IMAGE=ghcr.io/tusk-operator/backup-agent:e2e
 
 if [[ "${1:-}" == --kubeconfig-path ]]; then echo "$KUBECONFIG_FILE"; exit 0; fi
 log() { echo "kind/up.sh: $*" >&2; }
+# Only the export line goes to stdout (for eval); every tool's output goes to stderr.
+exec 3>&1 1>&2
 for tool in docker kind kubectl; do
   command -v "$tool" >/dev/null || { log "$tool not found on PATH"; exit 1; }
 done
@@ -56,4 +58,4 @@ if [[ "${TUSK_SKIP_BUILD:-}" != 1 ]]; then kubectl -n tusk-system rollout restar
 kubectl -n tusk-system rollout status deployment/tusk-operator --timeout=5m
 
 log "ready in $((SECONDS - started))s"
-echo "export KUBECONFIG=$KUBECONFIG_FILE"
+echo "export KUBECONFIG=$KUBECONFIG_FILE" >&3
