@@ -8,6 +8,7 @@
 #   E2E_TIMEOUT   seconds to wait for each condition (default 120; raise it for real pods)
 #   E2E_HOOKS     a bash file overriding the platform hooks below (e2e/local/hooks.sh)
 #   E2E_ARTIFACTS directory for the diagnostics of failed scenarios (default: a temp dir)
+#   TUSK_E2E_L4=1 also run the L4 scenarios of e2e/scenarios-l4.sh (real bytes through the Jobs)
 #
 # Platform hooks (defaults: the operator is the Deployment tusk-system/tusk-operator):
 #   operator_kill        SIGKILL the operator          operator_start  bring it back and wait
@@ -168,13 +169,10 @@ scenario_crds() {
   say "CRDs applied server-side and Established"
   local want got
   # The description of spec.backup in the CRD, whitespace-normalised, must be what explain prints.
-  want=$(python3 - "$repo/crds/postgresqls.tusk.dev.yaml" <<'PY'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-schema = docs[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-print(" ".join(schema["properties"]["spec"]["properties"]["backup"]["description"].split()))
-PY
-)
+  want=$(kubectl get crd postgresqls.tusk.dev \
+    -o jsonpath='{.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.backup.description}' | tr -s '[:space:]' ' ')
+  want=${want% }
+  [[ -n "$want" ]] || fail "the CRD has no description for spec.backup"
   got=$(kubectl explain postgresql.spec.backup | tr -s '[:space:]' ' ')
   [[ "$got" == *"$want"* ]] || fail "kubectl explain postgresql.spec.backup lacks '$want': $got"
   [[ "$got" == *"destination"* && "$got" == *"schedule"* ]] || fail "explain lists no destination/schedule fields"
@@ -492,6 +490,11 @@ scenario_zero_writes_at_rest() {
 # zero_writes_at_rest runs while nothing else is in flight: right after the samples converge.
 ALL_SCENARIOS=(crds samples zero_writes_at_rest invalid_specs self_healing backup_cronjob deletion_gc
   two_namespaces operator_restart metrics)
+# L4: real bytes through the operator's Jobs, where Tusk's pods really run (e2e/scenarios-l4.sh).
+if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
+  # shellcheck source=e2e/scenarios-l4.sh
+  source "$repo/e2e/scenarios-l4.sh"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Runner

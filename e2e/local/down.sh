@@ -7,6 +7,10 @@ DIR="${TUSK_E2E_DIR:-/tmp/tusk-e2e}"
 keep_dir=0
 [[ "${1:-}" == "--keep-dir" ]] && keep_dir=1
 
+# L4 (e2e/local/l4.sh): the job runner, its PostgreSQL servers and MinIO, while the apiserver is up.
+if [[ -d "$DIR/l4" && -x "$(dirname "$0")/l4.sh" ]]; then
+  TUSK_E2E_DIR="$DIR" "$(dirname "$0")/l4.sh" down || true
+fi
 # The hostPath provisioner's directories (/tmp/hostpath_pv/<uid>) of volumes still present.
 if [[ -f "$DIR/env" && -f "$DIR/pids/kube-apiserver.pid" ]]; then
   # shellcheck disable=SC1091

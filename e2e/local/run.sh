@@ -5,7 +5,8 @@
 # Usage: e2e/local/run.sh [--keep] [SCENARIO...]
 #   --keep  leave the control plane and the operator running (stop with e2e/local/down.sh)
 # Environment: TUSK_E2E_DIR (run directory; default a new /tmp/tusk-e2e.XXXXXX), CARGO_TARGET_DIR,
-# E2E_TIMEOUT, E2E_ARTIFACTS (diagnostics of failed scenarios).
+# E2E_TIMEOUT, E2E_ARTIFACTS (diagnostics of failed scenarios), TUSK_E2E_L4=1 (add e2e/local/l4.sh
+# and the L4 scenarios).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -53,6 +54,11 @@ cp "$target_dir/debug/tusk" "$TUSK_E2E_DIR/tusk"
 step "Operator (deploy/ applied server-side; the binary runs with the tusk-operator ServiceAccount's token)"
 "$here/operator.sh" install
 "$here/operator.sh" start
+
+if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
+  step "L4: MinIO, a real PostgreSQL per database pod, Jobs run with the real backup-agent"
+  eval "$("$here/l4.sh" up)"
+fi
 
 step "Scenarios"
 rc=0
