@@ -16,7 +16,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 eval "$(scripts/testbin.sh)"
 cargo build --release -q -p backup-agent
 AGENT="$CARGO_TARGET_DIR/release/backup-agent"
-PGBIN="${TUSK_PG_BIN_DIR:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}"
+PGBIN="${TUSK_PG_BIN_DIR:-$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d | sort -V | tail -1)}"
 
 WORK=$(mktemp -d /tmp/tusk-bench.XXXXXX)
 chmod 755 "$WORK"

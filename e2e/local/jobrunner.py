@@ -1,0 +1,635 @@
+#!/usr/bin/env python3
+"""The L4 job runner of the local e2e environment: it plays the kubelet for what kwok cannot.
+
+kwok never runs containers. This loop watches the pods Tusk creates and does, on this machine,
+what their containers would do:
+
+* a database pod (owned by a StatefulSet, component `database`) that is Running for the first
+  time gets a real local PostgreSQL for its (namespace, cluster): initdb as the `postgres` user
+  with the superuser name/password/initdb args of the pod's resolved env, the cluster's own
+  postgresql.conf/pg_hba.conf from its ConfigMap volume, then the first-start scripts of the
+  `/docker-entrypoint-initdb.d` volume run the way the postgres image runs them. The instance
+  outlives pod restarts (like the volume) and is replaced when the StatefulSet is re-created.
+* a pod owned by a Job (backup or restore, nothing is special-cased) that is Running and not yet
+  annotated runs the real `backup-agent` ($TUSK_AGENT_BIN) with exactly the container's
+  command line and environment, after resolving valueFrom (secretKeyRef, configMapKeyRef,
+  fieldRef), envFrom and `$(VAR)` references, materializing its secret/configMap/emptyDir
+  volumes, and rewriting only in-cluster addresses: PGHOST `<cluster>-rw.<ns>.svc[.cluster.local]`
+  (+ PGPORT) to the local instance, TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
+  and paths under a volume's mountPath to its local directory. The exit code is reported as
+  annotation `e2e.tusk.dev/exit-code`, which kwok's stage turns into Succeeded/Failed.
+
+Usage: jobrunner.py run            # the loop (e2e/local/l4.sh starts it in the background)
+       jobrunner.py down           # stop every local PostgreSQL it started
+       jobrunner.py port NS NAME   # the local port of a cluster's instance (for pg.sh)
+State and logs: ${TUSK_E2E_DIR:-/tmp/tusk-e2e}/l4/ (databases.json, pods/<ns>_<pod>/, results.jsonl).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+E2E_DIR = Path(os.environ.get("TUSK_E2E_DIR", "/tmp/tusk-e2e"))
+L4_DIR = E2E_DIR / "l4"
+STATE_FILE = L4_DIR / "databases.json"
+RESULTS_FILE = L4_DIR / "results.jsonl"
+KUBECTL = os.environ.get("TUSK_KUBECTL_BIN", "kubectl")
+SELECTOR = "app.kubernetes.io/managed-by=tusk-operator"
+EXIT_CODE = "e2e.tusk.dev/exit-code"
+TAKEN = "e2e.tusk.dev/runner"
+# The backup-agent image: ENTRYPOINT and ENV (see the Dockerfile).
+AGENT_ENTRYPOINT = "/usr/local/bin/backup-agent"
+AGENT_IMAGE_ENV = {"HOME": "/tmp"}
+# The in-cluster MinIO of e2e/kind and samples/postgresql-s3-minio.yaml.
+IN_CLUSTER_MINIO = {"minio.minio.svc.cluster.local:9000", "minio.minio.svc:9000", "minio.minio:9000"}
+RW_HOST = re.compile(
+    r"(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-rw\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
+    r"\.svc(\.cluster\.local)?\.?"
+)
+JOB_TIMEOUT = float(os.environ.get("TUSK_E2E_JOB_TIMEOUT", "1800"))
+AS_POSTGRES = os.geteuid() == 0  # the server refuses to run as root
+
+state_lock = threading.Lock()
+children: set[subprocess.Popen] = set()
+stopping = threading.Event()
+
+
+def log(msg: str) -> None:
+    print(f"jobrunner: {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The API, through kubectl.
+
+
+def kubectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([KUBECTL, *args], capture_output=True, text=True, check=check)
+
+
+def get(kind: str, namespace: str, name: str) -> dict | None:
+    out = kubectl("get", kind, "-n", namespace, name, "-o", "json", "--ignore-not-found")
+    return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def annotate(pod: dict, key: str, value: str) -> None:
+    meta = pod["metadata"]
+    kubectl("annotate", "pod", "-n", meta["namespace"], meta["name"], f"{key}={value}", "--overwrite")
+
+
+def owner_kind(pod: dict) -> str | None:
+    for ref in pod["metadata"].get("ownerReferences", []):
+        if ref.get("controller"):
+            return ref["kind"]
+    return None
+
+
+def owner_uid(pod: dict) -> str:
+    return next(r["uid"] for r in pod["metadata"]["ownerReferences"] if r.get("controller"))
+
+
+# ---------------------------------------------------------------------------------------------
+# What the kubelet does before starting a container: env, volumes, command line.
+
+
+class ConfigError(Exception):
+    """What the kubelet reports as CreateContainerConfigError (a missing Secret, say)."""
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion: defined names are replaced, `$$` is a literal `$`."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and (end := text.find(")", i + 2)) != -1:
+            name = text[i + 2 : end]
+            out.append(env.get(name, text[i : end + 1]))
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+class Resolver:
+    """Reads the Secrets and ConfigMaps of one pod's namespace, once each."""
+
+    def __init__(self, pod: dict):
+        self.pod = pod
+        self.namespace = pod["metadata"]["namespace"]
+        self.cache: dict[tuple[str, str], dict | None] = {}
+
+    def data(self, kind: str, name: str, optional: bool) -> dict[str, bytes] | None:
+        if (kind, name) not in self.cache:
+            self.cache[(kind, name)] = get(kind, self.namespace, name)
+        obj = self.cache[(kind, name)]
+        if obj is None:
+            if optional:
+                return None
+            raise ConfigError(f'{kind} "{name}" not found')
+        if kind == "secret":
+            return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        values = {k: v.encode() for k, v in (obj.get("data") or {}).items()}
+        values.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+        return values
+
+    def key(self, kind: str, ref: dict) -> str | None:
+        optional = bool(ref.get("optional"))
+        data = self.data(kind, ref["name"], optional)
+        if data is None or ref["key"] not in data:
+            if optional:
+                return None
+            raise ConfigError(f'couldn\'t find key {ref["key"]} in {kind} {self.namespace}/{ref["name"]}')
+        return data[ref["key"]].decode("utf-8", "surrogateescape")
+
+    def field(self, path: str) -> str:
+        meta = self.pod["metadata"]
+        if m := re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path):
+            return (meta.get(m[1]) or {}).get(m[2], "")
+        simple = {
+            "metadata.name": meta["name"],
+            "metadata.namespace": meta["namespace"],
+            "metadata.uid": meta.get("uid", ""),
+            "spec.nodeName": self.pod["spec"].get("nodeName", ""),
+            "spec.serviceAccountName": self.pod["spec"].get("serviceAccountName", ""),
+            "status.podIP": self.pod.get("status", {}).get("podIP", ""),
+            "status.hostIP": self.pod.get("status", {}).get("hostIP", ""),
+        }
+        if path not in simple:
+            raise ConfigError(f"fieldRef {path} is not supported by the e2e job runner")
+        return simple[path]
+
+    def env(self, container: dict) -> dict[str, str]:
+        """The container's environment in kubelet order: envFrom, then env (later wins)."""
+        env: dict[str, str] = {}
+        for source in container.get("envFrom", []):
+            prefix = source.get("prefix", "")
+            for kind, field in (("secret", "secretRef"), ("configmap", "configMapRef")):
+                if field in source:
+                    ref = source[field]
+                    data = self.data(kind, ref["name"], bool(ref.get("optional"))) or {}
+                    for k, v in data.items():
+                        env[prefix + k] = v.decode("utf-8", "surrogateescape")
+        for var in container.get("env", []):
+            name = var["name"]
+            if "valueFrom" not in var:
+                env[name] = expand(var.get("value", ""), env)
+                continue
+            source = var["valueFrom"]
+            if "secretKeyRef" in source:
+                value = self.key("secret", source["secretKeyRef"])
+            elif "configMapKeyRef" in source:
+                value = self.key("configmap", source["configMapKeyRef"])
+            elif "fieldRef" in source:
+                value = self.field(source["fieldRef"]["fieldPath"])
+            else:
+                raise ConfigError(f"env {name}: {sorted(source)} is not supported by the e2e job runner")
+            if value is not None:
+                env[name] = value
+        return env
+
+    def volumes(self, container: dict, root: Path) -> dict[str, Path]:
+        """Materializes the container's mounted volumes under root; returns mountPath → dir."""
+        by_name = {v["name"]: v for v in self.pod["spec"].get("volumes", [])}
+        mounts: dict[str, Path] = {}
+        for mount in container.get("volumeMounts", []):
+            volume = by_name[mount["name"]]
+            local = root / "volumes" / mount["name"]
+            if not local.exists():
+                local.mkdir(parents=True)
+                self._fill(volume, local)
+            mounts[mount["mountPath"].rstrip("/") or "/"] = local / mount.get("subPath", "")
+        return mounts
+
+    def _fill(self, volume: dict, local: Path) -> None:
+        for kind, field, name_field in (("secret", "secret", "secretName"), ("configmap", "configMap", "name")):
+            if field not in volume:
+                continue
+            source = volume[field]
+            data = self.data(kind, source[name_field], bool(source.get("optional"))) or {}
+            mode = source.get("defaultMode", 0o644)
+            items = source.get("items") or [{"key": k, "path": k} for k in data]
+            for item in items:
+                if item["key"] not in data:
+                    raise ConfigError(f'key {item["key"]} not in {kind} {source[name_field]}')
+                path = local / item["path"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data[item["key"]])
+                path.chmod(item.get("mode", mode))
+            return
+        if "emptyDir" in volume or "persistentVolumeClaim" in volume:
+            return  # an empty directory (a claim's data is the local instance's own directory)
+        raise ConfigError(f'volume {volume["name"]}: only secret, configMap, emptyDir and claims are supported')
+
+
+def rewrite_path(value: str, mounts: dict[str, Path]) -> str:
+    """A path under a container mountPath → the same path under the volume's local directory."""
+    for mount_path in sorted(mounts, key=len, reverse=True):
+        if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+            return str(mounts[mount_path]) + value[len(mount_path) :]
+    return value
+
+
+def rewrite_arg(arg: str, mounts: dict[str, Path]) -> str:
+    """Paths as whole arguments or as the value of `key=value` arguments."""
+    if "=" in arg and not arg.startswith("/"):
+        key, value = arg.split("=", 1)
+        return f"{key}={rewrite_path(value, mounts)}"
+    return rewrite_path(arg, mounts)
+
+
+def pg_bin_dir() -> Path:
+    if os.environ.get("TUSK_PG_BIN_DIR"):
+        return Path(os.environ["TUSK_PG_BIN_DIR"])
+    found = sorted(
+        (int(p.name), p / "bin") for p in Path("/usr/lib/postgresql").glob("*") if p.name.isdigit()
+    )
+    if not found:
+        sys.exit("jobrunner: no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)")
+    return found[-1][1]
+
+
+def base_path() -> str:
+    return f"{pg_bin_dir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+# ---------------------------------------------------------------------------------------------
+# Local PostgreSQL instances, one per (namespace, cluster).
+
+
+def load_state() -> dict:
+    try:
+        return json.loads(STATE_FILE.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def save_state(state: dict) -> None:
+    tmp = STATE_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+    tmp.replace(STATE_FILE)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def as_postgres(cmd: list[str]) -> list[str]:
+    """Runs cmd as the postgres OS user when we are root (PATH survives runuser via env)."""
+    if not AS_POSTGRES:
+        return cmd
+    return ["runuser", "-u", "postgres", "--", "env", f"PATH={base_path()}", *cmd]
+
+
+def postmaster_alive(data: Path) -> bool:
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+        os.kill(pid, 0)
+        return True
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return False
+
+
+def pg_ctl(instance: dict, *args: str) -> subprocess.CompletedProcess:
+    cmd = [str(pg_bin_dir() / "pg_ctl"), "-D", instance["data"], *args]
+    return subprocess.run(as_postgres(cmd), capture_output=True, text=True)
+
+
+def start_server(instance: dict) -> None:
+    opts = " ".join(shlex.quote(a) for a in instance["server_args"])
+    out = pg_ctl(instance, "-l", instance["log"], "-o", opts, "-w", "-t", "120", "start")
+    if out.returncode != 0:
+        raise RuntimeError(f"pg_ctl start failed: {out.stdout}{out.stderr} (log {instance['log']})")
+    instance["pid"] = int((Path(instance["data"]) / "postmaster.pid").read_text().split("\n", 1)[0])
+
+
+def ensure_database(pod: dict) -> None:
+    meta = pod["metadata"]
+    cluster = meta["labels"].get("tusk.dev/cluster") or meta["labels"]["app.kubernetes.io/instance"]
+    key = f'{meta["namespace"]}/{cluster}'
+    sts_uid = owner_uid(pod)
+    with state_lock:
+        state = load_state()
+    current = state.get(key)
+    if current and current["statefulsetUid"] == sts_uid:
+        if current.get("failed") or postmaster_alive(Path(current["data"])):
+            return
+        log(f"{key}: local PostgreSQL is not running, starting it again (pod {meta['name']})")
+        start_server(current)
+    else:
+        if current:
+            log(f"{key}: StatefulSet re-created, replacing the local PostgreSQL on port {current['port']}")
+            stop_instance(current)
+            if current.get("dir"):
+                shutil.rmtree(current["dir"], ignore_errors=True)
+        try:
+            current = init_database(pod, key, sts_uid)
+        except Exception as e:  # noqa: BLE001 - remembered, so it is reported once, not every second
+            log(f"{key}: starting a local PostgreSQL for pod {meta['name']} failed: {e}")
+            current = {"statefulsetUid": sts_uid, "failed": True, "error": str(e), "data": "", "port": 0}
+    with state_lock:
+        state = load_state()
+        state[key] = current
+        save_state(state)
+
+
+def init_database(pod: dict, key: str, sts_uid: str) -> dict:
+    """initdb + start + first-start scripts, as the postgres image's entrypoint does them."""
+    resolver = Resolver(pod)
+    container = next(
+        (c for c in pod["spec"]["containers"] if c["name"] == "postgres"), pod["spec"]["containers"][0]
+    )
+    root = L4_DIR / "pg" / f'{key.replace("/", "_")}-{sts_uid[:8]}'
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    env = resolver.env(container)
+    mounts = resolver.volumes(container, root)
+    port = free_port()
+    data = Path(rewrite_path(env.get("PGDATA", "/var/lib/postgresql/data"), mounts))
+    # The ConfigMap's postgresql.conf names in-pod paths (hba_file, socket dir): rewrite the local
+    # copy's quoted paths that fall under a mountPath; everything else is the operator's config.
+    for conf in root.glob("volumes/*/postgresql.conf"):
+        conf.chmod(0o644)
+        text = re.sub(r"'(/[^']*)'", lambda m: f"'{rewrite_path(m[1], mounts)}'", conf.read_text())
+        conf.write_text(text)
+    socket_dir = rewrite_path("/var/run/postgresql", mounts)
+    Path(socket_dir).mkdir(parents=True, exist_ok=True)
+    instance = {
+        "namespace": pod["metadata"]["namespace"],
+        "cluster": key.split("/", 1)[1],
+        "statefulsetUid": sts_uid,
+        "pod": pod["metadata"]["name"],
+        "dir": str(root),
+        "data": str(data),
+        "log": str(root / "postgres.log"),
+        "port": port,
+        "socketDir": socket_dir,
+        "superuser": env.get("POSTGRES_USER", "postgres"),
+        "server_args": [rewrite_arg(a, mounts) for a in container.get("args", [])]
+        + ["-c", f"port={port}", "-c", "listen_addresses=127.0.0.1"],
+    }
+    if AS_POSTGRES:
+        subprocess.run(["chown", "-R", "postgres:postgres", str(root)], check=True)
+    # initdb --username="$POSTGRES_USER" --pwfile=<(printf "%s\n" "$POSTGRES_PASSWORD") $POSTGRES_INITDB_ARGS
+    pwfile = root / "pwfile"
+    pwfile.write_text(env.get("POSTGRES_PASSWORD", "") + "\n")
+    if AS_POSTGRES:
+        shutil.chown(pwfile, "postgres", "postgres")
+    pwfile.chmod(0o600)
+    initdb = [
+        str(pg_bin_dir() / "initdb"), "-D", str(data), f"--username={instance['superuser']}",
+        f"--pwfile={pwfile}", *shlex.split(env.get("POSTGRES_INITDB_ARGS", "")),
+    ]
+    out = subprocess.run(
+        as_postgres(initdb), capture_output=True, text=True, env={"PATH": base_path(), "LANG": "C.UTF-8"}
+    )
+    pwfile.unlink()
+    if out.returncode != 0:
+        raise RuntimeError(f"{key}: initdb failed: {out.stderr}")
+    start_server(instance)
+    # docker_process_init_files: executable *.sh run, other *.sh are sourced, *.sql go to psql;
+    # PGPASSWORD is exported from POSTGRES_PASSWORD; psql reaches the server over the socket.
+    init_dir = Path(rewrite_path("/docker-entrypoint-initdb.d", mounts))
+    script_env = {
+        **env,
+        "PATH": base_path(),
+        "PGDATA": str(data),
+        "PGPASSWORD": env.get("PGPASSWORD", env.get("POSTGRES_PASSWORD", "")),
+        "PGHOST": socket_dir,
+        "PGPORT": str(port),
+        "LANG": "C.UTF-8",
+    }
+    for script in sorted(init_dir.glob("*")) if init_dir.is_dir() else []:
+        if script.suffix == ".sh":
+            cmd = [str(script)] if os.access(script, os.X_OK) else ["bash", str(script)]
+        elif script.suffix == ".sql":
+            cmd = ["psql", "-v", "ON_ERROR_STOP=1", "--username", instance["superuser"], "-f", str(script)]
+        else:
+            continue
+        out = subprocess.run(as_postgres(cmd), capture_output=True, text=True, env=script_env)
+        (root / f"{script.name}.log").write_text(out.stdout + out.stderr)
+        if out.returncode != 0:
+            # The container would exit and crash-loop; the instance stays down, jobs will fail.
+            log(f"{key}: first-start script {script.name} failed (rc {out.returncode}): {out.stderr.strip()}")
+            pg_ctl(instance, "-m", "fast", "-w", "stop")
+            instance["failed"] = True
+            return instance
+    log(
+        f"{key}: local PostgreSQL {pg_bin_dir().parent.name} on 127.0.0.1:{port} for pod {instance['pod']}"
+        f" (superuser {instance['superuser']}, data {data})"
+    )
+    return instance
+
+
+def stop_instance(instance: dict) -> None:
+    if instance.get("data") and postmaster_alive(Path(instance["data"])):
+        pg_ctl(instance, "-m", "fast", "-w", "-t", "60", "stop")
+
+
+# ---------------------------------------------------------------------------------------------
+# Job pods: the real agent with the container's command line.
+
+
+def rewrite_addresses(env: dict[str, str], pod_name: str) -> None:
+    """In-cluster host names → this machine; nothing else."""
+    if m := RW_HOST.fullmatch(env.get("PGHOST", "")):
+        with state_lock:
+            instance = load_state().get(f'{m["ns"]}/{m["cluster"]}')
+        if instance:
+            env["PGHOST"], env["PGPORT"] = "127.0.0.1", str(instance["port"])
+        else:
+            log(f'{pod_name}: no local PostgreSQL for {m["ns"]}/{m["cluster"]}; PGHOST left unresolvable')
+    if "TUSK_S3_ENDPOINT" in env:
+        url = urllib.parse.urlsplit(env["TUSK_S3_ENDPOINT"])
+        if url.netloc in IN_CLUSTER_MINIO:
+            env["TUSK_S3_ENDPOINT"] = minio_endpoint()
+
+
+def minio_endpoint() -> str:
+    if os.environ.get("TUSK_E2E_MINIO_ENDPOINT"):
+        return os.environ["TUSK_E2E_MINIO_ENDPOINT"]
+    return (E2E_DIR / "minio" / "endpoint").read_text().strip()
+
+
+def run_job_pod(pod: dict) -> None:
+    meta = pod["metadata"]
+    name = f'{meta["namespace"]}/{meta["name"]}'
+    root = L4_DIR / "pods" / f'{meta["namespace"]}_{meta["name"]}'
+    started = time.monotonic()
+    rc, summary, argv = 128, "", []
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        containers = pod["spec"]["containers"]
+        if len(containers) != 1:
+            raise ConfigError(f"{len(containers)} containers; the runner runs single-container pods")
+        container = containers[0]
+        resolver = Resolver(pod)
+        env = resolver.env(container)
+        mounts = resolver.volumes(container, root)
+        command = [expand(a, env) for a in container.get("command") or [AGENT_ENTRYPOINT]]
+        args = [expand(a, env) for a in container.get("args") or []]
+        if Path(command[0]).name != "backup-agent":
+            raise ConfigError(f"command {command[0]} is not the backup-agent")
+        argv = [os.environ.get("TUSK_AGENT_BIN", "backup-agent"), *command[1:], *args]
+        argv[1:] = [rewrite_arg(a, mounts) for a in argv[1:]]
+        process_env = {"PATH": base_path(), **AGENT_IMAGE_ENV, **env}
+        for k, v in list(process_env.items()):
+            process_env[k] = rewrite_path(v, mounts)
+        if "/tmp" in mounts and "TMPDIR" not in env:
+            process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
+        rewrite_addresses(process_env, name)
+        (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
+        with open(root / "stdout", "wb") as out, open(root / "stderr", "wb") as err:
+            proc = subprocess.Popen(argv, env=process_env, cwd=root, stdout=out, stderr=err)
+            children.add(proc)
+            try:
+                rc = proc.wait(timeout=JOB_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+                summary = f"killed after {JOB_TIMEOUT:.0f} s"
+            finally:
+                children.discard(proc)
+        lines = (root / "stdout").read_text(errors="replace").strip().splitlines()
+        if lines and not summary:
+            try:
+                result = json.loads(lines[-1])
+                summary = f'status={result.get("status")}' + (
+                    f' error={result["error"]!r}' if result.get("error") else ""
+                )
+            except json.JSONDecodeError:
+                summary = lines[-1][:200]
+    except ConfigError as e:
+        summary = f"CreateContainerConfigError: {e}"
+        (root / "stderr").write_text(summary + "\n")
+    except Exception as e:  # noqa: BLE001 - a runner bug must still finish the pod
+        summary = f"runner error: {e!r}"
+        (root / "stderr").write_text(summary + "\n")
+    if stopping.is_set():
+        return  # interrupted by our own shutdown: leave the pod Running, report nothing
+    seconds = time.monotonic() - started
+    log(f'{name} {" ".join(argv[1:2]) or "?"} rc={rc} {seconds:.1f}s {summary} (logs {root})')
+    with state_lock, open(RESULTS_FILE, "a") as f:
+        f.write(json.dumps({"pod": name, "job": meta.get("labels", {}).get("batch.kubernetes.io/job-name"),
+                            "args": argv[1:], "rc": rc, "seconds": round(seconds, 2), "summary": summary}) + "\n")
+    try:
+        annotate(pod, EXIT_CODE, str(rc))
+    except subprocess.CalledProcessError as e:
+        log(f"{name}: annotating failed: {e.stderr.strip()}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def loop(interval: float) -> None:
+    taken: set[str] = set()
+    rounds = 0
+    log(f"watching pods labelled {SELECTOR} (state {L4_DIR}, agent {os.environ.get('TUSK_AGENT_BIN')})")
+    while not stopping.is_set():
+        out = kubectl("get", "pods", "-A", "-l", SELECTOR, "-o", "json", check=False)
+        if out.returncode != 0:
+            log(f"listing pods failed: {out.stderr.strip()}")
+            stopping.wait(interval)
+            continue
+        pods = [p for p in json.loads(out.stdout)["items"] if p.get("status", {}).get("phase") == "Running"]
+        # Databases first, so a Job listed in the same round finds its server.
+        for pod in pods:
+            labels = pod["metadata"].get("labels", {})
+            if owner_kind(pod) == "StatefulSet" and labels.get("app.kubernetes.io/component") == "database":
+                try:
+                    ensure_database(pod)
+                except Exception as e:  # noqa: BLE001 - keep serving the other pods
+                    log(f'database pod {pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}: {e}')
+        for pod in pods:
+            meta = pod["metadata"]
+            annotations = meta.get("annotations") or {}
+            if owner_kind(pod) != "Job" or meta["uid"] in taken:
+                continue
+            if EXIT_CODE in annotations or TAKEN in annotations:
+                continue
+            taken.add(meta["uid"])
+            try:
+                annotate(pod, TAKEN, f"started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+            except subprocess.CalledProcessError:
+                continue  # deleted meanwhile
+            threading.Thread(target=run_job_pod, args=(pod,), daemon=True).start()
+        rounds += 1
+        if rounds % 5 == 0:
+            collect_deleted_clusters()
+        stopping.wait(interval)
+
+
+def collect_deleted_clusters() -> None:
+    """An instance whose StatefulSet is gone goes with it, as its volume claim would."""
+    out = kubectl("get", "statefulsets", "-A", "-l", SELECTOR, "-o", "jsonpath={.items[*].metadata.uid}", check=False)
+    if out.returncode != 0:
+        return
+    live = set(out.stdout.split())
+    with state_lock:
+        state = load_state()
+        gone = {k: v for k, v in state.items() if v["statefulsetUid"] not in live}
+        for key in gone:
+            del state[key]
+        save_state(state)
+    for key, instance in gone.items():
+        stop_instance(instance)
+        if instance.get("dir"):
+            shutil.rmtree(instance["dir"], ignore_errors=True)
+        log(f"{key}: StatefulSet deleted, local PostgreSQL on port {instance['port']} stopped and removed")
+
+
+def down() -> None:
+    with state_lock:
+        state = load_state()
+    for key, instance in state.items():
+        stop_instance(instance)
+        log(f"{key}: local PostgreSQL on port {instance['port']} stopped")
+    if STATE_FILE.exists():
+        STATE_FILE.unlink()
+    shutil.rmtree(L4_DIR / "pg", ignore_errors=True)  # the "volumes" go with the environment
+
+
+def main() -> None:
+    cmd = sys.argv[1] if len(sys.argv) > 1 else "run"
+    L4_DIR.mkdir(parents=True, exist_ok=True)
+    if cmd == "run":
+        if not os.environ.get("TUSK_AGENT_BIN"):
+            sys.exit("jobrunner: set TUSK_AGENT_BIN to the backup-agent binary built from this workspace")
+
+        def stop(*_):
+            stopping.set()
+            for proc in list(children):
+                proc.terminate()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        loop(float(os.environ.get("TUSK_E2E_POLL_SECONDS", "1")))
+    elif cmd == "down":
+        down()
+    elif cmd == "port" and len(sys.argv) == 4:
+        instance = load_state().get(f"{sys.argv[2]}/{sys.argv[3]}")
+        if not instance or instance.get("failed"):
+            sys.exit(f"jobrunner: no running local PostgreSQL for {sys.argv[2]}/{sys.argv[3]}")
+        print(instance["port"])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

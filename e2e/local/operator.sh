@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs the operator under test as a local process against the e2e/local control plane, with a
+# kubeconfig holding a token of its own ServiceAccount (from deploy/), so that a missing RBAC
+# rule fails the run exactly as it would in a cluster.
+# Usage: e2e/local/operator.sh install|start|kill|stop|logs|metrics
+#   install  server-side apply deploy/ (CRDs, RBAC, ...) without the operator Deployment's pods
+#   start    start the binary ($TUSK_OPERATOR_BIN, default: the one copied by install)
+#   kill     SIGKILL it (a crash), stop  SIGTERM it and wait
+#   logs     print its log, metrics  print its /metrics
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+DIR="${TUSK_E2E_DIR:-/tmp/tusk-e2e}"
+[[ -f "$DIR/env" ]] || { echo "operator.sh: no control plane in $DIR (run e2e/local/up.sh)" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$DIR/env"
+pidfile="$DIR/pids/operator.pid"
+logfile="$DIR/logs/operator.log"
+
+log() { echo "operator.sh: $*" >&2; }
+running() { [[ -f "$pidfile" ]] && kill -0 "$(<"$pidfile")" 2>/dev/null; }
+# wait_for WHAT TIMEOUT COMMAND...: poll COMMAND until it succeeds, or fail naming WHAT.
+wait_for() {
+  local what=$1 timeout=$2; shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then log "timed out after ${timeout}s waiting for $what"; return 1; fi
+    sleep 0.2
+  done
+}
+
+install() {
+  kubectl apply --server-side -k "$repo/deploy" >/dev/null
+  # The operator runs as a local process here, not as the Deployment's pod.
+  kubectl -n tusk-system scale deployment tusk-operator --replicas=0 >/dev/null
+  kubectl wait --for=condition=Established --timeout=60s crd/postgresqls.tusk.dev crd/backups.tusk.dev >/dev/null
+  local token server ca
+  token=$(kubectl -n tusk-system create token tusk-operator --duration=24h)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  cat >"$DIR/operator.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: tusk-e2e
+  cluster: {server: "$server", certificate-authority: "$ca"}
+users:
+- name: tusk-operator
+  user: {token: "$token"}
+contexts:
+- name: tusk-operator
+  context: {cluster: tusk-e2e, user: tusk-operator}
+current-context: tusk-operator
+KC
+  # The port of /metrics, chosen once so that restarts keep it.
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' >"$DIR/operator.port"
+  log "deploy/ applied (Deployment scaled to 0); the operator will use ServiceAccount tusk-system/tusk-operator"
+}
+
+start() {
+  running && { log "already running (pid $(<"$pidfile"))"; return 0; }
+  local bin="${TUSK_OPERATOR_BIN:-$DIR/tusk}" port
+  [[ -x "$bin" ]] || { log "no operator binary at $bin (set TUSK_OPERATOR_BIN)"; exit 1; }
+  port=$(<"$DIR/operator.port")
+  # A stable identity: a restarted process takes its own Lease back at once.
+  KUBECONFIG="$DIR/operator.kubeconfig" POD_NAME=tusk-e2e-local POD_NAMESPACE=tusk-system \
+    RUST_LOG="${RUST_LOG:-info}" nohup "$bin" run --listen "127.0.0.1:$port" --log-format text \
+    >>"$logfile" 2>&1 &
+  echo $! >"$pidfile"
+  wait_for "the operator's /readyz on 127.0.0.1:$port" 60 curl -fs --max-time 2 "http://127.0.0.1:$port/readyz"
+  log "started (pid $(<"$pidfile")), metrics on http://127.0.0.1:$port/metrics"
+}
+
+stop() {
+  local signal=$1
+  running || { rm -f "$pidfile"; return 0; }
+  local pid
+  pid=$(<"$pidfile")
+  kill "-$signal" "$pid"
+  wait_for "operator pid $pid to exit" 30 bash -c "! kill -0 $pid"
+  rm -f "$pidfile"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  kill) stop KILL ;;
+  stop) stop TERM ;;
+  logs) cat "$logfile" 2>/dev/null || true ;;
+  metrics) curl -fs --max-time 5 "http://127.0.0.1:$(<"$DIR/operator.port")/metrics" ;;
+  *) echo "usage: $0 install|start|kill|stop|logs|metrics" >&2; exit 2 ;;
+esac

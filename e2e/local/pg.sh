@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# psql as the superuser against the local PostgreSQL that e2e/local/jobrunner.py runs for a Tusk
+# cluster, over TCP with the password from the cluster's `<cluster>-superuser` Secret (the way
+# the backup agent connects). Tests seed and check data with it.
+#   e2e/local/pg.sh NAMESPACE CLUSTER [psql args...]
+#   e2e/local/pg.sh default shop -d shop -c 'SELECT count(*) FROM orders'
+set -euo pipefail
+ns=${1:?usage: pg.sh NAMESPACE CLUSTER [psql args...]}
+cluster=${2:?usage: pg.sh NAMESPACE CLUSTER [psql args...]}
+shift 2
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+kubectl=${TUSK_KUBECTL_BIN:-kubectl}
+port=$(python3 "$here/jobrunner.py" port "$ns" "$cluster")
+secret() {
+  "$kubectl" -n "$ns" get secret "$cluster-superuser" -o "jsonpath={.data.$1}" | base64 -d
+}
+user=$(secret username)
+PGPASSWORD=$(secret password)
+export PGPASSWORD
+bin=${TUSK_PG_BIN_DIR:-$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin | sort -V | tail -1)}
+exec "$bin/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$user" -d postgres "$@"

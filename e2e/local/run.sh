@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The local end-to-end run: pinned upstream binaries -> control plane on loopback -> the operator
+# (built from this tree, run as a process with its own ServiceAccount's token) -> e2e/scenarios.sh
+# -> teardown. No Docker, no internet beyond the Go module proxy and crates.io for cold builds.
+# Usage: e2e/local/run.sh [--keep] [SCENARIO...]
+#   --keep  leave the control plane and the operator running (stop with e2e/local/down.sh)
+# Environment: TUSK_E2E_DIR (run directory; default a new /tmp/tusk-e2e.XXXXXX), CARGO_TARGET_DIR,
+# E2E_TIMEOUT, E2E_ARTIFACTS (diagnostics of failed scenarios), TUSK_E2E_L4=1 (add e2e/local/l4.sh
+# and the L4 scenarios).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+keep=0
+if [[ "${1:-}" == "--keep" ]]; then keep=1; shift; fi
+
+timings=()
+step_name=""
+step_started=$SECONDS
+# step NAME: ends the current step (noting its duration) and starts NAME ("" to just end).
+step() {
+  if [[ -n "$step_name" ]]; then timings+=("$(printf '%5ss  %s' $((SECONDS - step_started)) "$step_name")"); fi
+  step_name=$1
+  step_started=$SECONDS
+  if [[ -n "$1" ]]; then printf '\n==> %s\n' "$1"; fi
+}
+
+export TUSK_E2E_DIR="${TUSK_E2E_DIR:-$(mktemp -d -u /tmp/tusk-e2e.XXXXXX)}"
+export E2E_ARTIFACTS="${E2E_ARTIFACTS:-$(mktemp -d -t tusk-e2e-artifacts.XXXXXX)}"
+# shellcheck disable=SC2329 # invoked by the EXIT trap
+cleanup() {
+  local rc=$? started=$SECONDS
+  if ((keep)); then
+    echo "kept: source $TUSK_E2E_DIR/env; stop with: TUSK_E2E_DIR=$TUSK_E2E_DIR e2e/local/down.sh"
+  else
+    "$here/down.sh" || true
+    echo "teardown took $((SECONDS - started))s"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+
+step "Upstream binaries (kube $(grep -o 'KUBERNETES_VERSION="[^"]*' "$here/binaries.sh" | cut -d'"' -f2), etcd, kwok)"
+eval "$("$here/binaries.sh")"
+
+step "Operator binary (cargo build --bin tusk)"
+(cd "$repo" && cargo build --locked --quiet --bin tusk)
+target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+
+step "Control plane in $TUSK_E2E_DIR"
+eval "$("$here/up.sh")"
+# A private copy: a concurrent build in the same target directory cannot swap it mid-run.
+cp "$target_dir/debug/tusk" "$TUSK_E2E_DIR/tusk"
+
+step "Operator (deploy/ applied server-side; the binary runs with the tusk-operator ServiceAccount's token)"
+"$here/operator.sh" install
+"$here/operator.sh" start
+
+if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
+  step "L4: MinIO, a real PostgreSQL per database pod, Jobs run with the real backup-agent"
+  eval "$("$here/l4.sh" up)"
+fi
+
+step "Scenarios"
+rc=0
+E2E_HOOKS="$here/hooks.sh" "$repo/e2e/scenarios.sh" "$@" || rc=$?
+step ""
+echo
+echo "=== timings"
+printf '%s\n' "${timings[@]}"
+exit "$rc"
