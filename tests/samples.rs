@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use serde_json::Value;
-use tusk::{Backup, PostgreSQL};
 use tusk::controller::validate::validate;
+use tusk::{Backup, PostgreSQL};
 
 #[test]
 fn every_sample_passes_validation() {

@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{Context, Stores, error_policy, reconcile};
 use crate::backups;
@@ -105,9 +105,26 @@ fn cluster_of_backup(backup: Arc<Backup>) -> Option<ObjectRef<PostgreSQL>> {
     Some(ObjectRef::new(&backup.spec.cluster.name).within(&backup.namespace()?))
 }
 
-/// Jobs are named after their Backup (the name is the backup id).
+/// Backup Jobs are named after their Backup (the name is the backup id); restore Jobs have none.
 fn backup_of_job(job: Arc<Job>) -> Option<ObjectRef<Backup>> {
-    Some(ObjectRef::new(&job.name_any()).within(&job.namespace()?))
+    let component = job.labels().get("app.kubernetes.io/component")?;
+    let namespace = job.namespace()?;
+    (component == "backup").then(|| ObjectRef::new(&job.name_any()).within(&namespace))
+}
+
+/// Logs what a controller reports. A trigger for an object that is gone (a deleted cluster, a
+/// scheduled Job not yet recorded as a Backup) is expected and only worth a debug line.
+fn log_result<T, E: std::error::Error + 'static>(
+    controller: &'static str,
+    result: Result<T, controller::Error<E, watcher::Error>>,
+) {
+    match result {
+        Ok(_) => {}
+        Err(controller::Error::ObjectNotFound(object)) => {
+            debug!(controller, %object, "triggered for an object that no longer exists");
+        }
+        Err(e) => warn!(controller, error = %e, "controller event"),
+    }
 }
 
 /// Runs the PostgreSQL and Backup controllers in `scope` until `shutdown` resolves.
@@ -168,21 +185,13 @@ pub async fn run(
         .watches_shared_stream(backup_events.clone(), cluster_of_backup)
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile, error_policy, context.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "controller event");
-            }
-        });
+        .for_each(|result| async move { log_result("postgresql", result) });
     let backup_controller = Controller::for_shared_stream(backup_events, backups)
         .with_config(controller::Config::default().concurrency(4))
         .watches_shared_stream(job_events, backup_of_job)
         .graceful_shutdown_on(shutdown.clone())
         .run(backups::reconcile, backups::error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "backup controller event");
-            }
-        });
+        .for_each(|result| async move { log_result("backup", result) });
     // The watch drivers never end on their own; the controllers' end ends the run.
     let drivers = futures::future::join(jobs_driver, backups_driver);
     tokio::select! {
