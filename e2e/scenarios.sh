@@ -494,6 +494,9 @@ ALL_SCENARIOS=(crds samples zero_writes_at_rest invalid_specs self_healing backu
 if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
   # shellcheck source=e2e/scenarios-l4.sh
   source "$repo/e2e/scenarios-l4.sh"
+  # The backup lifecycle driven by the operator: Backups, retention, restore, deletion.
+  # shellcheck source=e2e/scenarios-backups.sh
+  source "$repo/e2e/scenarios-backups.sh"
 fi
 
 # ---------------------------------------------------------------------------------------------
