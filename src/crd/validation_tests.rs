@@ -292,3 +292,23 @@ fn a_backup_spec_is_immutable() {
             .any(|e| e.message.contains("a Backup's spec is immutable"))
     );
 }
+
+#[test]
+fn a_backup_name_must_work_as_job_name_and_backup_id() {
+    let named = |name: &str| -> Backup {
+        serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
+            "metadata": {"name": name, "namespace": "prod"}, "spec": {"cluster": {"name": "demo"}},
+        }))
+        .unwrap()
+    };
+    let messages = |b: &Backup| -> Vec<String> {
+        match kube::core::cel::validate_cel(b) {
+            Ok(()) => vec![],
+            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+        }
+    };
+    assert_eq!(messages(&named(&"a".repeat(63))), Vec::<String>::new());
+    assert!(messages(&named(&"a".repeat(64)))[0].contains("at most 63 characters"));
+    assert!(messages(&named("latest"))[0].contains("must not be 'latest'"));
+}
