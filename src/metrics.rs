@@ -36,6 +36,8 @@ pub struct Metrics {
     clusters: Family<PhaseLabels, Gauge>,
     time_to_ready: Histogram,
     child_writes: Family<WriteLabels, Counter>,
+    backup_reconciles: Family<ResultLabels, Counter>,
+    backups_finished: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -69,6 +71,18 @@ impl Default for Metrics {
             "Writes to child objects by kind and change",
             child_writes.clone(),
         );
+        let backup_reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "backup_reconcile",
+            "Reconciles of Backups by result",
+            backup_reconciles.clone(),
+        );
+        let backups_finished = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "backups_finished",
+            "Backups that reached Completed or Failed, by Failed reason",
+            backups_finished.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -76,6 +90,8 @@ impl Default for Metrics {
             clusters,
             time_to_ready,
             child_writes,
+            backup_reconciles,
+            backups_finished,
         }
     }
 }
@@ -88,6 +104,22 @@ impl Metrics {
         };
         self.reconciles.get_or_create(&labels).inc();
         self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// One finished reconcile of a Backup.
+    pub fn backup_reconciled(&self, result: &str) {
+        let labels = ResultLabels {
+            result: result.to_owned(),
+        };
+        self.backup_reconciles.get_or_create(&labels).inc();
+    }
+
+    /// A Backup reached a final phase: `Completed`, or the reason it Failed.
+    pub fn backup_finished(&self, result: &str) {
+        let labels = ResultLabels {
+            result: result.to_owned(),
+        };
+        self.backups_finished.get_or_create(&labels).inc();
     }
 
     /// A child object created, updated or deleted.

@@ -40,7 +40,8 @@ pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action>
         Ok(_) => "success",
         Err(e) => e.reason(),
     };
-    ctx.metrics.reconciled(label, started.elapsed());
+    ctx.metrics.backup_reconciled(label);
+    tracing::debug!(backup = %backup.name_any(), took = ?started.elapsed(), result = label, "backup reconciled");
     match &result {
         Ok(_) => ctx
             .backup_backoff
@@ -274,6 +275,7 @@ async fn fail(
 ) -> Result<Action> {
     let failed = status::failed(backup.status.as_ref(), reason, message.clone(), &now());
     write_status(ctx, backup, failed).await?;
+    ctx.metrics.backup_finished(reason);
     publish(ctx, backup, EventType::Warning, reason, message).await;
     Ok(Action::await_change())
 }
