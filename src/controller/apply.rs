@@ -47,7 +47,7 @@ where
     let wanted = serde_json::to_value(&desired).map_err(serialize)?;
     if let Some(cached) = cached {
         let actual = serde_json::to_value(cached.as_ref()).map_err(serialize)?;
-        if contains(&actual, &wanted) {
+        if contains(&actual, &wanted) && atomic_fields_equal(&kind, &actual, &wanted) {
             return Ok(Applied {
                 object: cached,
                 change: Change::Unchanged,
@@ -100,6 +100,26 @@ pub fn contains(actual: &Value, wanted: &Value) -> bool {
     }
 }
 
+/// Fields the API server treats as one value (`x-kubernetes-map-type: atomic`): a key added by
+/// someone else is drift there too, and applying our value replaces the whole map.
+fn atomic_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        // A Service whose selector gained a key selects no pod while looking converged.
+        "Service" => &["/spec/selector"],
+        _ => &[],
+    }
+}
+
+/// Whether every atomic field of `kind` is exactly as wanted, not merely a superset.
+pub fn atomic_fields_equal(kind: &str, actual: &Value, wanted: &Value) -> bool {
+    atomic_fields(kind)
+        .iter()
+        .all(|path| match (actual.pointer(path), wanted.pointer(path)) {
+            (Some(a), Some(w)) => a == w,
+            (a, w) => a.is_none_or(is_empty) && w.is_none_or(is_empty),
+        })
+}
+
 fn is_empty(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(false) => true,
@@ -129,6 +149,19 @@ mod tests {
             "env": {"value": "", "optional": false, "count": 0}
         });
         assert!(contains(&actual, &wanted));
+    }
+
+    #[test]
+    fn a_key_added_to_an_atomic_map_is_drift() {
+        let wanted = json!({"spec": {"selector": {"app": "db"}}});
+        let added = json!({"spec": {"selector": {"app": "db", "extra": "yes"}}});
+        assert!(
+            contains(&added, &wanted),
+            "a superset for the generic compare"
+        );
+        assert!(!atomic_fields_equal("Service", &added, &wanted));
+        assert!(atomic_fields_equal("Service", &wanted, &wanted));
+        assert!(atomic_fields_equal("ConfigMap", &added, &wanted));
     }
 
     #[test]

@@ -47,23 +47,34 @@ impl Scope {
 }
 
 /// A watch of `K` that keeps `Store<K>` current and yields every touched object (deletions
-/// included, so a child deleted out of band triggers its owner).
+/// included, so a child deleted out of band triggers its owner). The returned future drives the
+/// watch on its own: the caches must fill even while every reconcile waits for them, so they
+/// cannot depend on the controller polling its trigger streams.
 fn cached_watch<K>(
     api: Api<K>,
     config: watcher::Config,
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    impl Future<Output = ()> + Send + 'static,
 )
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, config)
+    // Unbounded: a trigger is an object the cache already holds, so the queue is bounded by the
+    // number of changes while reconciles are busy.
+    let (triggers, stream) = futures::channel::mpsc::unbounded();
+    let driver = watcher(api, config)
         .default_backoff()
         .reflect(writer)
-        .touched_objects();
-    (reader, stream)
+        .touched_objects()
+        .for_each(move |object| {
+            // The receiver only goes away when the controller has stopped.
+            let _ = triggers.unbounded_send(object);
+            futures::future::ready(())
+        });
+    (reader, stream, driver)
 }
 
 /// A watch of `K` whose cache and events are shared by both controllers. The returned future
@@ -148,13 +159,16 @@ pub async fn run(
             .predicate_filter(predicates::generation, Default::default());
         (stream, reader)
     };
-    let (secrets, secret_stream) = cached_watch(scope.api::<Secret>(&client), children.clone());
-    let (config_maps, config_map_stream) =
+    let (secrets, secret_stream, secrets_driver) =
+        cached_watch(scope.api::<Secret>(&client), children.clone());
+    let (config_maps, config_map_stream, config_maps_driver) =
         cached_watch(scope.api::<ConfigMap>(&client), children.clone());
-    let (services, service_stream) = cached_watch(scope.api::<Service>(&client), children.clone());
-    let (statefulsets, statefulset_stream) =
+    let (services, service_stream, services_driver) =
+        cached_watch(scope.api::<Service>(&client), children.clone());
+    let (statefulsets, statefulset_stream, statefulsets_driver) =
         cached_watch(scope.api::<StatefulSet>(&client), children.clone());
-    let (cronjobs, cronjob_stream) = cached_watch(scope.api::<CronJob>(&client), children.clone());
+    let (cronjobs, cronjob_stream, cronjobs_driver) =
+        cached_watch(scope.api::<CronJob>(&client), children.clone());
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
     let (backups, backup_events, backups_driver) =
         shared_watch(scope.api::<Backup>(&client), watcher::Config::default());
@@ -171,31 +185,58 @@ pub async fn run(
     };
     let storage = Arc::new(SecretStorage::new(client.clone()));
     let context = Arc::new(Context::new(client, agent, stores, metrics, storage));
-    info!(?scope, "starting the PostgreSQL and Backup controllers");
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);
-    let clusters = Controller::for_stream(clusters, cluster_reader)
-        .with_config(controller::Config::default().concurrency(8))
-        .owns_stream(secret_stream)
-        .owns_stream(config_map_stream)
-        .owns_stream(service_stream)
-        .owns_stream(statefulset_stream)
-        .owns_stream(cronjob_stream)
-        .watches_shared_stream(job_events.clone(), cluster_of_job)
-        .watches_shared_stream(backup_events.clone(), cluster_of_backup)
-        .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile, error_policy, context.clone())
-        .for_each(|result| async move { log_result("postgresql", result) });
-    let backup_controller = Controller::for_shared_stream(backup_events, backups)
-        .with_config(controller::Config::default().concurrency(4))
-        .watches_shared_stream(job_events, backup_of_job)
-        .graceful_shutdown_on(shutdown.clone())
-        .run(backups::reconcile, backups::error_policy, context)
-        .for_each(|result| async move { log_result("backup", result) });
+    let controllers = {
+        let (context, stopping) = (context.clone(), shutdown.clone());
+        async move {
+            // One waiter, before any reconcile: kube's Store::wait_until_ready wakes only the
+            // last of several concurrent waiters, so reconciles waiting side by side would each
+            // sit out the full cache-sync timeout.
+            tokio::select! {
+                ready = context.stores.children_ready() => if ready.is_err() {
+                    warn!("a watch ended before its first list; not starting the controllers");
+                    return;
+                },
+                () = stopping => return,
+            }
+            info!(
+                ?scope,
+                "caches filled; starting the PostgreSQL and Backup controllers"
+            );
+            let clusters = Controller::for_stream(clusters, cluster_reader)
+                .with_config(controller::Config::default().concurrency(8))
+                .owns_stream(secret_stream)
+                .owns_stream(config_map_stream)
+                .owns_stream(service_stream)
+                .owns_stream(statefulset_stream)
+                .owns_stream(cronjob_stream)
+                .watches_shared_stream(job_events.clone(), cluster_of_job)
+                .watches_shared_stream(backup_events.clone(), cluster_of_backup)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(reconcile, error_policy, context.clone())
+                .for_each(|result| async move { log_result("postgresql", result) });
+            let backup_controller = Controller::for_shared_stream(backup_events, backups)
+                .with_config(controller::Config::default().concurrency(4))
+                .watches_shared_stream(job_events, backup_of_job)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(backups::reconcile, backups::error_policy, context)
+                .for_each(|result| async move { log_result("backup", result) });
+            futures::future::join(clusters, backup_controller).await;
+        }
+    };
     // The watch drivers never end on their own; the controllers' end ends the run.
-    let drivers = futures::future::join(jobs_driver, backups_driver);
+    let drivers = futures::future::join(
+        futures::future::join4(
+            secrets_driver,
+            config_maps_driver,
+            services_driver,
+            statefulsets_driver,
+        ),
+        futures::future::join3(cronjobs_driver, jobs_driver, backups_driver),
+    );
     tokio::select! {
-        _ = futures::future::join(clusters, backup_controller) => {}
+        _ = controllers => {}
         _ = drivers => {}
     }
     info!("the controllers stopped");
