@@ -201,6 +201,9 @@ scenario_backup_delete_empties_only_its_prefix() {
   absent "$ns" "backup/d1-$E2E_RUN_ID" || fail "the deleted cluster's Backup is still there"
   exists "$ns" "backup/d2-$E2E_RUN_ID" || fail "db2's Backup was deleted"
   say "deleted lifecycle/$ns/db/ only; $ns/db2 and $other/db keep their objects and Backups"
+  # A namespace deletion may remove the credentials Secret before the cluster: Retain first.
+  kubectl -n "$ns" patch postgresql db2 --type=merge -p '{"spec":{"backup":{"onDelete":"Retain"}}}' >/dev/null
+  kubectl -n "$other" patch postgresql db --type=merge -p '{"spec":{"backup":{"onDelete":"Retain"}}}' >/dev/null
   drop_namespace "$ns" "$other"
 }
 
