@@ -20,7 +20,9 @@ shellcheck -x "${scripts[@]}"
 echo "${#scripts[@]} scripts clean"
 
 step "e2e scenarios on a local control plane"
-e2e/local/run.sh "$@"
+# L4 on by default: real PostgreSQL and MinIO (installed by scripts/test.sh) and the real agent
+# running the operator's backup/restore Jobs (e2e/local/l4.sh). TUSK_E2E_L4=0 leaves it out.
+TUSK_E2E_L4="${TUSK_E2E_L4:-1}" e2e/local/run.sh "$@"
 
 echo
 echo "e2e passed in $((SECONDS - started))s."
