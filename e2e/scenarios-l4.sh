@@ -112,7 +112,7 @@ scenario_l4_cronjob_backup_restore() {
     say "in the bucket: $(echo "$keys" | sed "s|e2e/$ns/$src/$job/||" | tr '\n' ' ')"
   fi
   # A restore Job the way the operator builds one: the backup Job's pod template, agent command
-  # `restore`, connected to the target cluster with its own superuser.
+  # `restore --preserve-role app`, connected to the target cluster with its own superuser.
   kubectl -n "$ns" get cronjob "$src-backup" -o json | python3 -c '
 import json, sys
 ns, src, dst, backup = sys.argv[1:]
@@ -123,7 +123,7 @@ labels = {**template["metadata"]["labels"], "tusk.dev/cluster": dst, "app.kubern
 pod = template["spec"]["template"]
 pod["metadata"]["labels"] = labels
 container = pod["spec"]["containers"][0]
-container["args"] = ["restore"]
+container["args"] = ["restore", "--preserve-role", "app"]
 env = []
 for var in container["env"]:
     name = var["name"]
@@ -136,7 +136,7 @@ for var in container["env"]:
     elif name == "TUSK_COMPRESSION":
         continue
     env.append(var)
-env.append({"name": "TUSK_PRESERVE_ROLES", "value": "app"})
+env.append({"name": "TUSK_WORK_DIR", "value": "/tmp"})  # the emptyDir of the template
 container["env"] = env
 job = {"apiVersion": "batch/v1", "kind": "Job",
        "metadata": {"name": f"{dst}-restore", "namespace": ns, "labels": labels},
