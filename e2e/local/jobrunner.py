@@ -50,6 +50,7 @@ KUBECTL = os.environ.get("TUSK_KUBECTL_BIN", "kubectl")
 SELECTOR = "app.kubernetes.io/managed-by=tusk-operator"
 EXIT_CODE = "e2e.tusk.dev/exit-code"
 TAKEN = "e2e.tusk.dev/runner"
+WAITING = "e2e.tusk.dev/waiting"  # why a container cannot start yet (a missing Secret, say)
 # The backup-agent image: ENTRYPOINT and ENV (see the Dockerfile).
 AGENT_ENTRYPOINT = "/usr/local/bin/backup-agent"
 AGENT_IMAGE_ENV = {"HOME": "/tmp"}
@@ -63,6 +64,7 @@ JOB_TIMEOUT = float(os.environ.get("TUSK_E2E_JOB_TIMEOUT", "1800"))
 AS_POSTGRES = os.geteuid() == 0  # the server refuses to run as root
 
 state_lock = threading.Lock()
+database_waiting: dict[str, str] = {}
 children: set[subprocess.Popen] = set()
 stopping = threading.Event()
 
@@ -340,6 +342,12 @@ def ensure_database(pod: dict) -> None:
                 shutil.rmtree(current["dir"], ignore_errors=True)
         try:
             current = init_database(pod, key, sts_uid)
+        except ConfigError as e:
+            # Like the kubelet: the container waits until its Secret or ConfigMap exists.
+            if database_waiting.get(key) != str(e):
+                database_waiting[key] = str(e)
+                log(f"{key}: pod {meta['name']} waits: CreateContainerConfigError: {e} (retrying)")
+            return
         except Exception as e:  # noqa: BLE001 - remembered, so it is reported once, not every second
             log(f"{key}: starting a local PostgreSQL for pod {meta['name']} failed: {e}")
             current = {"statefulsetUid": sts_uid, "failed": True, "error": str(e), "data": "", "port": 0}
@@ -467,34 +475,40 @@ def minio_endpoint() -> str:
     return (E2E_DIR / "minio" / "endpoint").read_text().strip()
 
 
-def run_job_pod(pod: dict) -> None:
+def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:
+    """What the kubelet does before starting the container; ConfigError while it cannot."""
+    meta = pod["metadata"]
+    root = L4_DIR / "pods" / f'{meta["namespace"]}_{meta["name"]}'
+    root.mkdir(parents=True, exist_ok=True)
+    containers = pod["spec"]["containers"]
+    if len(containers) != 1:
+        raise ConfigError(f"{len(containers)} containers; the runner runs single-container pods")
+    container = containers[0]
+    resolver = Resolver(pod)
+    env = resolver.env(container)
+    mounts = resolver.volumes(container, root)
+    command = [expand(a, env) for a in container.get("command") or [AGENT_ENTRYPOINT]]
+    args = [expand(a, env) for a in container.get("args") or []]
+    if Path(command[0]).name != "backup-agent":
+        raise ConfigError(f"command {command[0]} is not the backup-agent")
+    argv = [os.environ.get("TUSK_AGENT_BIN", "backup-agent"), *command[1:], *args]
+    argv[1:] = [rewrite_arg(a, mounts) for a in argv[1:]]
+    process_env = {"PATH": base_path(), **AGENT_IMAGE_ENV, **env}
+    for k, v in list(process_env.items()):
+        process_env[k] = rewrite_path(v, mounts)
+    if "/tmp" in mounts and "TMPDIR" not in env:
+        process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
+    rewrite_addresses(process_env, f'{meta["namespace"]}/{meta["name"]}')
+    (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
+    return argv, process_env, root
+
+
+def run_job_pod(pod: dict, argv: list[str], process_env: dict[str, str], root: Path) -> None:
     meta = pod["metadata"]
     name = f'{meta["namespace"]}/{meta["name"]}'
-    root = L4_DIR / "pods" / f'{meta["namespace"]}_{meta["name"]}'
     started = time.monotonic()
-    rc, summary, argv = 128, "", []
+    rc, summary = 128, ""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        containers = pod["spec"]["containers"]
-        if len(containers) != 1:
-            raise ConfigError(f"{len(containers)} containers; the runner runs single-container pods")
-        container = containers[0]
-        resolver = Resolver(pod)
-        env = resolver.env(container)
-        mounts = resolver.volumes(container, root)
-        command = [expand(a, env) for a in container.get("command") or [AGENT_ENTRYPOINT]]
-        args = [expand(a, env) for a in container.get("args") or []]
-        if Path(command[0]).name != "backup-agent":
-            raise ConfigError(f"command {command[0]} is not the backup-agent")
-        argv = [os.environ.get("TUSK_AGENT_BIN", "backup-agent"), *command[1:], *args]
-        argv[1:] = [rewrite_arg(a, mounts) for a in argv[1:]]
-        process_env = {"PATH": base_path(), **AGENT_IMAGE_ENV, **env}
-        for k, v in list(process_env.items()):
-            process_env[k] = rewrite_path(v, mounts)
-        if "/tmp" in mounts and "TMPDIR" not in env:
-            process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
-        rewrite_addresses(process_env, name)
-        (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
         with open(root / "stdout", "wb") as out, open(root / "stderr", "wb") as err:
             proc = subprocess.Popen(argv, env=process_env, cwd=root, stdout=out, stderr=err)
             children.add(proc)
@@ -515,9 +529,6 @@ def run_job_pod(pod: dict) -> None:
                 )
             except json.JSONDecodeError:
                 summary = lines[-1][:200]
-    except ConfigError as e:
-        summary = f"CreateContainerConfigError: {e}"
-        (root / "stderr").write_text(summary + "\n")
     except Exception as e:  # noqa: BLE001 - a runner bug must still finish the pod
         summary = f"runner error: {e!r}"
         (root / "stderr").write_text(summary + "\n")
@@ -539,6 +550,7 @@ def run_job_pod(pod: dict) -> None:
 
 def loop(interval: float) -> None:
     taken: set[str] = set()
+    waiting: dict[str, str] = {}
     rounds = 0
     log(f"watching pods labelled {SELECTOR} (state {L4_DIR}, agent {os.environ.get('TUSK_AGENT_BIN')})")
     while not stopping.is_set():
@@ -563,12 +575,27 @@ def loop(interval: float) -> None:
                 continue
             if EXIT_CODE in annotations or TAKEN in annotations:
                 continue
+            try:
+                prepared = prepare_job_pod(pod)
+            except ConfigError as e:
+                # The kubelet keeps the container waiting (CreateContainerConfigError) and retries;
+                # so does this loop. The reason is logged once and shown on the pod.
+                reason = f"CreateContainerConfigError: {e}"
+                if waiting.get(meta["uid"]) != reason:
+                    waiting[meta["uid"]] = reason
+                    log(f'{meta["namespace"]}/{meta["name"]}: {reason} (retrying)')
+                    kubectl("annotate", "pod", "-n", meta["namespace"], meta["name"],
+                            f"{WAITING}={reason}", "--overwrite", check=False)
+                continue
+            except Exception as e:  # noqa: BLE001 - an API hiccup: try again next round
+                log(f'{meta["namespace"]}/{meta["name"]}: preparing failed, retrying: {e!r}')
+                continue
             taken.add(meta["uid"])
             try:
                 annotate(pod, TAKEN, f"started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
             except subprocess.CalledProcessError:
                 continue  # deleted meanwhile
-            threading.Thread(target=run_job_pod, args=(pod,), daemon=True).start()
+            threading.Thread(target=run_job_pod, args=(pod, *prepared), daemon=True).start()
         rounds += 1
         if rounds % 5 == 0:
             collect_deleted_clusters()
