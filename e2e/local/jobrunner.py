@@ -17,7 +17,12 @@ what their containers would do:
   volumes, and rewriting only in-cluster addresses: PGHOST `<cluster>-rw.<ns>.svc[.cluster.local]`
   (+ PGPORT) to the local instance, TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
   and paths under a volume's mountPath to its local directory. The exit code is reported as
-  annotation `e2e.tusk.dev/exit-code`, which kwok's stage turns into Succeeded/Failed.
+  annotation `e2e.tusk.dev/exit-code`, which kwok's stage turns into Succeeded/Failed. While a
+  Secret or ConfigMap it needs is missing, the pod waits and is retried, as with the kubelet
+  (reason in annotation `e2e.tusk.dev/waiting`).
+
+The local server is the installed PostgreSQL major the pod's image names (postgres:18), else the
+newest installed one (logged when they differ); $TUSK_PG_BIN_DIR overrides both.
 
 Usage: jobrunner.py run            # the loop (e2e/local/l4.sh starts it in the background)
        jobrunner.py down           # stop every local PostgreSQL it started
@@ -254,19 +259,22 @@ def rewrite_arg(arg: str, mounts: dict[str, Path]) -> str:
     return rewrite_path(arg, mounts)
 
 
-def pg_bin_dir() -> Path:
+def pg_bin_dir(major: int | None = None) -> Path:
+    """$TUSK_PG_BIN_DIR, else the installed major the image asks for, else the newest installed."""
     if os.environ.get("TUSK_PG_BIN_DIR"):
         return Path(os.environ["TUSK_PG_BIN_DIR"])
-    found = sorted(
-        (int(p.name), p / "bin") for p in Path("/usr/lib/postgresql").glob("*") if p.name.isdigit()
-    )
+    found = {
+        int(initdb.parts[-3]): initdb.parent
+        for initdb in Path("/usr/lib/postgresql").glob("*/bin/initdb")
+        if initdb.parts[-3].isdigit()
+    }
     if not found:
         sys.exit("jobrunner: no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)")
-    return found[-1][1]
+    return found.get(major) or found[max(found)]
 
 
-def base_path() -> str:
-    return f"{pg_bin_dir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+def base_path(bin_dir: Path | None = None) -> str:
+    return f"{bin_dir or pg_bin_dir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,11 +300,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def as_postgres(cmd: list[str]) -> list[str]:
+def as_postgres(cmd: list[str], bin_dir: Path | None = None) -> list[str]:
     """Runs cmd as the postgres OS user when we are root (PATH survives runuser via env)."""
     if not AS_POSTGRES:
         return cmd
-    return ["runuser", "-u", "postgres", "--", "env", f"PATH={base_path()}", *cmd]
+    return ["runuser", "-u", "postgres", "--", "env", f"PATH={base_path(bin_dir)}", *cmd]
 
 
 def postmaster_alive(data: Path) -> bool:
@@ -309,8 +317,9 @@ def postmaster_alive(data: Path) -> bool:
 
 
 def pg_ctl(instance: dict, *args: str) -> subprocess.CompletedProcess:
-    cmd = [str(pg_bin_dir() / "pg_ctl"), "-D", instance["data"], *args]
-    return subprocess.run(as_postgres(cmd), capture_output=True, text=True)
+    bin_dir = Path(instance.get("binDir") or pg_bin_dir())
+    cmd = [str(bin_dir / "pg_ctl"), "-D", instance["data"], *args]
+    return subprocess.run(as_postgres(cmd, bin_dir), capture_output=True, text=True)
 
 
 def start_server(instance: dict) -> None:
@@ -363,7 +372,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     container = next(
         (c for c in pod["spec"]["containers"] if c["name"] == "postgres"), pod["spec"]["containers"][0]
     )
+    started = time.monotonic()
     root = L4_DIR / "pg" / f'{key.replace("/", "_")}-{sts_uid[:8]}'
+    # The major of the image (postgres:18) if that server is installed here, else the newest.
+    wanted = re.search(r"postgres:(\d+)", container.get("image", ""))
+    bin_dir = pg_bin_dir(int(wanted[1]) if wanted else None)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     env = resolver.env(container)
@@ -389,6 +402,8 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         "port": port,
         "socketDir": socket_dir,
         "superuser": env.get("POSTGRES_USER", "postgres"),
+        "binDir": str(bin_dir),
+        "image": container.get("image", ""),
         "server_args": [rewrite_arg(a, mounts) for a in container.get("args", [])]
         + ["-c", f"port={port}", "-c", "listen_addresses=127.0.0.1"],
     }
@@ -401,11 +416,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         shutil.chown(pwfile, "postgres", "postgres")
     pwfile.chmod(0o600)
     initdb = [
-        str(pg_bin_dir() / "initdb"), "-D", str(data), f"--username={instance['superuser']}",
+        str(bin_dir / "initdb"), "-D", str(data), f"--username={instance['superuser']}",
         f"--pwfile={pwfile}", *shlex.split(env.get("POSTGRES_INITDB_ARGS", "")),
     ]
     out = subprocess.run(
-        as_postgres(initdb), capture_output=True, text=True, env={"PATH": base_path(), "LANG": "C.UTF-8"}
+        as_postgres(initdb, bin_dir), capture_output=True, text=True, env={"PATH": base_path(bin_dir), "LANG": "C.UTF-8"}
     )
     pwfile.unlink()
     if out.returncode != 0:
@@ -416,7 +431,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     init_dir = Path(rewrite_path("/docker-entrypoint-initdb.d", mounts))
     script_env = {
         **env,
-        "PATH": base_path(),
+        "PATH": base_path(bin_dir),
         "PGDATA": str(data),
         "PGPASSWORD": env.get("PGPASSWORD", env.get("POSTGRES_PASSWORD", "")),
         "PGHOST": socket_dir,
@@ -430,7 +445,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
             cmd = ["psql", "-v", "ON_ERROR_STOP=1", "--username", instance["superuser"], "-f", str(script)]
         else:
             continue
-        out = subprocess.run(as_postgres(cmd), capture_output=True, text=True, env=script_env)
+        out = subprocess.run(as_postgres(cmd, bin_dir), capture_output=True, text=True, env=script_env)
         (root / f"{script.name}.log").write_text(out.stdout + out.stderr)
         if out.returncode != 0:
             # The container would exit and crash-loop; the instance stays down, jobs will fail.
@@ -438,9 +453,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
             pg_ctl(instance, "-m", "fast", "-w", "stop")
             instance["failed"] = True
             return instance
+    major = bin_dir.parent.name
+    asked = f", image {instance['image']}" if not wanted or wanted[1] != major else ""
     log(
-        f"{key}: local PostgreSQL {pg_bin_dir().parent.name} on 127.0.0.1:{port} for pod {instance['pod']}"
-        f" (superuser {instance['superuser']}, data {data})"
+        f"{key}: local PostgreSQL {major}{asked} on 127.0.0.1:{port} for pod {instance['pod']}"
+        f" in {time.monotonic() - started:.1f}s (superuser {instance['superuser']}, data {data})"
     )
     return instance
 
