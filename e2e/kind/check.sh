@@ -47,7 +47,7 @@ stubs=$(mktemp -d -t tusk-kind-stubs.XXXXXX)
 annotator=""
 # shellcheck disable=SC2329 # invoked by the EXIT trap
 cleanup() {
-  [[ -n "$annotator" ]] && kill "$annotator" 2>/dev/null
+  if [[ -n "$annotator" ]]; then kill "$annotator" 2>/dev/null || true; fi
   rm -rf "$stubs"
 }
 trap cleanup EXIT
