@@ -344,6 +344,12 @@ scenario_backup_cronjob() {
   wait_ready "$ns" "$name"
   wait_until "cronjob $name-backup resumed" "$E2E_TIMEOUT" jsonpath_is "$ns" "cronjob/$name-backup" '{.spec.suspend}' false
   say "pod ready again: cluster Ready, CronJob active"
+  kubectl -n "$ns" patch postgresql "$name" --type=json -p '[{"op":"remove","path":"/spec/backup"}]' >/dev/null
+  wait_until "cronjob $name-backup to be deleted once spec.backup is gone" "$E2E_TIMEOUT" absent "$ns" "cronjob/$name-backup"
+  wait_until "BackupScheduled=False/NotConfigured on $name" "$E2E_TIMEOUT" jsonpath_is "$ns" "postgresql/$name" \
+    '{.status.conditions[?(@.type=="BackupScheduled")].reason}' NotConfigured
+  wait_ready "$ns" "$name"
+  say "spec.backup removed: CronJob deleted, BackupScheduled NotConfigured"
   drop_namespace "$ns"
 }
 
