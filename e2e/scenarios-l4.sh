@@ -10,6 +10,7 @@
 #                              unaligned (`|`-separated), tuples only
 #   store_ls PREFIX            print the keys under PREFIX in bucket tusk-backups; return 2 when
 #                              the platform cannot look into the store
+#   app_sql NS CLUSTER SQL     the same as the application owner, with the `<cluster>-app` Secret
 # `repo`, `say`, `fail`, `skip`, `wait_until`, `cluster`, ... come from e2e/scenarios.sh.
 # shellcheck disable=SC2154
 # Predicates handed to wait_until are only invoked through it:
@@ -24,6 +25,14 @@ if ! declare -F db_sql >/dev/null; then
 fi
 if ! declare -F store_ls >/dev/null; then
   store_ls() { return 2; }
+fi
+if ! declare -F app_sql >/dev/null; then
+  # The application's own connection URI (over the cluster's Service), from inside the pod.
+  app_sql() {
+    local uri
+    uri=$(kubectl -n "$1" get secret "$2-app" -o jsonpath='{.data.uri}' | base64 -d)
+    kubectl -n "$1" exec "$2-0" -c postgres -- psql "$uri" -X -v ON_ERROR_STOP=1 -A -t -q -c "$3"
+  }
 fi
 
 # l4_seed NS CLUSTER DB OWNER: tables owned by the application role, with awkward values.
@@ -112,7 +121,7 @@ scenario_l4_cronjob_backup_restore() {
     say "in the bucket: $(echo "$keys" | sed "s|e2e/$ns/$src/$job/||" | tr '\n' ' ')"
   fi
   # A restore Job the way the operator builds one: the backup Job's pod template, agent command
-  # `restore`, connected to the target cluster with its own superuser.
+  # `restore --preserve-role app`, connected to the target cluster with its own superuser.
   kubectl -n "$ns" get cronjob "$src-backup" -o json | python3 -c '
 import json, sys
 ns, src, dst, backup = sys.argv[1:]
@@ -123,7 +132,7 @@ labels = {**template["metadata"]["labels"], "tusk.dev/cluster": dst, "app.kubern
 pod = template["spec"]["template"]
 pod["metadata"]["labels"] = labels
 container = pod["spec"]["containers"][0]
-container["args"] = ["restore"]
+container["args"] = ["restore", "--preserve-role", "app"]
 env = []
 for var in container["env"]:
     name = var["name"]
@@ -136,7 +145,7 @@ for var in container["env"]:
     elif name == "TUSK_COMPRESSION":
         continue
     env.append(var)
-env.append({"name": "TUSK_PRESERVE_ROLES", "value": "app"})
+env.append({"name": "TUSK_WORK_DIR", "value": "/tmp"})  # the emptyDir of the template
 container["env"] = env
 job = {"apiVersion": "batch/v1", "kind": "Job",
        "metadata": {"name": f"{dst}-restore", "namespace": ns, "labels": labels},
@@ -151,7 +160,10 @@ print(json.dumps(job))
 
 # The user's flow with the samples: an on-demand Backup CR, then a new cluster restored from it.
 scenario_l4_backup_restore_samples() {
-  local ns=e2e-l4-samples repo_samples="$repo/samples"
+  # The samples' names are fixed and the bucket outlives namespaces: a namespace per run keeps
+  # the backup ids (<path>/<namespace>/<cluster>/<id>) from colliding with an earlier run's.
+  local ns repo_samples="$repo/samples"
+  ns=e2e-l4-samples-$(date +%s)
   [[ -f "$repo_samples/backup.yaml" && -f "$repo_samples/postgresql-restore.yaml" ]] \
     || skip "samples/backup.yaml and samples/postgresql-restore.yaml are not there yet"
   new_namespace "$ns"
@@ -171,6 +183,12 @@ scenario_l4_backup_restore_samples() {
   say "shop-restored Restored and Ready"
   l4_wait_sql "$ns" shop-restored
   l4_same_data "$ns" shop shop-restored shop
+  # The owner's role came back from the backup, but with shop-restored's own password (its Secret).
+  local app
+  app=$(app_sql "$ns" shop-restored "SELECT current_user || '|' || count(*) FROM orders") \
+    || fail "the application owner cannot use shop-restored with the password in shop-restored-app"
+  [[ "$app" == "shop|20000" ]] || fail "as the app owner: '$app', want 'shop|20000'"
+  say "the app owner logs into shop-restored with shop-restored-app's password and reads its 20000 orders"
   drop_namespace "$ns"
 }
 

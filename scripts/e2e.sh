@@ -19,8 +19,13 @@ mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
 shellcheck -x "${scripts[@]}"
 echo "${#scripts[@]} scripts clean"
 
+step "L4 job runner unit tests (e2e/local/test_jobrunner.py)"
+python3 -B -m unittest discover -s e2e/local -p 'test_*.py'
+
 step "e2e scenarios on a local control plane"
-e2e/local/run.sh "$@"
+# L4 on by default: real PostgreSQL and MinIO (installed by scripts/test.sh) and the real agent
+# running the operator's backup/restore Jobs (e2e/local/l4.sh). TUSK_E2E_L4=0 leaves it out.
+TUSK_E2E_L4="${TUSK_E2E_L4:-1}" e2e/local/run.sh "$@"
 
 echo
 echo "e2e passed in $((SECONDS - started))s."

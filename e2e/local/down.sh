@@ -40,7 +40,7 @@ if [[ -d "$DIR/pids" ]]; then
   done
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
 fi
-if ((!keep_dir)); then
+if ((!keep_dir)) && [[ -f "$DIR/.tusk-e2e" ]]; then
   rm -rf "$DIR"
 fi
 if ((keep_dir)); then echo "down.sh: stopped; kept $DIR" >&2; else echo "down.sh: stopped; removed $DIR" >&2; fi

@@ -46,3 +46,4 @@ for line in sys.stdin:
 # keeps for the cluster, as its superuser; the store is the local MinIO.
 db_sql() { "$_local/pg.sh" "$1" "$2" -A -t -q -d "$3" -c "$4"; }
 store_ls() { "$_local/storage.sh" ls "$1"; }
+app_sql() { TUSK_PG_SECRET=app "$_local/pg.sh" "$1" "$2" -A -t -q -c "$3"; }

@@ -17,7 +17,12 @@ what their containers would do:
   volumes, and rewriting only in-cluster addresses: PGHOST `<cluster>-rw.<ns>.svc[.cluster.local]`
   (+ PGPORT) to the local instance, TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
   and paths under a volume's mountPath to its local directory. The exit code is reported as
-  annotation `e2e.tusk.dev/exit-code`, which kwok's stage turns into Succeeded/Failed.
+  annotation `e2e.tusk.dev/exit-code`, which kwok's stage turns into Succeeded/Failed. While a
+  Secret or ConfigMap it needs is missing, the pod waits and is retried, as with the kubelet
+  (reason in annotation `e2e.tusk.dev/waiting`).
+
+The local server is the installed PostgreSQL major the pod's image names (postgres:18), else the
+newest installed one (logged when they differ); $TUSK_PG_BIN_DIR overrides both.
 
 Usage: jobrunner.py run            # the loop (e2e/local/l4.sh starts it in the background)
        jobrunner.py down           # stop every local PostgreSQL it started
@@ -50,6 +55,7 @@ KUBECTL = os.environ.get("TUSK_KUBECTL_BIN", "kubectl")
 SELECTOR = "app.kubernetes.io/managed-by=tusk-operator"
 EXIT_CODE = "e2e.tusk.dev/exit-code"
 TAKEN = "e2e.tusk.dev/runner"
+WAITING = "e2e.tusk.dev/waiting"  # why a container cannot start yet (a missing Secret, say)
 # The backup-agent image: ENTRYPOINT and ENV (see the Dockerfile).
 AGENT_ENTRYPOINT = "/usr/local/bin/backup-agent"
 AGENT_IMAGE_ENV = {"HOME": "/tmp"}
@@ -63,6 +69,7 @@ JOB_TIMEOUT = float(os.environ.get("TUSK_E2E_JOB_TIMEOUT", "1800"))
 AS_POSTGRES = os.geteuid() == 0  # the server refuses to run as root
 
 state_lock = threading.Lock()
+database_waiting: dict[str, str] = {}
 children: set[subprocess.Popen] = set()
 stopping = threading.Event()
 
@@ -252,19 +259,22 @@ def rewrite_arg(arg: str, mounts: dict[str, Path]) -> str:
     return rewrite_path(arg, mounts)
 
 
-def pg_bin_dir() -> Path:
+def pg_bin_dir(major: int | None = None) -> Path:
+    """$TUSK_PG_BIN_DIR, else the installed major the image asks for, else the newest installed."""
     if os.environ.get("TUSK_PG_BIN_DIR"):
         return Path(os.environ["TUSK_PG_BIN_DIR"])
-    found = sorted(
-        (int(p.name), p / "bin") for p in Path("/usr/lib/postgresql").glob("*") if p.name.isdigit()
-    )
+    found = {
+        int(initdb.parts[-3]): initdb.parent
+        for initdb in Path("/usr/lib/postgresql").glob("*/bin/initdb")
+        if initdb.parts[-3].isdigit()
+    }
     if not found:
         sys.exit("jobrunner: no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)")
-    return found[-1][1]
+    return found.get(major) or found[max(found)]
 
 
-def base_path() -> str:
-    return f"{pg_bin_dir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+def base_path(bin_dir: Path | None = None) -> str:
+    return f"{bin_dir or pg_bin_dir()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,11 +300,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def as_postgres(cmd: list[str]) -> list[str]:
+def as_postgres(cmd: list[str], bin_dir: Path | None = None) -> list[str]:
     """Runs cmd as the postgres OS user when we are root (PATH survives runuser via env)."""
     if not AS_POSTGRES:
         return cmd
-    return ["runuser", "-u", "postgres", "--", "env", f"PATH={base_path()}", *cmd]
+    return ["runuser", "-u", "postgres", "--", "env", f"PATH={base_path(bin_dir)}", *cmd]
 
 
 def postmaster_alive(data: Path) -> bool:
@@ -307,8 +317,9 @@ def postmaster_alive(data: Path) -> bool:
 
 
 def pg_ctl(instance: dict, *args: str) -> subprocess.CompletedProcess:
-    cmd = [str(pg_bin_dir() / "pg_ctl"), "-D", instance["data"], *args]
-    return subprocess.run(as_postgres(cmd), capture_output=True, text=True)
+    bin_dir = Path(instance.get("binDir") or pg_bin_dir())
+    cmd = [str(bin_dir / "pg_ctl"), "-D", instance["data"], *args]
+    return subprocess.run(as_postgres(cmd, bin_dir), capture_output=True, text=True)
 
 
 def start_server(instance: dict) -> None:
@@ -340,6 +351,12 @@ def ensure_database(pod: dict) -> None:
                 shutil.rmtree(current["dir"], ignore_errors=True)
         try:
             current = init_database(pod, key, sts_uid)
+        except ConfigError as e:
+            # Like the kubelet: the container waits until its Secret or ConfigMap exists.
+            if database_waiting.get(key) != str(e):
+                database_waiting[key] = str(e)
+                log(f"{key}: pod {meta['name']} waits: CreateContainerConfigError: {e} (retrying)")
+            return
         except Exception as e:  # noqa: BLE001 - remembered, so it is reported once, not every second
             log(f"{key}: starting a local PostgreSQL for pod {meta['name']} failed: {e}")
             current = {"statefulsetUid": sts_uid, "failed": True, "error": str(e), "data": "", "port": 0}
@@ -355,7 +372,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     container = next(
         (c for c in pod["spec"]["containers"] if c["name"] == "postgres"), pod["spec"]["containers"][0]
     )
+    started = time.monotonic()
     root = L4_DIR / "pg" / f'{key.replace("/", "_")}-{sts_uid[:8]}'
+    # The major of the image (postgres:18) if that server is installed here, else the newest.
+    wanted = re.search(r"postgres:(\d+)", container.get("image", ""))
+    bin_dir = pg_bin_dir(int(wanted[1]) if wanted else None)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     env = resolver.env(container)
@@ -381,6 +402,8 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         "port": port,
         "socketDir": socket_dir,
         "superuser": env.get("POSTGRES_USER", "postgres"),
+        "binDir": str(bin_dir),
+        "image": container.get("image", ""),
         "server_args": [rewrite_arg(a, mounts) for a in container.get("args", [])]
         + ["-c", f"port={port}", "-c", "listen_addresses=127.0.0.1"],
     }
@@ -393,11 +416,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         shutil.chown(pwfile, "postgres", "postgres")
     pwfile.chmod(0o600)
     initdb = [
-        str(pg_bin_dir() / "initdb"), "-D", str(data), f"--username={instance['superuser']}",
+        str(bin_dir / "initdb"), "-D", str(data), f"--username={instance['superuser']}",
         f"--pwfile={pwfile}", *shlex.split(env.get("POSTGRES_INITDB_ARGS", "")),
     ]
     out = subprocess.run(
-        as_postgres(initdb), capture_output=True, text=True, env={"PATH": base_path(), "LANG": "C.UTF-8"}
+        as_postgres(initdb, bin_dir), capture_output=True, text=True, env={"PATH": base_path(bin_dir), "LANG": "C.UTF-8"}
     )
     pwfile.unlink()
     if out.returncode != 0:
@@ -408,7 +431,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     init_dir = Path(rewrite_path("/docker-entrypoint-initdb.d", mounts))
     script_env = {
         **env,
-        "PATH": base_path(),
+        "PATH": base_path(bin_dir),
         "PGDATA": str(data),
         "PGPASSWORD": env.get("PGPASSWORD", env.get("POSTGRES_PASSWORD", "")),
         "PGHOST": socket_dir,
@@ -422,7 +445,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
             cmd = ["psql", "-v", "ON_ERROR_STOP=1", "--username", instance["superuser"], "-f", str(script)]
         else:
             continue
-        out = subprocess.run(as_postgres(cmd), capture_output=True, text=True, env=script_env)
+        out = subprocess.run(as_postgres(cmd, bin_dir), capture_output=True, text=True, env=script_env)
         (root / f"{script.name}.log").write_text(out.stdout + out.stderr)
         if out.returncode != 0:
             # The container would exit and crash-loop; the instance stays down, jobs will fail.
@@ -430,9 +453,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
             pg_ctl(instance, "-m", "fast", "-w", "stop")
             instance["failed"] = True
             return instance
+    major = bin_dir.parent.name
+    asked = f", image {instance['image']}" if not wanted or wanted[1] != major else ""
     log(
-        f"{key}: local PostgreSQL {pg_bin_dir().parent.name} on 127.0.0.1:{port} for pod {instance['pod']}"
-        f" (superuser {instance['superuser']}, data {data})"
+        f"{key}: local PostgreSQL {major}{asked} on 127.0.0.1:{port} for pod {instance['pod']}"
+        f" in {time.monotonic() - started:.1f}s (superuser {instance['superuser']}, data {data})"
     )
     return instance
 
@@ -467,34 +492,40 @@ def minio_endpoint() -> str:
     return (E2E_DIR / "minio" / "endpoint").read_text().strip()
 
 
-def run_job_pod(pod: dict) -> None:
+def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:
+    """What the kubelet does before starting the container; ConfigError while it cannot."""
+    meta = pod["metadata"]
+    root = L4_DIR / "pods" / f'{meta["namespace"]}_{meta["name"]}'
+    root.mkdir(parents=True, exist_ok=True)
+    containers = pod["spec"]["containers"]
+    if len(containers) != 1:
+        raise ConfigError(f"{len(containers)} containers; the runner runs single-container pods")
+    container = containers[0]
+    resolver = Resolver(pod)
+    env = resolver.env(container)
+    mounts = resolver.volumes(container, root)
+    command = [expand(a, env) for a in container.get("command") or [AGENT_ENTRYPOINT]]
+    args = [expand(a, env) for a in container.get("args") or []]
+    if Path(command[0]).name != "backup-agent":
+        raise ConfigError(f"command {command[0]} is not the backup-agent")
+    argv = [os.environ.get("TUSK_AGENT_BIN", "backup-agent"), *command[1:], *args]
+    argv[1:] = [rewrite_arg(a, mounts) for a in argv[1:]]
+    process_env = {"PATH": base_path(), **AGENT_IMAGE_ENV, **env}
+    for k, v in list(process_env.items()):
+        process_env[k] = rewrite_path(v, mounts)
+    if "/tmp" in mounts and "TMPDIR" not in env:
+        process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
+    rewrite_addresses(process_env, f'{meta["namespace"]}/{meta["name"]}')
+    (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
+    return argv, process_env, root
+
+
+def run_job_pod(pod: dict, argv: list[str], process_env: dict[str, str], root: Path) -> None:
     meta = pod["metadata"]
     name = f'{meta["namespace"]}/{meta["name"]}'
-    root = L4_DIR / "pods" / f'{meta["namespace"]}_{meta["name"]}'
     started = time.monotonic()
-    rc, summary, argv = 128, "", []
+    rc, summary = 128, ""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        containers = pod["spec"]["containers"]
-        if len(containers) != 1:
-            raise ConfigError(f"{len(containers)} containers; the runner runs single-container pods")
-        container = containers[0]
-        resolver = Resolver(pod)
-        env = resolver.env(container)
-        mounts = resolver.volumes(container, root)
-        command = [expand(a, env) for a in container.get("command") or [AGENT_ENTRYPOINT]]
-        args = [expand(a, env) for a in container.get("args") or []]
-        if Path(command[0]).name != "backup-agent":
-            raise ConfigError(f"command {command[0]} is not the backup-agent")
-        argv = [os.environ.get("TUSK_AGENT_BIN", "backup-agent"), *command[1:], *args]
-        argv[1:] = [rewrite_arg(a, mounts) for a in argv[1:]]
-        process_env = {"PATH": base_path(), **AGENT_IMAGE_ENV, **env}
-        for k, v in list(process_env.items()):
-            process_env[k] = rewrite_path(v, mounts)
-        if "/tmp" in mounts and "TMPDIR" not in env:
-            process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
-        rewrite_addresses(process_env, name)
-        (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
         with open(root / "stdout", "wb") as out, open(root / "stderr", "wb") as err:
             proc = subprocess.Popen(argv, env=process_env, cwd=root, stdout=out, stderr=err)
             children.add(proc)
@@ -515,9 +546,6 @@ def run_job_pod(pod: dict) -> None:
                 )
             except json.JSONDecodeError:
                 summary = lines[-1][:200]
-    except ConfigError as e:
-        summary = f"CreateContainerConfigError: {e}"
-        (root / "stderr").write_text(summary + "\n")
     except Exception as e:  # noqa: BLE001 - a runner bug must still finish the pod
         summary = f"runner error: {e!r}"
         (root / "stderr").write_text(summary + "\n")
@@ -539,6 +567,7 @@ def run_job_pod(pod: dict) -> None:
 
 def loop(interval: float) -> None:
     taken: set[str] = set()
+    waiting: dict[str, str] = {}
     rounds = 0
     log(f"watching pods labelled {SELECTOR} (state {L4_DIR}, agent {os.environ.get('TUSK_AGENT_BIN')})")
     while not stopping.is_set():
@@ -563,12 +592,27 @@ def loop(interval: float) -> None:
                 continue
             if EXIT_CODE in annotations or TAKEN in annotations:
                 continue
+            try:
+                prepared = prepare_job_pod(pod)
+            except ConfigError as e:
+                # The kubelet keeps the container waiting (CreateContainerConfigError) and retries;
+                # so does this loop. The reason is logged once and shown on the pod.
+                reason = f"CreateContainerConfigError: {e}"
+                if waiting.get(meta["uid"]) != reason:
+                    waiting[meta["uid"]] = reason
+                    log(f'{meta["namespace"]}/{meta["name"]}: {reason} (retrying)')
+                    kubectl("annotate", "pod", "-n", meta["namespace"], meta["name"],
+                            f"{WAITING}={reason}", "--overwrite", check=False)
+                continue
+            except Exception as e:  # noqa: BLE001 - an API hiccup: try again next round
+                log(f'{meta["namespace"]}/{meta["name"]}: preparing failed, retrying: {e!r}')
+                continue
             taken.add(meta["uid"])
             try:
                 annotate(pod, TAKEN, f"started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
             except subprocess.CalledProcessError:
                 continue  # deleted meanwhile
-            threading.Thread(target=run_job_pod, args=(pod,), daemon=True).start()
+            threading.Thread(target=run_job_pod, args=(pod, *prepared), daemon=True).start()
         rounds += 1
         if rounds % 5 == 0:
             collect_deleted_clusters()

@@ -7,8 +7,7 @@
 #   eval "$(e2e/local/l4.sh up)"         # + MinIO and the job runner; prints export lines
 #   e2e/local/l4.sh down                 # stops the job runner, its PostgreSQL servers, MinIO
 #                                        # (e2e/local/down.sh calls this too)
-# TUSK_AGENT_BIN: the backup-agent to run; default: built here with cargo into
-# ${CARGO_TARGET_DIR:-target}. Logs: $TUSK_E2E_DIR/l4/ (jobrunner.log, pods/, pg/, results.jsonl).
+# TUSK_AGENT_BIN: the backup-agent to run; default: built from this tree with cargo. Logs: $TUSK_E2E_DIR/l4/ (jobrunner.log, pods/, pg/, results.jsonl).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -21,8 +20,9 @@ up() {
   mkdir -p "$L4"
   if [[ -z "${TUSK_AGENT_BIN:-}" ]]; then
     log "building backup-agent (cargo build -p backup-agent)"
-    (cd "$repo" && cargo build -q -p backup-agent >&2)
-    TUSK_AGENT_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/backup-agent"
+    (cd "$repo" && cargo build --locked -q -p backup-agent >&2)
+    TUSK_AGENT_BIN="$(cd "$repo" && cargo metadata --format-version 1 --no-deps |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/backup-agent"
   fi
   [[ -x "$TUSK_AGENT_BIN" ]] || { log "TUSK_AGENT_BIN=$TUSK_AGENT_BIN is not an executable"; exit 1; }
   # A copy, so that a concurrent cargo build cannot swap the binary under a running test.

@@ -62,9 +62,10 @@ start() {
   local bin="${TUSK_OPERATOR_BIN:-$DIR/tusk}" port
   [[ -x "$bin" ]] || { log "no operator binary at $bin (set TUSK_OPERATOR_BIN)"; exit 1; }
   port=$(<"$DIR/operator.port")
-  # A stable identity: a restarted process takes its own Lease back at once.
+  # A stable identity: a restarted process takes its own Lease back at once. incluster.sh makes
+  # in-cluster names (the MinIO of e2e/local/l4.sh) resolve as they would in a pod.
   KUBECONFIG="$DIR/operator.kubeconfig" POD_NAME=tusk-e2e-local POD_NAMESPACE=tusk-system \
-    RUST_LOG="${RUST_LOG:-info}" nohup "$bin" run --listen "127.0.0.1:$port" --log-format text \
+    RUST_LOG="${RUST_LOG:-info}" nohup "$here/incluster.sh" "$bin" run --listen "127.0.0.1:$port" --log-format text \
     >>"$logfile" 2>&1 &
   echo $! >"$pidfile"
   wait_for "the operator's /readyz on 127.0.0.1:$port" 60 curl -fs --max-time 2 "http://127.0.0.1:$port/readyz"

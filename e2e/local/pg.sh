@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # psql as the superuser against the local PostgreSQL that e2e/local/jobrunner.py runs for a Tusk
 # cluster, over TCP with the password from the cluster's `<cluster>-superuser` Secret (the way
-# the backup agent connects). Tests seed and check data with it.
+# the backup agent connects). Tests seed and check data with it. TUSK_PG_SECRET=app connects as
+# the application owner instead, with `<cluster>-app`'s username, password and database.
 #   e2e/local/pg.sh NAMESPACE CLUSTER [psql args...]
 #   e2e/local/pg.sh default shop -d shop -c 'SELECT count(*) FROM orders'
 set -euo pipefail
@@ -11,11 +12,14 @@ shift 2
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kubectl=${TUSK_KUBECTL_BIN:-kubectl}
 port=$(python3 "$here/jobrunner.py" port "$ns" "$cluster")
+which=${TUSK_PG_SECRET:-superuser}
 secret() {
-  "$kubectl" -n "$ns" get secret "$cluster-superuser" -o "jsonpath={.data.$1}" | base64 -d
+  "$kubectl" -n "$ns" get secret "$cluster-$which" -o "jsonpath={.data.$1}" | base64 -d
 }
 user=$(secret username)
 PGPASSWORD=$(secret password)
 export PGPASSWORD
+db=postgres
+[[ "$which" == superuser ]] || db=$(secret dbname)
 bin=${TUSK_PG_BIN_DIR:-$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin | sort -V | tail -1)}
-exec "$bin/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$user" -d postgres "$@"
+exec "$bin/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$user" -d "$db" "$@"

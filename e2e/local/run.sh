@@ -63,6 +63,9 @@ fi
 step "Scenarios"
 rc=0
 E2E_HOOKS="$here/hooks.sh" "$repo/e2e/scenarios.sh" "$@" || rc=$?
+
+step "e2e/kind on this API server (shellcheck, server dry run, up.sh with docker/kind stubbed)"
+"$repo/e2e/kind/check.sh" --smoke || rc=1
 step ""
 echo
 echo "=== timings"

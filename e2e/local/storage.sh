@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The object store of the local L4 e2e: upstream MinIO (built by scripts/testbin.sh) on a free
-# loopback port, root credentials minioadmin/minioadmin (what samples/postgresql-s3-minio.yaml
-# puts in its Secret), and the bucket `tusk-backups` the samples write to.
+# The object store of the local L4 e2e: upstream MinIO (built by scripts/testbin.sh) on port 9000
+# of a free loopback address (127.x.y.z), whose in-cluster names e2e/local/incluster.sh resolves
+# for the processes it runs (the operator), root credentials minioadmin/minioadmin (what
+# samples/postgresql-s3-minio.yaml puts in its Secret), and the bucket `tusk-backups` the samples
+# write to.
 #
 #   e2e/local/storage.sh up     # start (idempotent); prints `export TUSK_E2E_MINIO_ENDPOINT=...`
 #   e2e/local/storage.sh env    # prints the export line of the running MinIO
@@ -22,6 +24,37 @@ log() { echo "storage.sh: $*" >&2; }
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# A loopback address (127.0.0.0/8) whose port 9000 is free: MinIO keeps the in-cluster port, so
+# `http://minio.minio.svc.cluster.local:9000` only needs a name, not a port, rewritten
+# (e2e/local/incluster.sh), and parallel runs each get their own address.
+free_loopback_9000() {
+  python3 - <<'PY'
+import random, socket
+for _ in range(200):
+    addr = f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+    with socket.socket() as s:
+        try:
+            s.bind((addr, 9000))
+        except OSError:
+            continue
+    print(addr)
+    break
+else:
+    raise SystemExit("storage.sh: no loopback address with a free port 9000")
+PY
+}
+
+# set_hosts [ADDR]: the in-cluster names of MinIO in $E2E_DIR/hosts (see incluster.sh), rewritten
+# in place (a bind mount of it follows the inode); without ADDR, the entries are removed.
+HOSTS_TAG="# tusk-e2e storage.sh"
+set_hosts() {
+  local hosts="$E2E_DIR/hosts" content
+  [[ -f "$hosts" ]] || cp /etc/hosts "$hosts"
+  content=$(grep -vF "$HOSTS_TAG" "$hosts" || true)
+  if (($#)); then content+=$'\n'"$1 minio.minio.svc.cluster.local minio.minio.svc minio.minio $HOSTS_TAG"; fi
+  printf '%s\n' "$content" >"$hosts"
 }
 
 running() { [[ -f "$DIR/pid" ]] && kill -0 "$(cat "$DIR/pid")" 2>/dev/null; }
@@ -48,23 +81,24 @@ up() {
     bin="$TUSK_MINIO_BIN"
   fi
   rm -rf "$DIR" && mkdir -p "$DIR/data"
-  local port console
-  port=$(free_port)
+  local addr console
+  addr=$(free_loopback_9000)
   console=$(free_port)
-  echo "http://127.0.0.1:$port" >"$DIR/endpoint"
+  echo "http://$addr:9000" >"$DIR/endpoint"
   MINIO_ROOT_USER=$USER_KEY MINIO_ROOT_PASSWORD=$SECRET_KEY MINIO_BROWSER=off \
     MINIO_UPDATE=off CI=true \
-    nohup "$bin" server "$DIR/data" --address "127.0.0.1:$port" --console-address "127.0.0.1:$console" \
+    nohup "$bin" server "$DIR/data" --address "$addr:9000" --console-address "127.0.0.1:$console" \
     >"$DIR/minio.log" 2>&1 &
   echo $! >"$DIR/pid"
   local i
   for ((i = 0; i < 300; i++)); do
-    if curl -sf "http://127.0.0.1:$port/minio/health/ready" >/dev/null 2>&1; then break; fi
+    if curl -sf "http://$addr:9000/minio/health/ready" >/dev/null 2>&1; then break; fi
     running || { log "MinIO exited:"; tail -20 "$DIR/minio.log" >&2; exit 1; }
     sleep 0.1
   done
   ((i < 300)) || { log "MinIO not ready after 30 s:"; tail -20 "$DIR/minio.log" >&2; exit 1; }
   s3 PUT "/$BUCKET" -o /dev/null
+  set_hosts "$addr"
   log "MinIO $(cat "$DIR/endpoint") (pid $(cat "$DIR/pid")), bucket $BUCKET, log $DIR/minio.log"
   print_env
 }
@@ -79,6 +113,7 @@ down() {
     log "MinIO stopped (pid $pid)"
   fi
   rm -rf "$DIR"
+  if [[ -f "$E2E_DIR/hosts" ]]; then set_hosts; fi
 }
 
 # ls PREFIX: keys under PREFIX in the bucket, one a line (for scenarios and debugging).

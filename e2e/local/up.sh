@@ -21,7 +21,12 @@ if [[ -z "${TUSK_KUBE_APISERVER_BIN:-}" || -z "${TUSK_KWOK_STAGES:-}" ]]; then
 fi
 command -v openssl >/dev/null || { log "openssl not found"; exit 1; }
 
-rm -rf "$DIR" && mkdir -p "$DIR"/{pki,etcd,logs,pids}
+# Only a directory this script made (marked) or an empty one is ever wiped.
+if [[ -d "$DIR" && ! -f "$DIR/.tusk-e2e" && -n "$(ls -A "$DIR")" ]]; then
+  log "$DIR exists and is not a tusk e2e directory; choose another TUSK_E2E_DIR"
+  exit 1
+fi
+rm -rf "$DIR" && mkdir -p "$DIR"/{pki,etcd,logs,pids} && touch "$DIR/.tusk-e2e"
 DIR=$(cd "$DIR" && pwd)
 pki="$DIR/pki"
 
@@ -82,6 +87,8 @@ contexts:
 current-context: tusk-e2e
 KC
 
+# OwnerReferencesPermissionEnforcement (off by default, on in some clusters) makes the operator's
+# owner references with blockOwnerDeletion need `update` on postgresqls/finalizers, as in deploy/.
 # The operator's ServiceAccount is audited at Metadata level so that scenarios can count its
 # writes; everything else is not logged.
 cat >"$DIR/audit-policy.yaml" <<'AP'
@@ -130,6 +137,7 @@ start kube-apiserver "$TUSK_KUBE_APISERVER_BIN" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
   --authorization-mode Node,RBAC \
+  --enable-admission-plugins OwnerReferencesPermissionEnforcement \
   --audit-policy-file "$DIR/audit-policy.yaml" --audit-log-path "$DIR/logs/audit.log" \
   --audit-log-format json --audit-log-mode blocking
 wait_for "kube-apiserver /readyz" 120 "$TUSK_KUBECTL_BIN" --kubeconfig "$kubeconfig" get --raw /readyz

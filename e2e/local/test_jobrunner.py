@@ -1,0 +1,140 @@
+"""Unit tests of the kubelet-like parts of e2e/local/jobrunner.py (no cluster needed).
+
+    python3 -m unittest discover -s e2e/local -p 'test_*.py'
+"""
+
+import base64
+import json
+import os
+import tempfile
+import unittest
+from pathlib import Path
+from unittest import mock
+
+os.environ.setdefault("TUSK_E2E_DIR", tempfile.mkdtemp(prefix="tusk-jobrunner-test-"))
+import jobrunner  # noqa: E402 - TUSK_E2E_DIR first
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+OBJECTS = {
+    ("secret", "demo-superuser"): {"data": {"username": b64("postgres"), "password": b64("s3cr$t")}},
+    ("secret", "minio"): {"data": {"access-key": b64("minioadmin"), "secret-key": b64("minioadmin")}},
+    ("secret", "gcs"): {"data": {"key.json": b64('{"type": "service_account"}')}},
+    ("configmap", "settings"): {"data": {"LEVEL": "debug", "MODE": "fast"}},
+}
+
+POD = {
+    "metadata": {
+        "name": "demo-backup-29000000-abcde",
+        "namespace": "prod",
+        "uid": "uid-1",
+        "labels": {"batch.kubernetes.io/job-name": "demo-backup-29000000"},
+        "annotations": {"note": "hi"},
+        "ownerReferences": [{"kind": "Job", "name": "demo-backup-29000000", "uid": "j1", "controller": True}],
+    },
+    "spec": {
+        "nodeName": "kwok-node-0",
+        "volumes": [
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "gcs-key", "secret": {"secretName": "gcs", "items": [{"key": "key.json", "path": "key.json"}]}},
+        ],
+        "containers": [
+            {
+                "name": "backup-agent",
+                "args": ["restore", "--work-dir=/tmp/work", "$(TUSK_CLUSTER)"],
+                "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"}],
+                "env": [
+                    {"name": "TUSK_CLUSTER", "value": "demo"},
+                    {"name": "GREETING", "value": "$(TUSK_CLUSTER)-$(UNDEFINED)-$$(TUSK_CLUSTER)"},
+                    {"name": "PGHOST", "value": "demo-rw.prod.svc"},
+                    {"name": "PGPORT", "value": "5432"},
+                    {"name": "PGUSER", "valueFrom": {"secretKeyRef": {"name": "demo-superuser", "key": "username"}}},
+                    {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "demo-superuser", "key": "password"}}},
+                    {"name": "OPTIONAL", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "x", "optional": True}}},
+                    {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "LEVEL"}}},
+                    {"name": "TUSK_BACKUP_ID",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}},
+                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "NOTE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['note']"}}},
+                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "TUSK_S3_ENDPOINT", "value": "http://minio.minio.svc.cluster.local:9000"},
+                    {"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": "/var/run/secrets/tusk/gcs/key.json"},
+                    {"name": "TUSK_WORK_DIR", "value": "/tmp"},
+                ],
+                "volumeMounts": [
+                    {"name": "tmp", "mountPath": "/tmp"},
+                    {"name": "gcs-key", "mountPath": "/var/run/secrets/tusk/gcs", "readOnly": True},
+                ],
+            }
+        ],
+    },
+}
+
+
+def fake_get(kind, namespace, name):
+    assert namespace == "prod"
+    return OBJECTS.get((kind, name))
+
+
+@mock.patch.object(jobrunner, "get", side_effect=fake_get)
+class ResolverTest(unittest.TestCase):
+    def test_env_is_resolved_like_the_kubelet(self, _get):
+        env = jobrunner.Resolver(POD).env(POD["spec"]["containers"][0])
+        self.assertEqual(env["PGUSER"], "postgres")
+        self.assertEqual(env["PGPASSWORD"], "s3cr$t")
+        self.assertNotIn("OPTIONAL", env)
+        self.assertEqual(env["LEVEL"], "debug")
+        self.assertEqual((env["CFG_LEVEL"], env["CFG_MODE"]), ("debug", "fast"))
+        self.assertEqual(env["TUSK_BACKUP_ID"], "demo-backup-29000000")
+        self.assertEqual((env["POD"], env["NOTE"], env["NODE"]), (POD["metadata"]["name"], "hi", "kwok-node-0"))
+        self.assertEqual(env["GREETING"], "demo-$(UNDEFINED)-$(TUSK_CLUSTER)")
+
+    def test_a_missing_secret_is_a_config_error(self, _get):
+        container = {"name": "c", "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k"}}}]}
+        with self.assertRaisesRegex(jobrunner.ConfigError, 'secret "gone" not found'):
+            jobrunner.Resolver(POD).env(container)
+        container["env"][0]["valueFrom"]["secretKeyRef"] = {"name": "minio", "key": "missing"}
+        with self.assertRaisesRegex(jobrunner.ConfigError, "couldn't find key missing"):
+            jobrunner.Resolver(POD).env(container)
+
+    def test_volumes_are_materialized_and_paths_rewritten(self, _get):
+        with tempfile.TemporaryDirectory() as root:
+            resolver = jobrunner.Resolver(POD)
+            mounts = resolver.volumes(POD["spec"]["containers"][0], Path(root))
+            key = jobrunner.rewrite_path("/var/run/secrets/tusk/gcs/key.json", mounts)
+            self.assertTrue(key.startswith(root))
+            self.assertEqual(json.loads(Path(key).read_text()), {"type": "service_account"})
+            self.assertEqual(jobrunner.rewrite_path("/tmp", mounts), str(Path(root) / "volumes" / "tmp"))
+            self.assertEqual(jobrunner.rewrite_arg("--work-dir=/tmp/work", mounts),
+                             f"--work-dir={Path(root) / 'volumes' / 'tmp' / 'work'}")
+            self.assertEqual(jobrunner.rewrite_path("/tmpfoo", mounts), "/tmpfoo")
+            self.assertEqual(jobrunner.rewrite_arg("restore", mounts), "restore")
+
+
+class AddressTest(unittest.TestCase):
+    def test_only_in_cluster_addresses_are_rewritten(self):
+        state = {"prod/demo": {"port": 54321}}
+        env = {"PGHOST": "demo-rw.prod.svc.cluster.local", "PGPORT": "5432",
+               "TUSK_S3_ENDPOINT": "http://minio.minio.svc.cluster.local:9000"}
+        with mock.patch.object(jobrunner, "load_state", return_value=state), \
+                mock.patch.object(jobrunner, "minio_endpoint", return_value="http://127.9.9.9:9000"):
+            jobrunner.rewrite_addresses(env, "prod/pod")
+            self.assertEqual(env, {"PGHOST": "127.0.0.1", "PGPORT": "54321",
+                                   "TUSK_S3_ENDPOINT": "http://127.9.9.9:9000"})
+            other = {"PGHOST": "db.example.com", "PGPORT": "5432", "TUSK_S3_ENDPOINT": "https://s3.amazonaws.com"}
+            jobrunner.rewrite_addresses(other, "prod/pod")
+            self.assertEqual(other["PGHOST"], "db.example.com")
+            self.assertEqual(other["TUSK_S3_ENDPOINT"], "https://s3.amazonaws.com")
+            unknown = {"PGHOST": "other-rw.prod.svc", "PGPORT": "5432"}
+            jobrunner.rewrite_addresses(unknown, "prod/pod")
+            self.assertEqual(unknown["PGHOST"], "other-rw.prod.svc")
+
+    def test_expand(self):
+        self.assertEqual(jobrunner.expand("$(A)/$(B)/$$(A)/$(", {"A": "x"}), "x/$(B)/$(A)/$(")
+
+
+if __name__ == "__main__":
+    unittest.main()
