@@ -8,6 +8,8 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
+use support::memory_store::MemoryStorage;
+use support::run::against;
 use support::verifier::{self, Expect, Seen};
 use support::world::*;
 use tusk::controller::reconcile;
@@ -34,23 +36,11 @@ async fn scenario_result(
     cache: Cache,
     script: Vec<Expect>,
 ) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    let (client, server) = verifier::client();
-    let ctx = context(client, &pg, cache);
-    let (done, finished) = tokio::sync::oneshot::channel();
-    let played = server.play(script, finished);
-    let result = tokio::time::timeout(
-        Duration::from_secs(10),
-        reconcile(Arc::new(pg.clone()), ctx),
-    )
+    let cluster = pg.clone();
+    against(&cluster, cache, MemoryStorage::default(), script, |ctx| {
+        reconcile(Arc::new(pg), ctx)
+    })
     .await
-    .expect("reconcile finished");
-    let _ = done.send(());
-    // The script's verdict first: it says which call was missing or unexpected.
-    let seen = played
-        .await
-        .expect("verifier ran")
-        .unwrap_or_else(|e| panic!("{e}"));
-    (result, seen)
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {

@@ -7,7 +7,7 @@ use backup_agent::Manifest;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{Timestamp, Unit};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
@@ -20,7 +20,7 @@ use super::progress::{self, Next};
 use super::retention;
 use super::status::{self, Record};
 use crate::controller::Context;
-use crate::controller::apply::FIELD_MANAGER;
+use crate::controller::apply::{Change, FIELD_MANAGER, create};
 use crate::controller::context::cached;
 use crate::crd::{Backup, BackupStatus, Destination, PostgreSQL};
 use crate::error::{Error, Result};
@@ -155,20 +155,8 @@ async fn start_job(ctx: &Context, backup: &Backup, pg: &PostgreSQL) -> Result<De
     };
     let job = resources::backup_job(&cluster, policy, &ctx.agent, &name, owner);
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api.create(&params, &job).await {
-        Ok(_) => info!(backup = %name, namespace = %cluster.namespace, "backup Job created"),
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(source) => {
-            return Err(Error::Apply {
-                kind: "Job".into(),
-                name,
-                source,
-            });
-        }
+    if create(&api, &job).await? == Change::Created {
+        info!(backup = %name, namespace = %cluster.namespace, "backup Job created");
     }
     Ok(policy.destination.clone())
 }
@@ -309,11 +297,23 @@ async fn write_status(ctx: &Context, backup: &Backup, status: BackupStatus) -> R
 }
 
 async fn publish(ctx: &Context, backup: &Backup, type_: EventType, reason: &str, note: String) {
+    publish_event(ctx, backup, type_, reason, "Backup", note).await;
+}
+
+/// Publishes an Event about `backup`; failing to publish is logged, never fatal.
+pub(super) async fn publish_event(
+    ctx: &Context,
+    backup: &Backup,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
     let event = Event {
         type_,
         reason: reason.to_owned(),
         note: Some(note),
-        action: "Backup".to_owned(),
+        action: action.to_owned(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&event, &backup.object_ref(&())).await {

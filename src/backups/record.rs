@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch};
 use serde_json::json;
 
 use super::progress::SCHEDULED_LABEL;
 use crate::controller::Context;
-use crate::controller::apply::FIELD_MANAGER;
+use crate::controller::apply::{Change, create, patch_params};
 use crate::controller::context::cached;
 use crate::crd::{Backup, BackupSpec, ClusterReference};
 use crate::error::{Error, Result};
@@ -75,34 +75,18 @@ pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Resu
         Api::namespaced(ctx.client.clone(), ns),
         Api::namespaced(ctx.client.clone(), ns),
     );
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
     let mut created = Vec::new();
     for job in todo {
         let name = job.name_any();
-        match backups
-            .create(&params, &scheduled_backup(job, cluster.name))
-            .await
-        {
-            Ok(_) => created.push(name.clone()),
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(source) => {
-                return Err(Error::Apply {
-                    kind: "Backup".into(),
-                    name,
-                    source,
-                });
-            }
+        if create(&backups, &scheduled_backup(job, cluster.name)).await? == Change::Created {
+            created.push(name.clone());
         }
         // A merge patch, not an apply: it must never re-create a Job that is gone.
         let mark = json!({"metadata": {"annotations": {RECORDED_ANNOTATION: name}}});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        match job_api.patch(&name, &params, &Patch::Merge(&mark)).await {
+        match job_api
+            .patch(&name, &patch_params(), &Patch::Merge(&mark))
+            .await
+        {
             Ok(_) => {}
             // Removed by the CronJob's history limit meanwhile: nothing left to mark.
             Err(kube::Error::Api(status)) if status.code == 404 => {}

@@ -4,12 +4,14 @@
 use backup_agent::catalog;
 use backup_agent::duration::parse_duration;
 use backup_agent::retention::Policy;
-use kube::api::{Api, DeleteParams};
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::events::EventType;
 use tracing::{info, warn};
 
+use super::reconcile::publish_event;
 use crate::controller::Context;
+use crate::controller::apply::delete;
 use crate::crd::{Backup, PostgreSQL, Retention};
 use crate::storage::{StorageError, cluster_location};
 
@@ -64,7 +66,15 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
         Ok(report) => report,
         Err(e) => {
             let note = format!("retention of {cluster} could not be applied: {e}");
-            event(ctx, trigger, EventType::Warning, "RetentionFailed", note).await;
+            publish_event(
+                ctx,
+                trigger,
+                EventType::Warning,
+                "RetentionFailed",
+                "Retention",
+                note,
+            )
+            .await;
             return;
         }
     };
@@ -77,9 +87,8 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
     let mut failed = Vec::new();
     for doomed in described_by(state.iter().map(AsRef::as_ref), &cluster, &report.deleted) {
         let name = doomed.name_any();
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
+        match delete(&api, &name).await {
+            Ok(()) => {}
             Err(e) => {
                 warn!(backup = %name, error = %e, "could not delete a Backup removed by retention");
                 failed.push(name);
@@ -97,20 +106,15 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
             failed.join(", ")
         ));
     }
-    event(ctx, trigger, EventType::Normal, "RetentionApplied", note).await;
-}
-
-async fn event(ctx: &Context, backup: &Backup, type_: EventType, reason: &str, note: String) {
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "Retention".to_owned(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &backup.object_ref(&())).await {
-        warn!(error = %e, "could not publish an Event");
-    }
+    publish_event(
+        ctx,
+        trigger,
+        EventType::Normal,
+        "RetentionApplied",
+        "Retention",
+        note,
+    )
+    .await;
 }
 
 #[cfg(test)]

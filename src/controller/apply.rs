@@ -4,7 +4,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -78,6 +78,53 @@ where
             name: name.to_owned(),
             source,
         })
+}
+
+/// Creates `object` once, for objects that are never rewritten (credentials, Jobs, Backups).
+/// Returns `Created`, or `Unchanged` when it already exists (a concurrent reconcile won).
+pub async fn create<K>(api: &Api<K>, object: &K) -> Result<Change>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
+{
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.create(&params, object).await {
+        Ok(_) => Ok(Change::Created),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Change::Unchanged),
+        Err(source) => Err(Error::Apply {
+            kind: K::kind(&K::DynamicType::default()).to_string(),
+            name: object.name_any(),
+            source,
+        }),
+    }
+}
+
+/// Deletes `name` in the background; an object already gone is not an error.
+pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Delete {
+            kind: K::kind(&K::DynamicType::default()).to_string(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Patch parameters for the non-apply patches (finalizers, a Job's annotation).
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
 }
 
 /// Whether `actual` holds every field of `wanted` with the same value. Fields only in `actual`

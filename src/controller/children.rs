@@ -3,9 +3,9 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::Api;
 
-use super::apply::{Change, FIELD_MANAGER, apply};
+use super::apply::{Change, apply, create, delete};
 use super::context::{Context, cached};
 use super::status::{BackupSchedule, Readiness};
 use crate::error::{Error, Result};
@@ -108,7 +108,7 @@ pub async fn apply_children(
     let backup = match &cluster.spec.backup {
         None => {
             if existing.is_some() {
-                delete(&api, "CronJob", &name).await?;
+                delete(&api, &name).await?;
                 writes.push(Written {
                     kind: "CronJob",
                     name,
@@ -170,34 +170,7 @@ async fn ensure_secret(
     if api.get_opt(name).await.map_err(read_error)?.is_some() {
         return Ok(Change::Unchanged);
     }
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
     let secret = build(cluster, &resources::generate_password());
-    match api.create(&params, &secret).await {
-        Ok(_) => Ok(Change::Created),
-        // Created by a concurrent reconcile between our read and write: keep theirs.
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Change::Unchanged),
-        Err(source) => Err(Error::Apply {
-            kind: "Secret".to_owned(),
-            name: name.to_owned(),
-            source,
-        }),
-    }
-}
-
-async fn delete<K>(api: &Api<K>, kind: &str, name: &str) -> Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Delete {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            source,
-        }),
-    }
+    // Created by a concurrent reconcile between our read and write: keep theirs.
+    create(api, &secret).await
 }

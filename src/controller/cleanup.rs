@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use backup_agent::catalog;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::apply::FIELD_MANAGER;
+use super::apply::{delete, patch_params};
 use super::context::{Context, cached};
 use super::reconcile::{publish, update_status};
 use super::status::Outcome;
@@ -66,11 +66,10 @@ pub async fn set_finalizer(pg: &PostgreSQL, ctx: &Context, present: bool) -> Res
             name: name.clone(),
             source,
         })?;
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    match api.patch(&name, &params, &Patch::Json::<()>(patch)).await {
+    match api
+        .patch(&name, &patch_params(), &Patch::Json::<()>(patch))
+        .await
+    {
         Ok(_) => Ok(()),
         // Already gone: nothing left to hold.
         Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(()),
@@ -169,7 +168,7 @@ async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
     let name = cluster.cronjob_name();
     if cached(&ctx.stores.cronjobs, ns, &name).is_some() {
         let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), ns);
-        delete_ignoring_missing(&api, "CronJob", &name).await?;
+        delete(&api, &name).await?;
     }
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
     let mut running = false;
@@ -184,7 +183,7 @@ async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
         if mine && matches!(job_state(&job), JobState::Active { .. }) {
             running = true;
             if job.meta().deletion_timestamp.is_none() {
-                delete_ignoring_missing(&api, "Job", &job.name_any()).await?;
+                delete(&api, &job.name_any()).await?;
             }
         }
     }
@@ -205,24 +204,9 @@ async fn delete_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<usize> {
         .collect();
     names.sort();
     for name in &names {
-        delete_ignoring_missing(&api, "Backup", name).await?;
+        delete(&api, name).await?;
     }
     Ok(names.len())
-}
-
-async fn delete_ignoring_missing<K>(api: &Api<K>, kind: &str, name: &str) -> Result<()>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Delete {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            source,
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
-use super::apply::FIELD_MANAGER;
+use super::apply::{Change, create};
 use super::children::{WriteAction, Written};
 use super::context::{Context, cached};
 use super::status::{Readiness, RestoreProgress};
@@ -62,24 +62,13 @@ pub async fn step(
     };
     let job = resources::restore_job(cluster, &plan, &ctx.agent);
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let written = match api.create(&params, &job).await {
-        Ok(_) => Some(Written {
+    let written = match create(&api, &job).await? {
+        Change::Created => Some(Written {
             kind: "Job",
-            name: name.clone(),
+            name,
             action: WriteAction::Created,
         }),
-        Err(kube::Error::Api(status)) if status.code == 409 => None,
-        Err(source) => {
-            return Err(Error::Apply {
-                kind: "Job".into(),
-                name,
-                source,
-            });
-        }
+        _ => None,
     };
     let message = format!(
         "restoring backup {} of {}/{}",
