@@ -38,6 +38,9 @@ pub struct Metrics {
     child_writes: Family<WriteLabels, Counter>,
     backup_reconciles: Family<ResultLabels, Counter>,
     backups_finished: Family<ResultLabels, Counter>,
+    /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
+    /// that deleted clusters leave the gauge even though nothing reconciles them.
+    cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
 }
 
 impl Default for Metrics {
@@ -92,6 +95,7 @@ impl Default for Metrics {
             child_writes,
             backup_reconciles,
             backups_finished,
+            cluster_caches: std::sync::Mutex::default(),
         }
     }
 }
@@ -160,8 +164,25 @@ impl Metrics {
         }
     }
 
+    /// Counts the clusters of `cache` by phase at every scrape from now on.
+    pub fn watch_clusters(&self, cache: kube::runtime::reflector::Store<PostgreSQL>) {
+        self.caches().push(cache);
+    }
+
+    fn caches(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Vec<kube::runtime::reflector::Store<PostgreSQL>>> {
+        self.cluster_caches
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
+        let clusters: Vec<_> = self.caches().iter().flat_map(|c| c.state()).collect();
+        if !self.caches().is_empty() {
+            self.count_phases(clusters.iter().map(AsRef::as_ref));
+        }
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
@@ -192,5 +213,32 @@ mod tests {
             text.contains("tusk_child_writes_total{kind=\"StatefulSet\",change=\"created\"} 1")
         );
         assert!(text.contains("tusk_clusters{phase=\"Ready\"} 0"));
+    }
+
+    #[test]
+    fn deleted_clusters_leave_the_phase_gauge_at_the_next_scrape() {
+        use kube::runtime::watcher::Event;
+        let pg: PostgreSQL = serde_json::from_value(serde_json::json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": "demo", "namespace": "prod"},
+            "spec": {"storage": {"size": "1Gi"}},
+            "status": {"phase": "Ready"},
+        }))
+        .unwrap();
+        let (cache, mut writer) = kube::runtime::reflector::store();
+        writer.apply_watcher_event(&Event::Apply(pg.clone()));
+        let metrics = Metrics::default();
+        metrics.watch_clusters(cache);
+        assert!(
+            metrics
+                .encode()
+                .contains("tusk_clusters{phase=\"Ready\"} 1")
+        );
+        writer.apply_watcher_event(&Event::Delete(pg));
+        assert!(
+            metrics
+                .encode()
+                .contains("tusk_clusters{phase=\"Ready\"} 0")
+        );
     }
 }

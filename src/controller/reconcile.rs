@@ -43,8 +43,6 @@ pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action>
         Err(e) => e.reason(),
     };
     ctx.metrics.reconciled(label, started.elapsed());
-    ctx.metrics
-        .count_phases(ctx.stores.clusters.state().iter().map(Arc::as_ref));
     match &result {
         Ok(_) => ctx.backoff.reset(&key),
         Err(error) => report_error(&pg, &ctx, error).await,

@@ -173,6 +173,7 @@ pub async fn run(
     let (backups, backup_events, backups_driver) =
         shared_watch(scope.api::<Backup>(&client), watcher::Config::default());
 
+    metrics.watch_clusters(cluster_reader.clone());
     let stores = Stores {
         clusters: cluster_reader.clone(),
         secrets,
