@@ -137,8 +137,10 @@ recreated() { # NS KIND/NAME OLD_UID: exists again with another uid
   local uid
   uid=$(uid_of "$1" "$2" 2>/dev/null) && [[ -n "$uid" && "$uid" != "$3" ]]
 }
-jsonpath_is() { # NS OBJECT JSONPATH EXPECTED
-  [[ "$(kubectl -n "$1" get "$2" -o "jsonpath=$3")" == "$4" ]]
+jsonpath_is() { # NS OBJECT JSONPATH EXPECTED; prints what it found when that differs
+  local got
+  got=$(kubectl -n "$1" get "$2" -o "jsonpath=$3") || return 1
+  [[ "$got" == "$4" ]] || { echo "found: $got"; return 1; }
 }
 
 # owned NS KIND/NAME CLUSTER: controlled by the PostgreSQL CLUSTER (its uid) and labelled.
@@ -591,8 +593,7 @@ dump_diagnostics() {
 main() {
   local selected=("$@") name rc started results=() failed=0
   ((${#selected[@]})) || selected=("${ALL_SCENARIOS[@]}")
-  local artifacts="${E2E_ARTIFACTS:-$(mktemp -d -t tusk-e2e-artifacts.XXXXXX)}"
-  mkdir -p "$artifacts"
+  local artifacts="${E2E_ARTIFACTS:-}"
   for name in "${selected[@]}"; do
     name=${name//-/_}
     declare -F "scenario_$name" >/dev/null || {
@@ -610,6 +611,8 @@ main() {
       *)
         results+=("FAIL  ${took}s  $name")
         failed=$((failed + 1))
+        [[ -n "$artifacts" ]] || artifacts=$(mktemp -d -t tusk-e2e-artifacts.XXXXXX)
+        mkdir -p "$artifacts"
         dump_diagnostics "$artifacts/$name.txt"
         echo "--- diagnostics of $name ($artifacts/$name.txt):"
         cat "$artifacts/$name.txt"

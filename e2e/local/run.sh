@@ -25,7 +25,6 @@ step() {
 }
 
 export TUSK_E2E_DIR="${TUSK_E2E_DIR:-$(mktemp -d -u /tmp/tusk-e2e.XXXXXX)}"
-export E2E_ARTIFACTS="${E2E_ARTIFACTS:-$(mktemp -d -t tusk-e2e-artifacts.XXXXXX)}"
 # shellcheck disable=SC2329 # invoked by the EXIT trap
 cleanup() {
   local rc=$? started=$SECONDS
