@@ -478,7 +478,7 @@ scenario_metrics() {
   (($(metric 'tusk_reconcile_duration_seconds_count') > 0)) || fail "no tusk_reconcile_duration_seconds samples"
   (($(metric 'tusk_child_writes_total{kind="StatefulSet",change="created"}') == sts_before + 1)) \
     || fail "tusk_child_writes_total{kind=\"StatefulSet\",change=\"created\"} did not count the new StatefulSet once"
-  # Only a lower bound: the gauge is recounted by reconciles (known_bug_clusters_gauge_after_delete).
+  # Only a lower bound: other scenarios' clusters may be Ready at the same time.
   local ready_metric
   ready_positive() { (($(metric 'tusk_clusters{phase="Ready"}') >= 1)); }
   wait_until 'tusk_clusters{phase="Ready"} to count a Ready cluster' "$E2E_TIMEOUT" ready_positive
@@ -514,8 +514,8 @@ scenario_zero_writes_at_rest() {
   say "0 create/update/patch/delete requests by $OPERATOR_SA in ${E2E_REST_WINDOW}s (Lease renewals excluded)"
 }
 
-# Known operator bugs, run only when named (e2e/scenarios.sh known_bug_...): they fail until fixed.
-scenario_known_bug_selector_extra_key() {
+# Regressions of operator bugs this suite found (fixed in src/).
+scenario_selector_extra_key() {
   # Service.spec.selector is an atomic map: a key added by hand must be reverted like a changed
   # value, or the Service selects no pod while the operator reports the cluster converged.
   local ns=e2e-selector name=sel selector
@@ -530,7 +530,7 @@ scenario_known_bug_selector_extra_key() {
   drop_namespace "$ns"
 }
 
-scenario_known_bug_restart_backlog() {
+scenario_restart_backlog() {
   # Clusters created while the operator is down must all be reconciled promptly after it starts,
   # not one at once and the rest after the 30 s cache-sync timeout.
   local ns=e2e-backlog names=(b1 b2 b3 b4 b5) name restarted
@@ -544,9 +544,8 @@ scenario_known_bug_restart_backlog() {
   drop_namespace "$ns"
 }
 
-scenario_known_bug_clusters_gauge_after_delete() {
-  # tusk_clusters is recounted only by reconciles, and a deleted cluster triggers none: after the
-  # last deletion the gauge keeps counting clusters that no longer exist.
+scenario_clusters_gauge_after_delete() {
+  # A deleted cluster triggers no reconcile; the gauge must follow it anyway (recounted at scrape).
   local ns=e2e-gauge
   new_namespace "$ns"
   cluster "$ns" gauge
@@ -561,8 +560,9 @@ scenario_known_bug_clusters_gauge_after_delete() {
 }
 
 # zero_writes_at_rest runs while nothing else is in flight: right after the samples converge.
-ALL_SCENARIOS=(crds samples zero_writes_at_rest invalid_specs self_healing backup_cronjob deletion_gc
-  two_namespaces operator_restart metrics)
+ALL_SCENARIOS=(crds samples zero_writes_at_rest invalid_specs self_healing selector_extra_key
+  backup_cronjob deletion_gc two_namespaces operator_restart restart_backlog metrics
+  clusters_gauge_after_delete)
 # L4: real bytes through the operator's Jobs, where Tusk's pods really run (e2e/scenarios-l4.sh).
 if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
   # shellcheck source=e2e/scenarios-l4.sh
@@ -597,7 +597,7 @@ main() {
   for name in "${selected[@]}"; do
     name=${name//-/_}
     declare -F "scenario_$name" >/dev/null || {
-      echo "unknown scenario: $name (known: ${ALL_SCENARIOS[*]} known_bug_selector_extra_key known_bug_restart_backlog known_bug_clusters_gauge_after_delete)" >&2
+      echo "unknown scenario: $name (known: ${ALL_SCENARIOS[*]})" >&2
       exit 2
     }
     echo "=== $name"
