@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The one test command: formatting, lints, CRD drift, manifests, and every test of the
-# workspace (unit, mock-API scenarios, and the agent's tests against real PostgreSQL, MinIO and
-# the GCS emulator). Installs what it needs when it is missing.
+# The one test command: formatting, lints, CRD drift, manifests, every test of the workspace
+# (unit, mock-API scenarios, and the agent's tests against real PostgreSQL, MinIO and the GCS
+# emulator), then the end-to-end suite on a local control plane (scripts/e2e.sh; TUSK_SKIP_E2E=1
+# leaves it out). Installs what it needs when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,13 @@ fi
 
 step "cargo test --workspace"
 cargo test --workspace --locked
+
+if [[ "${TUSK_SKIP_E2E:-0}" == 1 ]]; then
+  echo "TUSK_SKIP_E2E=1: skipping the end-to-end suite"
+else
+  step "End-to-end suite (scripts/e2e.sh)"
+  scripts/e2e.sh
+fi
 
 echo
 echo "All checks passed in $((SECONDS - started))s."
