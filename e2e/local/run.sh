@@ -44,11 +44,14 @@ eval "$("$here/binaries.sh")"
 step "Operator binary (cargo build --bin tusk)"
 (cd "$repo" && cargo build --locked --quiet --bin tusk)
 target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+# A private copy right after the build: a concurrent build in the same target directory cannot
+# swap it mid-run.
+operator_copy=$(mktemp /tmp/tusk-operator.XXXXXX)
+cp "$target_dir/debug/tusk" "$operator_copy"
 
 step "Control plane in $TUSK_E2E_DIR"
 eval "$("$here/up.sh")"
-# A private copy: a concurrent build in the same target directory cannot swap it mid-run.
-cp "$target_dir/debug/tusk" "$TUSK_E2E_DIR/tusk"
+mv "$operator_copy" "$TUSK_E2E_DIR/tusk"
 
 step "Operator (deploy/ applied server-side; the binary runs with the tusk-operator ServiceAccount's token)"
 "$here/operator.sh" install
