@@ -47,7 +47,7 @@ target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3
 # A private copy right after the build: a concurrent build in the same target directory cannot
 # swap it mid-run.
 operator_copy=$(mktemp /tmp/tusk-operator.XXXXXX)
-cp "$target_dir/debug/tusk" "$operator_copy"
+install -m 0755 "$target_dir/debug/tusk" "$operator_copy"
 
 step "Control plane in $TUSK_E2E_DIR"
 eval "$("$here/up.sh")"
