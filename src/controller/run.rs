@@ -112,8 +112,25 @@ fn cluster_of_job(job: Arc<Job>) -> Option<ObjectRef<PostgreSQL>> {
     Some(ObjectRef::new(cluster).within(&job.namespace()?))
 }
 
-fn cluster_of_backup(backup: Arc<Backup>) -> Option<ObjectRef<PostgreSQL>> {
-    Some(ObjectRef::new(&backup.spec.cluster.name).within(&backup.namespace()?))
+/// The clusters a Backup concerns: the one it backs up (its status shows the last backup) and
+/// any new cluster waiting to be restored from it.
+fn clusters_of_backup(backup: &Backup, clusters: &Store<PostgreSQL>) -> Vec<ObjectRef<PostgreSQL>> {
+    let Some(namespace) = backup.namespace() else {
+        return Vec::new();
+    };
+    let name = backup.name_any();
+    let restoring = clusters.state().into_iter().filter(|pg| {
+        pg.namespace().as_deref() == Some(namespace.as_str())
+            && pg
+                .spec
+                .restore
+                .as_ref()
+                .and_then(|r| r.backup.as_ref())
+                .is_some_and(|b| b.name == name)
+    });
+    std::iter::once(ObjectRef::new(&backup.spec.cluster.name).within(&namespace))
+        .chain(restoring.map(|pg| ObjectRef::from_obj(pg.as_ref())))
+        .collect()
 }
 
 /// Backup Jobs are named after their Backup (the name is the backup id); restore Jobs have none.
@@ -205,6 +222,7 @@ pub async fn run(
                 ?scope,
                 "caches filled; starting the PostgreSQL and Backup controllers"
             );
+            let restoring_lookup = cluster_reader.clone();
             let clusters = Controller::for_stream(clusters, cluster_reader)
                 .with_config(controller::Config::default().concurrency(8))
                 .owns_stream(secret_stream)
@@ -213,7 +231,9 @@ pub async fn run(
                 .owns_stream(statefulset_stream)
                 .owns_stream(cronjob_stream)
                 .watches_shared_stream(job_events.clone(), cluster_of_job)
-                .watches_shared_stream(backup_events.clone(), cluster_of_backup)
+                .watches_shared_stream(backup_events.clone(), move |backup| {
+                    clusters_of_backup(&backup, &restoring_lookup)
+                })
                 .graceful_shutdown_on(shutdown.clone())
                 .run(reconcile, error_policy, context.clone())
                 .for_each(|result| async move { log_result("postgresql", result) });
@@ -241,4 +261,50 @@ pub async fn run(
         _ = drivers => {}
     }
     info!("the controllers stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn cluster(name: &str, spec: serde_json::Value) -> PostgreSQL {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": name, "namespace": "prod"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_backup_triggers_its_cluster_and_the_clusters_restoring_from_it() {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&Event::Apply(cluster(
+            "shop",
+            serde_json::json!({"storage": {"size": "1Gi"}}),
+        )));
+        writer.apply_watcher_event(&Event::Apply(cluster(
+            "copy",
+            serde_json::json!({"storage": {"size": "1Gi"}, "restore": {"backup": {"name": "nightly"}}}),
+        )));
+        writer.apply_watcher_event(&Event::Apply(cluster(
+            "other",
+            serde_json::json!({"storage": {"size": "1Gi"}, "restore": {"backup": {"name": "weekly"}}}),
+        )));
+        let mut backup = Backup::new(
+            "nightly",
+            crate::crd::BackupSpec {
+                cluster: crate::crd::ClusterReference {
+                    name: "shop".into(),
+                },
+            },
+        );
+        backup.metadata.namespace = Some("prod".into());
+        let mut names: Vec<String> = clusters_of_backup(&backup, &store)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["copy", "shop"]);
+    }
 }
