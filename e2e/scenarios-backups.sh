@@ -153,8 +153,14 @@ scenario_backup_restore_into_new_cluster() {
   wait_ready "$ns" db
   l4_wait_sql "$ns" db
   l4_seed "$ns" db app app
-  take_backup "$ns" db "$name" >/dev/null
+  # The Backup and the cluster restoring from it in one apply: the restore waits for the Backup
+  # and starts when it completes (its events wake the waiting cluster).
   kubectl apply -f - >/dev/null <<YAML
+apiVersion: tusk.dev/v1alpha1
+kind: Backup
+metadata: {name: $name, namespace: $ns}
+spec: {cluster: {name: db}}
+---
 apiVersion: tusk.dev/v1alpha1
 kind: PostgreSQL
 metadata: {name: copy, namespace: $ns}
