@@ -497,12 +497,31 @@ scenario_zero_writes_at_rest() {
     [[ -z "$(kubectl get namespace -l e2e.tusk.dev/scenario -o jsonpath='{range .items[?(@.status.phase=="Terminating")]}{.metadata.name} {end}')" ]]
   }
   wait_until "earlier scenarios' namespaces to be gone" "$E2E_TIMEOUT" no_terminating
+  # With L4 the samples' Backup runs and the restore cluster restores: both must have finished.
+  local l4=${TUSK_E2E_L4:-0}
   converged() {
-    # Clusters restoring from a backup (spec.restore) need not be Ready, only observed.
+    # Without L4 a cluster restoring from a backup (spec.restore) never restores: only observed.
     kubectl get postgresql -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.generation} {.status.observedGeneration} {.status.phase} {.spec.restore}{"\n"}{end}' \
-      | awk '$2 != $3 || ($4 != "Ready" && $5 == "") { print; bad = 1 } END { exit bad }'
+      | awk -v l4="$l4" '$2 != $3 || ($4 != "Ready" && ($5 == "" || l4 == 1)) { print; bad = 1 } END { exit bad }'
   }
   wait_until "every PostgreSQL to be Ready at its current generation" "$E2E_TIMEOUT" converged
+  backups_settled() {
+    # Final with L4; without it a backup Job never finishes, so Running is as far as it gets.
+    kubectl get backup -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.status.phase}{"\n"}{end}' \
+      | awk -v l4="$l4" '!($2 == "Completed" || $2 == "Failed" || (l4 != 1 && $2 == "Running")) { print; bad = 1 } END { exit bad }'
+  }
+  wait_until "every Backup to be settled" "$E2E_TIMEOUT" backups_settled
+  recorded() {
+    # A completed backup is reflected in its cluster's status (lastSuccessfulBackup).
+    local ns name cluster
+    while read -r ns name cluster; do
+      [[ -n "$ns" ]] || continue
+      exists "$ns" "postgresql/$cluster" || continue
+      [[ -n "$(kubectl -n "$ns" get postgresql "$cluster" -o jsonpath='{.status.lastSuccessfulBackup.name}')" ]] \
+        || { echo "$ns/$cluster does not show Backup $name yet"; return 1; }
+    done < <(kubectl get backup -A -o jsonpath='{range .items[?(@.status.phase=="Completed")]}{.metadata.namespace} {.metadata.name} {.spec.cluster.name}{"\n"}{end}')
+  }
+  wait_until "clusters to show their completed Backups" "$E2E_TIMEOUT" recorded
   local count
   count=$(kubectl get postgresql -A -o name | wc -l)
   ((count > 0)) || fail "no PostgreSQL to be at rest"
