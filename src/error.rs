@@ -62,6 +62,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// The namespace is being deleted: the API server refuses new objects in it, and everything
+    /// in it, the cluster included, is about to go. Nothing to report or retry.
+    pub fn is_namespace_terminating(&self) -> bool {
+        let source = match self {
+            Self::Apply { source, .. }
+            | Self::Delete { source, .. }
+            | Self::Status { source, .. } => source,
+            _ => return false,
+        };
+        matches!(source, kube::Error::Api(status)
+            if status.code == 403 && status.message.contains("because it is being terminated"))
+    }
+
     /// A PascalCase category for Events, conditions and metrics.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -110,5 +123,21 @@ mod tests {
             "applying ConfigMap demo-config failed: configmaps \"demo-config\" is forbidden (Forbidden)"
         );
         assert_eq!(error.reason(), "ApplyFailed");
+        assert!(!error.is_namespace_terminating());
+    }
+
+    #[test]
+    fn writes_refused_in_a_terminating_namespace_are_recognised() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "secrets \"demo-app\" is forbidden: unable to create new content in namespace prod because it is being terminated",
+        }))
+        .unwrap();
+        let error = Error::Apply {
+            kind: "Secret".to_owned(),
+            name: "demo-app".to_owned(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        assert!(error.is_namespace_terminating());
     }
 }

@@ -13,7 +13,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::apply::FIELD_MANAGER;
 use super::children::{WriteAction, Written, apply_children};
@@ -37,7 +37,14 @@ const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let key = ObjectRef::from_obj(pg.as_ref());
-    let result = reconcile_cluster(&pg, &ctx).await;
+    let result = match reconcile_cluster(&pg, &ctx).await {
+        // The namespace and the cluster are going away: no Warning, no retry.
+        Err(error) if error.is_namespace_terminating() => {
+            debug!(cluster = %pg.name_any(), namespace = ?pg.namespace(), "namespace terminating; nothing to do");
+            Ok(Action::await_change())
+        }
+        other => other,
+    };
     let label = match &result {
         Ok(_) => "success",
         Err(e) => e.reason(),
