@@ -50,6 +50,14 @@ fn own_job(condition: Option<&str>) -> k8s_openapi::api::batch::v1::Job {
     )
 }
 
+/// The caches after the Backup's own Job succeeded (hours ago, per the fixture).
+fn succeeded_job() -> Cache {
+    Cache {
+        jobs: vec![own_job(Some("Complete"))],
+        ..Cache::default()
+    }
+}
+
 #[tokio::test]
 async fn an_on_demand_backup_starts_a_job_it_owns() {
     let script = vec![
@@ -169,10 +177,7 @@ async fn completed_only_from_the_manifest_then_retention_deletes_objects_then_ba
 async fn a_job_that_wrote_no_manifest_fails_the_backup() {
     let storage = MemoryStorage::default();
     storage.put(&format!("{PREFIX}nightly/app.dump.zst"), "partial");
-    let cache = Cache {
-        jobs: vec![own_job(Some("Complete"))],
-        ..Cache::default()
-    };
+    let cache = succeeded_job();
     let script = vec![
         Expect::apply_backup_status(NIGHTLY_STATUS),
         Expect::event(NS),
@@ -285,10 +290,7 @@ async fn a_store_unreachable_for_long_after_the_job_fails_the_backup() {
     let storage = MemoryStorage::default();
     storage.set_unreachable(true);
     // The fixture's Job finished hours ago.
-    let cache = Cache {
-        jobs: vec![own_job(Some("Complete"))],
-        ..Cache::default()
-    };
+    let cache = succeeded_job();
     let script = vec![
         Expect::apply_backup_status(NIGHTLY_STATUS),
         Expect::event(NS),

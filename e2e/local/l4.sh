@@ -14,6 +14,8 @@ repo="$(cd "$here/../.." && pwd)"
 DIR="${TUSK_E2E_DIR:-/tmp/tusk-e2e}"
 L4="$DIR/l4"
 log() { echo "l4.sh: $*" >&2; }
+# shellcheck source=e2e/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 running() { [[ -f "$L4/jobrunner.pid" ]] && kill -0 "$(cat "$L4/jobrunner.pid")" 2>/dev/null; }
 
 up() {
@@ -58,9 +60,7 @@ down() {
   if running; then
     local pid
     pid=$(cat "$L4/jobrunner.pid")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    stop_pid "$pid"
     log "job runner stopped (pid $pid)"
   fi
   rm -f "$L4/jobrunner.pid"

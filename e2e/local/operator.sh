@@ -19,15 +19,8 @@ logfile="$DIR/logs/operator.log"
 
 log() { echo "operator.sh: $*" >&2; }
 running() { [[ -f "$pidfile" ]] && kill -0 "$(<"$pidfile")" 2>/dev/null; }
-# wait_for WHAT TIMEOUT COMMAND...: poll COMMAND until it succeeds, or fail naming WHAT.
-wait_for() {
-  local what=$1 timeout=$2; shift 2
-  local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then log "timed out after ${timeout}s waiting for $what"; return 1; fi
-    sleep 0.2
-  done
-}
+# shellcheck source=e2e/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 install() {
   kubectl apply --server-side -k "$repo/deploy" >/dev/null

@@ -21,6 +21,8 @@ SECRET_KEY=minioadmin
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 log() { echo "storage.sh: $*" >&2; }
+# shellcheck source=e2e/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -107,9 +109,7 @@ down() {
   if running; then
     local pid
     pid=$(cat "$DIR/pid")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    stop_pid "$pid"
     log "MinIO stopped (pid $pid)"
   fi
   rm -rf "$DIR"

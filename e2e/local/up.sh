@@ -107,15 +107,8 @@ start() {
   nohup "$@" >"$DIR/logs/$name.log" 2>&1 &
   echo $! >"$DIR/pids/$name.pid"
 }
-# wait_for WHAT TIMEOUT COMMAND...: poll COMMAND until it succeeds, or fail naming WHAT.
-wait_for() {
-  local what=$1 timeout=$2; shift 2
-  local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then log "timed out after ${timeout}s waiting for $what"; return 1; fi
-    sleep 0.5
-  done
-}
+# shellcheck source=e2e/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 healthy() { curl -fsk --max-time 2 "$1" >/dev/null; }
 
 log "etcd on 127.0.0.1:$etcd_port"
