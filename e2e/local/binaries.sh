@@ -10,7 +10,7 @@ KUBERNETES_VERSION="v1.37.2"   # k8s.io/kubernetes; its staging modules are v0.3
 ETCD_VERSION="v3.6.16"
 KWOK_VERSION="v0.8.0"
 CACHE="${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}"
-K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 
 log() { echo "binaries.sh: $*" >&2; }
 command -v go >/dev/null || { log "Go toolchain not found (needed to build the control plane)"; exit 1; }
