@@ -51,10 +51,10 @@ pub enum Error {
     },
 
     #[error("the backup bucket of {name}: {source}")]
-    Storage {
+    Bucket {
         name: String,
         #[source]
-        source: crate::storage::StorageError,
+        source: crate::runtime::buckets::BucketError,
     },
 
     #[error("{0}")]
@@ -85,7 +85,7 @@ impl Error {
             Self::Delete { .. } => "DeleteFailed",
             Self::Serialize { .. } => "SerializeFailed",
             Self::Status { .. } => "StatusUpdateFailed",
-            Self::Storage { .. } => "StoreUnreachable",
+            Self::Bucket { .. } => "StoreUnreachable",
             Self::Invariant(_) => "InternalError",
         }
     }

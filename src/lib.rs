@@ -1,20 +1,28 @@
 //! Tusk: a PostgreSQL operator for Kubernetes.
 //!
-//! The controller turns a `PostgreSQL` custom resource into Secrets, a ConfigMap, Services, a
-//! StatefulSet and a readiness-gated backup CronJob, through a visible pipeline:
-//! [`controller::validate`] → [`resources`] (pure builders) → [`controller::apply`] →
-//! [`controller::status`].
+//! The rooms, and which way they depend:
+//! - [`crd`]: the API types (and the CRDs generated from them); [`resources`]: pure builders of
+//!   every child object. Neither knows a client.
+//! - [`runtime`]: what both controllers share — context and watch caches, server-side apply,
+//!   backoff, conditions, Events, status writes, Job states, bucket access. It knows neither
+//!   controller.
+//! - [`clusters`]: the PostgreSQL controller, one visible pipeline: validate → build
+//!   ([`clusters::desired`]) → apply ([`clusters::children`]) → status ([`clusters::status`]).
+//! - [`backups`]: the Backup controller: backup Jobs followed to Completed or Failed, retention.
+//! - [`operator`]: the composition root wiring watches to both controllers; the only module that
+//!   knows both.
 
 pub mod backups;
-pub mod controller;
+pub mod clusters;
 pub mod crd;
 pub mod crdgen;
 pub mod error;
 pub mod leader;
 pub mod metrics;
+pub mod operator;
 pub mod resources;
+pub mod runtime;
 pub mod server;
-pub mod storage;
 pub mod telemetry;
 
 pub use crd::{Backup, PostgreSQL};

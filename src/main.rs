@@ -11,9 +11,9 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use tusk::controller::run::{Scope, run};
 use tusk::leader::Leadership;
 use tusk::metrics::Metrics;
+use tusk::operator::{Scope, run};
 use tusk::resources::AgentSettings;
 use tusk::telemetry::{self, LogFormat};
 

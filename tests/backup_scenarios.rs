@@ -8,12 +8,12 @@ use std::time::Duration;
 use http::Method;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::memory_store::MemoryStorage;
+use support::memory_store::MemoryBucket;
 use support::run::against;
 use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::Backup;
-use tusk::controller::status::BackupSchedule;
+use tusk::clusters::status::BackupSchedule;
 
 const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
 const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
@@ -24,14 +24,14 @@ const PREFIX: &str = "prod/demo/";
 async fn reconcile_backup(
     backup: Backup,
     cache: Cache,
-    storage: MemoryStorage,
+    bucket: MemoryBucket,
     script: Vec<Expect>,
 ) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
     let spec = format!("{WITH_BACKUP}  retention: {{keep: 1}}\n");
     let (pg, mut converged_cache) = converged(&spec, true, BackupSchedule::Scheduled);
     converged_cache.jobs = cache.jobs;
     converged_cache.backups = cache.backups;
-    against(&pg, converged_cache, storage, script, |ctx| {
+    against(&pg, converged_cache, bucket, script, |ctx| {
         tusk::backups::reconcile(Arc::new(backup), ctx)
     })
     .await
@@ -68,7 +68,7 @@ async fn an_on_demand_backup_starts_a_job_it_owns() {
     let (result, seen) = reconcile_backup(
         backup("nightly", false),
         Cache::default(),
-        MemoryStorage::default(),
+        MemoryBucket::default(),
         script,
     )
     .await;
@@ -104,7 +104,7 @@ async fn a_backup_waits_while_its_cluster_is_not_ready() {
     b.spec.cluster.name = "missing".into();
     let script = vec![Expect::apply_backup_status(NIGHTLY_STATUS)];
     let (result, seen) =
-        reconcile_backup(b, Cache::default(), MemoryStorage::default(), script).await;
+        reconcile_backup(b, Cache::default(), MemoryBucket::default(), script).await;
     assert_eq!(
         result.expect("reconciled"),
         Action::requeue(Duration::from_secs(10))
@@ -116,18 +116,18 @@ async fn a_backup_waits_while_its_cluster_is_not_ready() {
 
 #[tokio::test]
 async fn completed_only_from_the_manifest_then_retention_deletes_objects_then_backups() {
-    let storage = MemoryStorage::default();
-    storage.put(
+    let bucket = MemoryBucket::default();
+    bucket.put(
         &format!("{PREFIX}old/manifest.json"),
         manifest_json("old", "2026-11-21T02:01:00Z"),
     );
-    storage.put(&format!("{PREFIX}old/app.dump.zst"), "old dump");
-    storage.put(&format!("{PREFIX}nightly/app.dump.zst"), "new dump");
-    storage.put(
+    bucket.put(&format!("{PREFIX}old/app.dump.zst"), "old dump");
+    bucket.put(&format!("{PREFIX}nightly/app.dump.zst"), "new dump");
+    bucket.put(
         &format!("{PREFIX}nightly/manifest.json"),
         manifest_json("nightly", "2026-11-22T02:01:00Z"),
     );
-    storage.put(
+    bucket.put(
         "prod/demo2/old/manifest.json",
         manifest_json("old", "2026-11-20T02:01:00Z"),
     );
@@ -150,7 +150,7 @@ async fn completed_only_from_the_manifest_then_retention_deletes_objects_then_ba
         Expect::delete(format!("{BACKUPS}/old")),
         Expect::event(NS),
     ];
-    let (result, seen) = reconcile_backup(running, cache, storage.clone(), script).await;
+    let (result, seen) = reconcile_backup(running, cache, bucket.clone(), script).await;
     result.expect("reconciled");
     let status = status_of(&seen[0]);
     assert_eq!(status["phase"], "Completed");
@@ -163,7 +163,7 @@ async fn completed_only_from_the_manifest_then_retention_deletes_objects_then_ba
     assert_eq!(seen[1].body["reason"], "Completed");
     assert_eq!(seen[3].body["reason"], "RetentionApplied");
     assert_eq!(
-        storage.keys(),
+        bucket.keys(),
         [
             "prod/demo/nightly/app.dump.zst",
             "prod/demo/nightly/manifest.json",
@@ -175,14 +175,14 @@ async fn completed_only_from_the_manifest_then_retention_deletes_objects_then_ba
 
 #[tokio::test]
 async fn a_job_that_wrote_no_manifest_fails_the_backup() {
-    let storage = MemoryStorage::default();
-    storage.put(&format!("{PREFIX}nightly/app.dump.zst"), "partial");
+    let bucket = MemoryBucket::default();
+    bucket.put(&format!("{PREFIX}nightly/app.dump.zst"), "partial");
     let cache = succeeded_job();
     let script = vec![
         Expect::apply_backup_status(NIGHTLY_STATUS),
         Expect::event(NS),
     ];
-    let (result, seen) = reconcile_backup(backup("nightly", false), cache, storage, script).await;
+    let (result, seen) = reconcile_backup(backup("nightly", false), cache, bucket, script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     let status = status_of(&seen[0]);
     assert_eq!(status["phase"], "Failed");
@@ -215,7 +215,7 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
     let (_, seen) = reconcile_backup(
         backup("nightly", false),
         cache,
-        MemoryStorage::default(),
+        MemoryBucket::default(),
         script,
     )
     .await;
@@ -229,8 +229,8 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
 
 #[tokio::test]
 async fn an_unreachable_store_is_retried_not_failed() {
-    let storage = MemoryStorage::default();
-    storage.set_unreachable(true);
+    let bucket = MemoryBucket::default();
+    bucket.set_unreachable(true);
     let mut finished_now = own_job(Some("Complete"));
     if let Some(status) = finished_now.status.as_mut() {
         status.completion_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -243,7 +243,7 @@ async fn an_unreachable_store_is_retried_not_failed() {
     };
     // Only the Warning Event: the phase stays as it was, and the error is retried with backoff.
     let script = vec![Expect::event(NS)];
-    let (result, seen) = reconcile_backup(backup("nightly", false), cache, storage, script).await;
+    let (result, seen) = reconcile_backup(backup("nightly", false), cache, bucket, script).await;
     let error = result.expect_err("store errors are retried");
     assert_eq!(error.reason(), "StoreUnreachable");
     assert_eq!(seen[0].body["reason"], "StoreUnreachable");
@@ -266,7 +266,7 @@ async fn a_scheduled_run_follows_the_cronjobs_job_without_starting_one() {
     let (_, seen) = reconcile_backup(
         backup("nightly", true),
         cache,
-        MemoryStorage::default(),
+        MemoryBucket::default(),
         script,
     )
     .await;
@@ -279,7 +279,7 @@ async fn a_scheduled_run_follows_the_cronjobs_job_without_starting_one() {
 async fn final_backups_make_no_calls() {
     let done = completed_backup("nightly", "2026-11-22T02:01:00Z");
     let (result, seen) =
-        reconcile_backup(done, Cache::default(), MemoryStorage::default(), vec![]).await;
+        reconcile_backup(done, Cache::default(), MemoryBucket::default(), vec![]).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert!(seen.iter().all(|s| s.method == Method::GET));
     assert!(seen.is_empty());
@@ -287,15 +287,15 @@ async fn final_backups_make_no_calls() {
 
 #[tokio::test]
 async fn a_store_unreachable_for_long_after_the_job_fails_the_backup() {
-    let storage = MemoryStorage::default();
-    storage.set_unreachable(true);
+    let bucket = MemoryBucket::default();
+    bucket.set_unreachable(true);
     // The fixture's Job finished hours ago.
     let cache = succeeded_job();
     let script = vec![
         Expect::apply_backup_status(NIGHTLY_STATUS),
         Expect::event(NS),
     ];
-    let (result, seen) = reconcile_backup(backup("nightly", false), cache, storage, script).await;
+    let (result, seen) = reconcile_backup(backup("nightly", false), cache, bucket, script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert_eq!(status_of(&seen[0])["phase"], "Failed");
     assert_eq!(

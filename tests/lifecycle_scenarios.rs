@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::memory_store::MemoryStorage;
+use support::memory_store::MemoryBucket;
 use support::run::against;
 use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::PostgreSQL;
-use tusk::controller::reconcile;
-use tusk::controller::status::BackupSchedule;
+use tusk::clusters::reconcile;
+use tusk::clusters::status::BackupSchedule;
 
 const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
 const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
@@ -24,11 +24,11 @@ const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/s
 async fn run(
     pg: PostgreSQL,
     cache: Cache,
-    storage: MemoryStorage,
+    bucket: MemoryBucket,
     script: Vec<Expect>,
 ) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
     let cluster = pg.clone();
-    against(&cluster, cache, storage, script, |ctx| {
+    against(&cluster, cache, bucket, script, |ctx| {
         reconcile(Arc::new(pg), ctx)
     })
     .await
@@ -67,7 +67,7 @@ async fn each_scheduled_run_is_recorded_once_as_a_backup() {
         Expect::apply(format!("{JOBS}/demo-backup-29000000")),
         Expect::event(NS),
     ];
-    let (result, seen) = run(pg, cache, MemoryStorage::default(), script).await;
+    let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconciled");
     let record = &seen[0].body;
     assert_eq!(record["metadata"]["name"], "demo-backup-29000000");
@@ -119,7 +119,7 @@ async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
         Expect::event(NS),
         Expect::apply_status(STATUS),
     ];
-    let (_, seen) = run(pg, cache, MemoryStorage::default(), script).await;
+    let (_, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     let job = &seen[0].body;
     assert_eq!(job["metadata"]["name"], "demo-restore");
     assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "PostgreSQL");
@@ -173,7 +173,7 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
         Expect::event(NS),
         Expect::event(NS),
     ];
-    let (result, seen) = run(pg, cache, MemoryStorage::default(), script).await;
+    let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     assert_eq!(
         result.expect("reconciled"),
         Action::requeue(std::time::Duration::from_secs(1))
@@ -200,7 +200,7 @@ async fn a_failed_restore_is_reported_once_and_never_retried_by_itself() {
         json!({}),
     )];
     let script = vec![Expect::apply_status(STATUS), Expect::event(NS)];
-    let (_, seen) = run(pg.clone(), cache.clone(), MemoryStorage::default(), script).await;
+    let (_, seen) = run(pg.clone(), cache.clone(), MemoryBucket::default(), script).await;
     let status = &seen[0];
     assert_eq!(condition(status, "Restored")["reason"], "RestoreFailed");
     assert_eq!(condition(status, "Ready")["status"], "False");
@@ -215,7 +215,7 @@ async fn a_failed_restore_is_reported_once_and_never_retried_by_itself() {
     // The next reconcile sees its own status: no Job, no status, no Event.
     let mut again = pg;
     again.status = serde_json::from_value(seen[0].body["status"].clone()).expect("status");
-    let (_, seen) = run(again, cache, MemoryStorage::default(), vec![]).await;
+    let (_, seen) = run(again, cache, MemoryBucket::default(), vec![]).await;
     assert!(seen.is_empty(), "{seen:?}");
 }
 
@@ -236,16 +236,16 @@ restore:
         BackupSchedule::NotConfigured,
         &at(1_000),
     ));
-    let storage = MemoryStorage::default();
-    storage.put(
+    let bucket = MemoryBucket::default();
+    bucket.put(
         "prod/demo/b1/manifest.json",
         manifest_json("b1", "2026-11-20T02:01:00Z"),
     );
-    storage.put(
+    bucket.put(
         "prod/demo/b2/manifest.json",
         manifest_json("b2", "2026-11-21T02:01:00Z"),
     );
-    storage.put(
+    bucket.put(
         "prod/demo/b3/app.dump.zst",
         "a backup without manifest does not exist",
     );
@@ -254,7 +254,7 @@ restore:
         Expect::event(NS),
         Expect::apply_status(STATUS),
     ];
-    let (_, seen) = run(pg, cache, storage, script).await;
+    let (_, seen) = run(pg, cache, bucket, script).await;
     assert_eq!(env(&seen[0].body, "TUSK_BACKUP_ID"), "b2");
 }
 
@@ -274,8 +274,8 @@ fn deleting(on_delete: &str) -> (PostgreSQL, Cache) {
     (pg, cache)
 }
 
-fn bucket() -> MemoryStorage {
-    let storage = MemoryStorage::default();
+fn bucket() -> MemoryBucket {
+    let bucket = MemoryBucket::default();
     for key in [
         "prod/demo/b1/manifest.json",
         "prod/demo/b1/app.dump.zst",
@@ -283,26 +283,26 @@ fn bucket() -> MemoryStorage {
         "prod/demo2/b1/manifest.json",
         "staging/demo/b1/manifest.json",
     ] {
-        storage.put(key, "x");
+        bucket.put(key, "x");
     }
-    storage
+    bucket
 }
 
 #[tokio::test]
 async fn retain_releases_the_cluster_at_once_and_keeps_everything() {
     let (pg, cache) = deleting("Retain");
-    let storage = bucket();
+    let bucket = bucket();
     let script = vec![Expect::patch_cluster(CLUSTER), Expect::event(NS)];
-    let (_, seen) = run(pg, cache, storage.clone(), script).await;
+    let (_, seen) = run(pg, cache, bucket.clone(), script).await;
     assert_eq!(seen[0].body[1]["value"], json!([]));
     assert_eq!(seen[1].body["reason"], "BackupsRetained");
-    assert_eq!(storage.keys().len(), 5, "no object deleted");
+    assert_eq!(bucket.keys().len(), 5, "no object deleted");
 }
 
 #[tokio::test]
 async fn delete_empties_exactly_the_clusters_prefix_and_its_backups() {
     let (pg, cache) = deleting("Delete");
-    let storage = bucket();
+    let bucket = bucket();
     let script = vec![
         // No new backup may start while the prefix is emptied.
         Expect::delete(format!("{CRONJOBS}/demo-backup")),
@@ -311,10 +311,10 @@ async fn delete_empties_exactly_the_clusters_prefix_and_its_backups() {
         Expect::event(NS),
         Expect::patch_cluster(CLUSTER),
     ];
-    let (result, seen) = run(pg, cache, storage.clone(), script).await;
+    let (result, seen) = run(pg, cache, bucket.clone(), script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert_eq!(
-        storage.keys(),
+        bucket.keys(),
         [
             "prod/demo2/b1/manifest.json",
             "staging/demo/b1/manifest.json"
@@ -328,15 +328,15 @@ async fn delete_empties_exactly_the_clusters_prefix_and_its_backups() {
 #[tokio::test]
 async fn an_unreachable_store_blocks_deletion_until_retain() {
     let (pg, cache) = deleting("Delete");
-    let storage = bucket();
-    storage.set_unreachable(true);
+    let bucket = bucket();
+    bucket.set_unreachable(true);
     let script = vec![
         Expect::delete(format!("{CRONJOBS}/demo-backup")),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::apply_status(STATUS),
     ];
-    let (result, seen) = run(pg, cache.clone(), storage.clone(), script).await;
+    let (result, seen) = run(pg, cache.clone(), bucket.clone(), script).await;
     assert_eq!(
         result.expect_err("retried with backoff").reason(),
         "StoreUnreachable"
@@ -355,8 +355,8 @@ async fn an_unreachable_store_blocks_deletion_until_retain() {
     // Switching to Retain releases it without touching the bucket.
     let (retain, _) = deleting("Retain");
     let script = vec![Expect::patch_cluster(CLUSTER), Expect::event(NS)];
-    let (_, seen) = run(retain, cache, storage.clone(), script).await;
+    let (_, seen) = run(retain, cache, bucket.clone(), script).await;
     assert_eq!(seen[1].body["reason"], "BackupsRetained");
-    storage.set_unreachable(false);
-    assert_eq!(storage.keys().len(), 5);
+    bucket.set_unreachable(false);
+    assert_eq!(bucket.keys().len(), 5);
 }

@@ -8,12 +8,12 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::memory_store::MemoryStorage;
+use support::memory_store::MemoryBucket;
 use support::run::against;
 use support::verifier::{self, Expect, Seen};
 use support::world::*;
-use tusk::controller::reconcile;
-use tusk::controller::status::BackupSchedule;
+use tusk::clusters::reconcile;
+use tusk::clusters::status::BackupSchedule;
 use tusk::crd::PostgreSQL;
 
 const SECRETS: &str = "/api/v1/namespaces/prod/secrets";
@@ -37,7 +37,7 @@ async fn scenario_result(
     script: Vec<Expect>,
 ) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
     let cluster = pg.clone();
-    against(&cluster, cache, MemoryStorage::default(), script, |ctx| {
+    against(&cluster, cache, MemoryBucket::default(), script, |ctx| {
         reconcile(Arc::new(pg), ctx)
     })
     .await
@@ -386,7 +386,7 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
     let (client, _server) = verifier::client();
     let ctx = context(client, &pg, cache);
     let delays: Vec<Duration> = (0..4)
-        .map(|_| tusk::controller::retry_delay(&pg, &ctx))
+        .map(|_| tusk::clusters::retry_delay(&pg, &ctx))
         .collect();
     assert!(
         delays.windows(2).all(|w| w[1] > w[0]),

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use tusk::controller::validate::validate;
+use tusk::clusters::validate::validate;
 use tusk::{Backup, PostgreSQL};
 
 #[test]

@@ -5,45 +5,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use crate::crd::{Backup, PostgreSQL};
-use crate::resources::MANAGED_BY;
-
-/// Label on the Backups the operator records for scheduled runs.
-pub const SCHEDULED_LABEL: &str = "tusk.dev/scheduled";
-
-/// What a Job reports about its pod.
-#[derive(Clone, Debug, PartialEq)]
-pub enum JobState {
-    Active { started: Option<Time> },
-    Succeeded { finished: Option<Time> },
-    Failed { message: String },
-}
-
-/// The state of a Job from its `Complete`/`Failed` conditions.
-pub fn job_state(job: &Job) -> JobState {
-    let status = job.status.as_ref();
-    let condition = |type_: &str| {
-        status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
-    };
-    if condition("Complete").is_some() {
-        return JobState::Succeeded {
-            finished: status.and_then(|s| s.completion_time.clone()),
-        };
-    }
-    if let Some(failed) = condition("Failed") {
-        let message = match (&failed.reason, &failed.message) {
-            (Some(reason), Some(message)) => format!("{reason}: {message}"),
-            (Some(text), None) | (None, Some(text)) => text.clone(),
-            (None, None) => "the Job failed".to_owned(),
-        };
-        return JobState::Failed { message };
-    }
-    JobState::Active {
-        started: status.and_then(|s| s.start_time.clone()),
-    }
-}
+use crate::crd::{Backup, PostgreSQL, SCHEDULED_LABEL};
+use crate::resources::{MANAGED_BY, backup_cronjob_name};
+use crate::runtime::jobs::{JobState, job_state};
 
 /// The next step for a Backup that is not final yet.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,22 +78,13 @@ pub fn next(backup: &Backup, cluster: Option<&PostgreSQL>, job: Option<&Job>) ->
             message: format!("PostgreSQL {cluster_name} is being deleted"),
         };
     }
-    if !serving(cluster) {
+    if !cluster.is_ready() {
         return Next::Wait {
             reason: "ClusterNotReady",
             message: format!("waiting for PostgreSQL {cluster_name} to be Ready"),
         };
     }
     Next::CreateJob
-}
-
-/// Whether the cluster's Ready condition is True: backups run only against a serving database.
-pub fn serving(cluster: &PostgreSQL) -> bool {
-    cluster.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
 }
 
 /// Whether the operator recorded this Backup for a scheduled run.
@@ -146,7 +101,7 @@ fn job_belongs_to(job: &Job, backup: &Backup) -> bool {
         .is_some_and(|uid| owners.iter().any(|o| o.uid == uid));
     let from_schedule = is_scheduled(backup)
         && owners.iter().any(|o| {
-            o.kind == "CronJob" && o.name == format!("{}-backup", backup.spec.cluster.name)
+            o.kind == "CronJob" && o.name == backup_cronjob_name(&backup.spec.cluster.name)
         })
         && job
             .labels()

@@ -6,27 +6,29 @@ use std::time::{Duration, Instant};
 use backup_agent::Manifest;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::{Timestamp, Unit};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::Event;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use super::progress::{self, Next};
 use super::retention;
 use super::status::{self, Record};
-use crate::controller::Context;
-use crate::controller::apply::{Change, FIELD_MANAGER, create};
-use crate::controller::context::cached;
 use crate::crd::{Backup, BackupStatus, Destination, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster};
-use crate::storage::cluster_location;
+use crate::runtime::apply::{Change, create};
+use crate::runtime::buckets::{BucketError, cluster_location};
+use crate::runtime::events::{self, normal, warning};
+use crate::runtime::status::now;
+use crate::runtime::{Context, cached};
 
+/// The action of every Event about a Backup.
+const ACTION: &str = "Backup";
 /// How often a Pending backup re-checks its cluster.
 const PENDING_RECHECK: Duration = Duration::from_secs(10);
 /// How long a finished Job's manifest may stay unreadable before the backup is Failed.
@@ -50,9 +52,7 @@ pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action>
             publish(
                 &ctx,
                 &backup,
-                EventType::Warning,
-                error.reason(),
-                error.to_string(),
+                warning(error.reason(), ACTION, error.to_string()),
             )
             .await
         }
@@ -74,8 +74,8 @@ async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let (name, ns) = (backup.name_any(), backup.namespace().unwrap_or_default());
-    let cluster = cached(&ctx.stores.clusters, &ns, &backup.spec.cluster.name);
-    let job = cached(&ctx.stores.jobs, &ns, &name);
+    let cluster = cached(&ctx.caches.clusters, &ns, &backup.spec.cluster.name);
+    let job = cached(&ctx.caches.jobs, &ns, &name);
     let old = backup.status.as_ref();
     let now = now();
     match progress::next(backup, cluster.as_deref(), job.as_deref()) {
@@ -93,7 +93,7 @@ async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
             let running = status::running(old, &name, None, &destination, &now);
             write_status(ctx, backup, running).await?;
             let note = format!("started Job {name}");
-            publish(ctx, backup, EventType::Normal, "Started", note).await;
+            publish(ctx, backup, normal("Started", ACTION, note)).await;
             Ok(Action::await_change())
         }
         Next::JobGone => {
@@ -172,15 +172,15 @@ async fn complete(
     let (name, ns) = (backup.name_any(), backup.namespace().unwrap_or_default());
     let cluster_name = &backup.spec.cluster.name;
     let location =
-        cluster_location(destination, &ns, cluster_name).map_err(|source| Error::Storage {
+        cluster_location(destination, &ns, cluster_name).map_err(|source| Error::Bucket {
             name: name.clone(),
             source,
         })?;
     let read = async {
-        let store = ctx.storage.open(&ns, destination).await?;
+        let store = ctx.buckets.open(&ns, destination).await?;
         let key = location.manifest_key(&name);
         let bytes = backup_agent::store::get_bytes(store.as_ref(), &key).await;
-        Ok::<_, crate::storage::StorageError>((store.location(), bytes))
+        Ok::<_, BucketError>((store.location(), bytes))
     };
     let (store_location, bytes) = match read.await {
         Ok((store_location, Ok(bytes))) => (store_location, bytes),
@@ -226,7 +226,7 @@ async fn complete(
         manifest.total_size_bytes(),
         record.location
     );
-    publish(ctx, backup, EventType::Normal, "Completed", note).await;
+    publish(ctx, backup, normal("Completed", ACTION, note)).await;
     if let Some(pg) = cluster {
         retention::apply(ctx, pg, backup).await;
     }
@@ -239,7 +239,7 @@ async fn store_trouble(
     ctx: &Context,
     backup: &Backup,
     finished: Option<Time>,
-    error: crate::storage::StorageError,
+    error: BucketError,
 ) -> Result<Action> {
     let waited = finished
         .map(|t| Timestamp::now().duration_since(t.0))
@@ -249,7 +249,7 @@ async fn store_trouble(
         let message = format!("the manifest could not be read for {waited:?}: {error}");
         return fail(ctx, backup, "StoreUnreachable", message).await;
     }
-    Err(Error::Storage {
+    Err(Error::Bucket {
         name: backup.name_any(),
         source: error,
     })
@@ -264,59 +264,16 @@ async fn fail(
     let failed = status::failed(backup.status.as_ref(), reason, message.clone(), &now());
     write_status(ctx, backup, failed).await?;
     ctx.metrics.backup_finished(reason);
-    publish(ctx, backup, EventType::Warning, reason, message).await;
+    publish(ctx, backup, warning(reason, ACTION, message)).await;
     Ok(Action::await_change())
-}
-
-fn now() -> Time {
-    // metav1.Time has second precision on the wire; truncating keeps comparisons honest.
-    Time(
-        Timestamp::now()
-            .round(Unit::Second)
-            .unwrap_or_else(|_| Timestamp::now()),
-    )
 }
 
 /// Applies the status when it differs from the current one.
 async fn write_status(ctx: &Context, backup: &Backup, status: BackupStatus) -> Result<()> {
-    if backup.status.as_ref() == Some(&status) {
-        return Ok(());
-    }
-    let name = backup.name_any();
-    let api: Api<Backup> =
-        Api::namespaced(ctx.client.clone(), &backup.namespace().unwrap_or_default());
-    let patch = json!({"apiVersion": "tusk.dev/v1alpha1", "kind": "Backup", "status": status});
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| Error::Status { name, source })?;
+    crate::runtime::status::write(&ctx.client, backup, backup.status.as_ref(), &status).await?;
     Ok(())
 }
 
-async fn publish(ctx: &Context, backup: &Backup, type_: EventType, reason: &str, note: String) {
-    publish_event(ctx, backup, type_, reason, "Backup", note).await;
-}
-
-/// Publishes an Event about `backup`; failing to publish is logged, never fatal.
-pub(super) async fn publish_event(
-    ctx: &Context,
-    backup: &Backup,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: action.to_owned(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &backup.object_ref(&())).await {
-        warn!(backup = %backup.name_any(), error = %e, "could not publish an Event");
-    }
+async fn publish(ctx: &Context, backup: &Backup, event: Event) {
+    events::publish(&ctx.recorder, backup, event).await;
 }

@@ -6,14 +6,13 @@ use backup_agent::duration::parse_duration;
 use backup_agent::retention::Policy;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::events::EventType;
 use tracing::{info, warn};
 
-use super::reconcile::publish_event;
-use crate::controller::Context;
-use crate::controller::apply::delete;
 use crate::crd::{Backup, PostgreSQL, Retention};
-use crate::storage::{StorageError, cluster_location};
+use crate::runtime::Context;
+use crate::runtime::apply::delete;
+use crate::runtime::buckets::{BucketError, cluster_location};
+use crate::runtime::events::{self, normal, warning};
 
 /// The agent's retention policy for a spec's `retention`.
 pub fn policy(retention: &Retention) -> Policy {
@@ -54,10 +53,10 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
     };
     let (cluster, ns) = (pg.name_any(), pg.namespace().unwrap_or_default());
     let result = async {
-        let store = ctx.storage.open(&ns, &backup.destination).await?;
+        let store = ctx.buckets.open(&ns, &backup.destination).await?;
         let location = cluster_location(&backup.destination, &ns, &cluster)?;
         let now = k8s_openapi::jiff::Timestamp::now();
-        Ok::<_, StorageError>(
+        Ok::<_, BucketError>(
             catalog::prune(store.as_ref(), &location, policy(retention), now).await?,
         )
     }
@@ -66,15 +65,8 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
         Ok(report) => report,
         Err(e) => {
             let note = format!("retention of {cluster} could not be applied: {e}");
-            publish_event(
-                ctx,
-                trigger,
-                EventType::Warning,
-                "RetentionFailed",
-                "Retention",
-                note,
-            )
-            .await;
+            let event = warning("RetentionFailed", "Retention", note);
+            events::publish(&ctx.recorder, trigger, event).await;
             return;
         }
     };
@@ -83,7 +75,7 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
     }
     info!(%cluster, namespace = %ns, deleted = ?report.deleted, "retention deleted backups");
     let api: Api<Backup> = Api::namespaced(ctx.client.clone(), &ns);
-    let state = ctx.stores.backups.state();
+    let state = ctx.caches.backups.state();
     let mut failed = Vec::new();
     for doomed in described_by(state.iter().map(AsRef::as_ref), &cluster, &report.deleted) {
         let name = doomed.name_any();
@@ -106,15 +98,8 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
             failed.join(", ")
         ));
     }
-    publish_event(
-        ctx,
-        trigger,
-        EventType::Normal,
-        "RetentionApplied",
-        "Retention",
-        note,
-    )
-    .await;
+    let event = normal("RetentionApplied", "Retention", note);
+    events::publish(&ctx.recorder, trigger, event).await;
 }
 
 #[cfg(test)]

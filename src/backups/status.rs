@@ -3,11 +3,9 @@
 use backup_agent::Manifest;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::controller::conditions::{self, Update};
+use crate::crd::conditions::COMPLETED;
 use crate::crd::{BackupPhase, BackupStatus, Destination};
-
-/// Condition type of a Backup: True once the manifest has been read from the bucket.
-pub const COMPLETED: &str = "Completed";
+use crate::runtime::conditions::{self, Update};
 
 /// Everything known about a completed backup, read from its manifest.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,6 +4,7 @@
 //! enforced by the API server at `kubectl apply` time, so a bad spec never reaches the operator.
 
 mod backup;
+pub mod conditions;
 mod destination;
 mod postgresql;
 
@@ -14,7 +15,7 @@ pub use destination::{
 pub use postgresql::{
     BackupPolicy, Bootstrap, Compression, LocalName, OPERATOR_OWNED_PARAMETERS, ObjectStoreRestore,
     OnDelete, Phase, PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource,
-    RestoredFrom, Retention, SecretNames, Storage, SuccessfulBackup,
+    RestoredFrom, Retention, SecretNames, SuccessfulBackup, VolumeSpec,
 };
 
 /// The API group of every Tusk kind.
@@ -31,3 +32,10 @@ mod validation_tests;
 /// Finalizer on clusters with a backup destination: deletion waits until `backup.onDelete` has
 /// been carried out in the bucket.
 pub const CLEANUP_FINALIZER: &str = "tusk.dev/cleanup";
+
+/// Label on the Backups the operator records for scheduled runs.
+pub const SCHEDULED_LABEL: &str = "tusk.dev/scheduled";
+
+/// Annotation on a backup CronJob's Job once its run has been recorded as a Backup, so that a
+/// Backup later removed by retention is not recorded again.
+pub const RECORDED_ANNOTATION: &str = "tusk.dev/recorded-as";

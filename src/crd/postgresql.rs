@@ -74,7 +74,7 @@ pub struct PostgreSQLSpec {
     pub instances: i32,
 
     /// Persistent storage for the data directory.
-    pub storage: Storage,
+    pub storage: VolumeSpec,
 
     /// CPU and memory requests and limits of the PostgreSQL container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,7 +150,7 @@ impl PostgresVersion {
 /// Storage for the data directory, one PersistentVolumeClaim per instance.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Storage {
+pub struct VolumeSpec {
     /// Size of the volume, as a Kubernetes quantity such as `10Gi`.
     #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.storage.size must be a positive Kubernetes quantity such as 10Gi"))]
     #[schemars(length(max = 32))]
@@ -383,4 +383,15 @@ pub struct SuccessfulBackup {
     pub name: String,
     /// When it completed.
     pub completed_at: Time,
+}
+
+impl PostgreSQL {
+    /// Whether the Ready condition is True: the database serves (and is restored, if asked to).
+    pub fn is_ready(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == super::conditions::READY && c.status == "True")
+        })
+    }
 }

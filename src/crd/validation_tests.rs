@@ -5,7 +5,7 @@ use kube::core::cel::validate_cel;
 use serde_json::{Value, json};
 
 use super::{Backup, PostgreSQL};
-use crate::controller::validate::validate;
+use crate::clusters::validate::validate;
 
 /// Everything that would reject `spec` for a PostgreSQL named `name`: schema types and enums
 /// (through serde), CEL rules, and the operator's own validation.

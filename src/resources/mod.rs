@@ -35,6 +35,11 @@ pub const CLUSTER_LABEL: &str = "tusk.dev/cluster";
 /// Value of `app.kubernetes.io/managed-by` on every child.
 pub const MANAGED_BY: &str = "tusk-operator";
 
+/// Name of the backup CronJob of cluster `cluster`; its Jobs are the scheduled runs.
+pub fn backup_cronjob_name(cluster: &str) -> String {
+    format!("{cluster}-backup")
+}
+
 /// What a child is for; becomes `app.kubernetes.io/component`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Component {
@@ -149,7 +154,7 @@ impl<'a> Cluster<'a> {
         self.name.to_owned()
     }
     pub fn cronjob_name(&self) -> String {
-        format!("{}-backup", self.name)
+        backup_cronjob_name(self.name)
     }
     pub fn restore_job_name(&self) -> String {
         format!("{}-restore", self.name)

@@ -1,4 +1,4 @@
-//! An in-memory bucket behind the operator's `Storage` trait, for mock API scenarios. The real
+//! An in-memory bucket behind the operator's `Buckets` trait, for mock API scenarios. The real
 //! stores are exercised by the agent's tests and the end-to-end suite.
 
 use std::collections::BTreeMap;
@@ -9,16 +9,16 @@ use backup_agent::store::{ByteStream, ObjectInfo, PendingUpload, Upload};
 use backup_agent::{ObjectStore, StoreError};
 use bytes::Bytes;
 use tusk::crd::Destination;
-use tusk::storage::{Storage, StorageError};
+use tusk::runtime::buckets::{BucketError, Buckets};
 
 /// Objects by key; `reachable: false` makes every call fail like a store that is down.
 #[derive(Clone, Default)]
-pub struct MemoryStorage {
+pub struct MemoryBucket {
     objects: Arc<Mutex<BTreeMap<String, Bytes>>>,
     unreachable: Arc<Mutex<bool>>,
 }
 
-impl MemoryStorage {
+impl MemoryBucket {
     pub fn put(&self, key: &str, body: impl Into<Bytes>) {
         self.lock().insert(key.to_owned(), body.into());
     }
@@ -48,14 +48,14 @@ impl MemoryStorage {
 }
 
 #[async_trait]
-impl Storage for MemoryStorage {
-    async fn open(&self, _: &str, _: &Destination) -> Result<Box<dyn ObjectStore>, StorageError> {
+impl Buckets for MemoryBucket {
+    async fn open(&self, _: &str, _: &Destination) -> Result<Box<dyn ObjectStore>, BucketError> {
         Ok(Box::new(self.clone()))
     }
 }
 
 #[async_trait]
-impl ObjectStore for MemoryStorage {
+impl ObjectStore for MemoryBucket {
     fn location(&self) -> String {
         "s3://backups".into()
     }

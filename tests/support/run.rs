@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tusk::PostgreSQL;
-use tusk::controller::Context;
+use tusk::runtime::Context;
 
-use super::memory_store::MemoryStorage;
+use super::memory_store::MemoryBucket;
 use super::verifier::{self, Expect, Seen};
 use super::world::{Cache, context_with};
 
@@ -16,7 +16,7 @@ use super::world::{Cache, context_with};
 pub async fn against<F, Fut, T>(
     pg: &PostgreSQL,
     cache: Cache,
-    storage: MemoryStorage,
+    bucket: MemoryBucket,
     script: Vec<Expect>,
     reconcile: F,
 ) -> (T, Vec<Seen>)
@@ -25,7 +25,7 @@ where
     Fut: Future<Output = T>,
 {
     let (client, server) = verifier::client();
-    let ctx = context_with(client, pg, cache, storage);
+    let ctx = context_with(client, pg, cache, bucket);
     let (done, finished) = tokio::sync::oneshot::channel();
     let played = server.play(script, finished);
     let output = tokio::time::timeout(Duration::from_secs(10), reconcile(ctx))

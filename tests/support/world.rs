@@ -10,15 +10,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
-use tusk::backups::summary::Summary;
-use tusk::controller::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
-use tusk::controller::{Context, Stores};
+use tusk::clusters::backup_summary::Summary;
+use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
 use tusk::resources::{self, AgentSettings, Cluster};
+use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
-use super::memory_store::MemoryStorage;
+use super::memory_store::MemoryBucket;
 
 pub const NS: &str = "prod";
 pub const AGENT_IMAGE: &str = "ghcr.io/tusk-operator/backup-agent:test";
@@ -183,17 +183,17 @@ where
 
 /// The reconcile's context over `client`, with caches holding `cache` and `pg`.
 pub fn context(client: Client, pg: &PostgreSQL, cache: Cache) -> Arc<Context> {
-    context_with(client, pg, cache, MemoryStorage::default())
+    context_with(client, pg, cache, MemoryBucket::default())
 }
 
-/// Like [`context`], with the bucket `storage`.
+/// Like [`context`], with the bucket `bucket`.
 pub fn context_with(
     client: Client,
     pg: &PostgreSQL,
     cache: Cache,
-    storage: MemoryStorage,
+    bucket: MemoryBucket,
 ) -> Arc<Context> {
-    let stores = Stores {
+    let caches = Caches {
         clusters: store_of(vec![pg.clone()]).0,
         secrets: store_of(cache.secrets).0,
         config_maps: store_of(cache.config_maps).0,
@@ -206,9 +206,9 @@ pub fn context_with(
     Arc::new(Context::new(
         client,
         agent(),
-        stores,
+        caches,
         Arc::new(Metrics::default()),
-        Arc::new(storage),
+        Arc::new(bucket),
     ))
 }
 

@@ -12,7 +12,7 @@ use crate::crd::{Destination, SecretKeyRef};
 
 /// Why a bucket could not be opened.
 #[derive(Debug, thiserror::Error)]
-pub enum StorageError {
+pub enum BucketError {
     #[error("Secret {namespace}/{name} (key {key}) for the backup destination: {problem}")]
     Credentials {
         namespace: String,
@@ -33,12 +33,12 @@ pub enum StorageError {
 /// Opens the bucket of a destination whose Secrets live in `namespace`. A trait so that mock
 /// API scenarios can use an in-memory store.
 #[async_trait]
-pub trait Storage: Send + Sync {
+pub trait Buckets: Send + Sync {
     async fn open(
         &self,
         namespace: &str,
         destination: &Destination,
-    ) -> Result<Box<dyn ObjectStore>, StorageError>;
+    ) -> Result<Box<dyn ObjectStore>, BucketError>;
 }
 
 /// The exact prefix `<path>/<namespace>/<cluster>/` of one cluster in `destination`.
@@ -46,21 +46,28 @@ pub fn cluster_location(
     destination: &Destination,
     namespace: &str,
     cluster: &str,
-) -> Result<ClusterLocation, StorageError> {
+) -> Result<ClusterLocation, BucketError> {
     let path = match (&destination.s3, &destination.gcs) {
         (Some(s3), _) => &s3.path,
         (None, Some(gcs)) => &gcs.path,
-        (None, None) => return Err(StorageError::NoStore),
+        (None, None) => return Err(BucketError::NoStore),
     };
-    ClusterLocation::new(path, namespace, cluster).map_err(|e| StorageError::Layout(e.to_string()))
+    ClusterLocation::new(path, namespace, cluster).map_err(|e| BucketError::Layout(e.to_string()))
+}
+
+/// How statuses and messages name a bucket, as the stores themselves do: `s3://bucket` or
+/// `gs://bucket`.
+pub fn bucket_url(gcs: bool, bucket: &str) -> String {
+    let scheme = if gcs { "gs" } else { "s3" };
+    format!("{scheme}://{bucket}")
 }
 
 /// Real buckets, with credentials read from Secrets through the API.
-pub struct SecretStorage {
+pub struct SecretBuckets {
     client: Client,
 }
 
-impl SecretStorage {
+impl SecretBuckets {
     pub fn new(client: Client) -> Self {
         Self { client }
     }
@@ -69,8 +76,8 @@ impl SecretStorage {
         &self,
         namespace: &str,
         key: &SecretKeyRef,
-    ) -> Result<String, StorageError> {
-        let problem = |problem: String| StorageError::Credentials {
+    ) -> Result<String, BucketError> {
+        let problem = |problem: String| BucketError::Credentials {
             namespace: namespace.to_owned(),
             name: key.name.clone(),
             key: key.key.clone(),
@@ -91,12 +98,12 @@ impl SecretStorage {
 }
 
 #[async_trait]
-impl Storage for SecretStorage {
+impl Buckets for SecretBuckets {
     async fn open(
         &self,
         namespace: &str,
         destination: &Destination,
-    ) -> Result<Box<dyn ObjectStore>, StorageError> {
+    ) -> Result<Box<dyn ObjectStore>, BucketError> {
         let config = if let Some(s3) = &destination.s3 {
             let credentials = match &s3.credentials {
                 Some(c) => Some(AgentS3Credentials {
@@ -125,7 +132,7 @@ impl Storage for SecretStorage {
                 credentials_json,
             })
         } else {
-            return Err(StorageError::NoStore);
+            return Err(BucketError::NoStore);
         };
         Ok(backup_agent::store::open(config).await?)
     }

@@ -22,6 +22,20 @@ pub enum Change {
     Unchanged,
     Created,
     Updated,
+    /// Only from deletions (see [`delete`]); applying never deletes.
+    Deleted,
+}
+
+impl Change {
+    /// The verb of an Event reason or a metric label: `Created`, `Updated`, `Deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unchanged => "Unchanged",
+            Self::Created => "Created",
+            Self::Updated => "Updated",
+            Self::Deleted => "Deleted",
+        }
+    }
 }
 
 /// An applied object as the API server holds it now, and what applying it changed.

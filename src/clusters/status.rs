@@ -3,12 +3,11 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::conditions::{
-    self, BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED, Update,
-};
-use crate::backups::summary::Summary;
+use super::backup_summary::Summary;
+use crate::crd::conditions::{BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED};
 use crate::crd::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames};
 use crate::resources::{Cluster, POSTGRES_PORT};
+use crate::runtime::conditions::{self, Update};
 
 /// Readiness of the StatefulSet: `ready` only when every instance of the current generation
 /// passes its readiness probe.
@@ -232,12 +231,16 @@ fn set_backups(
     now: &Time,
 ) {
     status.last_successful_backup = backups.last_successful.clone();
-    if let Some((succeeded, _, message)) = &backups.last_finished {
+    if let Some(last) = &backups.last_finished {
         let update = Update {
             type_: LAST_BACKUP_SUCCEEDED,
-            status: *succeeded,
-            reason: if *succeeded { "Completed" } else { "Failed" },
-            message: message.clone(),
+            status: last.succeeded,
+            reason: if last.succeeded {
+                "Completed"
+            } else {
+                "Failed"
+            },
+            message: last.message.clone(),
         };
         conditions::set(&mut status.conditions, update, generation, now);
     }

@@ -9,19 +9,19 @@ use backup_agent::catalog;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::apply::{delete, patch_params};
-use super::context::{Context, cached};
-use super::reconcile::{publish, update_status};
+use super::report::{publish, update_status};
 use super::status::Outcome;
-use crate::backups::progress::{JobState, job_state};
 use crate::crd::{Backup, CLEANUP_FINALIZER, OnDelete, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{CLUSTER_LABEL, Cluster};
-use crate::storage::{StorageError, cluster_location};
+use crate::runtime::apply::{delete, patch_params};
+use crate::runtime::buckets::{BucketError, cluster_location};
+use crate::runtime::events::normal;
+use crate::runtime::jobs::{JobState, job_state};
+use crate::runtime::{Context, cached};
 
 /// Whether `pg` should carry the finalizer: it has somewhere its backups go.
 pub fn wants_finalizer(pg: &PostgreSQL) -> bool {
@@ -91,15 +91,7 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         set_finalizer(pg, ctx, false).await?;
         if policy.is_some() {
             let note = "backup.onDelete is Retain: every backup and Backup is kept".to_owned();
-            publish(
-                ctx,
-                pg,
-                EventType::Normal,
-                "BackupsRetained",
-                "Delete",
-                note,
-            )
-            .await;
+            publish(ctx, pg, normal("BackupsRetained", "Delete", note)).await;
         }
         return Ok(Action::await_change());
     }
@@ -123,18 +115,18 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         .await?;
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
-    let storage_error = |source: StorageError| Error::Storage {
+    let bucket_error = |source: BucketError| Error::Bucket {
         name: cluster.name.to_owned(),
         source,
     };
     let emptied = async {
         let location = cluster_location(&policy.destination, cluster.namespace, cluster.name)?;
         let store = ctx
-            .storage
+            .buckets
             .open(cluster.namespace, &policy.destination)
             .await?;
         let deleted = catalog::delete_cluster(store.as_ref(), &location).await?;
-        Ok::<_, StorageError>((
+        Ok::<_, BucketError>((
             deleted,
             format!("{}/{}", store.location(), location.prefix()),
         ))
@@ -142,7 +134,7 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let (deleted, prefix) = match emptied.await {
         Ok(done) => done,
         Err(source) => {
-            let error = storage_error(source);
+            let error = bucket_error(source);
             let message = format!(
                 "{error}. The cluster stays until its objects are deleted; set \
                  spec.backup.onDelete to Retain to delete it and keep the objects"
@@ -157,7 +149,7 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     };
     let removed = delete_backups(&cluster, ctx).await?;
     let note = format!("deleted {deleted} object(s) under {prefix} and {removed} Backup(s)");
-    publish(ctx, pg, EventType::Normal, "BackupsDeleted", "Delete", note).await;
+    publish(ctx, pg, normal("BackupsDeleted", "Delete", note)).await;
     set_finalizer(pg, ctx, false).await?;
     Ok(Action::await_change())
 }
@@ -166,13 +158,13 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
 async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
     let ns = cluster.namespace;
     let name = cluster.cronjob_name();
-    if cached(&ctx.stores.cronjobs, ns, &name).is_some() {
+    if cached(&ctx.caches.cronjobs, ns, &name).is_some() {
         let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), ns);
         delete(&api, &name).await?;
     }
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
     let mut running = false;
-    for job in ctx.stores.jobs.state() {
+    for job in ctx.caches.jobs.state() {
         let mine = job.namespace().as_deref() == Some(ns)
             && job.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name)
             && job
@@ -194,7 +186,7 @@ async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
 async fn delete_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<usize> {
     let api: Api<Backup> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     let mut names: Vec<String> = ctx
-        .stores
+        .caches
         .backups
         .state()
         .iter()

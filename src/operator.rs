@@ -1,110 +1,29 @@
-//! Wiring: one watch per kind, each feeding both a cache (read by reconciles to skip no-op
-//! writes) and the controller's triggers.
+//! The composition root: one watch per kind (see `runtime::watch`), the shared context, and the
+//! PostgreSQL and Backup controllers with the triggers that connect them. The only module that
+//! knows both controllers.
 
-use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
-use super::{Context, Stores, error_policy, reconcile};
-use crate::backups;
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
-use crate::storage::SecretStorage;
+use crate::runtime::buckets::SecretBuckets;
+use crate::runtime::watch::{cached_watch, shared_watch};
+use crate::runtime::{Caches, Context};
+use crate::{backups, clusters};
 
-/// Events buffered per subscriber of a shared watch.
-const SHARED_BUFFER: usize = 1024;
-
-/// Where the controller looks for clusters.
-#[derive(Clone, Debug)]
-pub enum Scope {
-    AllNamespaces,
-    Namespace(String),
-}
-
-impl Scope {
-    fn api<K>(&self, client: &Client) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        match self {
-            Self::AllNamespaces => Api::all(client.clone()),
-            Self::Namespace(ns) => Api::namespaced(client.clone(), ns),
-        }
-    }
-}
-
-/// A watch of `K` that keeps `Store<K>` current and yields every touched object (deletions
-/// included, so a child deleted out of band triggers its owner). The returned future drives the
-/// watch on its own: the caches must fill even while every reconcile waits for them, so they
-/// cannot depend on the controller polling its trigger streams.
-fn cached_watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-    impl Future<Output = ()> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    // Unbounded: a trigger is an object the cache already holds, so the queue is bounded by the
-    // number of changes while reconciles are busy.
-    let (triggers, stream) = futures::channel::mpsc::unbounded();
-    let driver = watcher(api, config)
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .for_each(move |object| {
-            // The receiver only goes away when the controller has stopped.
-            let _ = triggers.unbounded_send(object);
-            futures::future::ready(())
-        });
-    (reader, stream, driver)
-}
-
-/// A watch of `K` whose cache and events are shared by both controllers. The returned future
-/// drives the watch and must be polled alongside them.
-fn shared_watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> (
-    Store<K>,
-    ReflectHandle<K>,
-    impl Future<Output = ()> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store_shared(SHARED_BUFFER);
-    // A shared store always hands out subscriptions.
-    let handle = writer
-        .subscribe()
-        .expect("store_shared writers are subscribable");
-    let driver = watcher(api, config)
-        .default_backoff()
-        .reflect_shared(writer)
-        .for_each(|event| async move {
-            if let Err(e) = event {
-                warn!(error = %e, "watch error");
-            }
-        });
-    (reader, handle, driver)
-}
+pub use crate::runtime::watch::Scope;
 
 /// The cluster a Job or Backup concerns, to reconcile it when they change.
 fn cluster_of_job(job: Arc<Job>) -> Option<ObjectRef<PostgreSQL>> {
@@ -191,7 +110,7 @@ pub async fn run(
         shared_watch(scope.api::<Backup>(&client), watcher::Config::default());
 
     metrics.watch_clusters(cluster_reader.clone());
-    let stores = Stores {
+    let caches = Caches {
         clusters: cluster_reader.clone(),
         secrets,
         config_maps,
@@ -201,8 +120,8 @@ pub async fn run(
         jobs,
         backups: backups.clone(),
     };
-    let storage = Arc::new(SecretStorage::new(client.clone()));
-    let context = Arc::new(Context::new(client, agent, stores, metrics, storage));
+    let buckets = Arc::new(SecretBuckets::new(client.clone()));
+    let context = Arc::new(Context::new(client, agent, caches, metrics, buckets));
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);
     let controllers = {
@@ -212,7 +131,7 @@ pub async fn run(
             // last of several concurrent waiters, so reconciles waiting side by side would each
             // sit out the full cache-sync timeout.
             tokio::select! {
-                ready = context.stores.children_ready() => if ready.is_err() {
+                ready = context.caches.children_ready() => if ready.is_err() {
                     warn!("a watch ended before its first list; not starting the controllers");
                     return;
                 },
@@ -235,7 +154,7 @@ pub async fn run(
                     clusters_of_backup(&backup, &restoring_lookup)
                 })
                 .graceful_shutdown_on(shutdown.clone())
-                .run(reconcile, error_policy, context.clone())
+                .run(clusters::reconcile, clusters::error_policy, context.clone())
                 .for_each(|result| async move { log_result("postgresql", result) });
             let backup_controller = Controller::for_shared_stream(backup_events, backups)
                 .with_config(controller::Config::default().concurrency(4))

@@ -3,14 +3,6 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-/// Condition types of a PostgreSQL.
-pub const READY: &str = "Ready";
-pub const BACKUP_SCHEDULED: &str = "BackupScheduled";
-pub const RESTORED: &str = "Restored";
-pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
-/// False while a deletion waits for `backup.onDelete: Delete` to empty the bucket prefix.
-pub const CLEANUP: &str = "Cleanup";
-
 /// The new state of one condition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Update<'a> {
@@ -51,6 +43,7 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::conditions::READY;
     use k8s_openapi::jiff::Timestamp;
 
     fn at(seconds: i64) -> Time {

@@ -12,14 +12,15 @@ use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
+use super::buckets::Buckets;
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::AgentSettings;
-use crate::storage::Storage;
 
-/// Caches of the children, fed by the same watches that trigger reconciles.
+/// The watch caches: the clusters, their children and the Backups, fed by the same watches that
+/// trigger reconciles.
 #[derive(Clone)]
-pub struct Stores {
+pub struct Caches {
     pub clusters: Store<PostgreSQL>,
     pub secrets: Store<Secret>,
     pub config_maps: Store<ConfigMap>,
@@ -32,7 +33,7 @@ pub struct Stores {
     pub backups: Store<Backup>,
 }
 
-impl Stores {
+impl Caches {
     /// Waits until every child cache has been filled by its first list. Before that a cache
     /// miss means "not seen yet", not "absent", and acting on it would rewrite existing objects.
     pub async fn children_ready(&self) -> Result<(), WriterDropped> {
@@ -46,26 +47,26 @@ impl Stores {
     }
 }
 
-/// The shared state of the controller.
+/// The shared state of both controllers.
 pub struct Context {
     pub client: Client,
     pub agent: AgentSettings,
-    pub stores: Stores,
+    pub caches: Caches,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub backoff: ErrorBackoff<PostgreSQL>,
     pub backup_backoff: ErrorBackoff<Backup>,
     /// Opens backup buckets, for manifests, retention and cleanup.
-    pub storage: Arc<dyn Storage>,
+    pub buckets: Arc<dyn Buckets>,
 }
 
 impl Context {
     pub fn new(
         client: Client,
         agent: AgentSettings,
-        stores: Stores,
+        caches: Caches,
         metrics: Arc<Metrics>,
-        storage: Arc<dyn Storage>,
+        buckets: Arc<dyn Buckets>,
     ) -> Self {
         let reporter = Reporter {
             controller: "tusk-operator".to_owned(),
@@ -75,11 +76,11 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             agent,
-            stores,
+            caches,
             metrics,
             backoff: ErrorBackoff::default(),
             backup_backoff: ErrorBackoff::default(),
-            storage,
+            buckets,
         }
     }
 }

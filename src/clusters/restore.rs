@@ -2,22 +2,22 @@
 //! into it. `Restored` becomes True when the Job succeeds, and only then `Ready`. A restore runs
 //! once: `status.restoredFrom` records it and is never cleared.
 
-use backup_agent::catalog;
+use backup_agent::{ClusterLocation, catalog};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::apply::{Change, create};
-use super::children::{WriteAction, Written};
-use super::context::{Context, cached};
+use super::children::Written;
 use super::status::{Readiness, RestoreProgress};
-use crate::backups::progress::{JobState, job_state};
 use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoredFrom};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster, Layout, RestorePlan};
-use crate::storage::{StorageError, cluster_location};
+use crate::runtime::apply::create;
+use crate::runtime::buckets::{BucketError, bucket_url, cluster_location};
+use crate::runtime::jobs::{JobState, job_state};
+use crate::runtime::{Context, cached};
 
 /// Advances the restore of `pg`; returns where it stands and the Job it created, if any.
 pub async fn step(
@@ -37,7 +37,7 @@ pub async fn step(
         return Ok((RestoreProgress::Done, None));
     }
     let name = cluster.restore_job_name();
-    if let Some(job) = cached(&ctx.stores.jobs, cluster.namespace, &name) {
+    if let Some(job) = cached(&ctx.caches.jobs, cluster.namespace, &name) {
         return Ok((observe(pg, &job), None));
     }
     let plan = match plan(source, cluster, ctx) {
@@ -62,14 +62,7 @@ pub async fn step(
     };
     let job = resources::restore_job(cluster, &plan, &ctx.agent);
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let written = match create(&api, &job).await? {
-        Change::Created => Some(Written {
-            kind: "Job",
-            name,
-            action: WriteAction::Created,
-        }),
-        _ => None,
-    };
+    let written = Written::of(&job, create(&api, &job).await?);
     let message = format!(
         "restoring backup {} of {}/{}",
         plan.backup_id, plan.layout.namespace, plan.layout.cluster
@@ -110,7 +103,7 @@ fn plan(
             "spec.restore needs backup or objectStore".into(),
         ));
     };
-    let Some(backup) = cached(&ctx.stores.backups, cluster.namespace, &reference.name) else {
+    let Some(backup) = cached(&ctx.caches.backups, cluster.namespace, &reference.name) else {
         let message = format!("Backup {} does not exist in this namespace", reference.name);
         return Err(waiting("BackupNotFound", message));
     };
@@ -153,7 +146,7 @@ async fn resolve_latest(
     cluster: &Cluster<'_>,
     ctx: &Context,
 ) -> Result<Result<RestorePlan, RestoreProgress>> {
-    let storage_error = |source: StorageError| Error::Storage {
+    let bucket_error = |source: BucketError| Error::Bucket {
         name: cluster.name.to_owned(),
         source,
     };
@@ -162,12 +155,12 @@ async fn resolve_latest(
         &plan.layout.namespace,
         &plan.layout.cluster,
     )
-    .map_err(storage_error)?;
+    .map_err(bucket_error)?;
     let store = ctx
-        .storage
+        .buckets
         .open(cluster.namespace, &plan.destination)
         .await
-        .map_err(storage_error)?;
+        .map_err(bucket_error)?;
     match catalog::resolve(store.as_ref(), &location, &plan.backup_id).await {
         Ok(manifest) => {
             plan.backup_id = manifest.backup_id;
@@ -181,7 +174,7 @@ async fn resolve_latest(
             );
             Ok(Err(failed("BackupNotFound", message)))
         }
-        Err(e) => Err(storage_error(e.into())),
+        Err(e) => Err(bucket_error(e.into())),
     }
 }
 
@@ -210,25 +203,18 @@ fn observe(pg: &PostgreSQL, job: &Job) -> RestoreProgress {
             ),
         ),
         JobState::Succeeded { finished } => {
+            // The Job's environment names exactly what was restored (`latest` was pinned).
             let env = |key: &str| env_value(job, key).unwrap_or_default();
-            let path = env("TUSK_PATH");
-            let scheme = if env("TUSK_STORE") == "gcs" {
-                "gs"
-            } else {
-                "s3"
-            };
-            let prefix = if path.is_empty() {
-                String::new()
-            } else {
-                format!("{path}/")
-            };
-            let location = format!(
-                "{scheme}://{}/{prefix}{}/{}/{}/",
-                env("TUSK_BUCKET"),
-                env("TUSK_NAMESPACE"),
-                env("TUSK_CLUSTER"),
-                env("TUSK_BACKUP_ID"),
+            let bucket = bucket_url(env("TUSK_STORE") == "gcs", &env("TUSK_BUCKET"));
+            let restored = ClusterLocation::new(
+                &env("TUSK_PATH"),
+                &env("TUSK_NAMESPACE"),
+                &env("TUSK_CLUSTER"),
             );
+            let location = match restored {
+                Ok(at) => format!("{bucket}/{}", at.backup_prefix(&env("TUSK_BACKUP_ID"))),
+                Err(_) => bucket,
+            };
             RestoreProgress::Finished(RestoredFrom {
                 backup_id: env("TUSK_BACKUP_ID"),
                 location,

@@ -8,16 +8,12 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use serde_json::json;
 
-use super::progress::SCHEDULED_LABEL;
-use crate::controller::Context;
-use crate::controller::apply::{Change, create, patch_params};
-use crate::controller::context::cached;
-use crate::crd::{Backup, BackupSpec, ClusterReference};
+use super::children::Written;
+use crate::crd::{Backup, BackupSpec, ClusterReference, RECORDED_ANNOTATION, SCHEDULED_LABEL};
 use crate::error::{Error, Result};
-use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY};
-
-/// Annotation on a CronJob's Job once its Backup has been recorded.
-pub const RECORDED_ANNOTATION: &str = "tusk.dev/recorded-as";
+use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY, backup_cronjob_name};
+use crate::runtime::apply::{create, patch_params};
+use crate::runtime::{Context, cached};
 
 /// The Jobs of `cluster`'s backup CronJob that have no Backup yet.
 pub fn unrecorded<'a>(
@@ -25,7 +21,7 @@ pub fn unrecorded<'a>(
     cluster: &str,
     has_backup: impl Fn(&str) -> bool,
 ) -> Vec<&'a Job> {
-    let cronjob = format!("{cluster}-backup");
+    let cronjob = backup_cronjob_name(cluster);
     jobs.into_iter()
         .filter(|job| {
             job.owner_references()
@@ -61,15 +57,15 @@ pub fn scheduled_backup(job: &Job, cluster: &str) -> Backup {
 }
 
 /// Creates a Backup for every unrecorded run of the cluster's CronJob, then marks the Job.
-/// Returns the names of the Backups created.
-pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Result<Vec<String>> {
+/// Returns the Backups created.
+pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Result<Vec<Written>> {
     let ns = cluster.namespace;
-    let jobs = ctx.stores.jobs.state();
+    let jobs = ctx.caches.jobs.state();
     let mine = jobs
         .iter()
         .map(AsRef::as_ref)
         .filter(|j| j.namespace().as_deref() == Some(ns));
-    let has_backup = |name: &str| cached(&ctx.stores.backups, ns, name).is_some();
+    let has_backup = |name: &str| cached(&ctx.caches.backups, ns, name).is_some();
     let todo = unrecorded(mine, cluster.name, has_backup);
     let (backups, job_api): (Api<Backup>, Api<Job>) = (
         Api::namespaced(ctx.client.clone(), ns),
@@ -78,9 +74,8 @@ pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Resu
     let mut created = Vec::new();
     for job in todo {
         let name = job.name_any();
-        if create(&backups, &scheduled_backup(job, cluster.name)).await? == Change::Created {
-            created.push(name.clone());
-        }
+        let backup = scheduled_backup(job, cluster.name);
+        created.extend(Written::of(&backup, create(&backups, &backup).await?));
         // A merge patch, not an apply: it must never re-create a Job that is gone.
         let mark = json!({"metadata": {"annotations": {RECORDED_ANNOTATION: name}}});
         match job_api

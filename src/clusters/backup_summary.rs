@@ -1,18 +1,27 @@
-//! What a cluster's status says about its backups: the newest Completed one, and whether the
+//! What a cluster's status says about its Backups: the newest Completed one, and whether the
 //! most recent one to finish succeeded.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use super::status::COMPLETED;
+use crate::crd::conditions::COMPLETED;
 use crate::crd::{Backup, BackupPhase, SuccessfulBackup};
 
 /// The backup facts of one cluster.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
     pub last_successful: Option<SuccessfulBackup>,
-    /// The most recently finished backup: (succeeded, name, message).
-    pub last_finished: Option<(bool, String, String)>,
+    /// The most recently finished backup.
+    pub last_finished: Option<FinishedBackup>,
+}
+
+/// A Backup that reached a final phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishedBackup {
+    pub succeeded: bool,
+    pub name: String,
+    /// A sentence for the `LastBackupSucceeded` condition.
+    pub message: String,
 }
 
 /// When a final Backup finished: its manifest's time when Completed, the condition's
@@ -58,7 +67,11 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
                 .unwrap_or_default();
             format!("Backup {} failed: {error}", b.name_any())
         };
-        (succeeded, b.name_any(), message)
+        FinishedBackup {
+            succeeded,
+            name: b.name_any(),
+            message,
+        }
     });
     Summary {
         last_successful,
@@ -121,7 +134,11 @@ mod tests {
             summary.last_successful.as_ref().map(|s| s.name.as_str()),
             Some("good")
         );
-        let (ok, name, message) = summary.last_finished.unwrap();
+        let FinishedBackup {
+            succeeded: ok,
+            name,
+            message,
+        } = summary.last_finished.unwrap();
         assert!(!ok);
         assert_eq!(name, "bad");
         assert_eq!(message, "Backup bad failed: JobFailed");

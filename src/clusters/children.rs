@@ -1,0 +1,165 @@
+//! The apply step for a cluster's children: the desired objects (see `desired`) are applied in
+//! dependency order — credentials, configuration, Services, the StatefulSet, then the backup
+//! CronJob, which depends on the StatefulSet being ready — and every write is reported.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+
+use super::desired::Desired;
+use super::status::{BackupSchedule, Readiness};
+use crate::error::{Error, Result};
+use crate::resources::Cluster;
+use crate::runtime::apply::{Change, apply, create, delete};
+use crate::runtime::{Context, cached};
+
+/// One write the reconcile made, for Events and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub reference: ObjectReference,
+    pub change: Change,
+}
+
+impl Written {
+    /// A write of `object`; `None` when nothing changed. The reference names the object only
+    /// (no uid or version), as the `related` object of its Event.
+    pub fn of<K: Resource<DynamicType = ()>>(object: &K, change: Change) -> Option<Self> {
+        (change != Change::Unchanged).then(|| Self {
+            reference: ObjectReference {
+                api_version: Some(K::api_version(&()).into_owned()),
+                kind: Some(K::kind(&()).into_owned()),
+                name: Some(object.name_any()),
+                namespace: object.namespace(),
+                ..ObjectReference::default()
+            },
+            change,
+        })
+    }
+
+    /// The written object's kind.
+    pub fn kind(&self) -> &str {
+        self.reference.kind.as_deref().unwrap_or_default()
+    }
+
+    /// The written object's name.
+    pub fn name(&self) -> &str {
+        self.reference.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// The result of applying every child.
+#[derive(Clone, Debug)]
+pub struct AppliedChildren {
+    pub readiness: Readiness,
+    pub backup: BackupSchedule,
+    pub writes: Vec<Written>,
+}
+
+/// Applies `desired` for `cluster`. `restore_pending` holds the CronJob back while a restore
+/// has not finished.
+pub async fn apply_children(
+    cluster: &Cluster<'_>,
+    desired: Desired,
+    ctx: &Context,
+    restore_pending: bool,
+) -> Result<AppliedChildren> {
+    let (ns, client, caches) = (cluster.namespace, ctx.client.clone(), &ctx.caches);
+    let mut writes = Vec::new();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for secret in desired.secrets {
+        let change = ensure_secret(&secrets, ctx, ns, &secret).await?;
+        writes.extend(Written::of(&secret, change));
+    }
+
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let name = desired.config_map.name_any();
+    let applied = apply(
+        &api,
+        cached(&caches.config_maps, ns, &name),
+        desired.config_map,
+    )
+    .await?;
+    writes.extend(Written::of(applied.object.as_ref(), applied.change));
+
+    let api: Api<Service> = Api::namespaced(client.clone(), ns);
+    for service in desired.services {
+        let name = service.name_any();
+        let applied = apply(&api, cached(&caches.services, ns, &name), service).await?;
+        writes.extend(Written::of(applied.object.as_ref(), applied.change));
+    }
+
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let name = desired.statefulset.name_any();
+    let statefulset = apply(
+        &api,
+        cached(&caches.statefulsets, ns, &name),
+        desired.statefulset,
+    )
+    .await?;
+    writes.extend(Written::of(statefulset.object.as_ref(), statefulset.change));
+    let readiness = Readiness::of(Some(&statefulset.object), cluster.spec.instances);
+    let serving = readiness.ready && !restore_pending;
+
+    let name = cluster.cronjob_name();
+    let api: Api<CronJob> = Api::namespaced(client, ns);
+    let existing = cached(&caches.cronjobs, ns, &name);
+    let backup = match desired.backup {
+        None => {
+            if let Some(existing) = existing {
+                delete(&api, &name).await?;
+                writes.extend(Written::of(existing.as_ref(), Change::Deleted));
+            }
+            BackupSchedule::NotConfigured
+        }
+        // Never create the CronJob before the database has been Ready once.
+        Some(_) if existing.is_none() && !serving => BackupSchedule::WaitingForReady,
+        Some(cronjob) => {
+            let suspended_by_user = cronjob.suspended_by_user;
+            let wanted = if serving {
+                cronjob.serving
+            } else {
+                cronjob.held
+            };
+            let applied = apply(&api, existing, wanted).await?;
+            writes.extend(Written::of(applied.object.as_ref(), applied.change));
+            match (suspended_by_user, serving) {
+                (true, _) => BackupSchedule::Suspended,
+                (false, false) => BackupSchedule::WaitingForReady,
+                (false, true) => BackupSchedule::Scheduled,
+            }
+        }
+    };
+    Ok(AppliedChildren {
+        readiness,
+        backup,
+        writes,
+    })
+}
+
+/// Creates a credentials Secret once. An existing Secret, ours or one the user brought, is
+/// never rewritten: the database keeps the password it was initialised with.
+async fn ensure_secret(
+    api: &Api<Secret>,
+    ctx: &Context,
+    namespace: &str,
+    secret: &Secret,
+) -> Result<Change> {
+    let name = secret.name_any();
+    if cached(&ctx.caches.secrets, namespace, &name).is_some() {
+        return Ok(Change::Unchanged);
+    }
+    // The cache can lag behind the API server; a read protects an existing password.
+    let read_error = |source| Error::Read {
+        kind: "Secret".to_owned(),
+        name: name.clone(),
+        source,
+    };
+    if api.get_opt(&name).await.map_err(read_error)?.is_some() {
+        return Ok(Change::Unchanged);
+    }
+    // Created by a concurrent reconcile between our read and write: keep theirs.
+    create(api, secret).await
+}

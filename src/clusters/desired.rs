@@ -1,0 +1,103 @@
+//! The build step: every child a cluster wants, computed from the spec alone before anything is
+//! applied. Pure — no client — so what Tusk would write is known (and testable) up front.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+
+use crate::resources::{self, AgentSettings, Cluster};
+
+/// The children of one cluster, in the order they are applied.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    /// The superuser's and the application's credentials, with fresh passwords: created only
+    /// when absent, never rewritten.
+    pub secrets: [Secret; 2],
+    pub config_map: ConfigMap,
+    /// The read-write and the headless Service.
+    pub services: [Service; 2],
+    pub statefulset: StatefulSet,
+    /// The backup CronJob, with `spec.backup` only.
+    pub backup: Option<BackupCronJob>,
+}
+
+/// The backup CronJob in its two states; which one applies is known only once the applied
+/// StatefulSet shows whether the database serves.
+#[derive(Clone, Debug)]
+pub struct BackupCronJob {
+    /// While the database serves: scheduled unless the user suspended it.
+    pub serving: CronJob,
+    /// While it does not: suspended, so no backup starts against it.
+    pub held: CronJob,
+    /// `spec.backup.suspend`.
+    pub suspended_by_user: bool,
+}
+
+/// Builds every child of `cluster`.
+pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Desired {
+    let config_map = resources::config_map(cluster);
+    let checksum = resources::config_checksum(&config_map);
+    Desired {
+        secrets: [
+            resources::superuser_secret(cluster, &resources::generate_password()),
+            resources::app_secret(cluster, &resources::generate_password()),
+        ],
+        statefulset: resources::statefulset(cluster, &checksum),
+        config_map,
+        services: [
+            resources::rw_service(cluster),
+            resources::headless_service(cluster),
+        ],
+        backup: cluster.spec.backup.as_ref().map(|policy| BackupCronJob {
+            serving: resources::backup_cronjob(cluster, policy, agent, true),
+            held: resources::backup_cronjob(cluster, policy, agent, false),
+            suspended_by_user: policy.suspend,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::fixtures::*;
+    use kube::ResourceExt;
+
+    #[test]
+    fn every_child_is_built_before_anything_is_applied() {
+        let pg = postgresql(WITH_S3_BACKUP);
+        let cluster = Cluster::new(&pg).unwrap();
+        let agent = AgentSettings {
+            image: "ghcr.io/tusk/backup-agent:test".into(),
+        };
+        let children = desired(&cluster, &agent);
+        let names: Vec<String> = children
+            .secrets
+            .iter()
+            .map(ResourceExt::name_any)
+            .chain([children.config_map.name_any()])
+            .chain(children.services.iter().map(ResourceExt::name_any))
+            .chain([children.statefulset.name_any()])
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "demo-superuser",
+                "demo-app",
+                "demo-config",
+                "demo-rw",
+                "demo-hl",
+                "demo"
+            ]
+        );
+        let backup = children.backup.expect("spec.backup wants a CronJob");
+        let suspend = |c: &CronJob| c.spec.suspend;
+        assert_eq!(suspend(&backup.serving), Some(false));
+        assert_eq!(suspend(&backup.held), Some(true));
+        let plain = postgresql(MINIMAL);
+        assert!(
+            desired(&Cluster::new(&plain).unwrap(), &agent)
+                .backup
+                .is_none()
+        );
+    }
+}

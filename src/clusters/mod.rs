@@ -1,0 +1,16 @@
+//! The PostgreSQL controller: validate → build (`desired`) → apply (`children`, `restore`,
+//! `scheduled_runs`) → status (`status`, written by `report`); `cleanup` carries out the
+//! finalizer on deletion.
+
+pub mod backup_summary;
+pub mod children;
+pub mod cleanup;
+pub mod desired;
+pub mod reconcile;
+pub mod report;
+pub mod restore;
+pub mod scheduled_runs;
+pub mod status;
+pub mod validate;
+
+pub use reconcile::{error_policy, reconcile, retry_delay};

@@ -1,0 +1,185 @@
+//! One reconcile of one cluster: validate → build and apply children → status, with an Event
+//! for every write and every error.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tracing::{debug, info, warn};
+
+use super::backup_summary;
+use super::children::apply_children;
+use super::cleanup;
+use super::desired::desired;
+use super::report::{publish, report_error, update_status};
+use super::restore;
+use super::scheduled_runs::record_scheduled_runs;
+use super::status::{Outcome, RestoreProgress};
+use super::validate::validate;
+use crate::crd::conditions::RESTORED;
+use crate::crd::{Phase, PostgreSQL};
+use crate::error::{Error, Result};
+use crate::resources::Cluster;
+use crate::runtime::Context;
+use crate::runtime::apply::Change;
+use crate::runtime::events::{about, normal, warning};
+
+/// Healthy clusters are re-checked this often even without a watch event.
+const RESYNC: Duration = Duration::from_secs(600);
+/// How long a reconcile waits for the child caches after the operator starts.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The controller's reconcile function.
+pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let key = ObjectRef::from_obj(pg.as_ref());
+    let result = match reconcile_cluster(&pg, &ctx).await {
+        // The namespace and the cluster are going away: no Warning, no retry.
+        Err(error) if error.is_namespace_terminating() => {
+            debug!(cluster = %pg.name_any(), namespace = ?pg.namespace(), "namespace terminating; nothing to do");
+            Ok(Action::await_change())
+        }
+        other => other,
+    };
+    let label = match &result {
+        Ok(_) => "success",
+        Err(e) => e.reason(),
+    };
+    ctx.metrics.reconciled(label, started.elapsed());
+    match &result {
+        Ok(_) => ctx.backoff.reset(&key),
+        Err(error) => report_error(&pg, &ctx, error).await,
+    }
+    result
+}
+
+/// The controller's error policy: per-object exponential backoff with jitter.
+pub fn error_policy(pg: Arc<PostgreSQL>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = retry_delay(&pg, &ctx);
+    warn!(cluster = %pg.name_any(), namespace = ?pg.namespace(), %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Records one more failure of `pg` and returns how long to wait before retrying it.
+pub fn retry_delay(pg: &PostgreSQL, ctx: &Context) -> Duration {
+    ctx.backoff.next_delay(&ObjectRef::from_obj(pg))
+}
+
+async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
+    let cluster = Cluster::new(pg)?;
+    if pg.meta().deletion_timestamp.is_some() {
+        // Children go with the owner (garbage collection); only the bucket needs us.
+        return cleanup::finalize(pg, ctx).await;
+    }
+    if let Err(invalid) = validate(&pg.spec) {
+        let message = invalid.to_string();
+        if update_status(pg, &cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
+            publish(ctx, pg, warning("InvalidSpec", "Validate", message)).await;
+        }
+        // Retrying cannot help; the next spec change triggers a new reconcile.
+        return Ok(Action::await_change());
+    }
+
+    match tokio::time::timeout(CACHE_SYNC_TIMEOUT, ctx.caches.children_ready()).await {
+        Ok(Ok(())) => {}
+        _ => return Err(Error::CachesNotSynced(CACHE_SYNC_TIMEOUT)),
+    }
+    let wants_finalizer = cleanup::wants_finalizer(pg);
+    if wants_finalizer != cleanup::has_finalizer(pg) {
+        cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
+    }
+    // Backups start only against a database that serves, which for a restore means restored.
+    let restore_pending = cluster.spec.restore.is_some()
+        && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
+    let children = desired(&cluster, &ctx.agent);
+    let mut applied = apply_children(&cluster, children, ctx, restore_pending).await?;
+    let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
+    applied.writes.extend(restore_job);
+    applied
+        .writes
+        .extend(record_scheduled_runs(&cluster, ctx).await?);
+    // A database that has served once was initialised with the old Secret's password.
+    let previously_provisioned = pg
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(|p| matches!(p, Phase::Ready | Phase::Degraded));
+    for write in &applied.writes {
+        let (kind, name, action) = (write.kind(), write.name(), write.change.as_str());
+        ctx.metrics.child_written(kind, &action.to_lowercase());
+        info!(cluster = %cluster.name, namespace = %cluster.namespace, kind, name, action, "child written");
+        let event = normal(action, action, format!("{action} {kind} {name}"));
+        publish(ctx, pg, about(event, write.reference.clone())).await;
+        if kind == "Secret" && write.change == Change::Created && previously_provisioned {
+            let note = format!(
+                "Secret {name} was missing and has been re-created with a new password; the \
+                 database still has the old one: restore the Secret or set the new password with \
+                 ALTER ROLE"
+            );
+            publish(ctx, pg, warning("SecretRecreated", "Created", note)).await;
+        }
+    }
+
+    let was_ready = pg.is_ready();
+    let backups = ctx.caches.backups.state();
+    let in_namespace = backups
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|b| b.namespace().as_deref() == Some(cluster.namespace));
+    let outcome = Outcome::Applied {
+        readiness: applied.readiness,
+        backup: applied.backup,
+        restore: restore.clone(),
+        backups: backup_summary::summarize(in_namespace, cluster.name),
+    };
+    update_status(pg, &cluster, &outcome, ctx).await?;
+    publish_restore(pg, ctx, &restore).await;
+    let serving = applied.readiness.ready && restore.allows_ready();
+    if serving && !was_ready {
+        let note = applied.readiness.message();
+        publish(ctx, pg, normal("Ready", "Reconcile", note)).await;
+        let first_time = pg
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_none_or(|p| p == Phase::Provisioning);
+        if let (true, Some(created)) = (first_time, pg.meta().creation_timestamp.as_ref()) {
+            let elapsed = Timestamp::now().duration_since(created.0);
+            ctx.metrics
+                .first_ready(Duration::try_from(elapsed).unwrap_or_default());
+        }
+    } else if !serving && was_ready {
+        let note = applied.readiness.message();
+        publish(ctx, pg, warning("NotReady", "Reconcile", note)).await;
+    }
+    if matches!(restore, RestoreProgress::Finished(_)) {
+        // The CronJob waited for the restore; create it now rather than at the next event.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Events for the restore's outcomes, once each: the status records that they were published.
+async fn publish_restore(pg: &PostgreSQL, ctx: &Context, restore: &RestoreProgress) {
+    let previous_reason = pg.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == RESTORED)
+            .map(|c| c.reason.clone())
+    });
+    match restore {
+        RestoreProgress::Finished(from) => {
+            let note = format!("restored backup {} from {}", from.backup_id, from.location);
+            publish(ctx, pg, normal("Restored", "Restore", note)).await;
+        }
+        RestoreProgress::Failed { reason, message }
+            if previous_reason.as_deref() != Some(reason) =>
+        {
+            publish(ctx, pg, warning(reason, "Restore", message.clone())).await;
+        }
+        _ => {}
+    }
+}

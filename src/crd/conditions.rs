@@ -1,0 +1,14 @@
+//! Condition types of Tusk's kinds: part of the API (`kubectl wait --for=condition=…`).
+
+/// A PostgreSQL: every instance serves (and, with `spec.restore`, the restore has finished).
+pub const READY: &str = "Ready";
+/// A PostgreSQL: where its backup schedule stands.
+pub const BACKUP_SCHEDULED: &str = "BackupScheduled";
+/// A PostgreSQL with `spec.restore`: the backup has been restored.
+pub const RESTORED: &str = "Restored";
+/// A PostgreSQL: whether the most recent backup to finish succeeded.
+pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
+/// A PostgreSQL being deleted: False while `backup.onDelete: Delete` waits for the bucket.
+pub const CLEANUP: &str = "Cleanup";
+/// A Backup: its manifest was read from the bucket.
+pub const COMPLETED: &str = "Completed";

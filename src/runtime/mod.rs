@@ -1,0 +1,15 @@
+//! The runtime both controllers share, knowing neither of them: the context and its watch
+//! caches, server-side apply, error backoff, conditions, Events, status writes, Job states and
+//! the operator's access to backup buckets.
+
+pub mod apply;
+pub mod backoff;
+pub mod buckets;
+pub mod conditions;
+pub mod context;
+pub mod events;
+pub mod jobs;
+pub mod status;
+pub mod watch;
+
+pub use context::{Caches, Context, cached};
