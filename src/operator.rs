@@ -210,15 +210,7 @@ mod tests {
             "other",
             serde_json::json!({"storage": {"size": "1Gi"}, "restore": {"backup": {"name": "weekly"}}}),
         )));
-        let mut backup = Backup::new(
-            "nightly",
-            crate::crd::BackupSpec {
-                cluster: crate::crd::ClusterReference {
-                    name: "shop".into(),
-                },
-            },
-        );
-        backup.metadata.namespace = Some("prod".into());
+        let backup = Backup::of_cluster("nightly", "prod", "shop");
         let mut names: Vec<String> = clusters_of_backup(&backup, &store)
             .into_iter()
             .map(|r| r.name)

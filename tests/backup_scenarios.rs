@@ -9,14 +9,13 @@ use http::Method;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
+use support::paths::{BACKUPS, JOBS};
 use support::run::against;
 use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::Backup;
 use tusk::clusters::status::BackupSchedule;
 
-const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
-const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
 const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/nightly/status";
 const PREFIX: &str = "prod/demo/";
 
@@ -35,6 +34,14 @@ async fn reconcile_backup(
         tusk::backups::reconcile(Arc::new(backup), ctx)
     })
     .await
+}
+
+/// A Backup reaching a final phase: its status, then one Event.
+fn final_status_and_event() -> Vec<Expect> {
+    vec![
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ]
 }
 
 fn status_of(seen: &Seen) -> &Value {
@@ -178,10 +185,7 @@ async fn a_job_that_wrote_no_manifest_fails_the_backup() {
     let bucket = MemoryBucket::default();
     bucket.put(&format!("{PREFIX}nightly/app.dump.zst"), "partial");
     let cache = succeeded_job();
-    let script = vec![
-        Expect::apply_backup_status(NIGHTLY_STATUS),
-        Expect::event(NS),
-    ];
+    let script = final_status_and_event();
     let (result, seen) = reconcile_backup(backup("nightly", false), cache, bucket, script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     let status = status_of(&seen[0]);
@@ -208,10 +212,7 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
         jobs: vec![own_job(Some("Failed"))],
         ..Cache::default()
     };
-    let script = vec![
-        Expect::apply_backup_status(NIGHTLY_STATUS),
-        Expect::event(NS),
-    ];
+    let script = final_status_and_event();
     let (_, seen) = reconcile_backup(
         backup("nightly", false),
         cache,
@@ -291,10 +292,7 @@ async fn a_store_unreachable_for_long_after_the_job_fails_the_backup() {
     bucket.set_unreachable(true);
     // The fixture's Job finished hours ago.
     let cache = succeeded_job();
-    let script = vec![
-        Expect::apply_backup_status(NIGHTLY_STATUS),
-        Expect::event(NS),
-    ];
+    let script = final_status_and_event();
     let (result, seen) = reconcile_backup(backup("nightly", false), cache, bucket, script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert_eq!(status_of(&seen[0])["phase"], "Failed");

@@ -3,35 +3,23 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::run::against;
+use support::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, STATUS};
+use support::run::reconcile_cluster as run;
 use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::PostgreSQL;
-use tusk::clusters::reconcile;
 use tusk::clusters::status::BackupSchedule;
 
-const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
-const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
-const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
-const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
-const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
-
-async fn run(
-    pg: PostgreSQL,
-    cache: Cache,
-    bucket: MemoryBucket,
-    script: Vec<Expect>,
-) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    let cluster = pg.clone();
-    against(&cluster, cache, bucket, script, |ctx| {
-        reconcile(Arc::new(pg), ctx)
-    })
-    .await
+/// The restore Job is created, with its Event, and the status says so.
+fn restore_job_created() -> Vec<Expect> {
+    vec![
+        Expect::create(JOBS),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ]
 }
 
 fn condition<'a>(seen: &'a Seen, type_: &str) -> &'a Value {
@@ -114,11 +102,7 @@ fn restoring(status_ready: bool) -> (PostgreSQL, Cache) {
 #[tokio::test]
 async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
     let (pg, cache) = restoring(false);
-    let script = vec![
-        Expect::create(JOBS),
-        Expect::event(NS),
-        Expect::apply_status(STATUS),
-    ];
+    let script = restore_job_created();
     let (_, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     let job = &seen[0].body;
     assert_eq!(job["metadata"]["name"], "demo-restore");
@@ -249,11 +233,7 @@ restore:
         "prod/demo/b3/app.dump.zst",
         "a backup without manifest does not exist",
     );
-    let script = vec![
-        Expect::create(JOBS),
-        Expect::event(NS),
-        Expect::apply_status(STATUS),
-    ];
+    let script = restore_job_created();
     let (_, seen) = run(pg, cache, bucket, script).await;
     assert_eq!(env(&seen[0].body, "TUSK_BACKUP_ID"), "b2");
 }

@@ -2,27 +2,18 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::run::against;
+use support::paths::{CLUSTER, CONFIG_MAPS, CRONJOBS, SECRETS, SERVICES, STATEFULSETS, STATUS};
+use support::run::reconcile_cluster;
 use support::verifier::{self, Expect, Seen};
 use support::world::*;
-use tusk::clusters::reconcile;
 use tusk::clusters::status::BackupSchedule;
 use tusk::crd::PostgreSQL;
-
-const SECRETS: &str = "/api/v1/namespaces/prod/secrets";
-const CONFIG_MAPS: &str = "/api/v1/namespaces/prod/configmaps";
-const SERVICES: &str = "/api/v1/namespaces/prod/services";
-const STATEFULSETS: &str = "/apis/apps/v1/namespaces/prod/statefulsets";
-const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
-const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
-const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
 
 /// Runs one reconcile of `pg` against `script`; returns its result and every request seen.
 async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action, Vec<Seen>) {
@@ -36,11 +27,7 @@ async fn scenario_result(
     cache: Cache,
     script: Vec<Expect>,
 ) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    let cluster = pg.clone();
-    against(&cluster, cache, MemoryBucket::default(), script, |ctx| {
-        reconcile(Arc::new(pg), ctx)
-    })
-    .await
+    reconcile_cluster(pg, cache, MemoryBucket::default(), script).await
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
@@ -153,10 +140,11 @@ async fn steady_state_makes_no_write_calls() {
     assert_eq!(action, Action::requeue(Duration::from_secs(600)));
 }
 
-#[tokio::test]
-async fn cronjob_is_created_only_once_ready() {
+/// A cluster with backups that has never been Ready, so it has no CronJob yet; its StatefulSet
+/// is `ready` now or not.
+fn never_ready_yet(ready: bool) -> (PostgreSQL, Cache) {
     let mut pg = with_finalizer(postgresql(WITH_BACKUP));
-    let mut cache = Cache::converged(&pg, true);
+    let mut cache = Cache::converged(&pg, ready);
     cache.cronjobs.clear();
     pg.status = Some(status_for(
         &pg,
@@ -164,6 +152,12 @@ async fn cronjob_is_created_only_once_ready() {
         BackupSchedule::WaitingForReady,
         &at(1_000),
     ));
+    (pg, cache)
+}
+
+#[tokio::test]
+async fn cronjob_is_created_only_once_ready() {
+    let (pg, cache) = never_ready_yet(true);
     let script = vec![
         Expect::apply(format!("{CRONJOBS}/demo-backup")),
         Expect::event(NS),
@@ -186,15 +180,7 @@ async fn cronjob_is_created_only_once_ready() {
 
 #[tokio::test]
 async fn no_cronjob_while_never_ready() {
-    let mut pg = with_finalizer(postgresql(WITH_BACKUP));
-    let mut cache = Cache::converged(&pg, false);
-    cache.cronjobs.clear();
-    pg.status = Some(status_for(
-        &pg,
-        false,
-        BackupSchedule::WaitingForReady,
-        &at(1_000),
-    ));
+    let (pg, cache) = never_ready_yet(false);
     let (_, seen) = scenario(pg, cache, vec![]).await;
     assert!(seen.is_empty(), "nothing to write while waiting: {seen:?}");
 }

@@ -119,15 +119,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 
     fn backup(labels: &[(&str, &str)]) -> Backup {
-        let mut b = Backup::new(
-            "nightly",
-            crate::crd::BackupSpec {
-                cluster: crate::crd::ClusterReference {
-                    name: "demo".into(),
-                },
-            },
-        );
-        b.metadata.namespace = Some("prod".into());
+        let mut b = Backup::of_cluster("nightly", "prod", "demo");
         b.metadata.uid = Some("backup-uid".into());
         b.metadata.labels = Some(
             labels

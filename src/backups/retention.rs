@@ -105,18 +105,11 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{BackupSpec, BackupStatus, ClusterReference};
+    use crate::crd::BackupStatus;
     use std::time::Duration;
 
     fn backup(name: &str, cluster: &str, id: Option<&str>) -> Backup {
-        let mut b = Backup::new(
-            name,
-            BackupSpec {
-                cluster: ClusterReference {
-                    name: cluster.into(),
-                },
-            },
-        );
+        let mut b = Backup::of_cluster(name, "prod", cluster);
         b.status = id.map(|id| BackupStatus {
             backup_id: Some(id.into()),
             ..BackupStatus::default()

@@ -82,7 +82,7 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{BackupSpec, BackupStatus, ClusterReference};
+    use crate::crd::BackupStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use k8s_openapi::jiff::Timestamp;
 
@@ -91,14 +91,7 @@ mod tests {
     }
 
     fn backup(name: &str, phase: BackupPhase, when: i64) -> Backup {
-        let mut b = Backup::new(
-            name,
-            BackupSpec {
-                cluster: ClusterReference {
-                    name: "demo".into(),
-                },
-            },
-        );
+        let mut b = Backup::of_cluster(name, "prod", "demo");
         let mut status = BackupStatus {
             phase: Some(phase),
             ..BackupStatus::default()

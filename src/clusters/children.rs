@@ -2,11 +2,17 @@
 //! dependency order — credentials, configuration, Services, the StatefulSet, then the backup
 //! CronJob, which depends on the StatefulSet being ready — and every write is reported.
 
+use std::fmt::Debug;
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
 use kube::api::Api;
+use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::desired::Desired;
 use super::status::{BackupSchedule, Readiness};
@@ -75,32 +81,28 @@ pub async fn apply_children(
     }
 
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let name = desired.config_map.name_any();
-    let applied = apply(
+    apply_one(
         &api,
-        cached(&caches.config_maps, ns, &name),
+        &caches.config_maps,
+        ns,
         desired.config_map,
+        &mut writes,
     )
     .await?;
-    writes.extend(Written::of(applied.object.as_ref(), applied.change));
-
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
     for service in desired.services {
-        let name = service.name_any();
-        let applied = apply(&api, cached(&caches.services, ns, &name), service).await?;
-        writes.extend(Written::of(applied.object.as_ref(), applied.change));
+        apply_one(&api, &caches.services, ns, service, &mut writes).await?;
     }
-
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-    let name = desired.statefulset.name_any();
-    let statefulset = apply(
+    let statefulset = apply_one(
         &api,
-        cached(&caches.statefulsets, ns, &name),
+        &caches.statefulsets,
+        ns,
         desired.statefulset,
+        &mut writes,
     )
     .await?;
-    writes.extend(Written::of(statefulset.object.as_ref(), statefulset.change));
-    let readiness = Readiness::of(Some(&statefulset.object), cluster.spec.instances);
+    let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
     let serving = readiness.ready && !restore_pending;
 
     let name = cluster.cronjob_name();
@@ -137,6 +139,24 @@ pub async fn apply_children(
         backup,
         writes,
     })
+}
+
+/// Applies `desired` against its cached copy, notes the write, and returns the object as the
+/// API server holds it now.
+async fn apply_one<K>(
+    api: &Api<K>,
+    cache: &Store<K>,
+    namespace: &str,
+    desired: K,
+    writes: &mut Vec<Written>,
+) -> Result<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + 'static,
+{
+    let cached = cached(cache, namespace, &desired.name_any());
+    let applied = apply(api, cached, desired).await?;
+    writes.extend(Written::of(applied.object.as_ref(), applied.change));
+    Ok(applied.object)
 }
 
 /// Creates a credentials Secret once. An existing Secret, ours or one the user brought, is

@@ -64,12 +64,11 @@ mod tests {
 
     #[test]
     fn every_child_is_built_before_anything_is_applied() {
-        let pg = postgresql(WITH_S3_BACKUP);
-        let cluster = Cluster::new(&pg).unwrap();
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let children = desired(&cluster, &agent);
+        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent);
+        let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
             .secrets
             .iter()

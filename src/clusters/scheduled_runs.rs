@@ -9,7 +9,7 @@ use kube::api::{Api, Patch};
 use serde_json::json;
 
 use super::children::Written;
-use crate::crd::{Backup, BackupSpec, ClusterReference, RECORDED_ANNOTATION, SCHEDULED_LABEL};
+use crate::crd::{Backup, RECORDED_ANNOTATION, SCHEDULED_LABEL};
 use crate::error::{Error, Result};
 use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY, backup_cronjob_name};
 use crate::runtime::apply::{create, patch_params};
@@ -36,15 +36,11 @@ pub fn unrecorded<'a>(
 /// The Backup recording a scheduled Job: same name, not owned by the cluster, so that it
 /// outlives the cluster and stays usable for a restore.
 pub fn scheduled_backup(job: &Job, cluster: &str) -> Backup {
-    let mut backup = Backup::new(
+    let mut backup = Backup::of_cluster(
         &job.name_any(),
-        BackupSpec {
-            cluster: ClusterReference {
-                name: cluster.to_owned(),
-            },
-        },
+        &job.namespace().unwrap_or_default(),
+        cluster,
     );
-    backup.metadata.namespace = job.namespace();
     backup.metadata.labels = Some(BTreeMap::from([
         (CLUSTER_LABEL.to_owned(), cluster.to_owned()),
         (SCHEDULED_LABEL.to_owned(), "true".to_owned()),

@@ -113,6 +113,20 @@ impl BackupPhase {
 }
 
 impl Backup {
+    /// A Backup named `name` of cluster `cluster` in `namespace`.
+    pub fn of_cluster(name: &str, namespace: &str, cluster: &str) -> Self {
+        let mut backup = Self::new(
+            name,
+            BackupSpec {
+                cluster: ClusterReference {
+                    name: cluster.to_owned(),
+                },
+            },
+        );
+        backup.metadata.namespace = Some(namespace.to_owned());
+        backup
+    }
+
     /// The phase, `Pending` before the operator has written any status.
     pub fn phase(&self) -> BackupPhase {
         self.status

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod memory_store;
+pub mod paths;
 pub mod run;
 pub mod verifier;
 pub mod world;

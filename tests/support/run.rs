@@ -4,7 +4,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::runtime::controller::Action;
 use tusk::PostgreSQL;
+use tusk::error::Error;
 use tusk::runtime::Context;
 
 use super::memory_store::MemoryBucket;
@@ -37,4 +39,18 @@ where
         .expect("verifier ran")
         .unwrap_or_else(|e| panic!("{e}"));
     (output, seen)
+}
+
+/// Runs one reconcile of cluster `pg` against `script`.
+pub async fn reconcile_cluster(
+    pg: PostgreSQL,
+    cache: Cache,
+    bucket: MemoryBucket,
+    script: Vec<Expect>,
+) -> (Result<Action, Error>, Vec<Seen>) {
+    let cluster = pg.clone();
+    against(&cluster, cache, bucket, script, |ctx| {
+        tusk::clusters::reconcile(Arc::new(pg), ctx)
+    })
+    .await
 }

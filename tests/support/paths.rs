@@ -1,0 +1,11 @@
+//! The API paths the scenarios expect, all in namespace `prod` and for cluster `demo`.
+
+pub const SECRETS: &str = "/api/v1/namespaces/prod/secrets";
+pub const CONFIG_MAPS: &str = "/api/v1/namespaces/prod/configmaps";
+pub const SERVICES: &str = "/api/v1/namespaces/prod/services";
+pub const STATEFULSETS: &str = "/apis/apps/v1/namespaces/prod/statefulsets";
+pub const CRONJOBS: &str = "/apis/batch/v1/namespaces/prod/cronjobs";
+pub const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
+pub const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
+pub const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
+pub const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
