@@ -31,12 +31,12 @@ struct KeyFile {
 enum Source {
     Anonymous,
     ServiceAccount {
-        account: CustomServiceAccount,
+        account: Box<CustomServiceAccount>,
         label: String,
     },
     /// Asked for on first use: a store can be opened (and fail later, with a clear message)
     /// where the metadata server is unreachable.
-    Metadata(OnceCell<MetadataServiceAccount>),
+    Metadata(Box<OnceCell<MetadataServiceAccount>>),
 }
 
 pub struct TokenProvider {
@@ -53,7 +53,7 @@ impl TokenProvider {
         let source = match credentials_file {
             Some(path) => Self::from_key_file(path)?,
             None if emulator => Source::Anonymous,
-            None => Source::Metadata(OnceCell::new()),
+            None => Source::Metadata(Box::default()),
         };
         Ok(TokenProvider { source })
     }
@@ -121,7 +121,7 @@ impl TokenProvider {
         let account = CustomServiceAccount::from_json(&normalized.to_string())
             .map_err(|e| StoreError::config(format!("{label}: invalid private_key"), e))?;
         Ok(Source::ServiceAccount {
-            account,
+            account: Box::new(account),
             label: label.to_string(),
         })
     }
