@@ -7,10 +7,8 @@ ARG RUST_VERSION=1.95
 # The agent's pg_dump must be at least as new as every server it dumps: ship the newest major.
 ARG PG_MAJOR=18
 
+# ring and zstd need only the image's C compiler (no cmake/clang: nothing builds aws-lc).
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
-RUN apt-get update \
- && apt-get install -y --no-install-recommends cmake clang \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

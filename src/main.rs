@@ -63,10 +63,6 @@ struct RunArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Both ring (kube) and aws-lc-rs (the S3 SDK, through backup-agent) are compiled in, so
-    // rustls cannot pick a provider by itself; without this the first TLS connection panics.
-    // An error only means a provider is already installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
         Command::Crd { output_dir } => write_crds(output_dir),
         Command::Run(args) => run_operator(args).await,

@@ -1,6 +1,6 @@
 //! Errors of the agent and the exit code each one maps to.
 
-use crate::store::StoreError;
+use backup_store::{CatalogError, LayoutError, StoreError};
 
 /// Process exit codes, documented in `--help` and the README.
 pub mod exit_code {
@@ -17,6 +17,9 @@ pub mod exit_code {
 pub enum AgentError {
     #[error("invalid arguments: {0}")]
     Usage(String),
+    /// A path, namespace, cluster or backup id that cannot be part of a key.
+    #[error("invalid arguments: {0}")]
+    Layout(#[from] LayoutError),
     #[error("database: {0}")]
     Database(String),
     #[error(transparent)]
@@ -37,8 +40,9 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
-    #[error("backup {0} not found (no manifest.json)")]
-    BackupNotFound(String),
+    /// A backup that is not there or whose manifest is unreadable.
+    #[error(transparent)]
+    Catalog(CatalogError),
     #[error("interrupted by signal")]
     Interrupted,
     #[error("{0}")]
@@ -55,15 +59,31 @@ impl AgentError {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            AgentError::Usage(_) => exit_code::USAGE,
+            AgentError::Usage(_) | AgentError::Layout(_) => exit_code::USAGE,
             AgentError::Database(_) => exit_code::DATABASE,
-            AgentError::Store(_) | AgentError::BackupNotFound(_) => exit_code::OBJECT_STORE,
+            AgentError::Store(_) => exit_code::OBJECT_STORE,
+            AgentError::Catalog(e) => match e {
+                CatalogError::InvalidManifest { .. } => exit_code::INTEGRITY,
+                CatalogError::Layout(_) => exit_code::USAGE,
+                CatalogError::Store(_) | CatalogError::BackupNotFound(_) => exit_code::OBJECT_STORE,
+            },
             AgentError::Integrity(_) => exit_code::INTEGRITY,
             AgentError::TargetNotEmpty(_) => exit_code::TARGET_NOT_EMPTY,
             AgentError::Tool { .. }
             | AgentError::Io { .. }
             | AgentError::Interrupted
             | AgentError::Other(_) => exit_code::OTHER,
+        }
+    }
+}
+
+impl From<CatalogError> for AgentError {
+    /// Store and layout failures keep the variant (and message) they have everywhere else.
+    fn from(error: CatalogError) -> Self {
+        match error {
+            CatalogError::Store(e) => AgentError::Store(e),
+            CatalogError::Layout(e) => AgentError::Layout(e),
+            other => AgentError::Catalog(other),
         }
     }
 }

@@ -1,19 +1,11 @@
-//! Tusk's backup agent as a library: object stores, backup layout, manifest, retention and the
-//! dump/restore pipelines. The `backup-agent` binary is a thin CLI over this; the operator
-//! reuses the store, layout, manifest and catalog modules.
+//! Tusk's backup agent as a library: the dump/restore pipelines, the PostgreSQL side and the
+//! compression codecs. Buckets, the key layout, manifests and retention are the
+//! `tusk-backup-store` crate's (shared with the operator); the `backup-agent` binary is a thin
+//! CLI over both.
 
-pub mod catalog;
 pub mod compression;
-pub mod duration;
 pub mod error;
-pub mod layout;
-pub mod manifest;
 pub mod pg;
 pub mod pipeline;
-pub mod retention;
-pub mod store;
 
 pub use error::{AgentError, exit_code};
-pub use layout::ClusterLocation;
-pub use manifest::{FileKind, Manifest, ManifestFile};
-pub use store::{ObjectStore, StoreConfig, StoreError};

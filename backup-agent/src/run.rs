@@ -6,14 +6,14 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use backup_agent::catalog;
-use backup_agent::duration::parse_duration;
 use backup_agent::error::{AgentError, exit_code};
-use backup_agent::layout::{self, ClusterLocation};
 use backup_agent::pg::PgParams;
 use backup_agent::pipeline::{backup, restore, verify};
-use backup_agent::retention::Policy;
-use backup_agent::store::{self, ObjectStore, StoreConfig, gcs::GcsConfig, s3::S3Config};
+use backup_store::catalog;
+use backup_store::duration::parse_duration;
+use backup_store::layout::{self, ClusterLocation};
+use backup_store::retention::Policy;
+use backup_store::store::{self, ObjectStore, StoreConfig, gcs::GcsConfig, s3::S3Config};
 
 use crate::cli::{Command, PgArgs, StoreArgs, StoreKind};
 

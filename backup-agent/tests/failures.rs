@@ -210,7 +210,7 @@ async fn corrupted_byte(kind: Kind) {
     common::agent::run_ok(backup);
 
     let key = "nightly/tests/db/b1/db-reports.pgdump.zst";
-    let mut bytes = backup_agent::store::get_bytes(store.store.as_ref(), key)
+    let mut bytes = backup_store::store::get_bytes(store.store.as_ref(), key)
         .await
         .unwrap();
     let middle = bytes.len() / 2;

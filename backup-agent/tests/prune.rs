@@ -5,10 +5,10 @@ mod common;
 use bytes::Bytes;
 use futures::StreamExt;
 
-use backup_agent::compression::Compression;
-use backup_agent::layout::ClusterLocation;
-use backup_agent::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile};
-use backup_agent::store::ObjectStore;
+use backup_store::compression::Compression;
+use backup_store::layout::ClusterLocation;
+use backup_store::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile};
+use backup_store::store::ObjectStore;
 use common::agent::{NAMESPACE, agent, run_ok};
 use common::stores::{Kind, TestStore};
 
@@ -149,7 +149,7 @@ async fn prune_across_clusters(kind: Kind) {
     assert_eq!(keys.len(), 5 * (FILES_PER_BACKUP + 1));
 
     // The operator's onDelete: Delete removes all of db and nothing of db2.
-    let removed = backup_agent::catalog::delete_cluster(store.store.as_ref(), &db)
+    let removed = backup_store::catalog::delete_cluster(store.store.as_ref(), &db)
         .await
         .unwrap();
     assert_eq!(removed, FILES_PER_BACKUP * 2 + 1);
@@ -174,7 +174,7 @@ async fn prune_across_clusters_gcs() {
 /// over an hour old, and only under its own cluster's prefix.
 #[tokio::test(flavor = "multi_thread")]
 async fn prune_aborts_stale_multipart_uploads_minio() {
-    use backup_agent::store::s3::S3Store;
+    use backup_store::store::s3::S3Store;
     let store = TestStore::start(Kind::Minio).await;
     let s3 = S3Store::new(common::stores::s3_config(
         store.endpoint(),
@@ -196,17 +196,17 @@ async fn prune_aborts_stale_multipart_uploads_minio() {
             .unwrap();
     }
     let db = ClusterLocation::new("nightly", NAMESPACE, "db").unwrap();
-    let policy = backup_agent::retention::Policy {
+    let policy = backup_store::retention::Policy {
         keep: Some(1),
         max_age: None,
     };
     // Fresh uploads may belong to a running backup: left alone.
-    let report = backup_agent::catalog::prune(&s3, &db, policy, jiff::Timestamp::now())
+    let report = backup_store::catalog::prune(&s3, &db, policy, jiff::Timestamp::now())
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 0);
     let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(2);
-    let report = backup_agent::catalog::prune(&s3, &db, policy, later)
+    let report = backup_store::catalog::prune(&s3, &db, policy, later)
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 1);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backup_agent::Manifest;
+use backup_store::Manifest;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -179,7 +179,7 @@ async fn complete(
     let read = async {
         let store = ctx.buckets.open(&ns, destination).await?;
         let key = location.manifest_key(&name);
-        let bytes = backup_agent::store::get_bytes(store.as_ref(), &key).await;
+        let bytes = backup_store::store::get_bytes(store.as_ref(), &key).await;
         Ok::<_, BucketError>((store.location(), bytes))
     };
     let (store_location, bytes) = match read.await {

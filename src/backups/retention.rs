@@ -1,9 +1,9 @@
 //! Retention after each completed backup: the objects in the bucket first, then the Backups
 //! that described them. The newest complete backup is never deleted.
 
-use backup_agent::catalog;
-use backup_agent::duration::parse_duration;
-use backup_agent::retention::Policy;
+use backup_store::catalog;
+use backup_store::duration::parse_duration;
+use backup_store::retention::Policy;
 use kube::ResourceExt;
 use kube::api::Api;
 use tracing::{info, warn};

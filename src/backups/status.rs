@@ -1,6 +1,6 @@
 //! The status of a Backup for each step, built from plain values.
 
-use backup_agent::Manifest;
+use backup_store::Manifest;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::conditions::COMPLETED;
@@ -94,7 +94,7 @@ pub fn failed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backup_agent::{FileKind, ManifestFile};
+    use backup_store::{FileKind, ManifestFile};
     use k8s_openapi::jiff::Timestamp;
 
     fn manifest() -> Manifest {
@@ -116,7 +116,7 @@ mod tests {
             completed_at: "2026-11-22T02:01:00Z".parse().unwrap(),
             server_version: "18.1".into(),
             pg_dump_version: "pg_dump (PostgreSQL) 18.1".into(),
-            compression: backup_agent::compression::Compression::Zstd,
+            compression: backup_store::compression::Compression::Zstd,
             files: vec![file("globals.sql.zst", 100), file("app.dump.zst", 2000)],
         }
     }

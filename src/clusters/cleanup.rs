@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use backup_agent::catalog;
+use backup_store::catalog;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;

@@ -2,7 +2,7 @@
 //! into it. `Restored` becomes True when the Job succeeds, and only then `Ready`. A restore runs
 //! once: `status.restoredFrom` records it and is never cleared.
 
-use backup_agent::{ClusterLocation, catalog};
+use backup_store::{ClusterLocation, catalog};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -166,7 +166,7 @@ async fn resolve_latest(
             plan.backup_id = manifest.backup_id;
             Ok(Ok(plan))
         }
-        Err(backup_agent::AgentError::BackupNotFound(what)) => {
+        Err(backup_store::CatalogError::BackupNotFound(what)) => {
             let message = format!(
                 "no complete backup {what} under {}{}",
                 store.location(),

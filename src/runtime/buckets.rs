@@ -2,9 +2,11 @@
 //! deleting a cluster's prefix. Credentials come from the same Secrets the agent pods use.
 
 use async_trait::async_trait;
-use backup_agent::store::gcs::GcsConfig;
-use backup_agent::store::s3::{S3Config, S3Credentials as AgentS3Credentials};
-use backup_agent::{ClusterLocation, ObjectStore, StoreConfig, StoreError};
+use backup_store::store::gcs::GcsConfig;
+use backup_store::store::s3::{S3Config, S3Credentials as AgentS3Credentials};
+use backup_store::{
+    CatalogError, ClusterLocation, LayoutError, ObjectStore, StoreConfig, StoreError,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
@@ -23,11 +25,11 @@ pub enum BucketError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the backup destination names an invalid prefix: {0}")]
-    Layout(String),
+    Layout(#[source] LayoutError),
     #[error("spec.backup.destination must set exactly one of s3 or gcs")]
     NoStore,
     #[error(transparent)]
-    Agent(#[from] backup_agent::AgentError),
+    Catalog(#[from] CatalogError),
 }
 
 /// Opens the bucket of a destination whose Secrets live in `namespace`. A trait so that mock
@@ -52,7 +54,7 @@ pub fn cluster_location(
         (None, Some(gcs)) => &gcs.path,
         (None, None) => return Err(BucketError::NoStore),
     };
-    ClusterLocation::new(path, namespace, cluster).map_err(|e| BucketError::Layout(e.to_string()))
+    ClusterLocation::new(path, namespace, cluster).map_err(BucketError::Layout)
 }
 
 /// How statuses and messages name a bucket, as the stores themselves do: `s3://bucket` or
@@ -134,6 +136,6 @@ impl Buckets for SecretBuckets {
         } else {
             return Err(BucketError::NoStore);
         };
-        Ok(backup_agent::store::open(config).await?)
+        Ok(backup_store::store::open(config).await?)
     }
 }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use backup_agent::store::{ByteStream, ObjectInfo, PendingUpload, Upload};
-use backup_agent::{ObjectStore, StoreError};
+use backup_store::store::{ByteStream, ObjectInfo, PendingUpload, Upload};
+use backup_store::{ObjectStore, StoreError};
 use bytes::Bytes;
 use tusk::crd::Destination;
 use tusk::runtime::buckets::{BucketError, Buckets};
@@ -40,7 +40,7 @@ impl MemoryBucket {
             return Err(StoreError::Other {
                 location: "s3://memory".into(),
                 operation: operation.into(),
-                message: "connection refused".into(),
+                source: "connection refused".into(),
             });
         }
         Ok(())

@@ -5,12 +5,12 @@ use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
 
 use super::stream_upload::{StoredObject, upload_stream};
-use crate::compression::Compression;
+use crate::compression::{Codec, Compression};
 use crate::error::AgentError;
-use crate::layout::{self, ClusterLocation};
-use crate::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile};
 use crate::pg::{self, DatabaseInfo, PgParams};
-use crate::store::ObjectStore;
+use backup_store::layout::{self, ClusterLocation};
+use backup_store::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile};
+use backup_store::store::ObjectStore;
 
 pub struct BackupOptions {
     pub location: ClusterLocation,

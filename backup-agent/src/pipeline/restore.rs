@@ -8,12 +8,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::globals_filter::{GlobalsFilter, is_fatal_psql_error};
 use super::verify::download_checked;
-use crate::catalog;
+use crate::compression::Codec;
 use crate::error::AgentError;
-use crate::layout::ClusterLocation;
-use crate::manifest::{FileKind, Manifest};
 use crate::pg::{self, PgParams};
-use crate::store::ObjectStore;
+use backup_store::catalog;
+use backup_store::layout::ClusterLocation;
+use backup_store::manifest::{FileKind, Manifest};
+use backup_store::store::ObjectStore;
 
 pub struct RestoreOptions {
     pub location: ClusterLocation,
@@ -35,7 +36,7 @@ pub async fn run_restore(
     cancel: &CancellationToken,
 ) -> Result<Manifest, AgentError> {
     let manifest = catalog::resolve(store, &options.location, &options.backup_id).await?;
-    if manifest.format_version > crate::manifest::FORMAT_VERSION {
+    if manifest.format_version > backup_store::manifest::FORMAT_VERSION {
         return Err(AgentError::Other(format!(
             "backup {} has manifest format {}, newer than this agent understands",
             manifest.backup_id, manifest.format_version

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
 use crate::error::AgentError;
-use crate::store::ObjectStore;
+use backup_store::store::ObjectStore;
 
 /// What was stored: exact size and sha256 of the bytes in the bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]

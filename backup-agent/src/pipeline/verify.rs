@@ -7,9 +7,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
 use crate::error::AgentError;
-use crate::layout::ClusterLocation;
-use crate::manifest::{Manifest, ManifestFile};
-use crate::store::ObjectStore;
+use backup_store::layout::ClusterLocation;
+use backup_store::manifest::{Manifest, ManifestFile};
+use backup_store::store::ObjectStore;
 
 /// Streams one stored file into `sink`, then checks its size and sha256 against the manifest.
 pub async fn download_checked<W: AsyncWrite + Unpin>(

@@ -1,8 +1,8 @@
 //! One object store under test, as env for the agent and as a library handle for assertions.
 
-use backup_agent::store::ObjectStore;
-use backup_agent::store::gcs::{GcsConfig, GcsStore};
-use backup_agent::store::s3::{S3Config, S3Credentials, S3Store};
+use backup_store::store::ObjectStore;
+use backup_store::store::gcs::{GcsConfig, GcsStore};
+use backup_store::store::s3::{S3Config, S3Credentials, S3Store};
 
 use super::fakegcs::FakeGcs;
 use super::minio::{self, Minio};

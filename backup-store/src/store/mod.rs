@@ -1,5 +1,6 @@
 //! The object-store interface shared by the agent and the operator, with S3 and GCS backends.
 
+mod error;
 pub mod gcs;
 pub mod s3;
 
@@ -8,6 +9,8 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
+
+pub use error::{BoxError, Context, HttpStatus, StoreError, chain};
 
 /// A download: a stream of chunks.
 pub type ByteStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
@@ -25,30 +28,6 @@ pub struct PendingUpload {
     pub key: String,
     pub upload_id: String,
     pub initiated: Option<jiff::Timestamp>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("object store {location}: credentials rejected or missing: {message}")]
-    Credentials { location: String, message: String },
-    #[error("object store {location}: bucket does not exist: {message}")]
-    NoSuchBucket { location: String, message: String },
-    #[error("object store {location}: object {key} not found")]
-    NotFound { location: String, key: String },
-    #[error("object store {location}: {operation} failed: {message}")]
-    Other {
-        location: String,
-        operation: String,
-        message: String,
-    },
-    #[error("object store configuration: {0}")]
-    Config(String),
-}
-
-impl StoreError {
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, StoreError::NotFound { .. })
-    }
 }
 
 /// A streaming upload. Parts are sent in order; the implementation bounds how many are in
@@ -93,7 +72,7 @@ pub async fn get_bytes(store: &dyn ObjectStore, key: &str) -> Result<Vec<u8>, St
     while let Some(chunk) = stream.try_next().await.map_err(|e| StoreError::Other {
         location: store.location(),
         operation: format!("read {key}"),
-        message: e.to_string(),
+        source: e.into(),
     })? {
         out.extend_from_slice(&chunk);
     }

@@ -12,7 +12,9 @@ use futures::{StreamExt, TryStreamExt};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
-use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload};
+use super::{
+    ByteStream, Context, HttpStatus, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload,
+};
 pub use auth::TokenProvider;
 
 const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
@@ -28,15 +30,32 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct GcsConfig {
     pub bucket: String,
     /// Emulator endpoint, e.g. `http://127.0.0.1:4443`; real GCS when `None`.
     pub endpoint: Option<String>,
     /// Path of a service-account key JSON (GOOGLE_APPLICATION_CREDENTIALS).
     pub credentials_file: Option<String>,
-    /// The key JSON itself (e.g. read by the operator from a Secret); wins over the file.
+    /// The key JSON itself (e.g. read by the operator from a Secret). Carried, but not used
+    /// yet by [`GcsStore::new`]: wiring it in is a known, separately tracked fix
+    /// ([`TokenProvider::from_key_json`] is what it will use).
     pub credentials_json: Option<String>,
+}
+
+impl std::fmt::Debug for GcsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key, even in debug output.
+        f.debug_struct("GcsConfig")
+            .field("bucket", &self.bucket)
+            .field("endpoint", &self.endpoint)
+            .field("credentials_file", &self.credentials_file)
+            .field(
+                "credentials_json",
+                &self.credentials_json.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 pub struct GcsStore {
@@ -77,13 +96,15 @@ impl GcsStore {
     }
 
     pub fn new(config: GcsConfig) -> Result<Self, StoreError> {
+        // `credentials_json` is not consulted yet (see its field): unchanged behaviour until
+        // the separately tracked fix.
         let auth = TokenProvider::new(
             config.credentials_file.as_deref(),
             config.endpoint.is_some(),
         )?;
         let http = reqwest::Client::builder()
             .build()
-            .map_err(|e| StoreError::Config(format!("HTTP client: {e}")))?;
+            .map_err(|e| StoreError::config("HTTP client", e))?;
         let base = config
             .endpoint
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
@@ -122,15 +143,7 @@ impl GcsStore {
         operation: &str,
         key: &str,
     ) -> Result<reqwest::Response, StoreError> {
-        send(
-            &self.http,
-            &self.auth,
-            &self.location(),
-            request,
-            operation,
-            key,
-        )
-        .await
+        send(&self.auth, &self.location(), request, operation, key).await
     }
 }
 
@@ -139,7 +152,7 @@ fn bucket_missing(err: StoreError) -> StoreError {
     match err {
         StoreError::NotFound { location, .. } => StoreError::NoSuchBucket {
             location,
-            message: "HTTP 404".into(),
+            source: "HTTP 404".into(),
         },
         other => other,
     }
@@ -147,7 +160,6 @@ fn bucket_missing(err: StoreError) -> StoreError {
 
 /// Authorizes and sends a request, mapping HTTP failures to [`StoreError`]s.
 pub(crate) async fn send(
-    http: &reqwest::Client,
     auth: &TokenProvider,
     location: &str,
     request: reqwest::RequestBuilder,
@@ -165,8 +177,8 @@ pub(crate) async fn send(
             None
         };
         let mut this = pending;
-        if let Some(token) = auth.token(http).await? {
-            this = this.bearer_auth(token);
+        if let Some(token) = auth.token(location).await? {
+            this = this.bearer_auth(token.as_str());
         }
         let outcome = this.send().await;
         let transient = match &outcome {
@@ -195,20 +207,23 @@ async fn classify(
     let response = outcome.map_err(|e| StoreError::Other {
         location: location.to_string(),
         operation: format!("{operation} {key}"),
-        message: format!("request failed: {e}"),
+        source: Context::boxed("request failed", e),
     })?;
     let status = response.status();
     if status.is_success() || status.as_u16() == 308 {
         return Ok(response);
     }
     let body = response.text().await.unwrap_or_default();
-    let message = format!(
-        "HTTP {status}: {}",
-        body.chars().take(300).collect::<String>()
-    );
+    let refused = HttpStatus {
+        status: status.to_string(),
+        body: body.chars().take(300).collect(),
+    };
     let location = location.to_string();
     Err(match status.as_u16() {
-        401 | 403 => StoreError::Credentials { location, message },
+        401 | 403 => StoreError::Credentials {
+            location,
+            source: refused.into(),
+        },
         404 => StoreError::NotFound {
             location,
             key: key.to_string(),
@@ -216,7 +231,7 @@ async fn classify(
         _ => StoreError::Other {
             location,
             operation: format!("{operation} {key}"),
-            message,
+            source: refused.into(),
         },
     })
 }
@@ -267,7 +282,7 @@ impl ObjectStore for GcsStore {
             .ok_or_else(|| StoreError::Other {
                 location: self.location(),
                 operation: format!("start resumable upload {key}"),
-                message: "no Location header in response".into(),
+                source: "no Location header in response".into(),
             })?
             .to_string();
         Ok(Box::new(upload::GcsUpload::new(
@@ -311,7 +326,7 @@ impl ObjectStore for GcsStore {
                 .map_err(|e| StoreError::Other {
                     location: self.location(),
                     operation: format!("list {prefix}"),
-                    message: format!("invalid response: {e}"),
+                    source: Context::boxed("invalid response", e),
                 })?;
             objects.extend(page.items.into_iter().map(|item| ObjectInfo {
                 size: match &item.size {

@@ -2,11 +2,28 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::AgentError;
-use crate::layout::{ClusterLocation, MANIFEST_FILE};
+use crate::layout::{ClusterLocation, LayoutError, MANIFEST_FILE};
 use crate::manifest::Manifest;
 use crate::retention::{self, Policy};
-use crate::store::{self, ObjectInfo, ObjectStore};
+use crate::store::{self, ObjectInfo, ObjectStore, StoreError};
+
+/// Why a catalog operation failed. The agent maps each to its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An invalid backup id was asked for.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("backup {0} not found (no manifest.json)")]
+    BackupNotFound(String),
+    #[error("integrity check failed: manifest of {backup_id} is not valid: {source}")]
+    InvalidManifest {
+        backup_id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
 #[derive(Debug, Clone)]
 pub struct BackupEntry {
@@ -37,7 +54,7 @@ impl Catalog {
 pub async fn load(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
-) -> Result<Catalog, AgentError> {
+) -> Result<Catalog, CatalogError> {
     let mut by_id: BTreeMap<String, Vec<ObjectInfo>> = BTreeMap::new();
     for object in store.list(&location.prefix()).await? {
         if let Some((id, _)) = location.parse_key(&object.key) {
@@ -79,11 +96,11 @@ pub async fn resolve(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
     backup_id: &str,
-) -> Result<Manifest, AgentError> {
+) -> Result<Manifest, CatalogError> {
     if backup_id == "latest" {
         let catalog = load(store, location).await?;
         return catalog.latest().map(|b| b.manifest.clone()).ok_or_else(|| {
-            AgentError::BackupNotFound(format!(
+            CatalogError::BackupNotFound(format!(
                 "latest (no complete backup under {})",
                 location.prefix()
             ))
@@ -91,10 +108,11 @@ pub async fn resolve(
     }
     crate::layout::validate_backup_id(backup_id)?;
     match store::get_bytes(store, &location.manifest_key(backup_id)).await {
-        Ok(bytes) => Manifest::from_json(&bytes).map_err(|e| {
-            AgentError::Integrity(format!("manifest of {backup_id} is not valid: {e}"))
+        Ok(bytes) => Manifest::from_json(&bytes).map_err(|source| CatalogError::InvalidManifest {
+            backup_id: backup_id.to_string(),
+            source,
         }),
-        Err(e) if e.is_not_found() => Err(AgentError::BackupNotFound(backup_id.to_string())),
+        Err(e) if e.is_not_found() => Err(CatalogError::BackupNotFound(backup_id.to_string())),
         Err(e) => Err(e.into()),
     }
 }
@@ -105,7 +123,7 @@ pub async fn delete_backup(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
     backup_id: &str,
-) -> Result<usize, AgentError> {
+) -> Result<usize, CatalogError> {
     crate::layout::validate_backup_id(backup_id)?;
     let manifest_key = location.manifest_key(backup_id);
     let keys: Vec<String> = store
@@ -116,7 +134,7 @@ pub async fn delete_backup(
         .filter(|k| location.parse_key(k).is_some_and(|(id, _)| id == backup_id))
         .collect();
     if keys.is_empty() {
-        return Err(AgentError::BackupNotFound(backup_id.to_string()));
+        return Err(CatalogError::BackupNotFound(backup_id.to_string()));
     }
     store
         .delete_many(std::slice::from_ref(&manifest_key))
@@ -132,7 +150,7 @@ pub async fn delete_backup(
 pub async fn delete_cluster(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
-) -> Result<usize, AgentError> {
+) -> Result<usize, CatalogError> {
     let prefix = location.prefix();
     let keys: Vec<String> = store
         .list(&prefix)
@@ -169,7 +187,7 @@ pub async fn prune(
     location: &ClusterLocation,
     policy: Policy,
     now: jiff::Timestamp,
-) -> Result<PruneReport, AgentError> {
+) -> Result<PruneReport, CatalogError> {
     let catalog = load(store, location).await?;
     let candidates = catalog
         .backups

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::task::JoinHandle;
 
 use super::{TokenProvider, send};
-use crate::store::{StoreError, Upload};
+use crate::store::{Context, StoreError, Upload};
 
 /// A multiple of 256 KiB, as resumable uploads require.
 pub const CHUNK_SIZE: usize = 8 * 1024 * 1024;
@@ -47,7 +47,7 @@ impl GcsUpload {
             handle.await.map_err(|e| StoreError::Other {
                 location: self.location.clone(),
                 operation: format!("upload {}", self.key),
-                message: format!("upload task failed: {e}"),
+                source: Context::boxed("upload task failed", e),
             })??;
         }
         Ok(())
@@ -62,18 +62,14 @@ impl GcsUpload {
             (_, None) => format!("bytes {}-{}/*", self.offset, self.offset + len - 1),
         };
         self.offset += len;
-        let (http, auth, location, key) = (
-            self.http.clone(),
-            self.auth.clone(),
-            self.location.clone(),
-            self.key.clone(),
-        );
-        let request = http
+        let (auth, location, key) = (self.auth.clone(), self.location.clone(), self.key.clone());
+        let request = self
+            .http
             .put(&self.session)
             .header(reqwest::header::CONTENT_RANGE, range)
             .body(data);
         self.in_flight = Some(tokio::spawn(async move {
-            send(&http, &auth, &location, request, "upload chunk", &key).await?;
+            send(&auth, &location, request, "upload chunk", &key).await?;
             Ok(())
         }));
     }

@@ -2,9 +2,20 @@
 //!
 //! Every prefix handed to a store ends with `/`, so cluster `db` never matches `db2`.
 
-use crate::error::AgentError;
-
 pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// A path, namespace, cluster or backup id that cannot be part of a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("path {0:?} must not contain . or .. segments")]
+    Path(String),
+    #[error("{what} {value:?} must be a non-empty name without '/'")]
+    Segment { what: &'static str, value: String },
+    #[error(
+        "backup id {0:?} must be 1-128 characters of [A-Za-z0-9._-], not start with '.', and not be 'latest'"
+    )]
+    BackupId(String),
+}
 
 /// Where one cluster's backups live inside a bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,14 +27,12 @@ pub struct ClusterLocation {
 
 impl ClusterLocation {
     /// `path` may be empty or contain `/`; namespace and cluster must be single segments.
-    pub fn new(path: &str, namespace: &str, cluster: &str) -> Result<Self, AgentError> {
+    pub fn new(path: &str, namespace: &str, cluster: &str) -> Result<Self, LayoutError> {
         validate_segment("namespace", namespace)?;
         validate_segment("cluster", cluster)?;
         let path = path.trim_matches('/');
         if path.split('/').any(|s| s == "." || s == "..") {
-            return Err(AgentError::Usage(format!(
-                "path {path:?} must not contain . or .. segments"
-            )));
+            return Err(LayoutError::Path(path.to_string()));
         }
         Ok(ClusterLocation {
             path: path.to_string(),
@@ -74,17 +83,18 @@ impl ClusterLocation {
     }
 }
 
-fn validate_segment(what: &str, value: &str) -> Result<(), AgentError> {
+fn validate_segment(what: &'static str, value: &str) -> Result<(), LayoutError> {
     if value.is_empty() || value.contains('/') || value == "." || value == ".." {
-        return Err(AgentError::Usage(format!(
-            "{what} {value:?} must be a non-empty name without '/'"
-        )));
+        return Err(LayoutError::Segment {
+            what,
+            value: value.to_string(),
+        });
     }
     Ok(())
 }
 
 /// Backup ids become one key segment; keep them to a safe character set.
-pub fn validate_backup_id(id: &str) -> Result<(), AgentError> {
+pub fn validate_backup_id(id: &str) -> Result<(), LayoutError> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && id != "latest"
@@ -95,9 +105,7 @@ pub fn validate_backup_id(id: &str) -> Result<(), AgentError> {
     if ok {
         Ok(())
     } else {
-        Err(AgentError::Usage(format!(
-            "backup id {id:?} must be 1-128 characters of [A-Za-z0-9._-], not start with '.', and not be 'latest'"
-        )))
+        Err(LayoutError::BackupId(id.to_string()))
     }
 }
 

@@ -1,16 +1,17 @@
 //! S3 and S3-compatible stores (AWS, MinIO) through aws-sdk-s3.
 
+mod http;
 mod upload;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Region, RequestChecksumCalculation, ResponseChecksumValidation};
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
-use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload};
+use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload, chain};
 
 /// S3 DeleteObjects accepts at most 1000 keys per request.
 const DELETE_BATCH: usize = 1000;
@@ -58,6 +59,7 @@ impl S3Store {
             ));
         }
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(http::client())
             .region(Region::new(config.region.clone()));
         if let Some(c) = &config.credentials {
             loader = loader.credentials_provider(aws_sdk_s3::config::Credentials::new(
@@ -129,7 +131,7 @@ impl S3Store {
     fn error<E, R>(&self, operation: &str, key: &str, err: SdkError<E, R>) -> StoreError
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-        R: std::fmt::Debug + HttpStatus,
+        R: std::fmt::Debug + HttpStatus + Send + Sync + 'static,
     {
         classify(&self.location(), operation, key, err)
     }
@@ -167,14 +169,20 @@ pub(crate) fn classify<E, R>(
 ) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + HttpStatus,
+    R: std::fmt::Debug + HttpStatus + Send + Sync + 'static,
 {
     let status = err.raw_response().map(HttpStatus::http_status);
     let code = err.code().map(str::to_string);
-    let message = DisplayErrorContext(&err).to_string();
+    // No response and credentials named anywhere in the error: none could be loaded. (The
+    // debug view is searched too, as it was when it was part of the message.)
+    let credentials_missing =
+        status.is_none() && format!("{} ({err:?})", chain(&err)).contains("credentials");
     let location = location.to_string();
     match (code.as_deref(), status) {
-        (Some("NoSuchBucket"), _) => StoreError::NoSuchBucket { location, message },
+        (Some("NoSuchBucket"), _) => StoreError::NoSuchBucket {
+            location,
+            source: err.into(),
+        },
         (
             Some(
                 "InvalidAccessKeyId"
@@ -186,18 +194,22 @@ where
             ),
             _,
         )
-        | (_, Some(401 | 403)) => StoreError::Credentials { location, message },
+        | (_, Some(401 | 403)) => StoreError::Credentials {
+            location,
+            source: err.into(),
+        },
         (Some("NoSuchKey" | "NotFound"), _) | (None, Some(404)) => StoreError::NotFound {
             location,
             key: key.to_string(),
         },
-        _ if message.contains("credentials") && status.is_none() => {
-            StoreError::Credentials { location, message }
-        }
+        _ if credentials_missing => StoreError::Credentials {
+            location,
+            source: err.into(),
+        },
         _ => StoreError::Other {
             location,
             operation: format!("{operation} {key}"),
-            message,
+            source: err.into(),
         },
     }
 }
@@ -215,7 +227,7 @@ impl ObjectStore for S3Store {
                 // HEAD has no body, so a missing bucket only shows as a bare 404.
                 StoreError::NotFound { location, .. } => Err(StoreError::NoSuchBucket {
                     location,
-                    message: "HeadBucket returned 404".into(),
+                    source: "HeadBucket returned 404".into(),
                 }),
                 other => Err(other),
             },
@@ -290,12 +302,12 @@ impl ObjectStore for S3Store {
                 .iter()
                 .map(|k| ObjectIdentifier::builder().key(k).build())
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| StoreError::Config(format!("building DeleteObjects request: {e}")))?;
+                .map_err(|e| StoreError::config("building DeleteObjects request", e))?;
             let delete = Delete::builder()
                 .set_objects(Some(ids))
                 .quiet(true)
                 .build()
-                .map_err(|e| StoreError::Config(format!("building DeleteObjects request: {e}")))?;
+                .map_err(|e| StoreError::config("building DeleteObjects request", e))?;
             let result = self
                 .client
                 .delete_objects()

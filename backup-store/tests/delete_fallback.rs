@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use backup_agent::store::ObjectStore;
-use backup_agent::store::s3::{S3Config, S3Credentials, S3Store};
+use backup_store::store::ObjectStore;
+use backup_store::store::s3::{S3Config, S3Credentials, S3Store};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// Answers POST ?delete with 501 NotImplemented and DELETE with 204, recording deleted paths.

@@ -1,17 +1,24 @@
-//! OAuth2 access tokens for the GCS JSON API: service-account key JSON (JWT bearer grant),
-//! the GKE metadata server (Workload Identity), or none for the emulator.
+//! OAuth2 access tokens for the GCS JSON API: a service-account key JSON, the GKE metadata
+//! server (Workload Identity), or none for the emulator.
+//!
+//! The token flows are `gcp_auth`'s (a small crate from a rustls maintainer): it signs the
+//! key's JWT and talks to the token endpoint named in the key (so tests can point it at a local
+//! one) and to the metadata server, on ring like the rest of the store. `google-cloud-auth`
+//! needs a newer Rust than ours and pulls reqwest 0.13 with aws-lc-rs; `yup-oauth2` is built
+//! around interactive flows. What stays here is choosing the source and explaining bad keys.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
+use gcp_auth::{CustomServiceAccount, MetadataServiceAccount, TokenProvider as _};
 use serde::Deserialize;
-use tokio::sync::Mutex;
+use tokio::sync::OnceCell;
 
-use crate::store::StoreError;
+use crate::store::{Context, StoreError};
 
 const SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_write";
-const METADATA_TOKEN_URL: &str =
-    "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token";
+const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
+/// The fields checked before the key is handed to `gcp_auth`, for errors that say what is wrong.
 #[derive(Deserialize)]
 struct KeyFile {
     #[serde(rename = "type")]
@@ -21,31 +28,23 @@ struct KeyFile {
     token_uri: Option<String>,
 }
 
-#[derive(Debug)]
 enum Source {
     Anonymous,
     ServiceAccount {
-        email: String,
-        key: jsonwebtoken::EncodingKey,
-        token_uri: String,
+        account: Box<CustomServiceAccount>,
+        label: String,
     },
-    Metadata,
-}
-
-#[derive(Deserialize)]
-struct TokenResponse {
-    access_token: String,
-    expires_in: Option<u64>,
+    /// Asked for on first use: a store can be opened (and fail later, with a clear message)
+    /// where the metadata server is unreachable.
+    Metadata(Box<OnceCell<MetadataServiceAccount>>),
 }
 
 pub struct TokenProvider {
     source: Source,
-    cached: Mutex<Option<(String, Instant)>>,
 }
 
-fn config_error(message: String) -> StoreError {
-    StoreError::Config(message)
-}
+/// A bearer token; its Debug hides the value.
+pub type Token = Arc<gcp_auth::Token>;
 
 impl TokenProvider {
     /// `credentials_file`: GOOGLE_APPLICATION_CREDENTIALS. Without it, an emulator endpoint
@@ -54,27 +53,24 @@ impl TokenProvider {
         let source = match credentials_file {
             Some(path) => Self::from_key_file(path)?,
             None if emulator => Source::Anonymous,
-            None => Source::Metadata,
+            None => Source::Metadata(Box::default()),
         };
-        Ok(TokenProvider {
-            source,
-            cached: Mutex::new(None),
-        })
+        Ok(TokenProvider { source })
     }
 
-    /// From key JSON held in memory; `label` names it in errors.
+    /// From key JSON held in memory (e.g. read from a Secret); `label` names it in errors.
     pub fn from_key_json(label: &str, json: &str) -> Result<Self, StoreError> {
         Ok(TokenProvider {
             source: Self::parse_key(label, json)?,
-            cached: Mutex::new(None),
         })
     }
 
     fn from_key_file(path: &str) -> Result<Source, StoreError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            config_error(format!(
-                "cannot read GOOGLE_APPLICATION_CREDENTIALS file {path}: {e}"
-            ))
+            StoreError::config(
+                format!("cannot read GOOGLE_APPLICATION_CREDENTIALS file {path}"),
+                e,
+            )
         })?;
         Self::parse_key(
             &format!("GOOGLE_APPLICATION_CREDENTIALS file {path}"),
@@ -83,132 +79,85 @@ impl TokenProvider {
     }
 
     fn parse_key(label: &str, text: &str) -> Result<Source, StoreError> {
+        // The parse error is left out: it could quote part of the file.
         let key: KeyFile = serde_json::from_str(text).map_err(|_| {
-            config_error(format!(
-                "{label} is not a service-account key JSON; \
-                 HMAC keys are not supported for GCS, create a service-account key instead"
-            ))
+            StoreError::Config(
+                format!(
+                    "{label} is not a service-account key JSON; \
+                     HMAC keys are not supported for GCS, create a service-account key instead"
+                )
+                .into(),
+            )
         })?;
         match key.kind.as_deref() {
             Some("service_account") => {}
             other => {
-                return Err(config_error(format!(
-                    "{label} has type {other:?}; only \
-                     \"service_account\" keys (or Workload Identity without a file) are supported"
-                )));
+                return Err(StoreError::Config(
+                    format!(
+                        "{label} has type {other:?}; only \"service_account\" keys \
+                         (or Workload Identity without a file) are supported"
+                    )
+                    .into(),
+                ));
             }
         }
-        let (Some(email), Some(pem)) = (key.client_email, key.private_key) else {
-            return Err(config_error(format!(
-                "{label} lacks client_email or private_key"
-            )));
+        let (Some(client_email), Some(private_key)) = (key.client_email, key.private_key) else {
+            return Err(StoreError::Config(
+                format!("{label} lacks client_email or private_key").into(),
+            ));
         };
+        // gcp_auth needs token_uri, which Google's key files always carry; default it for the
+        // hand-made ones that do not.
         let token_uri = key
             .token_uri
             .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| "https://oauth2.googleapis.com/token".to_string());
-        let key = jsonwebtoken::EncodingKey::from_rsa_pem(pem.as_bytes())
-            .map_err(|e| config_error(format!("{label}: invalid private_key: {e}")))?;
+            .unwrap_or_else(|| DEFAULT_TOKEN_URI.to_string());
+        let normalized = serde_json::json!({
+            "type": "service_account",
+            "client_email": client_email,
+            "private_key": private_key,
+            "token_uri": token_uri,
+        });
+        let account = CustomServiceAccount::from_json(&normalized.to_string())
+            .map_err(|e| StoreError::config(format!("{label}: invalid private_key"), e))?;
         Ok(Source::ServiceAccount {
-            email,
-            key,
-            token_uri,
+            account: Box::new(account),
+            label: label.to_string(),
         })
     }
 
-    /// A bearer token, or `None` for anonymous access. Tokens are reused until shortly
-    /// before they expire.
-    pub async fn token(&self, http: &reqwest::Client) -> Result<Option<String>, StoreError> {
-        if matches!(self.source, Source::Anonymous) {
-            return Ok(None);
-        }
-        let mut cached = self.cached.lock().await;
-        if let Some((token, expiry)) = cached.as_ref()
-            && Instant::now() + Duration::from_secs(60) < *expiry
-        {
-            return Ok(Some(token.clone()));
-        }
-        let response = self.fetch(http).await?;
-        let lifetime = Duration::from_secs(response.expires_in.unwrap_or(3600));
-        *cached = Some((response.access_token.clone(), Instant::now() + lifetime));
-        Ok(Some(response.access_token))
-    }
-
-    async fn fetch(&self, http: &reqwest::Client) -> Result<TokenResponse, StoreError> {
-        let credentials_error = |message: String| StoreError::Credentials {
-            location: "gcs".into(),
-            message,
-        };
-        let request = match &self.source {
-            Source::Anonymous => {
-                return Err(StoreError::Config("anonymous access has no token".into()));
+    /// A bearer token, or `None` for anonymous access. `gcp_auth` reuses tokens until shortly
+    /// before they expire. `location` names the store in errors.
+    pub async fn token(&self, location: &str) -> Result<Option<Token>, StoreError> {
+        let credentials_error =
+            |context: String, source: gcp_auth::Error| StoreError::Credentials {
+                location: location.to_string(),
+                source: Context::boxed(context, source),
+            };
+        match &self.source {
+            Source::Anonymous => Ok(None),
+            Source::ServiceAccount { account, label } => account
+                .token(&[SCOPE])
+                .await
+                .map(Some)
+                .map_err(|e| credentials_error(format!("token request for {label}"), e)),
+            Source::Metadata(cell) => {
+                let unreachable = |e| {
+                    credentials_error(
+                        "no GOOGLE_APPLICATION_CREDENTIALS and the metadata server is \
+                         unreachable (not on GKE with Workload Identity?)"
+                            .to_string(),
+                        e,
+                    )
+                };
+                let account = cell
+                    .get_or_try_init(MetadataServiceAccount::new)
+                    .await
+                    .map_err(unreachable)?;
+                account.token(&[SCOPE]).await.map(Some).map_err(unreachable)
             }
-            Source::Metadata => http
-                .get(METADATA_TOKEN_URL)
-                .header("Metadata-Flavor", "Google"),
-            Source::ServiceAccount {
-                email,
-                key,
-                token_uri,
-            } => {
-                let assertion = sign_assertion(email, key, token_uri)?;
-                http.post(token_uri).form(&[
-                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-                    ("assertion", assertion.as_str()),
-                ])
-            }
-        };
-        let response = request.send().await.map_err(|e| {
-            credentials_error(match self.source {
-                Source::Metadata => format!(
-                    "no GOOGLE_APPLICATION_CREDENTIALS and the metadata server is unreachable \
-                     (not on GKE with Workload Identity?): {e}"
-                ),
-                _ => format!("token endpoint unreachable: {e}"),
-            })
-        })?;
-        let status = response.status();
-        if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            return Err(credentials_error(format!(
-                "token request returned {status}: {}",
-                body.chars().take(300).collect::<String>()
-            )));
         }
-        response
-            .json::<TokenResponse>()
-            .await
-            .map_err(|e| credentials_error(format!("invalid token response: {e}")))
     }
-}
-
-fn sign_assertion(
-    email: &str,
-    key: &jsonwebtoken::EncodingKey,
-    token_uri: &str,
-) -> Result<String, StoreError> {
-    #[derive(serde::Serialize)]
-    struct Claims<'a> {
-        iss: &'a str,
-        scope: &'a str,
-        aud: &'a str,
-        iat: i64,
-        exp: i64,
-    }
-    let now = jiff::Timestamp::now().as_second();
-    let claims = Claims {
-        iss: email,
-        scope: SCOPE,
-        aud: token_uri,
-        iat: now,
-        exp: now + 3600,
-    };
-    jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
-        &claims,
-        key,
-    )
-    .map_err(|e| StoreError::Config(format!("signing the service-account JWT: {e}")))
 }
 
 #[cfg(test)]
@@ -306,9 +255,8 @@ mod tests {
             "token_uri": url,
         });
         let provider = TokenProvider::from_key_json("test key", &key.to_string()).unwrap();
-        let http = reqwest::Client::new();
-        let token = provider.token(&http).await.unwrap();
-        assert_eq!(token.as_deref(), Some("tok-123"));
+        let token = provider.token("gs://test").await.unwrap();
+        assert_eq!(token.as_ref().map(|t| t.as_str()), Some("tok-123"));
         let body = server.await.unwrap();
         assert!(
             body.contains("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"),
@@ -317,9 +265,7 @@ mod tests {
         let assertion = body.split("assertion=").nth(1).unwrap();
         assert_eq!(assertion.split('.').count(), 3, "a JWT: {assertion}");
         // Cached: no second request reaches the (now closed) server.
-        assert_eq!(
-            provider.token(&http).await.unwrap().as_deref(),
-            Some("tok-123")
-        );
+        let again = provider.token("gs://test").await.unwrap();
+        assert_eq!(again.as_ref().map(|t| t.as_str()), Some("tok-123"));
     }
 }

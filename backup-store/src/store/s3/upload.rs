@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::classify;
-use crate::store::{StoreError, Upload};
+use crate::store::{Context, StoreError, Upload};
 
 /// 8 MiB parts: above S3's 5 MiB minimum, 10,000 parts allow 78 GiB per database dump.
 pub const PART_SIZE: usize = 8 * 1024 * 1024;
@@ -38,7 +38,7 @@ impl S3Upload {
         let upload_id = out.upload_id().ok_or_else(|| StoreError::Other {
             location,
             operation: format!("CreateMultipartUpload {key}"),
-            message: "response has no upload id".into(),
+            source: "response has no upload id".into(),
         })?;
         Ok(S3Upload {
             client,
@@ -87,7 +87,7 @@ impl S3Upload {
             let part = joined.map_err(|e| StoreError::Other {
                 location: self.location(),
                 operation: format!("UploadPart {}", self.key),
-                message: format!("upload task failed: {e}"),
+                source: Context::boxed("upload task failed", e),
             })??;
             self.done.push(part);
         }

@@ -1,0 +1,24 @@
+//! Tusk's backup buckets, shared by the operator and the backup agent.
+//!
+//! - [`store`]: the [`ObjectStore`] interface with its S3 (AWS, MinIO) and GCS backends;
+//! - [`layout`]: where a cluster's backups live, `<path>/<namespace>/<cluster>/<backupId>/`;
+//! - [`manifest`]: `manifest.json`, whose presence makes a backup exist;
+//! - [`catalog`]: listing, resolving, deleting and pruning the backups of one cluster;
+//! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`).
+//!
+//! The dump and restore pipelines are not here: they live in the agent, so the operator does
+//! not link PostgreSQL client code. Every TLS connection made here uses rustls with `ring`, the
+//! same provider as kube's, so a binary linking both has exactly one.
+
+pub mod catalog;
+pub mod compression;
+pub mod duration;
+pub mod layout;
+pub mod manifest;
+pub mod retention;
+pub mod store;
+
+pub use catalog::CatalogError;
+pub use layout::{ClusterLocation, LayoutError};
+pub use manifest::{FileKind, Manifest, ManifestFile};
+pub use store::{ObjectStore, StoreConfig, StoreError};

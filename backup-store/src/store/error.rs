@@ -1,0 +1,130 @@
+//! What went wrong talking to a bucket. Every variant keeps its cause as the error `source`;
+//! the message also spells the cause out, since Events and the agent's summary show only the
+//! outer message.
+
+use std::error::Error;
+use std::fmt::Write;
+
+/// Any cause: an SDK or HTTP error, or a plain message (`"...".into()`).
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "object store {location}: credentials rejected or missing: {}",
+        describe(source)
+    )]
+    Credentials {
+        location: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("object store {location}: bucket does not exist: {}", describe(source))]
+    NoSuchBucket {
+        location: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("object store {location}: object {key} not found")]
+    NotFound { location: String, key: String },
+    #[error("object store {location}: {operation} failed: {}", describe(source))]
+    Other {
+        location: String,
+        /// What was attempted, with the key, e.g. `PutObject ns/db/b1/manifest.json`.
+        operation: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("object store configuration: {}", describe(.0))]
+    Config(#[source] BoxError),
+}
+
+impl StoreError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StoreError::NotFound { .. })
+    }
+
+    /// A configuration problem described by `context`, caused by `source`.
+    pub fn config(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StoreError::Config(Box::new(Context {
+            context: context.into(),
+            source: source.into(),
+        }))
+    }
+}
+
+/// Adds what was being done to a cause, e.g. "reading key file /x" to an I/O error.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}")]
+pub struct Context {
+    pub context: String,
+    #[source]
+    pub source: BoxError,
+}
+
+impl Context {
+    pub fn boxed(context: impl Into<String>, source: impl Into<BoxError>) -> BoxError {
+        Box::new(Context {
+            context: context.into(),
+            source: source.into(),
+        })
+    }
+}
+
+/// The HTTP status and (start of the) body of a refused request, for stores spoken to over
+/// plain HTTP (GCS).
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP {status}: {body}")]
+pub struct HttpStatus {
+    /// e.g. `403 Forbidden`.
+    pub status: String,
+    pub body: String,
+}
+
+fn describe(error: &BoxError) -> String {
+    chain(&**error)
+}
+
+/// `error: cause: cause's cause`, like the SDKs' own error reports. Libraries differ on
+/// whether a message already includes its source's, so a cause already spelled out is skipped.
+pub fn chain(error: &(dyn Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            let _ = write!(out, ": {text}");
+        }
+        next = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_spell_out_the_cause_once() {
+        let io = std::io::Error::other("disk on fire");
+        let err = StoreError::Other {
+            location: "s3://b".into(),
+            operation: "GetObject k".into(),
+            source: Context::boxed("reading the body", io),
+        };
+        assert_eq!(
+            err.to_string(),
+            "object store s3://b: GetObject k failed: reading the body: disk on fire"
+        );
+        assert!(err.source().is_some());
+        // A cause that already prints its own source is not repeated.
+        #[derive(Debug, thiserror::Error)]
+        #[error("request failed: {0}")]
+        struct Verbose(#[source] std::io::Error);
+        let err = StoreError::Config(Box::new(Verbose(std::io::Error::other("refused"))));
+        assert_eq!(
+            err.to_string(),
+            "object store configuration: request failed: refused"
+        );
+    }
+}
