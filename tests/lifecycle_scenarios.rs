@@ -85,13 +85,7 @@ restore:
 fn restoring(status_ready: bool) -> (PostgreSQL, Cache) {
     let (mut pg, mut cache) = converged(RESTORE_FROM_BACKUP, true, BackupSchedule::NotConfigured);
     if !status_ready {
-        pg.status = None;
-        pg.status = Some(status_for(
-            &pg,
-            false,
-            BackupSchedule::NotConfigured,
-            &at(1_000),
-        ));
+        not_ready_status(&mut pg, BackupSchedule::NotConfigured);
     }
     let mut source = completed_backup("nightly", "2026-11-22T02:01:00Z");
     source.spec.cluster.name = "shop".into();
@@ -213,13 +207,7 @@ restore:
     destination: {s3: {bucket: backups}}
 "#;
     let (mut pg, cache) = converged(spec, true, BackupSchedule::NotConfigured);
-    pg.status = None;
-    pg.status = Some(status_for(
-        &pg,
-        false,
-        BackupSchedule::NotConfigured,
-        &at(1_000),
-    ));
+    not_ready_status(&mut pg, BackupSchedule::NotConfigured);
     let bucket = MemoryBucket::default();
     bucket.put(
         "prod/demo/b1/manifest.json",

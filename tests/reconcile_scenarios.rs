@@ -146,12 +146,7 @@ fn never_ready_yet(ready: bool) -> (PostgreSQL, Cache) {
     let mut pg = with_finalizer(postgresql(WITH_BACKUP));
     let mut cache = Cache::converged(&pg, ready);
     cache.cronjobs.clear();
-    pg.status = Some(status_for(
-        &pg,
-        false,
-        BackupSchedule::WaitingForReady,
-        &at(1_000),
-    ));
+    not_ready_status(&mut pg, BackupSchedule::WaitingForReady);
     (pg, cache)
 }
 
@@ -211,9 +206,7 @@ async fn cronjob_is_suspended_when_ready_turns_false() {
 #[tokio::test]
 async fn a_child_deleted_out_of_band_is_recreated() {
     let (pg, mut cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
-    cache
-        .services
-        .retain(|s| s.metadata.name.as_deref() != Some("demo-rw"));
+    remove_named(&mut cache.services, "demo-rw");
     let script = vec![
         Expect::apply(format!("{SERVICES}/demo-rw")),
         Expect::event(NS),
@@ -301,9 +294,7 @@ async fn removing_the_backup_policy_deletes_the_cronjob() {
 async fn an_existing_secret_is_never_overwritten() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     // Not yet in the cache, but present on the server: read, then left alone.
-    cache
-        .secrets
-        .retain(|s| s.metadata.name.as_deref() != Some("demo-app"));
+    remove_named(&mut cache.secrets, "demo-app");
     let script = vec![Expect::new(
         Method::GET,
         format!("{SECRETS}/demo-app"),
@@ -384,9 +375,7 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
 #[tokio::test]
 async fn a_deleted_secret_is_recreated_with_a_warning() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    cache
-        .secrets
-        .retain(|s| s.metadata.name.as_deref() != Some("demo-app"));
+    remove_named(&mut cache.secrets, "demo-app");
     let script = vec![
         Expect::get_missing(format!("{SECRETS}/demo-app")),
         Expect::create(SECRETS),

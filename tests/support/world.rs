@@ -278,3 +278,14 @@ pub fn manifest_json(id: &str, completed_at: &str) -> Vec<u8> {
     }))
     .expect("manifest JSON")
 }
+
+/// Sets `pg`'s status to one computed afresh for a cluster that is not ready (yet).
+pub fn not_ready_status(pg: &mut PostgreSQL, schedule: BackupSchedule) {
+    pg.status = None;
+    pg.status = Some(status_for(pg, false, schedule, &at(1_000)));
+}
+
+/// Removes the object named `name` from a cache list, as if deleted out of band.
+pub fn remove_named<K: kube::ResourceExt>(objects: &mut Vec<K>, name: &str) {
+    objects.retain(|o| o.name_any() != name);
+}
