@@ -275,7 +275,13 @@ down() {
   if [[ -S "$sock" ]]; then
     local ns=(ctr --address "$sock" -n k8s.io)
     if [[ -f "$NODE/pids/kubelet.pid" ]]; then stop_pid "$(<"$NODE/pids/kubelet.pid")"; rm -f "$NODE/pids/kubelet.pid"; fi
-    local crictl_like
+    local crictl_like netns=()
+    # The pods' network namespaces (made by containerd's CNI for each sandbox): deleting them
+    # removes the pods' veth pairs, which nothing else would once the kubelet is gone.
+    for crictl_like in $("${ns[@]}" containers ls -q 2>/dev/null); do
+      mapfile -t -O "${#netns[@]}" netns < <("${ns[@]}" containers info "$crictl_like" 2>/dev/null \
+        | grep -o '/var/run/netns/cni-[0-9a-f-]*' | sort -u)
+    done
     for crictl_like in $("${ns[@]}" tasks ls -q 2>/dev/null); do
       "${ns[@]}" tasks kill -s SIGKILL "$crictl_like" >/dev/null 2>&1 || true
     done
@@ -285,6 +291,11 @@ down() {
     done
     for crictl_like in $("${ns[@]}" containers ls -q 2>/dev/null); do
       "${ns[@]}" containers delete "$crictl_like" >/dev/null 2>&1 || true
+    done
+    local n
+    for n in $(printf '%s\n' "${netns[@]}" | sort -u); do
+      umount "$n" 2>/dev/null || true
+      ip netns delete "${n##*/}" 2>/dev/null || rm -f "$n"
     done
   fi
   local name
