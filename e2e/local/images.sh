@@ -198,7 +198,8 @@ load() {
   local stamps; stamps="$(dirname "$sock")/loaded"
   mkdir -p "$stamps"
   for img in "${IMAGES[@]}"; do
-    local id stamp; id=$(pm image inspect --format '{{.Id}}' "$img")
+    local id stamp
+    id=$(pm image inspect --format '{{.Id}}' "$img" 2>/dev/null) || { log "not built yet, not loaded: $img"; continue; }
     stamp="$stamps/$(echo "$img" | tr '/:' '__')"
     [[ -f "$stamp" && "$(<"$stamp")" == "$id" ]] && continue
     log "loading $img into containerd"

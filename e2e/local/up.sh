@@ -129,6 +129,7 @@ start kube-apiserver "$TUSK_KUBE_APISERVER_BIN" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
+  --kubelet-preferred-address-types InternalIP \
   --authorization-mode Node,RBAC \
   --enable-admission-plugins OwnerReferencesPermissionEnforcement \
   --audit-policy-file "$DIR/audit-policy.yaml" --audit-log-path "$DIR/logs/audit.log" \
