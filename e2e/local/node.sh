@@ -322,6 +322,18 @@ down() {
   if [[ -n "${TUSK_KUBE_PROXY_BIN:-}" && -x "${TUSK_KUBE_PROXY_BIN}" ]]; then
     "$TUSK_KUBE_PROXY_BIN" --cleanup >/dev/null 2>&1 || true
   fi
+  # The kubelet's own chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT), IPv4 and IPv6.
+  local ipt table chain
+  for ipt in iptables ip6tables; do
+    command -v "$ipt" >/dev/null || continue
+    while "$ipt" -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    while "$ipt" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$ipt" -t "$table" -F "$chain" 2>/dev/null && "$ipt" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
   if [[ -f "$NODE/bridge" ]]; then
     ip link del "$(<"$NODE/bridge")" 2>/dev/null || true
     rm -f "$NODE/bridge"
