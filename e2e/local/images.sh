@@ -39,7 +39,7 @@ ULIMITS=(--ulimit nofile=20000:20000 --ulimit nproc=4096:4096)
 inputs_of() { pm image inspect --format '{{index .Labels "tusk.inputs"}}' "$1" 2>/dev/null || true; }
 fresh() { [[ "$(inputs_of "$1")" == "$2" ]]; }
 sha() { sha256sum | cut -c1-16; }
-timed() { local t=$SECONDS; "$@"; log "$1 took $((SECONDS - t))s"; }
+timed() { local t=$SECONDS; "$@"; log "${TIMED_AS:-$1} took $((SECONDS - t))s"; }
 
 # rootfs NAME INCLUDES [HOOK...]: an mmdebstrap minbase tarball in $CACHE. Hooks are shell
 # snippets mmdebstrap runs with the root directory as $1.
@@ -146,7 +146,7 @@ tusk_images() {
     log "$tag from the Dockerfile (--target $target)"
     # --network=host: the build's apt-get reaches Debian's archive through the host.
     # --pull=never: the bases above are local only.
-    timed pm build "${ULIMITS[@]}" --network=host --pull=never --layers "${args[@]}" \
+    TIMED_AS="$tag" timed pm build "${ULIMITS[@]}" --network=host --pull=never --layers "${args[@]}" \
       --volume "$VENDOR:/vendor:ro" --volume "$CACHE/cargo-config.toml:/usr/local/cargo/config.toml:ro" \
       --label "tusk.inputs=$inputs" --target "$target" -t "$tag" -f "$repo/Dockerfile" "$repo" >&2
   done

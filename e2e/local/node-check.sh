@@ -163,7 +163,10 @@ check_delete_pod() {
   wait_for "demo-0 Ready" "$TIMEOUT" pod_ready demo-0 || { why demo; fail "the new demo-0 is not Ready"; }
   ready demo || fail "demo not Ready"
   [[ "$(psql_in demo 'select sum(v) from heal')" == "$want" ]] || fail "data lost with the pod"
-  echo "  new pod Ready on the same volume, data intact"
+  # The preStop hook (pg_ctl stop) must not be reported failed on a plain deletion.
+  local hooks; hooks=$(k get events --field-selector reason=FailedPreStopHook,involvedObject.name=demo-0 -o name | wc -l)
+  ((hooks == 0)) || fail "FailedPreStopHook on demo-0: $(k get events --field-selector reason=FailedPreStopHook -o jsonpath='{.items[0].message}')"
+  echo "  new pod Ready on the same volume, data intact, no FailedPreStopHook"
 }
 
 all=(operator samples broken_config backup_restore kill_postgres delete_pod)
