@@ -27,11 +27,14 @@ CMD ["run"]
 
 # The backup agent with the PostgreSQL client tools of the newest supported major, from the
 # PostgreSQL project's Debian repository (enabled by Debian's own postgresql-common script).
+# PG_APT=debian takes Debian's own packages instead (bookworm: PG_MAJOR=15), for builds on machines
+# that reach only Debian's archive (e2e/local/images.sh); such an agent dumps servers up to 15.
 FROM docker.io/library/debian:bookworm-slim AS backup-agent
 ARG PG_MAJOR
+ARG PG_APT=pgdg
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates postgresql-common \
- && /usr/share/postgresql-common/pgdg/apt.postgresql.org.sh -y \
+ && if [ "$PG_APT" = pgdg ]; then /usr/share/postgresql-common/pgdg/apt.postgresql.org.sh -y; fi \
  && apt-get install -y --no-install-recommends "postgresql-client-${PG_MAJOR}" \
  && rm -rf /var/lib/apt/lists/*
 ENV PATH="/usr/lib/postgresql/${PG_MAJOR}/bin:${PATH}" \

@@ -27,5 +27,13 @@ step "e2e scenarios on a local control plane"
 # running the operator's backup/restore Jobs (e2e/local/l4.sh). TUSK_E2E_L4=0 leaves it out.
 TUSK_E2E_L4="${TUSK_E2E_L4:-1}" e2e/local/run.sh "$@"
 
+# Real pods (e2e/local/node-run.sh): images from the Dockerfile, a kubelet and containerd, the
+# samples through real probes, backup/restore through the real agent. Root only; off unless
+# TUSK_E2E_NODE=1 (cold it costs tens of minutes of image builds; see e2e/local/README.md).
+if [[ "${TUSK_E2E_NODE:-0}" == 1 ]]; then
+  step "e2e on a real node (TUSK_E2E_NODE=1)"
+  e2e/local/node-run.sh
+fi
+
 echo
 echo "e2e passed in $((SECONDS - started))s."

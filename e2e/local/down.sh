@@ -11,6 +11,10 @@ keep_dir=0
 if [[ -d "$DIR/l4" && -x "$(dirname "$0")/l4.sh" ]]; then
   TUSK_E2E_DIR="$DIR" "$(dirname "$0")/l4.sh" down || true
 fi
+# A real node (e2e/local/node.sh): its pods, processes, iptables rules and bridge first.
+if [[ -d "$DIR/node" && -x "$(dirname "$0")/node.sh" ]]; then
+  TUSK_E2E_DIR="$DIR" "$(dirname "$0")/node.sh" down || true
+fi
 # The hostPath provisioner's directories (/tmp/hostpath_pv/<uid>) of volumes still present.
 if [[ -f "$DIR/env" && -f "$DIR/pids/kube-apiserver.pid" ]]; then
   # shellcheck disable=SC1091

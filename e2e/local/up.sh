@@ -129,6 +129,7 @@ start kube-apiserver "$TUSK_KUBE_APISERVER_BIN" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
+  --kubelet-preferred-address-types InternalIP \
   --authorization-mode Node,RBAC \
   --enable-admission-plugins OwnerReferencesPermissionEnforcement \
   --audit-policy-file "$DIR/audit-policy.yaml" --audit-log-path "$DIR/logs/audit.log" \
@@ -155,6 +156,9 @@ start kube-scheduler "$TUSK_KUBE_SCHEDULER_BIN" \
 wait_for "kube-controller-manager /healthz" 60 healthy "https://127.0.0.1:$kcm_port/healthz"
 wait_for "kube-scheduler /healthz" 60 healthy "https://127.0.0.1:$sched_port/healthz"
 
+# TUSK_E2E_KWOK=0: no kwok and no fake Node; a real kubelet joins instead (e2e/local/node.sh).
+KWOK=${TUSK_E2E_KWOK:-1}
+if ((KWOK)); then
 log "kwok with stages from $TUSK_KWOK_STAGES and e2e/local/stages.yaml"
 stages="$DIR/kwok-stages.yaml"
 {
@@ -170,9 +174,11 @@ start kwok "$TUSK_KWOK_BIN" --kubeconfig "$kubeconfig" --config "$stages" \
   --manage-all-nodes=true --node-lease-duration-seconds 40 \
   --server-address "127.0.0.1:$kwok_port" --cidr 10.0.0.0/16
 wait_for "kwok /healthz" 60 healthy "http://127.0.0.1:$kwok_port/healthz"
+fi
 
 kubectl() { "$TUSK_KUBECTL_BIN" --kubeconfig "$kubeconfig" "$@"; }
-log "a kwok Node, and a default StorageClass provisioned by kube-controller-manager's hostPath provisioner"
+if ((KWOK)); then
+log "a kwok Node"
 kubectl apply -f - >/dev/null <<'YAML'
 apiVersion: v1
 kind: Node
@@ -189,7 +195,11 @@ metadata:
 status:
   allocatable: {cpu: "64", memory: 256Gi, pods: "250", ephemeral-storage: 1Ti}
   capacity: {cpu: "64", memory: 256Gi, pods: "250", ephemeral-storage: 1Ti}
----
+YAML
+kubectl wait --for=condition=Ready node/kwok-node-0 --timeout=60s >/dev/null
+fi
+log "a default StorageClass provisioned by kube-controller-manager's hostPath provisioner"
+kubectl apply -f - >/dev/null <<'YAML'
 # PVCs bind at once: kube-controller-manager --enable-hostpath-provisioner creates a hostPath
 # PersistentVolume under /tmp/hostpath_pv/ for each claim and deletes it with the claim.
 apiVersion: storage.k8s.io/v1
@@ -202,7 +212,6 @@ provisioner: kubernetes.io/host-path
 reclaimPolicy: Delete
 volumeBindingMode: Immediate
 YAML
-kubectl wait --for=condition=Ready node/kwok-node-0 --timeout=60s >/dev/null
 wait_for "ServiceAccount default/default" 60 kubectl get serviceaccount default
 
 cat >"$DIR/env" <<ENV

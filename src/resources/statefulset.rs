@@ -216,7 +216,10 @@ fn postgres_container(cluster: &Cluster) -> Container {
         readiness_probe: Some(probe(5, 3)),
         liveness_probe: Some(probe(10, 6)),
         // Kubernetes sends SIGTERM, which PostgreSQL treats as a "smart" shutdown that waits for
-        // every client; a fast shutdown finishes within the grace period.
+        // every client; a fast shutdown finishes within the grace period. `--no-wait`: PostgreSQL
+        // is the container's PID 1, so the container ends with it and the runtime kills a
+        // waiting pg_ctl (exit 137: a FailedPreStopHook Warning on every pod deletion, seen on a
+        // real node). The kubelet waits for the container to exit after the hook anyway.
         lifecycle: Some(Lifecycle {
             pre_stop: Some(LifecycleHandler {
                 exec: Some(ExecAction {
@@ -225,7 +228,7 @@ fn postgres_container(cluster: &Cluster) -> Container {
                             "pg_ctl",
                             "stop",
                             "--mode=fast",
-                            "--wait",
+                            "--no-wait",
                             "--pgdata",
                             PGDATA,
                         ]
@@ -320,6 +323,17 @@ mod tests {
         assert!(c.liveness_probe.is_some() && c.startup_probe.is_some());
         let annotations = sts.spec.template.metadata.unwrap().annotations.unwrap();
         assert_eq!(annotations[CONFIG_CHECKSUM_ANNOTATION], "abc123");
+    }
+
+    #[test]
+    fn pre_stop_requests_a_fast_shutdown_without_waiting_for_it() {
+        let c = container(&build(MINIMAL));
+        let hook = c.lifecycle.unwrap().pre_stop.unwrap().exec.unwrap();
+        let command = hook.command.unwrap();
+        assert_eq!(command[..3], ["pg_ctl", "stop", "--mode=fast"]);
+        // A waiting pg_ctl is killed with the container when PostgreSQL (PID 1) exits.
+        assert!(command.contains(&"--no-wait".to_owned()));
+        assert!(!command.contains(&"--wait".to_owned()));
     }
 
     #[test]
