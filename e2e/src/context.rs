@@ -160,16 +160,19 @@ impl Ctx {
     }
 }
 
-/// `e2e-<scenario>-<suffix>`: unique per run, so that bucket prefixes (`<path>/<ns>/<cluster>/`)
-/// and backup ids never collide with an earlier run's.
+/// `e2e-<start of the scenario's name>-<suffix>`: unique per run, so that bucket prefixes
+/// (`<path>/<ns>/<cluster>/`) and backup ids never collide with an earlier run's. Short: the L4
+/// job runner's PostgreSQL sockets live under a path made of it (107 bytes at most). The full
+/// name is in the annotation `e2e.tusk.dev/scenario-name`.
 async fn create_namespace(client: &Client, scenario: &str, timeout: Duration) -> Result<String> {
-    let base: String = scenario.replace('_', "-").chars().take(40).collect();
+    let base: String = scenario.replace('_', "-").chars().take(13).collect();
     let name = format!("e2e-{}-{}", base.trim_end_matches('-'), unique_suffix());
     let api: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             labels: Some([(SCENARIO_LABEL.to_string(), "true".to_string())].into()),
+            annotations: Some([("e2e.tusk.dev/scenario-name".to_string(), scenario.to_string())].into()),
             ..ObjectMeta::default()
         },
         ..Namespace::default()
