@@ -172,7 +172,13 @@ async fn create_namespace(client: &Client, scenario: &str, timeout: Duration) ->
         metadata: ObjectMeta {
             name: Some(name.clone()),
             labels: Some([(SCENARIO_LABEL.to_string(), "true".to_string())].into()),
-            annotations: Some([("e2e.tusk.dev/scenario-name".to_string(), scenario.to_string())].into()),
+            annotations: Some(
+                [(
+                    "e2e.tusk.dev/scenario-name".to_string(),
+                    scenario.to_string(),
+                )]
+                .into(),
+            ),
             ..ObjectMeta::default()
         },
         ..Namespace::default()
