@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The end-to-end suite CI runs after scripts/test.sh: shellcheck on every shell script, then the
-# scenarios of e2e/scenarios.sh against a local control plane (e2e/local/run.sh: upstream
-# kube-apiserver, controller-manager, scheduler, etcd and kwok built with Go into
+# scenarios of the tusk-e2e crate (e2e/tests/) against a local control plane (e2e/local/run.sh:
+# upstream kube-apiserver, controller-manager, scheduler, etcd and kwok built with Go into
 # ~/.cache/tusk-testbin; the operator built from this tree). No Docker needed.
 # Usage: scripts/e2e.sh [SCENARIO...]
 set -euo pipefail

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The local end-to-end run: pinned upstream binaries -> control plane on loopback -> the operator
-# (built from this tree, run as a process with its own ServiceAccount's token) -> e2e/scenarios.sh
-# -> teardown. No Docker, no internet beyond the Go module proxy and crates.io for cold builds.
+# (built from this tree, run as a process with its own ServiceAccount's token) -> the scenarios
+# of the tusk-e2e crate (e2e/tests/, `cargo test -p tusk-e2e -- --ignored`) -> teardown. No
+# Docker, no internet beyond the Go module proxy and crates.io for cold builds.
 # Usage: e2e/local/run.sh [--keep] [SCENARIO...]
-#   --keep  leave the control plane and the operator running (stop with e2e/local/down.sh)
+#   --keep    leave the control plane and the operator running (stop with e2e/local/down.sh)
+#   SCENARIO  test function names (e.g. backup_on_demand), matched exactly; all when none
 # Environment: TUSK_E2E_DIR (run directory; default a new /tmp/tusk-e2e.XXXXXX), CARGO_TARGET_DIR,
 # E2E_TIMEOUT, E2E_ARTIFACTS (diagnostics of failed scenarios), TUSK_E2E_L4=1 (add e2e/local/l4.sh
 # and the L4 scenarios).
@@ -41,8 +43,8 @@ trap cleanup EXIT
 step "Upstream binaries (kube $(grep -o 'KUBERNETES_VERSION="[^"]*' "$here/binaries.sh" | cut -d'"' -f2), etcd, kwok)"
 eval "$("$here/binaries.sh")"
 
-step "Operator binary (cargo build --bin tusk)"
-(cd "$repo" && cargo build --locked --quiet --bin tusk)
+step "Operator binary and scenarios (cargo build --bin tusk, cargo test -p tusk-e2e --no-run)"
+(cd "$repo" && cargo build --locked --quiet --bin tusk && cargo test --locked --quiet -p tusk-e2e --no-run)
 target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # A private copy right after the build: a concurrent build in the same target directory cannot
 # swap it mid-run.
@@ -59,12 +61,22 @@ step "Operator (deploy/ applied server-side; the binary runs with the tusk-opera
 
 if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
   step "L4: MinIO, a real PostgreSQL per database pod, Jobs run with the real backup-agent"
-  eval "$("$here/l4.sh" up)"
+  # Assigned first, so that a failure stops the run (`eval "$(…)"` would hide it).
+  l4_env=$("$here/l4.sh" up)
+  eval "$l4_env"
 fi
 
-step "Scenarios"
+step "Scenarios (cargo test -p tusk-e2e -- --ignored)"
 rc=0
-E2E_HOOKS="$here/hooks.sh" "$repo/e2e/scenarios.sh" "$@" || rc=$?
+# One scenario at a time: some kill the operator, read its gauges or count every write it makes.
+filters=(--test-threads=1 --nocapture)
+if (($#)); then filters+=(--exact "$@"); fi
+export E2E_SUMMARY="$TUSK_E2E_DIR/summary"
+: >"$E2E_SUMMARY"
+(cd "$repo" && cargo test --locked --quiet --no-fail-fast -p tusk-e2e -- --ignored "${filters[@]}") || rc=$?
+echo
+echo "=== scenarios"
+cat "$E2E_SUMMARY"
 
 step "e2e/kind on this API server (shellcheck, server dry run, up.sh with docker/kind stubbed)"
 "$repo/e2e/kind/check.sh" --smoke || rc=1

@@ -71,6 +71,8 @@ s3() {
     --aws-sigv4 "aws:amz:us-east-1:s3" "$(cat "$DIR/endpoint")$path" "$@"
 }
 
+make_bucket() { s3 PUT "/$BUCKET" -o /dev/null || s3 GET "/$BUCKET?location" -o /dev/null; }
+
 up() {
   if running; then
     log "MinIO already running (pid $(cat "$DIR/pid"))"
@@ -99,7 +101,8 @@ up() {
     sleep 0.1
   done
   ((i < 300)) || { log "MinIO not ready after 30 s:"; tail -20 "$DIR/minio.log" >&2; exit 1; }
-  s3 PUT "/$BUCKET" -o /dev/null
+  # Ready is not always serving yet on a loaded machine (503): retry until the bucket exists.
+  wait_for "bucket $BUCKET" 30 make_bucket
   set_hosts "$addr"
   log "MinIO $(cat "$DIR/endpoint") (pid $(cat "$DIR/pid")), bucket $BUCKET, log $DIR/minio.log"
   print_env

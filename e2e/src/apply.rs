@@ -1,0 +1,96 @@
+//! Server-side apply of YAML documents (manifests written in the scenarios, samples/, crds/),
+//! strict about unknown fields as `kubectl apply` is.
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
+use kube::{Api, Client};
+
+use crate::{Context, Ctx, Failure, Result};
+
+const FIELD_MANAGER: &str = "tusk-e2e";
+
+/// Parses every (non-empty) document of a YAML stream.
+pub fn documents(yaml: &str) -> Result<Vec<serde_json::Value>> {
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_str_multiple(yaml).context("parsing YAML")?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Applies each document; namespaced ones without a namespace go into `ns`. Returns
+/// `Kind/name` of each. The API server's rejection comes back as the failure's message.
+pub async fn apply_yaml(
+    client: &Client,
+    ns: Option<&str>,
+    yaml: &str,
+) -> Result<Vec<(String, String)>> {
+    let mut applied = Vec::new();
+    for doc in documents(yaml)? {
+        let mut obj: DynamicObject = serde_json::from_value(doc).context("a Kubernetes object")?;
+        let types = obj
+            .types
+            .clone()
+            .context("a document without apiVersion/kind")?;
+        let gvk = GroupVersionKind::try_from(&types).context("apiVersion")?;
+        let (resource, capabilities) = pinned_kind(client, &gvk)
+            .await
+            .context(format!("discovering {}", types.kind))?;
+        let name = obj
+            .metadata
+            .name
+            .clone()
+            .context("a document without metadata.name")?;
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+            Scope::Namespaced => {
+                let namespace = obj
+                    .metadata
+                    .namespace
+                    .clone()
+                    .or(ns.map(str::to_string))
+                    .context(format!("{}/{name} needs a namespace", types.kind))?;
+                obj.metadata.namespace = Some(namespace.clone());
+                Api::namespaced_with(client.clone(), &namespace, &resource)
+            }
+        };
+        let params = PatchParams::apply(FIELD_MANAGER)
+            .force()
+            .validation_strict();
+        api.patch(&name, &params, &Patch::Apply(&obj))
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(status) => Failure::Fail(status.message),
+                other => Failure::from(other),
+            })?;
+        applied.push((types.kind, name));
+    }
+    Ok(applied)
+}
+
+impl Ctx {
+    /// Applies YAML into the scenario's namespace.
+    pub async fn apply(&self, yaml: &str) -> Result<Vec<(String, String)>> {
+        apply_yaml(&self.client, Some(&self.ns), yaml).await
+    }
+
+    pub async fn apply_in(&self, ns: &str, yaml: &str) -> Result<Vec<(String, String)>> {
+        apply_yaml(&self.client, Some(ns), yaml).await
+    }
+
+    /// A merge patch of a cluster's spec (or anything else of it), as `kubectl patch --type=merge`.
+    pub async fn merge_patch_postgresql_in(
+        &self,
+        ns: &str,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Result {
+        self.postgresqls_in(ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(status) => Failure::Fail(status.message),
+                other => Failure::from(other),
+            })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,146 @@
+//! Backups and Jobs: on-demand Backups, Jobs created from a CronJob as the CronJob controller
+//! (or `kubectl create job --from`) would, and the bucket prefixes of a cluster.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Resource};
+
+use crate::wait::{Check, until};
+use crate::{Context, Ctx, Result, fail, manifests, skip};
+
+impl Ctx {
+    pub fn jobs_in(&self, ns: &str) -> Api<Job> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Applies an on-demand Backup and waits until it is Completed; returns how long it took
+    /// from the apply.
+    pub async fn take_backup_in(&self, ns: &str, cluster: &str, name: &str) -> Result<Duration> {
+        let started = Instant::now();
+        self.apply_in(ns, &manifests::backup(name, cluster)).await?;
+        self.wait_backup_condition_in(ns, name, "Completed").await?;
+        Ok(started.elapsed())
+    }
+
+    /// Keys under `<path>/<ns>/<cluster>/` in the bucket; a skip where it cannot be listed.
+    pub async fn prefix_keys_in(&self, path: &str, ns: &str, cluster: &str) -> Result<Vec<String>> {
+        self.platform
+            .bucket_keys(&format!("{path}/{ns}/{cluster}/"))
+            .await
+    }
+
+    /// The scenario needs to look into the bucket.
+    pub fn require_bucket(&self) -> Result {
+        if self.platform.can_list_bucket() {
+            Ok(())
+        } else {
+            Err(skip("this platform cannot list the store"))
+        }
+    }
+
+    /// The scenario needs real bytes through the Jobs (TUSK_E2E_L4=1).
+    pub fn require_l4(&self) -> Result {
+        if self.settings.l4 {
+            Ok(())
+        } else {
+            Err(skip(
+                "needs TUSK_E2E_L4=1 (Tusk's pods really run: real PostgreSQL, Jobs run the backup-agent)",
+            ))
+        }
+    }
+
+    /// What `kubectl create job NAME --from=cronjob/CRONJOB` does: the CronJob's Job template,
+    /// owned by the CronJob, annotated as instantiated by hand.
+    pub async fn create_job_from_cronjob(&self, cronjob: &str, name: &str) -> Result<Job> {
+        let cron = Api::<CronJob>::namespaced(self.client.clone(), &self.ns)
+            .get(cronjob)
+            .await
+            .context(format!("CronJob {}/{cronjob}", self.ns))?;
+        let owner = cron
+            .controller_owner_ref(&())
+            .context("the CronJob has no uid")?;
+        let template = cron.spec.job_template;
+        let template_meta = template.metadata.unwrap_or_default();
+        let mut annotations = template_meta.annotations.unwrap_or_default();
+        annotations.insert("cronjob.kubernetes.io/instantiate".into(), "manual".into());
+        let job = Job {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(self.ns.clone()),
+                labels: template_meta.labels,
+                annotations: Some(annotations),
+                owner_references: Some(vec![owner]),
+                ..ObjectMeta::default()
+            },
+            spec: template.spec,
+            ..Job::default()
+        };
+        Ok(self
+            .jobs_in(&self.ns)
+            .create(&PostParams::default(), &job)
+            .await?)
+    }
+
+    /// Waits until the Job finishes; fails with its pods' exit codes unless it completed.
+    pub async fn wait_job_complete(&self, name: &str) -> Result {
+        let jobs = self.jobs_in(&self.ns);
+        let finished = |job: &Job, type_: &str| {
+            job.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+        };
+        let job = until(
+            format!("Job {}/{name} to finish", self.ns),
+            self.timeout(),
+            || async {
+                let job = jobs.get(name).await?;
+                if finished(&job, "Complete") || finished(&job, "Failed") {
+                    Ok(Check::Done(job))
+                } else {
+                    Ok(Check::Pending(format!("{:?}", job.status)))
+                }
+            },
+        )
+        .await?;
+        if !finished(&job, "Complete") {
+            fail!(
+                "Job {}/{name} failed: {}",
+                self.ns,
+                self.job_exit_codes(name).await?
+            );
+        }
+        Ok(())
+    }
+
+    async fn job_exit_codes(&self, job: &str) -> Result<String> {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        let params =
+            kube::api::ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+        let mut out = Vec::new();
+        for pod in pods.list(&params).await? {
+            let code = pod
+                .status
+                .and_then(|s| s.container_statuses)
+                .and_then(|c| c.into_iter().next())
+                .and_then(|c| c.state)
+                .and_then(|s| s.terminated)
+                .map(|t| t.exit_code.to_string())
+                .unwrap_or_default();
+            out.push(format!("{}: {code}", pod.metadata.name.unwrap_or_default()));
+        }
+        Ok(out.join(" "))
+    }
+}
+
+/// For names that must differ between runs where the namespace does not (Job names from a
+/// CronJob, as the controller makes them unique).
+pub fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}

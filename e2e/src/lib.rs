@@ -1,0 +1,27 @@
+//! The end-to-end harness of Tusk: typed clients against whatever cluster `KUBECONFIG` names,
+//! a fresh namespace per scenario ([`with_temp_ns`]), condition waits with deadlines, and the
+//! platform hooks (operator process, pod readiness, audit log, SQL, bucket) of the environment
+//! the suite runs on. The scenarios live in `e2e/tests/`; `e2e/local/run.sh` runs them.
+
+pub mod apply;
+pub mod audit;
+pub mod backups;
+pub mod bucket;
+pub mod cluster;
+pub mod context;
+pub mod diagnostics;
+pub mod failure;
+pub mod kubectl;
+pub mod manifests;
+pub mod metrics;
+pub mod objects;
+pub mod platform;
+pub mod samples;
+pub mod settings;
+pub mod sql;
+pub mod wait;
+
+pub use context::{Ctx, say, with_temp_ns};
+pub use failure::{Context, Failure, Result, skip};
+pub use objects::{Kind, Obj};
+pub use wait::{Check, until};

@@ -1,0 +1,104 @@
+//! The manifests the scenarios apply: small clusters, their S3 backup destinations, Backups.
+
+use crate::settings::IN_CLUSTER_MINIO;
+
+/// A nightly S3 backup to the bucket `tusk-backups`, with the credentials Secret `e2e-s3`.
+#[derive(Debug, Clone)]
+pub struct S3Backup {
+    pub keep: u32,
+    /// `None`: the default (Retain), as a user would leave it.
+    pub on_delete: Option<&'static str>,
+    pub path: &'static str,
+    pub endpoint: String,
+}
+
+impl S3Backup {
+    /// What the core scenarios use: path `e2e`, keep 3, the in-cluster MinIO.
+    pub fn nightly() -> Self {
+        S3Backup {
+            keep: 3,
+            on_delete: None,
+            path: "e2e",
+            endpoint: IN_CLUSTER_MINIO.into(),
+        }
+    }
+
+    /// What the backup lifecycle scenarios use: path `lifecycle` (their own, so that emptying
+    /// a prefix can be checked exactly), an endpoint the operator itself reaches.
+    pub fn lifecycle(keep: u32, on_delete: &'static str, endpoint: &str) -> Self {
+        S3Backup {
+            keep,
+            on_delete: Some(on_delete),
+            path: "lifecycle",
+            endpoint: endpoint.into(),
+        }
+    }
+}
+
+/// A small PostgreSQL 18 (1 GiB), with its backup and credentials Secret when given.
+pub fn cluster(name: &str, backup: Option<&S3Backup>) -> String {
+    let mut yaml = format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: PostgreSQL
+metadata: {{name: {name}}}
+spec:
+  version: \"18\"
+  storage: {{size: 1Gi}}
+"
+    );
+    if let Some(b) = backup {
+        yaml.push_str(&format!(
+            "  backup:
+    schedule: \"0 2 * * *\"
+    retention: {{keep: {keep}}}
+{on_delete}    destination:
+      s3:
+        bucket: tusk-backups
+        path: {path}
+        endpoint: {endpoint}
+        forcePathStyle: true
+        credentials:
+          accessKeyId: {{name: e2e-s3, key: access-key}}
+          secretAccessKey: {{name: e2e-s3, key: secret-key}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: e2e-s3}}
+stringData: {{access-key: minioadmin, secret-key: minioadmin}}
+",
+            keep = b.keep,
+            on_delete = b
+                .on_delete
+                .map(|o| format!("    onDelete: {o}\n"))
+                .unwrap_or_default(),
+            path = b.path,
+            endpoint = b.endpoint,
+        ));
+    }
+    yaml
+}
+
+/// An on-demand Backup of `cluster`.
+pub fn backup(name: &str, cluster: &str) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: Backup
+metadata: {{name: {name}}}
+spec: {{cluster: {{name: {cluster}}}}}
+"
+    )
+}
+
+/// A cluster restored from the Backup `backup`.
+pub fn restored_cluster(name: &str, backup: &str) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: PostgreSQL
+metadata: {{name: {name}}}
+spec:
+  version: \"18\"
+  storage: {{size: 1Gi}}
+  restore: {{backup: {{name: {backup}}}}}
+"
+    )
+}

@@ -1,0 +1,139 @@
+//! The operator as the Deployment `tusk-system/tusk-operator` of deploy/ (kind, a real node):
+//! pods really run, so SQL goes through `kubectl exec` into the database pod.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, LogParams};
+use kube::{Api, Client, ResourceExt};
+
+use super::local::run as run_command;
+use crate::wait::{Check, until};
+use crate::{Context, Result};
+
+const NAMESPACE: &str = "tusk-system";
+const SELECTOR: &str = "app.kubernetes.io/name=tusk-operator";
+
+pub struct InCluster {
+    client: Client,
+}
+
+impl InCluster {
+    pub fn new(client: Client) -> Self {
+        InCluster { client }
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    pub async fn operator_kill(&self) -> Result {
+        let pods = self.pods();
+        for pod in pods.list(&ListParams::default().labels(SELECTOR)).await? {
+            pods.delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
+                .await?;
+        }
+        Ok(())
+    }
+
+    pub async fn operator_start(&self, timeout: std::time::Duration) -> Result {
+        let pods = self.pods();
+        until("a new operator pod to be Ready", timeout, || async {
+            let list = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+            let ready = list.items.iter().any(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            });
+            Ok(Check::when(
+                ready,
+                format!("{} operator pod(s), none Ready", list.items.len()),
+            ))
+        })
+        .await
+    }
+
+    pub async fn operator_logs(&self) -> Result<String> {
+        let pods = self.pods();
+        let mut out = String::new();
+        for pod in pods.list(&ListParams::default().labels(SELECTOR)).await? {
+            let params = LogParams {
+                tail_lines: Some(300),
+                ..LogParams::default()
+            };
+            out.push_str(&pods.logs(&pod.name_any(), &params).await?);
+        }
+        Ok(out)
+    }
+
+    pub async fn operator_metrics(&self) -> Result<String> {
+        let request = http_get(
+            "/api/v1/namespaces/tusk-system/services/tusk-operator-metrics:http/proxy/metrics",
+        )?;
+        Ok(self.client.request_text(request).await?)
+    }
+
+    pub async fn db_sql(&self, ns: &str, cluster: &str, db: &str, sql: &str) -> Result<String> {
+        let pod = format!("{cluster}-0");
+        run_command(tokio::process::Command::new("kubectl").args([
+            "-n",
+            ns,
+            "exec",
+            &pod,
+            "-c",
+            "postgres",
+            "--",
+            "psql",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-A",
+            "-t",
+            "-q",
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-c",
+            sql,
+        ]))
+        .await
+    }
+
+    /// The application's own connection URI (over the cluster's Service), from inside the pod.
+    pub async fn app_sql(&self, ns: &str, cluster: &str, sql: &str) -> Result<String> {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), ns);
+        let secret = secrets.get(&format!("{cluster}-app")).await?;
+        let uri = secret
+            .data
+            .and_then(|d| d.get("uri").cloned())
+            .context(format!("no uri in {ns}/{cluster}-app"))?;
+        let uri = String::from_utf8(uri.0).context("uri")?;
+        let pod = format!("{cluster}-0");
+        run_command(tokio::process::Command::new("kubectl").args([
+            "-n",
+            ns,
+            "exec",
+            &pod,
+            "-c",
+            "postgres",
+            "--",
+            "psql",
+            &uri,
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-A",
+            "-t",
+            "-q",
+            "-c",
+            sql,
+        ]))
+        .await
+    }
+}
+
+fn http_get(path: &str) -> Result<http::Request<Vec<u8>>> {
+    http::Request::get(path).body(Vec::new()).context("request")
+}

@@ -1,0 +1,125 @@
+//! The platform hooks: what a scenario needs from the environment beyond the Kubernetes API.
+//! Selected by `E2E_PLATFORM` (`local`: e2e/local's control plane, the default when
+//! `TUSK_E2E_DIR` is set; `in-cluster`: the operator as the Deployment of deploy/, e.g. kind).
+//! A hook the platform cannot provide returns a skip, and the scenario reports SKIP.
+
+mod in_cluster;
+mod local;
+
+use std::path::PathBuf;
+
+use kube::Client;
+
+use crate::audit::Write;
+use crate::settings::Settings;
+use crate::{Failure, Result};
+
+pub use in_cluster::InCluster;
+pub use local::Local;
+
+pub enum Platform {
+    Local(Local),
+    InCluster(InCluster),
+}
+
+impl Platform {
+    pub fn from_env(client: Client, settings: &Settings) -> Self {
+        let dir = std::env::var_os("TUSK_E2E_DIR").map(PathBuf::from);
+        match (std::env::var("E2E_PLATFORM").as_deref(), dir) {
+            (Ok("in-cluster"), _) | (_, None) => Platform::InCluster(InCluster::new(client)),
+            (_, Some(dir)) => Platform::Local(Local::new(client, dir, settings)),
+        }
+    }
+
+    /// SIGKILL the operator (a crash).
+    pub async fn operator_kill(&self) -> Result {
+        match self {
+            Platform::Local(p) => p.operator_kill().await,
+            Platform::InCluster(p) => p.operator_kill().await,
+        }
+    }
+
+    /// Bring the operator back and wait until it serves.
+    pub async fn operator_start(&self, timeout: std::time::Duration) -> Result {
+        match self {
+            Platform::Local(p) => p.operator_start().await,
+            Platform::InCluster(p) => p.operator_start(timeout).await,
+        }
+    }
+
+    /// The operator's recent log.
+    pub async fn operator_logs(&self) -> Result<String> {
+        match self {
+            Platform::Local(p) => p.operator_logs(),
+            Platform::InCluster(p) => p.operator_logs().await,
+        }
+    }
+
+    /// The operator's /metrics text.
+    pub async fn operator_metrics(&self) -> Result<String> {
+        match self {
+            Platform::Local(p) => p.operator_metrics().await,
+            Platform::InCluster(p) => p.operator_metrics().await,
+        }
+    }
+
+    /// Make a pod unready (false) or ready again (true).
+    pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
+        match self {
+            Platform::Local(p) => p.pod_set_ready(ns, pod, ready).await,
+            Platform::InCluster(_) => Err(unsupported("make a pod unready (hook pod_set_ready)")),
+        }
+    }
+
+    /// A mark in the audit trail of the operator's requests.
+    pub fn operator_writes_mark(&self) -> Result<u64> {
+        match self {
+            Platform::Local(p) => p.operator_writes_mark(),
+            Platform::InCluster(_) => Err(unsupported(
+                "keep an audit trail of the operator's requests (hook operator_writes_mark)",
+            )),
+        }
+    }
+
+    /// The operator's write requests since the mark (Lease renewals excluded).
+    pub fn operator_writes_since(&self, mark: u64) -> Result<Vec<Write>> {
+        match self {
+            Platform::Local(p) => p.operator_writes_since(mark),
+            Platform::InCluster(_) => Err(unsupported(
+                "keep an audit trail of the operator's requests",
+            )),
+        }
+    }
+
+    /// SQL as the superuser in database `db` of a cluster; rows unaligned (`|`), tuples only.
+    pub async fn db_sql(&self, ns: &str, cluster: &str, db: &str, sql: &str) -> Result<String> {
+        match self {
+            Platform::Local(p) => p.db_sql(ns, cluster, Some(db), sql, false).await,
+            Platform::InCluster(p) => p.db_sql(ns, cluster, db, sql).await,
+        }
+    }
+
+    /// SQL as the application owner, with the `<cluster>-app` Secret's credentials.
+    pub async fn app_sql(&self, ns: &str, cluster: &str, sql: &str) -> Result<String> {
+        match self {
+            Platform::Local(p) => p.db_sql(ns, cluster, None, sql, true).await,
+            Platform::InCluster(p) => p.app_sql(ns, cluster, sql).await,
+        }
+    }
+
+    /// Every key under `prefix` in the bucket `tusk-backups` (all pages).
+    pub async fn bucket_keys(&self, prefix: &str) -> Result<Vec<String>> {
+        match self {
+            Platform::Local(p) => p.bucket_keys(prefix).await,
+            Platform::InCluster(_) => Err(unsupported("list the object store")),
+        }
+    }
+
+    pub fn can_list_bucket(&self) -> bool {
+        matches!(self, Platform::Local(_))
+    }
+}
+
+fn unsupported(what: &str) -> Failure {
+    Failure::Skip(format!("this platform cannot {what}"))
+}

@@ -1,0 +1,67 @@
+//! What the environment tells the suite (the same variables the bash runner read).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The in-cluster MinIO of e2e/kind (and, through e2e/local/incluster.sh, of the local L4).
+pub const IN_CLUSTER_MINIO: &str = "http://minio.minio.svc.cluster.local:9000";
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// E2E_TIMEOUT: how long each condition is waited for (default 120 s).
+    pub timeout: Duration,
+    /// E2E_REST_WINDOW: the window in which writes at rest are counted (default 20 s).
+    pub rest_window: Duration,
+    /// E2E_ARTIFACTS: where diagnostics of failed scenarios go (default: a new temp dir).
+    pub artifacts: Option<PathBuf>,
+    /// E2E_SUMMARY: a file each scenario appends its result line to (the runner prints it).
+    pub summary: Option<PathBuf>,
+    /// TUSK_E2E_L4=1: Tusk's pods really run (real PostgreSQL, Jobs run the backup-agent).
+    pub l4: bool,
+    /// The S3 endpoint of backup destinations the operator itself reads and empties:
+    /// E2E_S3_ENDPOINT, else the local MinIO (TUSK_E2E_MINIO_ENDPOINT), else the in-cluster one.
+    pub s3_endpoint: String,
+    /// The repository (samples/, crds/, e2e/local/).
+    pub repo: PathBuf,
+}
+
+impl Settings {
+    pub fn from_env() -> Self {
+        let seconds = |name: &str, default: u64| {
+            Duration::from_secs(
+                std::env::var(name)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(default),
+            )
+        };
+        let path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let s3_endpoint = std::env::var("E2E_S3_ENDPOINT")
+            .ok()
+            .or_else(local_minio)
+            .unwrap_or_else(|| IN_CLUSTER_MINIO.to_string());
+        Settings {
+            timeout: seconds("E2E_TIMEOUT", 120),
+            rest_window: seconds("E2E_REST_WINDOW", 20),
+            artifacts: path("E2E_ARTIFACTS"),
+            summary: path("E2E_SUMMARY"),
+            l4: std::env::var("TUSK_E2E_L4").is_ok_and(|v| v == "1"),
+            s3_endpoint,
+            repo: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),
+        }
+    }
+}
+
+/// The MinIO of e2e/local/l4.sh: TUSK_E2E_MINIO_ENDPOINT, or what storage.sh recorded in the
+/// run directory (so that a shell with just `source $TUSK_E2E_DIR/env` finds it too).
+pub fn local_minio() -> Option<String> {
+    std::env::var("TUSK_E2E_MINIO_ENDPOINT").ok().or_else(|| {
+        let dir = std::env::var_os("TUSK_E2E_DIR")?;
+        let endpoint = std::fs::read_to_string(PathBuf::from(dir).join("minio/endpoint")).ok()?;
+        Some(endpoint.trim().to_string()).filter(|e| !e.is_empty())
+    })
+}
