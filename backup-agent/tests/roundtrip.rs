@@ -186,12 +186,4 @@ async fn multi_part_round_trip(kind: Kind) {
     assert_eq!(target.psql("big", sum), expected);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn multi_part_round_trip_minio() {
-    multi_part_round_trip(Kind::Minio).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn multi_part_round_trip_gcs() {
-    multi_part_round_trip(Kind::Gcs).await;
-}
+on_each_store!(multi_part_round_trip);
