@@ -87,12 +87,8 @@ async fn unreachable_database_and_bad_password_exit_3() {
 async fn interrupted_upload(kind: Kind) {
     let store = TestStore::start(kind).await;
     let pg = PgServer::start();
-    pg.psql("postgres", "CREATE DATABASE big");
-    pg.psql(
-        "big",
-        "CREATE TABLE filler AS SELECT i, md5(i::text) || md5((i * 7)::text) || md5((i * 13)::text) AS payload \
-         FROM generate_series(1, 1500000) i",
-    );
+    let payload = "md5(i::text) || md5((i * 7)::text) || md5((i * 13)::text)";
+    seed::big_database(&pg, payload, 1_500_000);
     let mut cmd = agent(&store, "db", Some(&pg));
     cmd.args(["backup", "--compression", "none", "--backup-id", "killed"])
         .stdout(Stdio::piped())

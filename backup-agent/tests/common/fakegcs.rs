@@ -8,47 +8,36 @@ use super::process::Emulator;
 
 pub const FAKE_GCS_VERSION: &str = "v1.56.1";
 
-pub struct FakeGcs {
-    pub endpoint: String,
-    _emulator: Emulator,
+pub async fn start() -> Emulator {
+    let bin = super::testbin("TUSK_FAKE_GCS_BIN", "fake-gcs-server", FAKE_GCS_VERSION);
+    let configure = |cmd: &mut Command, port: u16, _dir: &Path| {
+        let port_arg = port.to_string();
+        let host = format!("127.0.0.1:{port}");
+        cmd.args(["-scheme", "http", "-host", "127.0.0.1", "-port", &port_arg])
+            .args(["-backend", "memory", "-log-level", "warn"])
+            .args(["-public-host", &host])
+            .args(["-external-url", &format!("http://{host}")]);
+    };
+    Emulator::start(
+        "fake-gcs-server",
+        bin,
+        configure,
+        "/storage/v1/b",
+        Duration::from_secs(30),
+    )
+    .await
 }
 
-impl FakeGcs {
-    pub async fn start() -> FakeGcs {
-        let bin = super::testbin("TUSK_FAKE_GCS_BIN", "fake-gcs-server", FAKE_GCS_VERSION);
-        let configure = |cmd: &mut Command, port: u16, _dir: &Path| {
-            let port_arg = port.to_string();
-            let host = format!("127.0.0.1:{port}");
-            cmd.args(["-scheme", "http", "-host", "127.0.0.1", "-port", &port_arg])
-                .args(["-backend", "memory", "-log-level", "warn"])
-                .args(["-public-host", &host])
-                .args(["-external-url", &format!("http://{host}")]);
-        };
-        let emulator = Emulator::start(
-            "fake-gcs-server",
-            bin,
-            configure,
-            "/storage/v1/b",
-            Duration::from_secs(30),
-        )
-        .await;
-        FakeGcs {
-            endpoint: emulator.endpoint.clone(),
-            _emulator: emulator,
-        }
-    }
-
-    pub async fn create_bucket(&self, name: &str) {
-        let response = reqwest::Client::new()
-            .post(format!("{}/storage/v1/b?project=test", self.endpoint))
-            .json(&serde_json::json!({ "name": name }))
-            .send()
-            .await
-            .expect("create bucket request");
-        assert!(
-            response.status().is_success(),
-            "create bucket: {}",
-            response.status()
-        );
-    }
+pub async fn create_bucket(gcs: &Emulator, name: &str) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/storage/v1/b?project=test", gcs.endpoint))
+        .json(&serde_json::json!({ "name": name }))
+        .send()
+        .await
+        .expect("create bucket request");
+    assert!(
+        response.status().is_success(),
+        "create bucket: {}",
+        response.status()
+    );
 }

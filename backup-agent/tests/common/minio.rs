@@ -10,31 +10,19 @@ pub const MINIO_VERSION: &str = "v0.0.0-20260212201848-7aac2a2c5b7c";
 pub const ACCESS_KEY: &str = "tuskadmin";
 pub const SECRET_KEY: &str = "tusk-secret-key-123";
 
-pub struct Minio {
-    pub endpoint: String,
-    _emulator: Emulator,
-}
-
-impl Minio {
-    pub async fn start() -> Minio {
-        let bin = super::testbin("TUSK_MINIO_BIN", "minio", MINIO_VERSION);
-        let configure = |cmd: &mut Command, port: u16, dir: &Path| {
-            let console = super::free_port();
-            cmd.arg("server")
-                .arg(dir.join("data"))
-                .args(["--address", &format!("127.0.0.1:{port}")])
-                .args(["--console-address", &format!("127.0.0.1:{console}")])
-                .env("MINIO_ROOT_USER", ACCESS_KEY)
-                .env("MINIO_ROOT_PASSWORD", SECRET_KEY)
-                .env("MINIO_BROWSER", "off")
-                .env("MINIO_UPDATE", "off");
-        };
-        let ready = "/minio/health/ready";
-        let emulator =
-            Emulator::start("minio", bin, configure, ready, Duration::from_secs(60)).await;
-        Minio {
-            endpoint: emulator.endpoint.clone(),
-            _emulator: emulator,
-        }
-    }
+pub async fn start() -> Emulator {
+    let bin = super::testbin("TUSK_MINIO_BIN", "minio", MINIO_VERSION);
+    let configure = |cmd: &mut Command, port: u16, dir: &Path| {
+        let console = super::free_port();
+        cmd.arg("server")
+            .arg(dir.join("data"))
+            .args(["--address", &format!("127.0.0.1:{port}")])
+            .args(["--console-address", &format!("127.0.0.1:{console}")])
+            .env("MINIO_ROOT_USER", ACCESS_KEY)
+            .env("MINIO_ROOT_PASSWORD", SECRET_KEY)
+            .env("MINIO_BROWSER", "off")
+            .env("MINIO_UPDATE", "off");
+    };
+    let ready = "/minio/health/ready";
+    Emulator::start("minio", bin, configure, ready, Duration::from_secs(60)).await
 }
