@@ -6,7 +6,6 @@
 
 mod common;
 
-
 use common::agent::run_ok;
 use common::postgres::{PASSWORD, PgServer};
 use common::stores::{Kind, TestStore};
