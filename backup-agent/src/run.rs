@@ -89,11 +89,7 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                     .backup_id
                     .unwrap_or_else(|| layout::default_backup_id(jiff::Timestamp::now())),
                 compression: args.compression,
-                databases: args
-                    .databases
-                    .into_iter()
-                    .filter(|d| !d.is_empty())
-                    .collect(),
+                databases: non_empty(args.databases),
             };
             let manifest = backup::run_backup(store.as_ref(), &pg, &options, cancel).await?;
             Ok(json!({
@@ -113,11 +109,7 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 backup_id: args.backup_id,
                 force: args.force,
                 work_dir: args.work_dir,
-                preserve_roles: args
-                    .preserve_roles
-                    .into_iter()
-                    .filter(|r| !r.is_empty())
-                    .collect(),
+                preserve_roles: non_empty(args.preserve_roles),
             };
             let manifest = restore::run_restore(store.as_ref(), &pg, &options, cancel).await?;
             let databases: Vec<&str> = manifest
@@ -194,11 +186,7 @@ async fn open_store(
     let location = ClusterLocation::new(&args.path, &args.namespace, &args.cluster)?;
     let config = match args.store {
         StoreKind::S3 => {
-            if args.gcs_endpoint.is_some() {
-                return Err(AgentError::Usage(
-                    "--gcs-endpoint is only valid with --store gcs".into(),
-                ));
-            }
+            only_with_store(&args.gcs_endpoint, "--gcs-endpoint", "gcs")?;
             StoreConfig::S3(S3Config {
                 bucket: args.bucket.clone(),
                 endpoint: args.s3_endpoint.clone(),
@@ -212,11 +200,7 @@ async fn open_store(
             })
         }
         StoreKind::Gcs => {
-            if args.s3_endpoint.is_some() {
-                return Err(AgentError::Usage(
-                    "--s3-endpoint is only valid with --store s3".into(),
-                ));
-            }
+            only_with_store(&args.s3_endpoint, "--s3-endpoint", "s3")?;
             StoreConfig::Gcs(GcsConfig {
                 bucket: args.bucket.clone(),
                 endpoint: args.gcs_endpoint.clone(),
@@ -228,6 +212,21 @@ async fn open_store(
         }
     };
     Ok((store::open(config).await?, location))
+}
+
+/// Drops empty entries of comma-separated env lists (an empty variable, a trailing comma).
+fn non_empty(values: Vec<String>) -> Vec<String> {
+    values.into_iter().filter(|v| !v.is_empty()).collect()
+}
+
+/// An endpoint flag for the other store kind is a usage error rather than silently ignored.
+fn only_with_store(flag: &Option<String>, name: &str, store: &str) -> Result<(), AgentError> {
+    match flag {
+        Some(_) => Err(AgentError::Usage(format!(
+            "{name} is only valid with --store {store}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::agent::run_ok;
 use common::postgres::{PASSWORD, PgServer};
 use common::stores::{Kind, TestStore};
@@ -63,15 +61,8 @@ async fn the_operators_backup_job_produces_a_complete_backup() {
         "the image's entrypoint is the agent"
     );
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_backup-agent"));
-    let path = format!(
-        "{}:{}",
-        common::postgres::bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    cmd.env_clear()
-        .env("PATH", path)
-        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let mut cmd = common::agent::bare_agent();
+    cmd.env("AWS_EC2_METADATA_DISABLED", "true");
     for var in contract["env"].as_array().expect("env list") {
         let (name, value) = resolve(var, &store, &pg);
         cmd.env(name, value);

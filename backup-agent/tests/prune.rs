@@ -160,15 +160,7 @@ async fn prune_across_clusters(kind: Kind) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn prune_across_clusters_minio() {
-    prune_across_clusters(Kind::Minio).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn prune_across_clusters_gcs() {
-    prune_across_clusters(Kind::Gcs).await;
-}
+on_each_store!(prune_across_clusters);
 
 /// An agent killed with SIGKILL cannot abort its multipart upload; prune cleans it up once it is
 /// over an hour old, and only under its own cluster's prefix.

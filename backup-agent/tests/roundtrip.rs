@@ -149,12 +149,7 @@ async fn backup_waits_for_a_starting_database() {
 async fn multi_part_round_trip(kind: Kind) {
     let store = TestStore::start(kind).await;
     let source = PgServer::start();
-    source.psql("postgres", "CREATE DATABASE big");
-    source.psql(
-        "big",
-        "CREATE TABLE filler AS SELECT i, md5(i::text) || md5((i * 7)::text) AS payload \
-         FROM generate_series(1, 400000) i",
-    );
+    seed::big_database(&source, "md5(i::text) || md5((i * 7)::text)", 400_000);
     let sum = "SELECT md5(string_agg(payload, '' ORDER BY i)) FROM filler";
     let expected = source.psql("big", sum);
     let mut backup = agent(&store, "db", Some(&source));
@@ -186,12 +181,4 @@ async fn multi_part_round_trip(kind: Kind) {
     assert_eq!(target.psql("big", sum), expected);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn multi_part_round_trip_minio() {
-    multi_part_round_trip(Kind::Minio).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn multi_part_round_trip_gcs() {
-    multi_part_round_trip(Kind::Gcs).await;
-}
+on_each_store!(multi_part_round_trip);

@@ -53,75 +53,55 @@ pub fn select_for_deletion(
 mod tests {
     use super::*;
 
-    fn c(id: &str, days_ago: i64, now: jiff::Timestamp) -> Candidate {
-        Candidate {
-            backup_id: id.into(),
-            completed_at: now - jiff::SignedDuration::from_hours(24 * days_ago),
-        }
-    }
-
-    fn ids(v: &[Candidate]) -> Vec<&str> {
-        v.iter().map(|c| c.backup_id.as_str()).collect()
+    /// Ids selected for deletion among backups given as (id, days ago), under `keep` and a
+    /// maximum age in days: the cases below differ only in these data.
+    fn selected(
+        backups: &[(&str, i64)],
+        keep: Option<usize>,
+        max_age_days: Option<u64>,
+    ) -> Vec<String> {
+        let now = jiff::Timestamp::now();
+        let all = backups
+            .iter()
+            .map(|(id, days_ago)| Candidate {
+                backup_id: id.to_string(),
+                completed_at: now - jiff::SignedDuration::from_hours(24 * days_ago),
+            })
+            .collect();
+        let policy = Policy {
+            keep,
+            max_age: max_age_days.map(|days| Duration::from_secs(days * 86_400)),
+        };
+        select_for_deletion(all, policy, now)
+            .into_iter()
+            .map(|c| c.backup_id)
+            .collect()
     }
 
     #[test]
     fn keep_deletes_oldest_first() {
-        let now = jiff::Timestamp::now();
-        let all = vec![
-            c("b", 2, now),
-            c("d", 0, now),
-            c("a", 3, now),
-            c("c", 1, now),
-        ];
-        let policy = Policy {
-            keep: Some(2),
-            max_age: None,
-        };
-        assert_eq!(ids(&select_for_deletion(all, policy, now)), ["a", "b"]);
+        let all = [("b", 2), ("d", 0), ("a", 3), ("c", 1)];
+        assert_eq!(selected(&all, Some(2), None), ["a", "b"]);
     }
 
     #[test]
     fn max_age_never_deletes_newest() {
-        let now = jiff::Timestamp::now();
-        let all = vec![c("a", 40, now), c("b", 35, now)];
-        let policy = Policy {
-            keep: None,
-            max_age: Some(Duration::from_secs(30 * 86_400)),
-        };
-        assert_eq!(ids(&select_for_deletion(all, policy, now)), ["a"]);
+        assert_eq!(selected(&[("a", 40), ("b", 35)], None, Some(30)), ["a"]);
     }
 
     #[test]
     fn keep_zero_still_keeps_newest() {
-        let now = jiff::Timestamp::now();
-        let all = vec![c("a", 1, now), c("b", 0, now)];
-        let policy = Policy {
-            keep: Some(0),
-            max_age: None,
-        };
-        assert_eq!(ids(&select_for_deletion(all, policy, now)), ["a"]);
+        assert_eq!(selected(&[("a", 1), ("b", 0)], Some(0), None), ["a"]);
     }
 
     #[test]
     fn both_limits_apply() {
-        let now = jiff::Timestamp::now();
-        let all = vec![
-            c("a", 10, now),
-            c("b", 5, now),
-            c("c", 2, now),
-            c("d", 1, now),
-        ];
-        let policy = Policy {
-            keep: Some(3),
-            max_age: Some(Duration::from_secs(4 * 86_400)),
-        };
-        assert_eq!(ids(&select_for_deletion(all, policy, now)), ["a", "b"]);
+        let all = [("a", 10), ("b", 5), ("c", 2), ("d", 1)];
+        assert_eq!(selected(&all, Some(3), Some(4)), ["a", "b"]);
     }
 
     #[test]
     fn no_policy_deletes_nothing() {
-        let now = jiff::Timestamp::now();
-        let all = vec![c("a", 100, now), c("b", 0, now)];
-        assert!(select_for_deletion(all, Policy::default(), now).is_empty());
+        assert!(selected(&[("a", 100), ("b", 0)], None, None).is_empty());
     }
 }

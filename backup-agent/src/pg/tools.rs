@@ -3,7 +3,7 @@
 use std::process::Stdio;
 
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
 use super::PgParams;
@@ -19,6 +19,16 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
+    /// The stdin pipe (spawned with `stdin` piped).
+    pub fn take_stdin(&mut self) -> Result<ChildStdin, AgentError> {
+        piped(self.child.stdin.take(), &self.name, "stdin")
+    }
+
+    /// The stdout pipe (spawned with `stdout` piped).
+    pub fn take_stdout(&mut self) -> Result<ChildStdout, AgentError> {
+        piped(self.child.stdout.take(), &self.name, "stdout")
+    }
+
     /// Waits for exit; a non-zero status becomes [`AgentError::Tool`] with stderr's tail.
     pub async fn finish(mut self) -> Result<String, AgentError> {
         let status = self
@@ -37,6 +47,11 @@ impl ToolOutput {
             })
         }
     }
+}
+
+/// A missing pipe means a spawn bug, not bad input.
+fn piped<T>(pipe: Option<T>, tool: &str, which: &str) -> Result<T, AgentError> {
+    pipe.ok_or_else(|| AgentError::Other(format!("{tool} has no {which} pipe")))
 }
 
 fn command(params: &PgParams, tool: &str) -> Command {

@@ -161,11 +161,7 @@ async fn dump_one(
 ) -> Result<StoredObject, AgentError> {
     let key = options.location.object_key(&options.backup_id, file_name);
     let mut dump = pg::spawn_tool(pg, tool, args, false, true)?;
-    let stdout = dump
-        .child
-        .stdout
-        .take()
-        .ok_or_else(|| AgentError::Other(format!("{tool} has no stdout pipe")))?;
+    let stdout = dump.take_stdout()?;
     let reader = options
         .compression
         .encode(BufReader::with_capacity(256 * 1024, stdout));

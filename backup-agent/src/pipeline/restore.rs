@@ -126,11 +126,7 @@ async fn apply_globals(
 ) -> Result<(), AgentError> {
     let args = ["-X", "-q", "--no-password", "-v", "ON_ERROR_STOP=0"].map(String::from);
     let mut psql = pg::spawn_tool(pg, "psql", &args, true, false)?;
-    let mut stdin = psql
-        .child
-        .stdin
-        .take()
-        .ok_or_else(|| AgentError::Other("psql has no stdin pipe".into()))?;
+    let mut stdin = psql.take_stdin()?;
     let mut candidates = preserve.to_vec();
     candidates.push(pg.user.clone());
     let client = pg.connect(&pg.maintenance_db).await?;
@@ -225,11 +221,7 @@ async fn apply_database(
         args.extend(["--clean".to_string(), "--if-exists".to_string()]);
     }
     let mut restore = pg::spawn_tool(pg, "pg_restore", &args, true, false)?;
-    let mut stdin = restore
-        .child
-        .stdin
-        .take()
-        .ok_or_else(|| AgentError::Other("pg_restore has no stdin pipe".into()))?;
+    let mut stdin = restore.take_stdin()?;
     let mut decoded = open_decoded(manifest, path).await?;
     let copied = tokio::select! {
         copied = tokio::io::copy(&mut decoded, &mut stdin) => copied,

@@ -7,17 +7,22 @@ use super::stores::TestStore;
 
 pub const NAMESPACE: &str = "tests";
 
-/// The agent configured for `store`, cluster `cluster` and database server `pg` via env only.
-pub fn agent(store: &TestStore, cluster: &str, pg: Option<&PgServer>) -> Command {
+/// The agent binary with an empty environment except a PATH that finds the PostgreSQL tools.
+pub fn bare_agent() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_backup-agent"));
     let path = format!(
         "{}:{}",
         super::postgres::bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    cmd.env_clear()
-        .env("PATH", path)
-        .env("RUST_LOG", "info")
+    cmd.env_clear().env("PATH", path);
+    cmd
+}
+
+/// The agent configured for `store`, cluster `cluster` and database server `pg` via env only.
+pub fn agent(store: &TestStore, cluster: &str, pg: Option<&PgServer>) -> Command {
+    let mut cmd = bare_agent();
+    cmd.env("RUST_LOG", "info")
         .env("TUSK_NAMESPACE", NAMESPACE)
         .env("TUSK_CLUSTER", cluster)
         .env("TUSK_PATH", "nightly")
@@ -70,6 +75,22 @@ pub fn run_ok(cmd: Command) -> serde_json::Value {
     let out = run(cmd);
     assert!(out.status.success(), "backup-agent failed");
     summary(&out)["details"].clone()
+}
+
+/// Runs, asserts exit `code` and an error naming `cause`; returns the error for further checks.
+pub fn run_fails(cmd: Command, code: i32, cause: &str) -> String {
+    let out = run(cmd);
+    let error = error_of(&out);
+    assert_eq!(out.status.code(), Some(code), "{error}");
+    assert!(error.contains(cause), "expected {cause:?} in: {error}");
+    error
+}
+
+pub fn error_of(out: &Output) -> String {
+    summary(out)["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 pub fn summary(out: &Output) -> serde_json::Value {

@@ -12,6 +12,25 @@ pub mod stores;
 
 use std::time::{Duration, Instant};
 
+/// Runs the scenario `async fn $name(kind: Kind)` once per store, as tests `$name::minio` and
+/// `$name::gcs`: every store-facing behaviour must hold on both.
+#[macro_export]
+macro_rules! on_each_store {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread")]
+            async fn minio() {
+                super::$name($crate::common::stores::Kind::Minio).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            async fn gcs() {
+                super::$name($crate::common::stores::Kind::Gcs).await;
+            }
+        }
+    };
+}
+
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");

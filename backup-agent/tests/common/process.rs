@@ -36,6 +36,41 @@ impl Service {
     }
 }
 
+/// A store emulator (MinIO, fake-gcs-server) serving on a free loopback port.
+pub struct Emulator {
+    pub endpoint: String,
+    _dir: tempfile::TempDir,
+    _service: Service,
+}
+
+impl Emulator {
+    /// Starts `bin` configured by `configure(cmd, port, state dir)` and waits until `ready_path`
+    /// answers: both emulators differ only in flags and their readiness URL.
+    pub async fn start(
+        name: &str,
+        bin: PathBuf,
+        configure: impl FnOnce(&mut Command, u16, &std::path::Path),
+        ready_path: &str,
+        timeout: std::time::Duration,
+    ) -> Emulator {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("tusk-{name}-"))
+            .tempdir()
+            .expect("temp dir");
+        let port = super::free_port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let mut cmd = Command::new(bin);
+        configure(&mut cmd, port, dir.path());
+        let mut service = Service::spawn(name, cmd, dir.path().join(format!("{name}.log")));
+        super::wait_for_http(&mut service, &format!("{endpoint}{ready_path}"), timeout).await;
+        Emulator {
+            endpoint,
+            _dir: dir,
+            _service: service,
+        }
+    }
+}
+
 pub fn dump_log(name: &str, log: &std::path::Path) {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: String = text

@@ -64,3 +64,16 @@ pub fn checksums(pg: &PgServer) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// Database `big` with table `filler(i, payload)` of `rows` rows, `payload` being an SQL
+/// expression over `i`: large enough that a dump spans several upload parts.
+pub fn big_database(pg: &PgServer, payload: &str, rows: u32) {
+    pg.psql("postgres", "CREATE DATABASE big");
+    pg.psql(
+        "big",
+        &format!(
+            "CREATE TABLE filler AS SELECT i, {payload} AS payload \
+             FROM generate_series(1, {rows}) i"
+        ),
+    );
+}

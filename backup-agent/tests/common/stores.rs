@@ -4,8 +4,9 @@ use backup_store::store::ObjectStore;
 use backup_store::store::gcs::{GcsConfig, GcsStore};
 use backup_store::store::s3::{S3Config, S3Credentials, S3Store};
 
-use super::fakegcs::FakeGcs;
-use super::minio::{self, Minio};
+use super::fakegcs;
+use super::minio;
+use super::process::Emulator;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -14,8 +15,8 @@ pub enum Kind {
 }
 
 enum Server {
-    Minio(Minio),
-    Gcs(FakeGcs),
+    Minio(Emulator),
+    Gcs(Emulator),
 }
 
 pub struct TestStore {
@@ -32,7 +33,7 @@ impl TestStore {
     pub async fn start(kind: Kind) -> TestStore {
         let (server, store): (Server, Box<dyn ObjectStore>) = match kind {
             Kind::Minio => {
-                let minio = Minio::start().await;
+                let minio = minio::start().await;
                 let store = S3Store::new(s3_config(&minio.endpoint, BUCKET, minio::SECRET_KEY))
                     .await
                     .expect("s3 store");
@@ -46,8 +47,8 @@ impl TestStore {
                 (Server::Minio(minio), Box::new(store))
             }
             Kind::Gcs => {
-                let gcs = FakeGcs::start().await;
-                gcs.create_bucket(BUCKET).await;
+                let gcs = fakegcs::start().await;
+                fakegcs::create_bucket(&gcs, BUCKET).await;
                 let store = GcsStore::new(GcsConfig {
                     bucket: BUCKET.into(),
                     endpoint: Some(gcs.endpoint.clone()),

@@ -53,6 +53,48 @@ impl StoreError {
     }
 }
 
+/// How a store refused a request. Each backend decides this from its own codes and statuses;
+/// the [`StoreError`] is then built the same way for both.
+pub(crate) enum Refusal {
+    Credentials,
+    NoSuchBucket,
+    NotFound,
+    Other,
+}
+
+impl Refusal {
+    /// The error for `operation` on `key` at `location`, caused by `source`.
+    pub(crate) fn error(
+        self,
+        location: &str,
+        operation: &str,
+        key: &str,
+        source: impl Into<BoxError>,
+    ) -> StoreError {
+        let location = location.to_string();
+        match self {
+            Refusal::Credentials => StoreError::Credentials {
+                location,
+                source: source.into(),
+            },
+            Refusal::NoSuchBucket => StoreError::NoSuchBucket {
+                location,
+                source: source.into(),
+            },
+            // The key says it all; the HTTP details of a 404 add nothing.
+            Refusal::NotFound => StoreError::NotFound {
+                location,
+                key: key.to_string(),
+            },
+            Refusal::Other => StoreError::Other {
+                location,
+                operation: format!("{operation} {key}"),
+                source: source.into(),
+            },
+        }
+    }
+}
+
 /// Adds what was being done to a cause, e.g. "reading key file /x" to an I/O error.
 #[derive(Debug, thiserror::Error)]
 #[error("{context}")]

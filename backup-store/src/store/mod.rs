@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
 
+pub(crate) use error::Refusal;
 pub use error::{BoxError, Context, HttpStatus, StoreError, chain};
 
 /// A download: a stream of chunks.

@@ -11,7 +11,9 @@ use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
-use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload, chain};
+use super::{
+    ByteStream, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError, Upload, chain,
+};
 
 /// S3 DeleteObjects accepts at most 1000 keys per request.
 const DELETE_BATCH: usize = 1000;
@@ -177,12 +179,8 @@ where
     // debug view is searched too, as it was when it was part of the message.)
     let credentials_missing =
         status.is_none() && format!("{} ({err:?})", chain(&err)).contains("credentials");
-    let location = location.to_string();
-    match (code.as_deref(), status) {
-        (Some("NoSuchBucket"), _) => StoreError::NoSuchBucket {
-            location,
-            source: err.into(),
-        },
+    let refusal = match (code.as_deref(), status) {
+        (Some("NoSuchBucket"), _) => Refusal::NoSuchBucket,
         (
             Some(
                 "InvalidAccessKeyId"
@@ -194,24 +192,12 @@ where
             ),
             _,
         )
-        | (_, Some(401 | 403)) => StoreError::Credentials {
-            location,
-            source: err.into(),
-        },
-        (Some("NoSuchKey" | "NotFound"), _) | (None, Some(404)) => StoreError::NotFound {
-            location,
-            key: key.to_string(),
-        },
-        _ if credentials_missing => StoreError::Credentials {
-            location,
-            source: err.into(),
-        },
-        _ => StoreError::Other {
-            location,
-            operation: format!("{operation} {key}"),
-            source: err.into(),
-        },
-    }
+        | (_, Some(401 | 403)) => Refusal::Credentials,
+        (Some("NoSuchKey" | "NotFound"), _) | (None, Some(404)) => Refusal::NotFound,
+        _ if credentials_missing => Refusal::Credentials,
+        _ => Refusal::Other,
+    };
+    refusal.error(location, operation, key, err)
 }
 
 #[async_trait]
@@ -362,14 +348,6 @@ impl ObjectStore for S3Store {
     }
 
     async fn abort_pending(&self, upload: &PendingUpload) -> Result<(), StoreError> {
-        self.client
-            .abort_multipart_upload()
-            .bucket(&self.bucket)
-            .key(&upload.key)
-            .upload_id(&upload.upload_id)
-            .send()
-            .await
-            .map_err(|e| self.error("AbortMultipartUpload", &upload.key, e))?;
-        Ok(())
+        upload::abort(&self.client, &self.bucket, &upload.key, &upload.upload_id).await
     }
 }

@@ -13,7 +13,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
 use super::{
-    ByteStream, Context, HttpStatus, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload,
+    ByteStream, Context, HttpStatus, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError,
+    Upload,
 };
 pub use auth::TokenProvider;
 
@@ -204,10 +205,13 @@ async fn classify(
     operation: &str,
     key: &str,
 ) -> Result<reqwest::Response, StoreError> {
-    let response = outcome.map_err(|e| StoreError::Other {
-        location: location.to_string(),
-        operation: format!("{operation} {key}"),
-        source: Context::boxed("request failed", e),
+    let response = outcome.map_err(|e| {
+        Refusal::Other.error(
+            location,
+            operation,
+            key,
+            Context::boxed("request failed", e),
+        )
     })?;
     let status = response.status();
     if status.is_success() || status.as_u16() == 308 {
@@ -218,22 +222,12 @@ async fn classify(
         status: status.to_string(),
         body: body.chars().take(300).collect(),
     };
-    let location = location.to_string();
-    Err(match status.as_u16() {
-        401 | 403 => StoreError::Credentials {
-            location,
-            source: refused.into(),
-        },
-        404 => StoreError::NotFound {
-            location,
-            key: key.to_string(),
-        },
-        _ => StoreError::Other {
-            location,
-            operation: format!("{operation} {key}"),
-            source: refused.into(),
-        },
-    })
+    let refusal = match status.as_u16() {
+        401 | 403 => Refusal::Credentials,
+        404 => Refusal::NotFound,
+        _ => Refusal::Other,
+    };
+    Err(refusal.error(location, operation, key, refused))
 }
 
 #[async_trait]

@@ -138,14 +138,24 @@ impl Upload for S3Upload {
     async fn abort(mut self: Box<Self>) -> Result<(), StoreError> {
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
-        self.client
-            .abort_multipart_upload()
-            .bucket(&self.bucket)
-            .key(&self.key)
-            .upload_id(&self.upload_id)
-            .send()
-            .await
-            .map_err(|e| classify(&self.location(), "AbortMultipartUpload", &self.key, e))?;
-        Ok(())
+        abort(&self.client, &self.bucket, &self.key, &self.upload_id).await
     }
+}
+
+/// AbortMultipartUpload: for an upload of ours, and for a stale one found pending by prune.
+pub(super) async fn abort(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+) -> Result<(), StoreError> {
+    client
+        .abort_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .send()
+        .await
+        .map_err(|e| classify(&format!("s3://{bucket}"), "AbortMultipartUpload", key, e))?;
+    Ok(())
 }
