@@ -8,12 +8,4 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql
 command -v pg_dump >/dev/null || missing+=(postgresql-client)
 command -v runuser >/dev/null || missing+=(util-linux)
 
-if ((${#missing[@]} == 0)); then
-  echo "system packages present"
-  exit 0
-fi
-echo "installing: ${missing[*]}"
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+exec "$(dirname "$0")/apt-install.sh" "system packages" "${missing[@]}"

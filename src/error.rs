@@ -106,18 +106,26 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
 
-    #[test]
-    fn api_errors_show_the_servers_message_only() {
+    /// An apply of `kind`/`name` refused by the API server with 403 and `message`.
+    fn forbidden_apply(kind: &str, name: &str, message: &str) -> Error {
         let status: kube::core::Status = serde_json::from_value(serde_json::json!({
-            "status": "Failure", "code": 403, "reason": "Forbidden",
-            "message": "configmaps \"demo-config\" is forbidden",
+            "status": "Failure", "code": 403, "reason": "Forbidden", "message": message,
         }))
         .unwrap();
-        let error = Error::Apply {
-            kind: "ConfigMap".to_owned(),
-            name: "demo-config".to_owned(),
+        Error::Apply {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
             source: kube::Error::Api(Box::new(status)),
-        };
+        }
+    }
+
+    #[test]
+    fn api_errors_show_the_servers_message_only() {
+        let error = forbidden_apply(
+            "ConfigMap",
+            "demo-config",
+            "configmaps \"demo-config\" is forbidden",
+        );
         assert_eq!(
             error.to_string(),
             "applying ConfigMap demo-config failed: configmaps \"demo-config\" is forbidden (Forbidden)"
@@ -128,16 +136,11 @@ mod tests {
 
     #[test]
     fn writes_refused_in_a_terminating_namespace_are_recognised() {
-        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
-            "status": "Failure", "code": 403, "reason": "Forbidden",
-            "message": "secrets \"demo-app\" is forbidden: unable to create new content in namespace prod because it is being terminated",
-        }))
-        .unwrap();
-        let error = Error::Apply {
-            kind: "Secret".to_owned(),
-            name: "demo-app".to_owned(),
-            source: kube::Error::Api(Box::new(status)),
-        };
+        let error = forbidden_apply(
+            "Secret",
+            "demo-app",
+            "secrets \"demo-app\" is forbidden: unable to create new content in namespace prod because it is being terminated",
+        );
         assert!(error.is_namespace_terminating());
     }
 }

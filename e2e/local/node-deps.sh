@@ -11,13 +11,4 @@ missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  echo "node packages present"
-  exit 0
-fi
-echo "installing: ${missing[*]}"
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# --no-install-recommends keeps podman from pulling in crun-only or rootless extras we do not use.
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+exec "$(dirname "$0")/../../scripts/apt-install.sh" "node packages" "${missing[@]}"

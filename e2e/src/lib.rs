@@ -24,4 +24,4 @@ pub mod wait;
 pub use context::{Ctx, say, with_temp_ns};
 pub use failure::{Context, Failure, Result, skip};
 pub use objects::{Kind, Obj};
-pub use wait::{Check, until};
+pub use wait::{Check, until, until_none};

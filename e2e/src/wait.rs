@@ -62,3 +62,22 @@ where
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// Polls `probe` until it finds nothing left: it lists what is not yet as wanted (objects still
+/// present, clusters not Ready, ...), quoted in the timeout message.
+pub async fn until_none<D, F, Fut>(what: impl Display, timeout: Duration, mut probe: F) -> Result
+where
+    D: Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Vec<D>>>,
+{
+    until(what, timeout, || {
+        let left = probe();
+        async move {
+            let left = left.await?;
+            let seen: Vec<String> = left.iter().map(ToString::to_string).collect();
+            Ok(Check::when(left.is_empty(), seen.join(", ")))
+        }
+    })
+    .await
+}

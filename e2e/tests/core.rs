@@ -8,7 +8,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use tusk_e2e::manifests::{S3Backup, cluster};
 use tusk_e2e::objects::names;
-use tusk_e2e::{Check, Context, Kind, Result, ensure, fail, say, until, with_temp_ns};
+use tusk_e2e::{Check, Context, Kind, Result, ensure, fail, say, until, until_none, with_temp_ns};
 
 #[tokio::test]
 #[ignore = "needs a cluster: scripts/e2e.sh"]
@@ -243,13 +243,13 @@ async fn deletion_gc() {
         ctx.check_children(name).await?;
         ctx.delete_postgresql_and_wait_in(&ns, name).await?;
         let kinds = [Kind::CHILDREN.as_slice(), &[Kind::Job, Kind::Pod, Kind::Pvc]].concat();
-        until(
+        until_none(
             format!("every child of {name} (and its volume claim) to be garbage-collected"),
             ctx.timeout(),
             || async {
                 let mut left = ctx.labelled_in(&ns, &kinds, &format!("tusk.dev/cluster={name}")).await?;
                 left.extend(ctx.labelled_in(&ns, &[Kind::Pvc], "").await?);
-                Ok(Check::when(left.is_empty(), names(&left)))
+                Ok(left)
             },
         )
         .await?;
@@ -323,15 +323,11 @@ async fn two_namespaces() {
             uids_b.push((obj, uid));
         }
         ctx.delete_postgresql_and_wait_in(&a, name).await?;
-        until(
+        let selector = format!("tusk.dev/cluster={name}");
+        until_none(
             format!("the children in {a} to be collected"),
             ctx.timeout(),
-            || async {
-                let left = ctx
-                    .labelled_in(&a, &Kind::CHILDREN, &format!("tusk.dev/cluster={name}"))
-                    .await?;
-                Ok(Check::when(left.is_empty(), names(&left)))
-            },
+            || ctx.labelled_in(&a, &Kind::CHILDREN, &selector),
         )
         .await?;
         for (obj, uid) in &uids_b {

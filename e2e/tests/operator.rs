@@ -12,7 +12,9 @@ use tusk::crd::{Backup, BackupPhase, Phase, PostgreSQL};
 use tusk_e2e::context::SCENARIO_LABEL;
 use tusk_e2e::manifests::{S3Backup, cluster};
 use tusk_e2e::metrics::sum;
-use tusk_e2e::{Check, Context, Ctx, Kind, Result, ensure, fail, say, until, with_temp_ns};
+use tusk_e2e::{
+    Check, Context, Ctx, Kind, Result, ensure, fail, say, until, until_none, with_temp_ns,
+};
 
 #[tokio::test]
 #[ignore = "needs a cluster: scripts/e2e.sh"]
@@ -236,71 +238,66 @@ async fn zero_writes_at_rest() {
 async fn wait_converged(ctx: &Ctx) -> Result {
     let l4 = ctx.settings.l4;
     let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
-    until(
+    until_none(
         "earlier scenarios' namespaces to be gone",
         ctx.timeout(),
         || async {
             let list = namespaces
                 .list(&kube::api::ListParams::default().labels(SCENARIO_LABEL))
                 .await?;
-            let terminating: Vec<String> = list
+            Ok(list
                 .items
                 .iter()
                 .filter(|n| {
                     n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
                 })
                 .map(ResourceExt::name_any)
-                .collect();
-            Ok(Check::when(terminating.is_empty(), terminating.join(" ")))
+                .collect())
         },
     )
     .await?;
     let clusters: Api<PostgreSQL> = Api::all(ctx.client.clone());
-    until(
+    until_none(
         "every PostgreSQL to be Ready at its current generation",
         ctx.timeout(),
         || async {
-            let mut bad = Vec::new();
-            for pg in clusters.list(&Default::default()).await? {
-                let status = pg.status.clone().unwrap_or_default();
-                // Without L4 a cluster restoring from a backup never restores: only observed.
-                let ready_enough =
-                    status.phase == Some(Phase::Ready) || (pg.spec.restore.is_some() && !l4);
-                if pg.metadata.generation != status.observed_generation || !ready_enough {
-                    bad.push(format!(
-                        "{}/{} {:?}",
-                        pg.namespace().unwrap_or_default(),
-                        pg.name_any(),
-                        status.phase
-                    ));
-                }
-            }
-            Ok(Check::when(bad.is_empty(), bad.join(", ")))
+            let list = clusters.list(&Default::default()).await?;
+            Ok(list
+                .iter()
+                .filter(|pg| {
+                    let status = pg.status.clone().unwrap_or_default();
+                    // Without L4 a cluster restoring from a backup never restores: only observed.
+                    let ready_enough =
+                        status.phase == Some(Phase::Ready) || (pg.spec.restore.is_some() && !l4);
+                    pg.metadata.generation != status.observed_generation || !ready_enough
+                })
+                .map(|pg| {
+                    format!(
+                        "{} {:?}",
+                        qualified(pg),
+                        pg.status.as_ref().and_then(|s| s.phase.as_ref())
+                    )
+                })
+                .collect())
         },
     )
     .await?;
     let backups: Api<Backup> = Api::all(ctx.client.clone());
-    until("every Backup to be settled", ctx.timeout(), || async {
-        let mut bad = Vec::new();
-        for backup in backups.list(&Default::default()).await? {
+    until_none("every Backup to be settled", ctx.timeout(), || async {
+        let list = backups.list(&Default::default()).await?;
+        Ok(list
+            .iter()
             // Final with L4; without it a backup Job never finishes, so Running is as far as it gets.
-            let phase = backup.phase();
-            if !(phase.is_final() || (!l4 && phase == BackupPhase::Running)) {
-                bad.push(format!(
-                    "{}/{} {phase:?}",
-                    backup.namespace().unwrap_or_default(),
-                    backup.name_any()
-                ));
-            }
-        }
-        Ok(Check::when(bad.is_empty(), bad.join(", ")))
+            .filter(|b| !(b.phase().is_final() || (!l4 && b.phase() == BackupPhase::Running)))
+            .map(|b| format!("{} {:?}", qualified(b), b.phase()))
+            .collect())
     })
     .await?;
-    until(
+    until_none(
         "clusters to show their completed Backups",
         ctx.timeout(),
         || async {
-            let mut bad = Vec::new();
+            let mut missing = Vec::new();
             for backup in backups.list(&Default::default()).await? {
                 if backup.phase() != BackupPhase::Completed {
                     continue;
@@ -312,17 +309,30 @@ async fn wait_converged(ctx: &Ctx) -> Result {
                 else {
                     continue;
                 };
-                if pg.status.and_then(|s| s.last_successful_backup).is_none() {
-                    bad.push(format!(
-                        "{ns}/{} does not show Backup {} yet",
-                        pg.metadata.name.unwrap_or_default(),
+                if pg
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.last_successful_backup.as_ref())
+                    .is_none()
+                {
+                    missing.push(format!(
+                        "{} does not show Backup {} yet",
+                        qualified(&pg),
                         backup.name_any()
                     ));
                 }
             }
-            Ok(Check::when(bad.is_empty(), bad.join(", ")))
+            Ok(missing)
         },
     )
-    .await?;
-    Ok(())
+    .await
+}
+
+/// `namespace/name` of an object, for messages.
+fn qualified(object: &impl ResourceExt) -> String {
+    format!(
+        "{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
 }

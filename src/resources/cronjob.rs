@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn runs_agent_backup_against_the_rw_service_with_the_destination() {
-        let cj = build(WITH_S3_BACKUP, true);
+        let spec = WITH_S3_BACKUP.replace("bucket: backups", "bucket: backups\n      path: tusk");
+        let cj = build(&spec, true);
         assert_eq!(cj.metadata.name.as_deref(), Some("demo-backup"));
         let job = cj.spec.job_template.spec.as_ref().unwrap();
         let container = &job.template.spec.as_ref().unwrap().containers[0];

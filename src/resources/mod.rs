@@ -184,20 +184,8 @@ pub(crate) mod fixtures {
 
     pub const MINIMAL: &str = "storage: {size: 1Gi}";
 
-    pub const WITH_S3_BACKUP: &str = r#"
-storage: {size: 1Gi}
-backup:
-  schedule: "0 2 * * *"
-  destination:
-    s3:
-      bucket: backups
-      path: tusk
-      endpoint: http://minio.minio.svc:9000
-      forcePathStyle: true
-      credentials:
-        accessKeyId: {name: minio-creds, key: access-key}
-        secretAccessKey: {name: minio-creds, key: secret-key}
-"#;
+    /// Nightly backups to MinIO; shared with the mock-API scenarios in tests/.
+    pub const WITH_S3_BACKUP: &str = include_str!("../../tests/fixtures/with-s3-backup.yaml");
 }
 
 #[cfg(test)]

@@ -87,36 +87,41 @@ mod tests {
     use super::*;
     use crate::resources::fixtures::*;
 
-    fn value(secret: &Secret, key: &str) -> String {
-        String::from_utf8(secret.data.as_ref().unwrap()[key].0.clone()).unwrap()
+    fn assert_values(secret: &Secret, want: &[(&str, &str)]) {
+        for (key, value) in want {
+            let data = &secret.data.as_ref().unwrap()[*key].0;
+            assert_eq!(std::str::from_utf8(data).unwrap(), *value, "{key}");
+        }
+    }
+
+    /// The Secret `build` makes for the minimal cluster with `password`.
+    fn built(build: fn(&Cluster, &str) -> Secret, password: &str) -> Secret {
+        build(&Cluster::new(&postgresql(MINIMAL)).unwrap(), password)
     }
 
     #[test]
     fn app_secret_has_ready_to_use_keys() {
-        let pg = postgresql(MINIMAL);
-        let cluster = Cluster::new(&pg).unwrap();
-        let secret = app_secret(&cluster, "s3cr3t");
+        let secret = built(app_secret, "s3cr3t");
         assert_eq!(secret.metadata.name.as_deref(), Some("demo-app"));
-        assert_eq!(value(&secret, "host"), "demo-rw.prod.svc");
-        assert_eq!(value(&secret, "port"), "5432");
-        assert_eq!(value(&secret, "dbname"), "app");
-        assert_eq!(value(&secret, "username"), "app");
-        assert_eq!(value(&secret, "password"), "s3cr3t");
-        assert_eq!(
-            value(&secret, "uri"),
-            "postgresql://app:s3cr3t@demo-rw.prod.svc:5432/app"
+        assert_values(
+            &secret,
+            &[
+                ("host", "demo-rw.prod.svc"),
+                ("port", "5432"),
+                ("dbname", "app"),
+                ("username", "app"),
+                ("password", "s3cr3t"),
+                ("uri", "postgresql://app:s3cr3t@demo-rw.prod.svc:5432/app"),
+            ],
         );
         assert_eq!(password_of(&secret).as_deref(), Some("s3cr3t"));
     }
 
     #[test]
     fn superuser_secret_is_for_postgres() {
-        let pg = postgresql(MINIMAL);
-        let cluster = Cluster::new(&pg).unwrap();
-        let secret = superuser_secret(&cluster, "pw");
+        let secret = built(superuser_secret, "pw");
         assert_eq!(secret.metadata.name.as_deref(), Some("demo-superuser"));
-        assert_eq!(value(&secret, "username"), "postgres");
-        assert_eq!(value(&secret, "dbname"), "postgres");
+        assert_values(&secret, &[("username", "postgres"), ("dbname", "postgres")]);
     }
 
     #[test]

@@ -57,26 +57,14 @@ impl Expect {
     /// A server-side apply of a PostgreSQL's status, answered with the whole object.
     pub fn apply_status(path: impl Into<String>) -> Self {
         Self::new(Method::PATCH, path, |body| {
-            let object = json!({
-                "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-                "metadata": {"name": "demo", "namespace": "prod"},
-                "spec": {"storage": {"size": "1Gi"}},
-                "status": body["status"],
-            });
-            (StatusCode::OK, with_metadata(object))
+            (StatusCode::OK, tusk_object(CLUSTER, Some(&body["status"])))
         })
     }
 
     /// A server-side apply of a Backup's status, answered with the whole Backup.
     pub fn apply_backup_status(path: impl Into<String>) -> Self {
         Self::new(Method::PATCH, path, |body| {
-            let object = json!({
-                "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
-                "metadata": {"name": "nightly", "namespace": "prod"},
-                "spec": {"cluster": {"name": "demo"}},
-                "status": body["status"],
-            });
-            (StatusCode::OK, with_metadata(object))
+            (StatusCode::OK, tusk_object(BACKUP, Some(&body["status"])))
         })
     }
 
@@ -93,12 +81,7 @@ impl Expect {
     /// A patch of the PostgreSQL itself (its finalizers), answered with a cluster object.
     pub fn patch_cluster(path: impl Into<String>) -> Self {
         Self::new(Method::PATCH, path, |_| {
-            let object = json!({
-                "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-                "metadata": {"name": "demo", "namespace": "prod"},
-                "spec": {"storage": {"size": "1Gi"}},
-            });
-            (StatusCode::OK, with_metadata(object))
+            (StatusCode::OK, tusk_object(CLUSTER, None))
         })
     }
 
@@ -248,4 +231,36 @@ fn summary(seen: &[Seen]) -> Vec<String> {
 /// Requests that change state (anything but GET, LIST and WATCH).
 pub fn writes(seen: &[Seen]) -> Vec<&Seen> {
     seen.iter().filter(|s| s.method != Method::GET).collect()
+}
+
+/// The tusk.dev objects the scenarios answer with: kind, name and spec.
+struct TuskObject {
+    kind: &'static str,
+    name: &'static str,
+    spec: fn() -> Value,
+}
+
+const CLUSTER: TuskObject = TuskObject {
+    kind: "PostgreSQL",
+    name: "demo",
+    spec: || json!({"storage": {"size": "1Gi"}}),
+};
+
+const BACKUP: TuskObject = TuskObject {
+    kind: "Backup",
+    name: "nightly",
+    spec: || json!({"cluster": {"name": "demo"}}),
+};
+
+/// `object` in namespace `prod` as the server returns it, with `status` when one was written.
+fn tusk_object(object: TuskObject, status: Option<&Value>) -> Value {
+    let mut value = json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": object.kind,
+        "metadata": {"name": object.name, "namespace": "prod"},
+        "spec": (object.spec)(),
+    });
+    if let Some(status) = status {
+        value["status"] = status.clone();
+    }
+    with_metadata(value)
 }

@@ -24,19 +24,8 @@ pub const NS: &str = "prod";
 pub const AGENT_IMAGE: &str = "ghcr.io/tusk-operator/backup-agent:test";
 
 pub const MINIMAL: &str = "storage: {size: 1Gi}";
-pub const WITH_BACKUP: &str = r#"
-storage: {size: 1Gi}
-backup:
-  schedule: "0 2 * * *"
-  destination:
-    s3:
-      bucket: backups
-      endpoint: http://minio.minio.svc:9000
-      forcePathStyle: true
-      credentials:
-        accessKeyId: {name: minio, key: access-key}
-        secretAccessKey: {name: minio, key: secret-key}
-"#;
+/// Nightly backups to MinIO; the builder tests in src/ use the same spec.
+pub const WITH_BACKUP: &str = include_str!("../fixtures/with-s3-backup.yaml");
 
 /// A PostgreSQL as the API server hands it to the operator.
 pub fn postgresql(spec_yaml: &str) -> PostgreSQL {

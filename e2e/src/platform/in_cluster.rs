@@ -74,30 +74,7 @@ impl InCluster {
     }
 
     pub async fn db_sql(&self, ns: &str, cluster: &str, db: &str, sql: &str) -> Result<String> {
-        let pod = format!("{cluster}-0");
-        run_command(tokio::process::Command::new("kubectl").args([
-            "-n",
-            ns,
-            "exec",
-            &pod,
-            "-c",
-            "postgres",
-            "--",
-            "psql",
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-A",
-            "-t",
-            "-q",
-            "-U",
-            "postgres",
-            "-d",
-            db,
-            "-c",
-            sql,
-        ]))
-        .await
+        pod_psql(ns, cluster, &["-U", "postgres", "-d", db], sql).await
     }
 
     /// The application's own connection URI (over the cluster's Service), from inside the pod.
@@ -110,28 +87,18 @@ impl InCluster {
             .and_then(|d| d.get("uri").cloned())
             .context(format!("no uri in {ns}/{cluster}-app"))?;
         let uri = String::from_utf8(uri.0).context("uri")?;
-        let pod = format!("{cluster}-0");
-        run_command(tokio::process::Command::new("kubectl").args([
-            "-n",
-            ns,
-            "exec",
-            &pod,
-            "-c",
-            "postgres",
-            "--",
-            "psql",
-            &uri,
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-A",
-            "-t",
-            "-q",
-            "-c",
-            sql,
-        ]))
-        .await
+        pod_psql(ns, cluster, &[&uri], sql).await
     }
+}
+
+/// psql in the cluster's first pod (its `postgres` container): unaligned, tuples only, stopping at
+/// the first error. `target` names the connection (`-U`/`-d` or a URI).
+async fn pod_psql(ns: &str, cluster: &str, target: &[&str], sql: &str) -> Result<String> {
+    let pod = format!("{cluster}-0");
+    let mut args = vec!["-n", ns, "exec", &pod, "-c", "postgres", "--", "psql"];
+    args.extend_from_slice(target);
+    args.extend(["-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-q", "-c", sql]);
+    run_command(tokio::process::Command::new("kubectl").args(args)).await
 }
 
 fn http_get(path: &str) -> Result<http::Request<Vec<u8>>> {
