@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod fakegcs;
+pub mod gcs_auth;
 pub mod minio;
 pub mod postgres;
 pub mod process;

@@ -38,9 +38,8 @@ pub struct GcsConfig {
     pub endpoint: Option<String>,
     /// Path of a service-account key JSON (GOOGLE_APPLICATION_CREDENTIALS).
     pub credentials_file: Option<String>,
-    /// The key JSON itself (e.g. read by the operator from a Secret). Carried, but not used
-    /// yet by [`GcsStore::new`]: wiring it in is a known, separately tracked fix
-    /// ([`TokenProvider::from_key_json`] is what it will use).
+    /// The key JSON itself (e.g. read by the operator from a Secret). Takes precedence over
+    /// `credentials_file`: it is what the user named on the destination.
     pub credentials_json: Option<String>,
 }
 
@@ -97,12 +96,16 @@ impl GcsStore {
     }
 
     pub fn new(config: GcsConfig) -> Result<Self, StoreError> {
-        // `credentials_json` is not consulted yet (see its field): unchanged behaviour until
-        // the separately tracked fix.
-        let auth = TokenProvider::new(
-            config.credentials_file.as_deref(),
-            config.endpoint.is_some(),
-        )?;
+        let auth = match &config.credentials_json {
+            Some(json) => TokenProvider::from_key_json(
+                &format!("the service-account key for gs://{}", config.bucket),
+                json,
+            )?,
+            None => TokenProvider::new(
+                config.credentials_file.as_deref(),
+                config.endpoint.is_some(),
+            )?,
+        };
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| StoreError::config("HTTP client", e))?;
