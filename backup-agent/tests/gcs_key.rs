@@ -18,9 +18,12 @@ async fn operator_store_authenticates_with_the_secret_key() {
     let gateway = store.gateway().expect("gcs gateway");
     let s = store.store.as_ref();
     s.check().await.expect("bucket check with the key");
-    s.put("nightly/tests/db/b1/manifest.json", Bytes::from_static(b"{}"))
-        .await
-        .expect("put");
+    s.put(
+        "nightly/tests/db/b1/manifest.json",
+        Bytes::from_static(b"{}"),
+    )
+    .await
+    .expect("put");
     let listed = store.keys("nightly/tests/db/").await;
     assert_eq!(listed, ["nightly/tests/db/b1/manifest.json"]);
     let read = get_bytes(s, "nightly/tests/db/b1/manifest.json")

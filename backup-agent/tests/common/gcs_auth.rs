@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use super::openssl;
+
 /// Bodies are buffered: test objects are a few parts of a few MiB.
 const BODY_LIMIT: usize = 256 << 20;
 
@@ -78,18 +80,6 @@ impl ServiceAccount {
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("UTF-8 temp path")
-}
-
-fn openssl(args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 struct Shared {

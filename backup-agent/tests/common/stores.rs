@@ -142,5 +142,6 @@ pub fn s3_config(endpoint: &str, bucket: &str, secret: &str) -> S3Config {
             access_key_id: minio::ACCESS_KEY.into(),
             secret_access_key: secret.into(),
         }),
+        ca_bundle: None,
     }
 }
