@@ -95,6 +95,18 @@ async fn tarpit_fails_every_call_within_the_deadline() {
     }
 }
 
+/// Within the deadline a Bounded store answers as its inner one does.
+#[tokio::test]
+async fn a_prompt_answer_passes_through() {
+    let app = axum::Router::new().fallback(|| async { "{\"backupId\":\"b1\"}" });
+    let endpoint = serve(app).await;
+    let bounded = Bounded::new(gcs(&endpoint), DEADLINE);
+    let body = store::get_bytes(&bounded, "p/ns/db/b1/manifest.json")
+        .await
+        .expect("a prompt answer");
+    assert_eq!(body, br#"{"backupId":"b1"}"#);
+}
+
 /// A server that sends headers and then stalls the body: the body shares the call's deadline.
 #[tokio::test]
 async fn a_stalled_download_body_times_out() {
