@@ -59,6 +59,14 @@ struct RunArgs {
     /// Identity in the Lease; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Deadline of each call the operator makes to a backup bucket (e.g. 30s, 2m): a stalled
+    /// endpoint fails the call instead of holding a reconcile.
+    #[arg(long, env = "TUSK_BUCKET_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
+    bucket_timeout: std::time::Duration,
+}
+
+fn parse_timeout(value: &str) -> Result<std::time::Duration, String> {
+    backup_store::duration::parse_duration(value).map_err(|e| e.to_string())
 }
 
 #[tokio::main]
@@ -147,6 +155,7 @@ async fn run_operator(args: RunArgs) -> ExitCode {
             client.clone(),
             scope,
             agent.clone(),
+            args.bucket_timeout,
             metrics.clone(),
             shutdown.clone().cancelled_owned(),
         )

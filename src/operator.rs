@@ -79,6 +79,7 @@ pub async fn run(
     client: Client,
     scope: Scope,
     agent: AgentSettings,
+    bucket_timeout: std::time::Duration,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -120,7 +121,7 @@ pub async fn run(
         jobs,
         backups: backups.clone(),
     };
-    let buckets = Arc::new(SecretBuckets::new(client.clone()));
+    let buckets = Arc::new(SecretBuckets::new(client.clone(), bucket_timeout));
     let context = Arc::new(Context::new(client, agent, caches, metrics, buckets));
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);

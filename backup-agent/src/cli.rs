@@ -97,6 +97,10 @@ pub struct StoreArgs {
     #[arg(long, env = "TUSK_S3_FORCE_PATH_STYLE", num_args = 0..=1, default_value = "false",
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub s3_force_path_style: bool,
+    /// PEM file of a private CA that signed the S3 endpoint's certificate (trusted in addition
+    /// to the public roots).
+    #[arg(long, env = "TUSK_S3_CA_BUNDLE")]
+    pub s3_ca_bundle: Option<std::path::PathBuf>,
     /// GCS JSON API endpoint, for the emulator (e.g. http://127.0.0.1:4443).
     #[arg(long, env = "TUSK_GCS_ENDPOINT")]
     pub gcs_endpoint: Option<String>,

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use backup_agent::error::{AgentError, exit_code};
 use backup_agent::pg::PgParams;
 use backup_agent::pipeline::{backup, restore, verify};
+use backup_store::StoreError;
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
 use backup_store::layout::{self, ClusterLocation};
@@ -197,10 +198,13 @@ async fn open_store(
                     .unwrap_or_else(|| "us-east-1".to_string()),
                 force_path_style: args.s3_force_path_style,
                 credentials: None,
+                ca_bundle: read_ca_bundle(args.s3_ca_bundle.as_deref())?,
             })
         }
         StoreKind::Gcs => {
             only_with_store(&args.s3_endpoint, "--s3-endpoint", "s3")?;
+            let bundle = args.s3_ca_bundle.as_ref().map(|p| p.display().to_string());
+            only_with_store(&bundle, "--s3-ca-bundle", "s3")?;
             StoreConfig::Gcs(GcsConfig {
                 bucket: args.bucket.clone(),
                 endpoint: args.gcs_endpoint.clone(),
@@ -212,6 +216,16 @@ async fn open_store(
         }
     };
     Ok((store::open(config).await?, location))
+}
+
+fn read_ca_bundle(path: Option<&std::path::Path>) -> Result<Option<String>, AgentError> {
+    let Some(path) = path else { return Ok(None) };
+    std::fs::read_to_string(path).map(Some).map_err(|e| {
+        AgentError::Store(StoreError::config(
+            format!("cannot read the CA bundle {}", path.display()),
+            e,
+        ))
+    })
 }
 
 /// Drops empty entries of comma-separated env lists (an empty variable, a trailing comma).

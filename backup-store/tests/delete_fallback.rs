@@ -80,6 +80,7 @@ async fn bulk_delete_refused_falls_back_to_single_deletes() {
             access_key_id: "k".into(),
             secret_access_key: "s".into(),
         }),
+        ca_bundle: None,
     })
     .await
     .unwrap();

@@ -20,6 +20,7 @@ pub async fn keys(endpoint: &str, prefix: &str) -> Result<Vec<String>> {
             access_key_id: "minioadmin".into(),
             secret_access_key: "minioadmin".into(),
         }),
+        ca_bundle: None,
     })
     .await
     .context(format!("opening s3://{BUCKET} at {endpoint}"))?;

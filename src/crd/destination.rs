@@ -19,6 +19,7 @@ pub struct Destination {
 /// An S3 bucket, on AWS or any S3-compatible endpoint.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.caBundle) || (has(self.endpoint) && self.endpoint.startsWith('https://'))").message("caBundle needs an https:// endpoint"))]
 pub struct S3Destination {
     /// Bucket name (3 to 63 lowercase letters, digits, dots and hyphens). It must already exist.
     #[x_kube(validation = Rule::new("self.matches('^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$')").message("must be a valid bucket name: 3-63 lowercase letters, digits, '.' and '-'"))]
@@ -45,6 +46,25 @@ pub struct S3Destination {
     /// (for example IRSA on EKS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<S3Credentials>,
+    /// PEM certificates of the CA that signed an `https://` endpoint's certificate (a private
+    /// CA, common for MinIO); trusted in addition to the public roots by the operator and the
+    /// backup Jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+}
+
+/// Where a CA bundle is read from: exactly one key of a Secret or a ConfigMap in the cluster's
+/// namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.secretKeyRef) != has(self.configMapKeyRef)").message("exactly one of secretKeyRef or configMapKeyRef must be set"))]
+pub struct CaBundle {
+    /// A key of a Secret holding the PEM bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKeyRef>,
+    /// A key of a ConfigMap holding the PEM bundle (e.g. one filled by trust-manager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<SecretKeyRef>,
 }
 
 fn default_region() -> String {
@@ -87,7 +107,7 @@ pub struct GcsCredentials {
     pub service_account_key: SecretKeyRef,
 }
 
-/// One key of a Secret in the same namespace.
+/// One key of a Secret (or, for a CA bundle, a ConfigMap) in the same namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
@@ -99,4 +119,71 @@ pub struct SecretKeyRef {
     #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
     #[schemars(length(max = 253))]
     pub key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::cel::validate_cel;
+    use serde_json::{Value, json};
+
+    use crate::crd::PostgreSQL;
+
+    /// The CEL messages for a cluster backing up to `s3`.
+    fn cel_errors(s3: Value) -> Vec<String> {
+        let pg: PostgreSQL = serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": "demo", "namespace": "prod"},
+            "spec": {"storage": {"size": "1Gi"}, "backup": {
+                "schedule": "0 2 * * *", "destination": {"s3": s3}}},
+        }))
+        .expect("schema");
+        match validate_cel(&pg) {
+            Ok(()) => vec![],
+            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_ca_bundle_needs_exactly_one_source_and_an_https_endpoint() {
+        let secret = json!({"secretKeyRef": {"name": "minio-ca", "key": "ca.crt"}});
+        let https = "https://minio.minio.svc:9000";
+        let ok = cel_errors(json!({"bucket": "backups", "endpoint": https, "caBundle": secret}));
+        assert_eq!(ok, Vec::<String>::new());
+        let config_map = json!({"configMapKeyRef": {"name": "trust", "key": "ca.pem"}});
+        let ok =
+            cel_errors(json!({"bucket": "backups", "endpoint": https, "caBundle": config_map}));
+        assert_eq!(ok, Vec::<String>::new());
+
+        let both = json!({"secretKeyRef": {"name": "a", "key": "b"},
+                          "configMapKeyRef": {"name": "c", "key": "d"}});
+        for (bundle, endpoint, message) in [
+            (
+                both,
+                https,
+                "exactly one of secretKeyRef or configMapKeyRef",
+            ),
+            (
+                json!({}),
+                https,
+                "exactly one of secretKeyRef or configMapKeyRef",
+            ),
+            (
+                secret.clone(),
+                "http://minio:9000",
+                "caBundle needs an https:// endpoint",
+            ),
+        ] {
+            let errors =
+                cel_errors(json!({"bucket": "backups", "endpoint": endpoint, "caBundle": bundle}));
+            assert!(
+                errors.iter().any(|e| e.contains(message)),
+                "{endpoint}: {errors:?}"
+            );
+        }
+        let no_endpoint = cel_errors(json!({"bucket": "backups", "caBundle": secret}));
+        assert!(
+            no_endpoint.iter().any(|e| e.contains("https://")),
+            "{no_endpoint:?}"
+        );
+    }
 }

@@ -10,7 +10,8 @@ mod postgresql;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
 pub use destination::{
-    Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination, SecretKeyRef,
+    CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,
+    SecretKeyRef,
 };
 pub use postgresql::{
     BackupPolicy, Bootstrap, Compression, LocalName, OPERATOR_OWNED_PARAMETERS, ObjectStoreRestore,

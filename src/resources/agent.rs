@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
+    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+    ObjectFieldSelector, PodSpec, PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -39,6 +39,8 @@ pub struct RestorePlan {
 
 /// Where a GCS service-account key is mounted in agent pods.
 const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
+/// Where an S3 endpoint's private CA bundle is mounted in agent pods.
+const CA_BUNDLE_DIR: &str = "/var/run/secrets/tusk/ca";
 /// The unprivileged user of the backup-agent image.
 const AGENT_UID: i64 = 65532;
 
@@ -89,6 +91,23 @@ pub fn agent_environment(
                 &credentials.secret_access_key,
             ));
         }
+        if let Some(bundle) = &s3.ca_bundle {
+            let source = match (&bundle.secret_key_ref, &bundle.config_map_key_ref) {
+                (Some(key), _) => Some(FileSource::Secret(key)),
+                (None, Some(key)) => Some(FileSource::ConfigMap(key)),
+                // CEL refuses a bundle without a source; nothing to mount.
+                (None, None) => None,
+            };
+            if let Some(source) = source {
+                env.push(plain_env(
+                    "TUSK_S3_CA_BUNDLE",
+                    format!("{CA_BUNDLE_DIR}/ca.crt"),
+                ));
+                let (volume, mount) = key_file("ca-bundle", CA_BUNDLE_DIR, "ca.crt", source);
+                volumes.push(volume);
+                mounts.push(mount);
+            }
+        }
     } else if let Some(gcs) = &destination.gcs {
         env.push(plain_env("TUSK_STORE", "gcs"));
         env.push(plain_env("TUSK_BUCKET", &gcs.bucket));
@@ -101,28 +120,57 @@ pub fn agent_environment(
                 "GOOGLE_APPLICATION_CREDENTIALS",
                 format!("{GCS_KEY_DIR}/key.json"),
             ));
-            volumes.push(Volume {
-                name: "gcs-key".to_owned(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(key.name.clone()),
-                    items: Some(vec![k8s_openapi::api::core::v1::KeyToPath {
-                        key: key.key.clone(),
-                        path: "key.json".to_owned(),
-                        ..Default::default()
-                    }]),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            });
-            mounts.push(VolumeMount {
-                name: "gcs-key".to_owned(),
-                mount_path: GCS_KEY_DIR.to_owned(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            });
+            let (volume, mount) =
+                key_file("gcs-key", GCS_KEY_DIR, "key.json", FileSource::Secret(key));
+            volumes.push(volume);
+            mounts.push(mount);
         }
     }
     (env, volumes, mounts)
+}
+
+/// Where a file mounted into agent pods comes from.
+enum FileSource<'a> {
+    Secret(&'a SecretKeyRef),
+    ConfigMap(&'a SecretKeyRef),
+}
+
+/// Volume `name` holding one key of `source` as `dir/file`, and its read-only mount.
+fn key_file(name: &str, dir: &str, file: &str, source: FileSource<'_>) -> (Volume, VolumeMount) {
+    let item = |key: &SecretKeyRef| {
+        Some(vec![KeyToPath {
+            key: key.key.clone(),
+            path: file.to_owned(),
+            ..KeyToPath::default()
+        }])
+    };
+    let mut volume = Volume {
+        name: name.to_owned(),
+        ..Volume::default()
+    };
+    match source {
+        FileSource::Secret(key) => {
+            volume.secret = Some(SecretVolumeSource {
+                secret_name: Some(key.name.clone()),
+                items: item(key),
+                ..SecretVolumeSource::default()
+            });
+        }
+        FileSource::ConfigMap(key) => {
+            volume.config_map = Some(ConfigMapVolumeSource {
+                name: key.name.clone(),
+                items: item(key),
+                ..ConfigMapVolumeSource::default()
+            });
+        }
+    }
+    let mount = VolumeMount {
+        name: name.to_owned(),
+        mount_path: dir.to_owned(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    };
+    (volume, mount)
 }
 
 /// The Job of one backup run, from the CronJob or for an on-demand Backup. The Job's name is
@@ -263,4 +311,62 @@ fn job_spec(
 /// An environment variable read from a user-named Secret key.
 fn secret_ref(name: &str, source: &SecretKeyRef) -> EnvVar {
     secret_env(name, &source.name, &source.key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::fixtures::postgresql;
+
+    fn agent_pod(ca_bundle: &str) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
+        let pg = postgresql(&format!(
+            "storage: {{size: 1Gi}}
+backup:
+  schedule: \"0 2 * * *\"
+  destination:
+    s3:
+      bucket: backups
+      endpoint: https://minio.minio.svc:9000
+      caBundle: {ca_bundle}
+"
+        ));
+        let cluster = Cluster::new(&pg).expect("valid cluster");
+        let destination = &pg.spec.backup.as_ref().expect("backup").destination;
+        agent_environment(&cluster, &Layout::of(&cluster), destination)
+    }
+
+    #[test]
+    fn a_ca_bundle_is_mounted_from_its_secret_or_config_map() {
+        let (env, volumes, mounts) = agent_pod("{configMapKeyRef: {name: trust, key: ca.pem}}");
+        let var = env.iter().find(|e| e.name == "TUSK_S3_CA_BUNDLE");
+        assert_eq!(
+            var.and_then(|v| v.value.as_deref()),
+            Some("/var/run/secrets/tusk/ca/ca.crt")
+        );
+        let volume = volumes
+            .iter()
+            .find(|v| v.name == "ca-bundle")
+            .expect("volume");
+        let map = volume.config_map.as_ref().expect("a ConfigMap volume");
+        assert_eq!(map.name, "trust");
+        let item = &map.items.as_ref().expect("items")[0];
+        assert_eq!(
+            (item.key.as_str(), item.path.as_str()),
+            ("ca.pem", "ca.crt")
+        );
+        let mount = mounts
+            .iter()
+            .find(|m| m.name == "ca-bundle")
+            .expect("mount");
+        assert_eq!(mount.mount_path, "/var/run/secrets/tusk/ca");
+        assert_eq!(mount.read_only, Some(true));
+
+        let (_, volumes, _) = agent_pod("{secretKeyRef: {name: minio-ca, key: ca.crt}}");
+        let volume = volumes
+            .iter()
+            .find(|v| v.name == "ca-bundle")
+            .expect("volume");
+        let secret = volume.secret.as_ref().expect("a Secret volume");
+        assert_eq!(secret.secret_name.as_deref(), Some("minio-ca"));
+    }
 }

@@ -8,15 +8,17 @@ use super::process::Emulator;
 
 pub const FAKE_GCS_VERSION: &str = "v1.56.1";
 
-pub async fn start() -> Emulator {
+/// Starts the emulator; `external_url` is the address clients reach it through (the
+/// credential-checking gateway of `gcs_auth`): resumable-upload session URLs point there.
+pub async fn start(external_url: &str) -> Emulator {
     let bin = super::testbin("TUSK_FAKE_GCS_BIN", "fake-gcs-server", FAKE_GCS_VERSION);
     let configure = |cmd: &mut Command, port: u16, _dir: &Path| {
         let port_arg = port.to_string();
-        let host = format!("127.0.0.1:{port}");
+        let public_host = external_url.trim_start_matches("http://");
         cmd.args(["-scheme", "http", "-host", "127.0.0.1", "-port", &port_arg])
             .args(["-backend", "memory", "-log-level", "warn"])
-            .args(["-public-host", &host])
-            .args(["-external-url", &format!("http://{host}")]);
+            .args(["-public-host", public_host])
+            .args(["-external-url", external_url]);
     };
     Emulator::start(
         "fake-gcs-server",

@@ -11,9 +11,21 @@ pub const ACCESS_KEY: &str = "tuskadmin";
 pub const SECRET_KEY: &str = "tusk-secret-key-123";
 
 pub async fn start() -> Emulator {
+    start_with(None).await
+}
+
+/// MinIO over https with `tls`'s server certificate (signed by its private CA).
+pub async fn start_tls(tls: &super::tls::TestCa) -> Emulator {
+    start_with(Some(tls)).await
+}
+
+async fn start_with(tls: Option<&super::tls::TestCa>) -> Emulator {
     let bin = super::testbin("TUSK_MINIO_BIN", "minio", MINIO_VERSION);
     let configure = |cmd: &mut Command, port: u16, dir: &Path| {
         let console = super::free_port();
+        if let Some(tls) = tls {
+            cmd.args(["--certs-dir", tls.server_dir()]);
+        }
         cmd.arg("server")
             .arg(dir.join("data"))
             .args(["--address", &format!("127.0.0.1:{port}")])
@@ -24,5 +36,6 @@ pub async fn start() -> Emulator {
             .env("MINIO_UPDATE", "off");
     };
     let ready = "/minio/health/ready";
-    Emulator::start("minio", bin, configure, ready, Duration::from_secs(60)).await
+    let ca = tls.map(|t| t.ca_pem.as_str());
+    Emulator::start_tls("minio", bin, configure, ready, Duration::from_secs(60), ca).await
 }

@@ -4,11 +4,13 @@
 
 pub mod agent;
 pub mod fakegcs;
+pub mod gcs_auth;
 pub mod minio;
 pub mod postgres;
 pub mod process;
 pub mod seed;
 pub mod stores;
+pub mod tls;
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,19 @@ macro_rules! on_each_store {
             }
         }
     };
+}
+
+/// Runs the openssl CLI (test keys and certificates), failing with its stderr.
+pub fn openssl(args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
@@ -54,8 +69,18 @@ where
 }
 
 /// Waits until `url` answers with a success status, failing early if `service` exits.
-pub async fn wait_for_http(service: &mut process::Service, url: &str, timeout: Duration) {
-    let http = reqwest::Client::new();
+/// Waits until `url` answers 2xx; `ca` (PEM) is trusted for https.
+pub async fn wait_for_http(
+    service: &mut process::Service,
+    url: &str,
+    timeout: Duration,
+    ca: Option<&str>,
+) {
+    let mut http = reqwest::Client::builder();
+    if let Some(pem) = ca {
+        http = http.add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap());
+    }
+    let http = http.build().expect("HTTP client");
     let name = service.name.clone();
     wait_until(&name, timeout, || {
         service.assert_running();

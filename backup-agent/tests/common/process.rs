@@ -53,16 +53,36 @@ impl Emulator {
         ready_path: &str,
         timeout: std::time::Duration,
     ) -> Emulator {
+        Self::start_tls(name, bin, configure, ready_path, timeout, None).await
+    }
+
+    /// As [`Emulator::start`]; with `ca` (PEM), the server speaks https with a certificate
+    /// that CA signed.
+    pub async fn start_tls(
+        name: &str,
+        bin: PathBuf,
+        configure: impl FnOnce(&mut Command, u16, &std::path::Path),
+        ready_path: &str,
+        timeout: std::time::Duration,
+        ca: Option<&str>,
+    ) -> Emulator {
         let dir = tempfile::Builder::new()
             .prefix(&format!("tusk-{name}-"))
             .tempdir()
             .expect("temp dir");
         let port = super::free_port();
-        let endpoint = format!("http://127.0.0.1:{port}");
+        let scheme = if ca.is_some() { "https" } else { "http" };
+        let endpoint = format!("{scheme}://127.0.0.1:{port}");
         let mut cmd = Command::new(bin);
         configure(&mut cmd, port, dir.path());
         let mut service = Service::spawn(name, cmd, dir.path().join(format!("{name}.log")));
-        super::wait_for_http(&mut service, &format!("{endpoint}{ready_path}"), timeout).await;
+        super::wait_for_http(
+            &mut service,
+            &format!("{endpoint}{ready_path}"),
+            timeout,
+            ca,
+        )
+        .await;
         Emulator {
             endpoint,
             _dir: dir,

@@ -1,10 +1,11 @@
 //! One object store under test, as env for the agent and as a library handle for assertions.
 
-use backup_store::store::ObjectStore;
-use backup_store::store::gcs::{GcsConfig, GcsStore};
+use backup_store::store::gcs::GcsConfig;
 use backup_store::store::s3::{S3Config, S3Credentials, S3Store};
+use backup_store::store::{ObjectStore, StoreConfig};
 
 use super::fakegcs;
+use super::gcs_auth::Gateway;
 use super::minio;
 use super::process::Emulator;
 
@@ -16,7 +17,8 @@ pub enum Kind {
 
 enum Server {
     Minio(Emulator),
-    Gcs(Emulator),
+    /// The emulator is reached only through the gateway, which checks the key.
+    Gcs(Emulator, Gateway),
 }
 
 pub struct TestStore {
@@ -47,15 +49,20 @@ impl TestStore {
                 (Server::Minio(minio), Box::new(store))
             }
             Kind::Gcs => {
-                let gcs = fakegcs::start().await;
+                let (listener, endpoint) = Gateway::bind().await;
+                let gcs = fakegcs::start(&endpoint).await;
                 fakegcs::create_bucket(&gcs, BUCKET).await;
-                let store = GcsStore::new(GcsConfig {
+                let gateway = Gateway::serve(listener, endpoint, &gcs.endpoint);
+                // As the operator opens it: the key JSON read from the destination's Secret.
+                let store = backup_store::store::open(StoreConfig::Gcs(GcsConfig {
                     bucket: BUCKET.into(),
-                    endpoint: Some(gcs.endpoint.clone()),
-                    ..Default::default()
-                })
+                    endpoint: Some(gateway.endpoint.clone()),
+                    credentials_file: None,
+                    credentials_json: Some(gateway.account.json.clone()),
+                }))
+                .await
                 .expect("gcs store");
-                (Server::Gcs(gcs), Box::new(store))
+                (Server::Gcs(gcs, gateway), store)
             }
         };
         TestStore {
@@ -81,10 +88,15 @@ impl TestStore {
                     ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
                 ]);
             }
-            Server::Gcs(g) => {
+            Server::Gcs(_, gateway) => {
+                // As the operator's Job mounts the key: a file named by the standard variable.
                 env.extend([
                     ("TUSK_STORE".into(), "gcs".into()),
-                    ("TUSK_GCS_ENDPOINT".into(), g.endpoint.clone()),
+                    ("TUSK_GCS_ENDPOINT".into(), gateway.endpoint.clone()),
+                    (
+                        "GOOGLE_APPLICATION_CREDENTIALS".into(),
+                        gateway.account.file.display().to_string(),
+                    ),
                 ]);
             }
         }
@@ -94,7 +106,15 @@ impl TestStore {
     pub fn endpoint(&self) -> &str {
         match &self.server {
             Server::Minio(m) => &m.endpoint,
-            Server::Gcs(g) => &g.endpoint,
+            Server::Gcs(_, gateway) => &gateway.endpoint,
+        }
+    }
+
+    /// The credential-checking gateway in front of the GCS emulator.
+    pub fn gateway(&self) -> Option<&Gateway> {
+        match &self.server {
+            Server::Gcs(_, gateway) => Some(gateway),
+            Server::Minio(_) => None,
         }
     }
 
@@ -122,5 +142,6 @@ pub fn s3_config(endpoint: &str, bucket: &str, secret: &str) -> S3Config {
             access_key_id: minio::ACCESS_KEY.into(),
             secret_access_key: secret.into(),
         }),
+        ca_bundle: None,
     }
 }

@@ -37,6 +37,22 @@ pub enum StoreError {
     },
     #[error("object store configuration: {}", describe(.0))]
     Config(#[source] BoxError),
+    /// The server accepted the call but did not finish it in time (a stalled or hostile
+    /// endpoint); the caller's deadline, not the server, ended it.
+    #[error("object store {location}: {operation} did not finish within {}s", after.as_secs_f64())]
+    TimedOut {
+        location: String,
+        operation: String,
+        after: std::time::Duration,
+    },
+    /// An answer larger than the caller accepts (an endless manifest or listing).
+    #[error("object store {location}: {operation} exceeds {limit}")]
+    TooLarge {
+        location: String,
+        operation: String,
+        /// e.g. `100000 objects`.
+        limit: String,
+    },
 }
 
 impl StoreError {

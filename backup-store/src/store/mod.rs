@@ -1,5 +1,6 @@
 //! The object-store interface shared by the agent and the operator, with S3 and GCS backends.
 
+mod bounded;
 mod error;
 pub mod gcs;
 pub mod s3;
@@ -10,8 +11,18 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
 
+pub use bounded::Bounded;
 pub(crate) use error::Refusal;
 pub use error::{BoxError, Context, HttpStatus, StoreError, chain};
+
+/// Most objects one listing returns. A cluster's prefix holds a manifest and one file per
+/// database for each kept backup, far below this; more means a wrong prefix or a hostile
+/// endpoint, and an error is better than memory exhausted by an endless listing.
+pub const MAX_LIST_OBJECTS: usize = 100_000;
+/// Most result pages one listing follows: a server can hand out continuation tokens forever.
+pub const MAX_LIST_PAGES: usize = 1_000;
+/// Largest object [`get_bytes`] reads; manifests are a few KiB.
+pub const MAX_SMALL_OBJECT_BYTES: usize = 16 << 20;
 
 /// A download: a stream of chunks.
 pub type ByteStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
@@ -65,19 +76,81 @@ pub trait ObjectStore: Send + Sync {
     async fn abort_pending(&self, upload: &PendingUpload) -> Result<(), StoreError>;
 }
 
-/// Reads a whole (small) object, such as a manifest.
+/// Reads a whole small object, such as a manifest, of at most [`MAX_SMALL_OBJECT_BYTES`].
 pub async fn get_bytes(store: &dyn ObjectStore, key: &str) -> Result<Vec<u8>, StoreError> {
+    let stream = store.get(key).await?;
+    let operation = format!("read {key}");
+    read_capped(
+        stream,
+        MAX_SMALL_OBJECT_BYTES,
+        &store.location(),
+        &operation,
+    )
+    .await
+}
+
+/// Collects `stream`, refusing more than `limit` bytes.
+pub(crate) async fn read_capped(
+    mut stream: ByteStream,
+    limit: usize,
+    location: &str,
+    operation: &str,
+) -> Result<Vec<u8>, StoreError> {
     use futures::TryStreamExt;
-    let mut stream = store.get(key).await?;
     let mut out = Vec::new();
     while let Some(chunk) = stream.try_next().await.map_err(|e| StoreError::Other {
-        location: store.location(),
-        operation: format!("read {key}"),
+        location: location.to_owned(),
+        operation: operation.to_owned(),
         source: e.into(),
     })? {
+        if out.len() + chunk.len() > limit {
+            return Err(StoreError::TooLarge {
+                location: location.to_owned(),
+                operation: operation.to_owned(),
+                limit: format!("{limit} bytes"),
+            });
+        }
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+/// Counts the pages and objects of one listing against [`MAX_LIST_PAGES`] and
+/// [`MAX_LIST_OBJECTS`].
+pub(crate) struct ListBudget<'a> {
+    location: &'a str,
+    operation: String,
+    pages: usize,
+    objects: usize,
+}
+
+impl<'a> ListBudget<'a> {
+    pub(crate) fn new(location: &'a str, operation: String) -> Self {
+        ListBudget {
+            location,
+            operation,
+            pages: 0,
+            objects: 0,
+        }
+    }
+
+    /// Accounts for one more page of `objects` entries.
+    pub(crate) fn page(&mut self, objects: usize) -> Result<(), StoreError> {
+        self.pages += 1;
+        self.objects += objects;
+        let exceeded = if self.objects > MAX_LIST_OBJECTS {
+            format!("{MAX_LIST_OBJECTS} objects")
+        } else if self.pages > MAX_LIST_PAGES {
+            format!("{MAX_LIST_PAGES} result pages")
+        } else {
+            return Ok(());
+        };
+        Err(StoreError::TooLarge {
+            location: self.location.to_owned(),
+            operation: self.operation.clone(),
+            limit: exceeded,
+        })
+    }
 }
 
 /// Which store to open; what the operator builds from a destination spec.

@@ -12,7 +12,8 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
 use super::{
-    ByteStream, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError, Upload, chain,
+    ByteStream, ListBudget, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError, Upload,
+    chain,
 };
 
 /// S3 DeleteObjects accepts at most 1000 keys per request.
@@ -26,6 +27,9 @@ pub struct S3Config {
     pub force_path_style: bool,
     /// Static keys (e.g. read by the operator from a Secret); the default chain when `None`.
     pub credentials: Option<S3Credentials>,
+    /// PEM certificates of a private CA that signed the endpoint's certificate, trusted in
+    /// addition to the platform's roots.
+    pub ca_bundle: Option<String>,
 }
 
 #[derive(Clone)]
@@ -61,7 +65,7 @@ impl S3Store {
             ));
         }
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(http::client())
+            .http_client(http::client(config.ca_bundle.as_deref())?)
             .region(Region::new(config.region.clone()));
         if let Some(c) = &config.credentials {
             loader = loader.credentials_provider(aws_sdk_s3::config::Credentials::new(
@@ -96,6 +100,8 @@ impl S3Store {
         let mut uploads = Vec::new();
         let mut key_marker: Option<String> = None;
         let mut id_marker: Option<String> = None;
+        let location = self.location();
+        let mut budget = ListBudget::new(&location, format!("ListMultipartUploads {prefix}"));
         loop {
             let page = self
                 .client
@@ -107,6 +113,7 @@ impl S3Store {
                 .send()
                 .await
                 .map_err(|e| self.error("ListMultipartUploads", prefix, e))?;
+            budget.page(page.uploads().len())?;
             for u in page.uploads() {
                 if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
                     uploads.push(PendingUpload {
@@ -254,6 +261,8 @@ impl ObjectStore for S3Store {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
+        let location = self.location();
+        let mut budget = ListBudget::new(&location, format!("ListObjectsV2 {prefix}"));
         loop {
             let page = self
                 .client
@@ -264,6 +273,7 @@ impl ObjectStore for S3Store {
                 .send()
                 .await
                 .map_err(|e| self.error("ListObjectsV2", prefix, e))?;
+            budget.page(page.contents().len())?;
             for obj in page.contents() {
                 let Some(key) = obj.key() else { continue };
                 objects.push(ObjectInfo {

@@ -118,6 +118,11 @@ impl Platform {
     pub fn can_list_bucket(&self) -> bool {
         matches!(self, Platform::Local(_))
     }
+
+    /// The operator runs as a process on this machine, so it reaches the test's loopback.
+    pub fn operator_on_this_host(&self) -> bool {
+        matches!(self, Platform::Local(_))
+    }
 }
 
 fn unsupported(what: &str) -> Failure {

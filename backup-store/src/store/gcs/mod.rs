@@ -13,8 +13,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
 use super::{
-    ByteStream, Context, HttpStatus, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError,
-    Upload,
+    ByteStream, Context, HttpStatus, ListBudget, ObjectInfo, ObjectStore, PendingUpload, Refusal,
+    StoreError, Upload, read_capped,
 };
 pub use auth::TokenProvider;
 
@@ -24,6 +24,10 @@ const ATTEMPTS: u32 = 3;
 const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 /// Concurrent single-object deletes (the JSON API has no bulk delete outside batch requests).
 const DELETE_CONCURRENCY: usize = 8;
+/// Largest list page read (1000 entries of object metadata are well under 1 MiB).
+const MAX_PAGE_BYTES: usize = 16 << 20;
+/// How much of a refusal's body is read for the error message.
+const MAX_ERROR_BYTES: usize = 4096;
 /// Everything but RFC 3986 unreserved characters is encoded in object names.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -38,9 +42,8 @@ pub struct GcsConfig {
     pub endpoint: Option<String>,
     /// Path of a service-account key JSON (GOOGLE_APPLICATION_CREDENTIALS).
     pub credentials_file: Option<String>,
-    /// The key JSON itself (e.g. read by the operator from a Secret). Carried, but not used
-    /// yet by [`GcsStore::new`]: wiring it in is a known, separately tracked fix
-    /// ([`TokenProvider::from_key_json`] is what it will use).
+    /// The key JSON itself (e.g. read by the operator from a Secret). Takes precedence over
+    /// `credentials_file`: it is what the user named on the destination.
     pub credentials_json: Option<String>,
 }
 
@@ -97,12 +100,16 @@ impl GcsStore {
     }
 
     pub fn new(config: GcsConfig) -> Result<Self, StoreError> {
-        // `credentials_json` is not consulted yet (see its field): unchanged behaviour until
-        // the separately tracked fix.
-        let auth = TokenProvider::new(
-            config.credentials_file.as_deref(),
-            config.endpoint.is_some(),
-        )?;
+        let auth = match &config.credentials_json {
+            Some(json) => TokenProvider::from_key_json(
+                &format!("the service-account key for gs://{}", config.bucket),
+                json,
+            )?,
+            None => TokenProvider::new(
+                config.credentials_file.as_deref(),
+                config.endpoint.is_some(),
+            )?,
+        };
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| StoreError::config("HTTP client", e))?;
@@ -146,6 +153,10 @@ impl GcsStore {
     ) -> Result<reqwest::Response, StoreError> {
         send(&self.auth, &self.location(), request, operation, key).await
     }
+}
+
+fn body_stream(response: reqwest::Response) -> ByteStream {
+    Box::pin(response.bytes_stream().map_err(std::io::Error::other))
 }
 
 /// For bucket-level calls (list, upload, bucket metadata) a 404 can only mean the bucket.
@@ -217,7 +228,15 @@ async fn classify(
     if status.is_success() || status.as_u16() == 308 {
         return Ok(response);
     }
-    let body = response.text().await.unwrap_or_default();
+    // Only the start of the body: the message quotes 300 characters of it.
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while body.len() < MAX_ERROR_BYTES
+        && let Some(Ok(chunk)) = chunks.next().await
+    {
+        body.extend_from_slice(&chunk);
+    }
+    let body = String::from_utf8_lossy(&body);
     let refused = HttpStatus {
         status: status.to_string(),
         body: body.chars().take(300).collect(),
@@ -294,15 +313,16 @@ impl ObjectStore for GcsStore {
             .get(self.object_url(key))
             .query(&[("alt", "media")]);
         let response = self.send(request, "download", key).await?;
-        Ok(Box::pin(
-            response.bytes_stream().map_err(std::io::Error::other),
-        ))
+        Ok(body_stream(response))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         let url = format!("{}/storage/v1/b/{}/o", self.base, encode(&self.bucket));
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
+        let location = self.location();
+        let operation = format!("list {prefix}");
+        let mut budget = ListBudget::new(&location, operation.clone());
         loop {
             let mut request = self
                 .http
@@ -311,17 +331,18 @@ impl ObjectStore for GcsStore {
             if let Some(t) = &token {
                 request = request.query(&[("pageToken", t.as_str())]);
             }
-            let page: ListPage = self
+            let response = self
                 .send(request, "list", prefix)
                 .await
-                .map_err(bucket_missing)?
-                .json()
-                .await
-                .map_err(|e| StoreError::Other {
-                    location: self.location(),
-                    operation: format!("list {prefix}"),
-                    source: Context::boxed("invalid response", e),
-                })?;
+                .map_err(bucket_missing)?;
+            let body =
+                read_capped(body_stream(response), MAX_PAGE_BYTES, &location, &operation).await?;
+            let page: ListPage = serde_json::from_slice(&body).map_err(|e| StoreError::Other {
+                location: location.clone(),
+                operation: operation.clone(),
+                source: Context::boxed("invalid response", e),
+            })?;
+            budget.page(page.items.len())?;
             objects.extend(page.items.into_iter().map(|item| ObjectInfo {
                 size: match &item.size {
                     Some(serde_json::Value::String(s)) => s.parse().unwrap_or(0),
