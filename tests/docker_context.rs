@@ -35,7 +35,9 @@ fn workspace_members(manifest: &str) -> Vec<&str> {
         .lines()
         .find(|l| l.trim_start().starts_with("members"))
         .expect("a members line in Cargo.toml");
-    let list = line.split_once('[').and_then(|(_, rest)| rest.split_once(']'));
+    let list = line
+        .split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'));
     let (list, _) = list.expect("members = [...] on one line");
     list.split(',')
         .map(|m| m.trim().trim_matches('"'))
@@ -51,7 +53,11 @@ fn every_workspace_member_reaches_the_docker_build() {
     let members = workspace_members(&manifest);
     assert!(members.len() > 1, "members: {members:?}");
     for member in members {
-        let dir = if member == "." { String::new() } else { format!("{member}/") };
+        let dir = if member == "." {
+            String::new()
+        } else {
+            format!("{member}/")
+        };
         for needed in ["Cargo.toml", "src"] {
             let path = format!("{dir}{needed}");
             assert!(!ignored(&rules, &path), ".dockerignore leaves out {path}");

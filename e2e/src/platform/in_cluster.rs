@@ -58,6 +58,31 @@ impl InCluster {
         Some(audit::writes_since(&self.audit_log()?, mark))
     }
 
+    /// Makes the pod's readiness probe fail (`ready` false) or pass again, for real: in the pod's
+    /// network namespace TCP connections to PostgreSQL are refused. The probes use
+    /// 127.0.0.1:5432; `kubectl exec psql` uses the socket and keeps working. The liveness probe
+    /// gives a minute before it would restart the container. Root on e2e/local's node only.
+    pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
+        let pod_ip = Api::<Pod>::namespaced(self.client.clone(), ns)
+            .get(pod)
+            .await?
+            .status
+            .and_then(|s| s.pod_ip)
+            .context(format!("pod {ns}/{pod} has no IP"))?;
+        let netns = netns_with(&pod_ip).await?;
+        let rule = ["INPUT", "-p", "tcp", "--dport", "5432", "-j", "REJECT"];
+        let mut command = tokio::process::Command::new("ip");
+        command.args([
+            "netns",
+            "exec",
+            &netns,
+            "iptables",
+            if ready { "-D" } else { "-I" },
+        ]);
+        run_command(command.args(rule)).await?;
+        Ok(())
+    }
+
     /// Every key under `prefix`, through the MinIO Service's cluster IP.
     pub async fn bucket_keys(&self, prefix: &str) -> Result<Vec<String>> {
         let (ns, name, port) = MINIO;
@@ -150,6 +175,20 @@ async fn pod_psql(ns: &str, cluster: &str, target: &[&str], sql: &str) -> Result
     args.extend_from_slice(target);
     args.extend(["-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-q", "-c", sql]);
     run_command(tokio::process::Command::new("kubectl").args(args)).await
+}
+
+/// The network namespace (under /var/run/netns, where the CNI plugins put them) holding `ip`.
+async fn netns_with(ip: &str) -> Result<String> {
+    let entries = std::fs::read_dir("/var/run/netns").context("/var/run/netns")?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let mut command = tokio::process::Command::new("ip");
+        let addresses = run_command(command.args(["-n", &name, "-o", "-4", "addr", "show"])).await;
+        if addresses.is_ok_and(|a| a.contains(&format!(" {ip}/"))) {
+            return Ok(name);
+        }
+    }
+    crate::fail!("no network namespace holds {ip}")
 }
 
 fn http_get(path: &str) -> Result<http::Request<Vec<u8>>> {

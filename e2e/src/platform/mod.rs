@@ -71,6 +71,7 @@ impl Platform {
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
         match self {
             Platform::Local(p) => p.pod_set_ready(ns, pod, ready).await,
+            Platform::InCluster(p) if p.is_local_node() => p.pod_set_ready(ns, pod, ready).await,
             Platform::InCluster(_) => Err(unsupported("make a pod unready (hook pod_set_ready)")),
         }
     }
