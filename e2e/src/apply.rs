@@ -6,6 +6,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use kube::{Api, Client};
 
+use crate::settings::{PostgresImage, SUITE_VERSIONS};
 use crate::{Context, Ctx, Failure, Result};
 
 const FIELD_MANAGER: &str = "tusk-e2e";
@@ -17,15 +18,33 @@ pub fn documents(yaml: &str) -> Result<Vec<serde_json::Value>> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
+/// Points a PostgreSQL written for one of the suite's majors at `postgres` instead (its image
+/// and major); any other document, or a PostgreSQL with another version (an invalid spec, say),
+/// is left as written.
+pub fn with_postgres(doc: &mut serde_json::Value, postgres: &PostgresImage) {
+    let suite_version = SUITE_VERSIONS.iter().any(|v| doc["spec"]["version"] == *v);
+    if doc["kind"] != "PostgreSQL" || !suite_version {
+        return;
+    }
+    doc["spec"]["version"] = postgres.version.clone().into();
+    if doc["spec"]["image"].is_null() {
+        doc["spec"]["image"] = postgres.image.clone().into();
+    }
+}
+
 /// Applies each document; namespaced ones without a namespace go into `ns`. Returns
 /// `Kind/name` of each. The API server's rejection comes back as the failure's message.
 pub async fn apply_yaml(
     client: &Client,
     ns: Option<&str>,
     yaml: &str,
+    postgres: Option<&PostgresImage>,
 ) -> Result<Vec<(String, String)>> {
     let mut applied = Vec::new();
-    for doc in documents(yaml)? {
+    for mut doc in documents(yaml)? {
+        if let Some(postgres) = postgres {
+            with_postgres(&mut doc, postgres);
+        }
         let mut obj: DynamicObject = serde_json::from_value(doc).context("a Kubernetes object")?;
         let types = obj
             .types
@@ -70,11 +89,17 @@ pub async fn apply_yaml(
 impl Ctx {
     /// Applies YAML into the scenario's namespace.
     pub async fn apply(&self, yaml: &str) -> Result<Vec<(String, String)>> {
-        apply_yaml(&self.client, Some(&self.ns), yaml).await
+        self.apply_in(&self.ns, yaml).await
     }
 
     pub async fn apply_in(&self, ns: &str, yaml: &str) -> Result<Vec<(String, String)>> {
-        apply_yaml(&self.client, Some(ns), yaml).await
+        apply_yaml(
+            &self.client,
+            Some(ns),
+            yaml,
+            self.settings.postgres.as_ref(),
+        )
+        .await
     }
 
     /// A merge patch of a cluster's spec (or anything else of it), as `kubectl patch --type=merge`.
@@ -92,5 +117,36 @@ impl Ctx {
                 other => Failure::from(other),
             })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stand_in() -> PostgresImage {
+        PostgresImage {
+            image: "localhost/tusk-test/postgres:15".into(),
+            version: "15".into(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_of_the_suites_major_runs_the_stand_in() {
+        let mut doc = serde_json::json!({"kind": "PostgreSQL", "spec": {"version": "18"}});
+        with_postgres(&mut doc, &stand_in());
+        assert_eq!(doc["spec"]["version"], "15");
+        assert_eq!(doc["spec"]["image"], "localhost/tusk-test/postgres:15");
+    }
+
+    #[test]
+    fn other_versions_and_kinds_are_left_as_written() {
+        let invalid = serde_json::json!({"kind": "PostgreSQL", "spec": {"version": "9.6"}});
+        let secret = serde_json::json!({"kind": "Secret", "spec": {"version": "18"}});
+        for original in [invalid, secret] {
+            let mut doc = original.clone();
+            with_postgres(&mut doc, &stand_in());
+            assert_eq!(doc, original);
+        }
     }
 }

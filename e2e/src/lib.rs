@@ -16,6 +16,7 @@ pub mod manifests;
 pub mod metrics;
 pub mod objects;
 pub mod platform;
+pub mod pods;
 pub mod samples;
 pub mod settings;
 pub mod sql;

@@ -23,7 +23,22 @@ pub struct Settings {
     pub s3_endpoint: String,
     /// The repository (samples/, crds/, e2e/local/).
     pub repo: PathBuf,
+    /// TUSK_E2E_PG_IMAGE and TUSK_E2E_PG_VERSION: the PostgreSQL the clusters run where the
+    /// official image cannot be pulled (the real node's test stand-in). Applied to every
+    /// PostgreSQL the suite applies with one of the suite's versions.
+    pub postgres: Option<PostgresImage>,
 }
+
+/// A PostgreSQL image and its major, replacing the official images of [`SUITE_VERSIONS`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostgresImage {
+    pub image: String,
+    pub version: String,
+}
+
+/// The majors the scenarios and samples are written for (the GCS sample runs 17). Other
+/// versions in a manifest are deliberate (an invalid spec) and stay as written.
+pub const SUITE_VERSIONS: [&str; 2] = ["17", "18"];
 
 impl Settings {
     pub fn from_env() -> Self {
@@ -52,6 +67,14 @@ impl Settings {
             l4: std::env::var("TUSK_E2E_L4").is_ok_and(|v| v == "1"),
             s3_endpoint,
             repo: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),
+            postgres: std::env::var("TUSK_E2E_PG_IMAGE")
+                .ok()
+                .filter(|image| !image.is_empty())
+                .map(|image| PostgresImage {
+                    image,
+                    version: std::env::var("TUSK_E2E_PG_VERSION")
+                        .unwrap_or_else(|_| SUITE_VERSIONS[1].to_string()),
+                }),
         }
     }
 }

@@ -18,7 +18,7 @@ async fn crds() {
             let path = ctx.settings.repo.join("crds").join(file);
             let yaml =
                 std::fs::read_to_string(&path).context(format!("reading {}", path.display()))?;
-            tusk_e2e::apply::apply_yaml(&ctx.client, None, &yaml).await?;
+            tusk_e2e::apply::apply_yaml(&ctx.client, None, &yaml, None).await?;
         }
         let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
         for name in ["postgresqls.tusk.dev", "backups.tusk.dev"] {

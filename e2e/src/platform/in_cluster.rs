@@ -1,24 +1,100 @@
 //! The operator as the Deployment `tusk-system/tusk-operator` of deploy/ (kind, a real node):
-//! pods really run, so SQL goes through `kubectl exec` into the database pod.
+//! pods really run, so SQL goes through `kubectl exec` into the database pod. On e2e/local's
+//! real node (`E2E_PLATFORM=node`) the suite also reads the API server's audit log and reaches
+//! the in-cluster MinIO through its Service's cluster IP (kube-proxy routes the host's traffic).
 
-use k8s_openapi::api::core::v1::Pod;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{DeleteParams, ListParams, LogParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::local::run as run_command;
+use crate::audit::{self, Write};
 use crate::wait::{Check, until};
-use crate::{Context, Result};
+use crate::{Context, Result, bucket};
 
 const NAMESPACE: &str = "tusk-system";
 const SELECTOR: &str = "app.kubernetes.io/name=tusk-operator";
 
 pub struct InCluster {
     client: Client,
+    /// The local control plane's run directory when the node is e2e/local's own.
+    local_node: Option<PathBuf>,
 }
+
+/// The in-cluster MinIO of e2e/kind/minio.yaml (namespace and Service `minio`, port 9000).
+const MINIO: (&str, &str, u16) = ("minio", "minio", 9000);
 
 impl InCluster {
     pub fn new(client: Client) -> Self {
-        InCluster { client }
+        InCluster {
+            client,
+            local_node: None,
+        }
+    }
+
+    /// e2e/local's control plane (run directory `dir`) with its real node.
+    pub fn local_node(client: Client, dir: PathBuf) -> Self {
+        InCluster {
+            client,
+            local_node: Some(dir),
+        }
+    }
+
+    pub fn is_local_node(&self) -> bool {
+        self.local_node.is_some()
+    }
+
+    fn audit_log(&self) -> Option<PathBuf> {
+        Some(self.local_node.as_ref()?.join("logs/audit.log"))
+    }
+
+    pub fn operator_writes_mark(&self) -> Option<Result<u64>> {
+        Some(audit::mark(&self.audit_log()?))
+    }
+
+    pub fn operator_writes_since(&self, mark: u64) -> Option<Result<Vec<Write>>> {
+        Some(audit::writes_since(&self.audit_log()?, mark))
+    }
+
+    /// Makes the pod's readiness probe fail (`ready` false) or pass again, for real: in the pod's
+    /// network namespace TCP connections to PostgreSQL are refused. The probes use
+    /// 127.0.0.1:5432; `kubectl exec psql` uses the socket and keeps working. The liveness probe
+    /// gives a minute before it would restart the container. Root on e2e/local's node only.
+    pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
+        let pod_ip = Api::<Pod>::namespaced(self.client.clone(), ns)
+            .get(pod)
+            .await?
+            .status
+            .and_then(|s| s.pod_ip)
+            .context(format!("pod {ns}/{pod} has no IP"))?;
+        let netns = netns_with(&pod_ip).await?;
+        let rule = ["INPUT", "-p", "tcp", "--dport", "5432", "-j", "REJECT"];
+        let mut command = tokio::process::Command::new("ip");
+        command.args([
+            "netns",
+            "exec",
+            &netns,
+            "iptables",
+            if ready { "-D" } else { "-I" },
+        ]);
+        run_command(command.args(rule)).await?;
+        Ok(())
+    }
+
+    /// Every key under `prefix`, through the MinIO Service's cluster IP.
+    pub async fn bucket_keys(&self, prefix: &str) -> Result<Vec<String>> {
+        let (ns, name, port) = MINIO;
+        let service = Api::<Service>::namespaced(self.client.clone(), ns)
+            .get(name)
+            .await
+            .context(format!("Service {ns}/{name}"))?;
+        let ip = service
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .context(format!("Service {ns}/{name} has no cluster IP"))?;
+        bucket::keys(&format!("http://{ip}:{port}"), prefix).await
     }
 
     fn pods(&self) -> Api<Pod> {
@@ -99,6 +175,20 @@ async fn pod_psql(ns: &str, cluster: &str, target: &[&str], sql: &str) -> Result
     args.extend_from_slice(target);
     args.extend(["-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-q", "-c", sql]);
     run_command(tokio::process::Command::new("kubectl").args(args)).await
+}
+
+/// The network namespace (under /var/run/netns, where the CNI plugins put them) holding `ip`.
+async fn netns_with(ip: &str) -> Result<String> {
+    let entries = std::fs::read_dir("/var/run/netns").context("/var/run/netns")?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let mut command = tokio::process::Command::new("ip");
+        let addresses = run_command(command.args(["-n", &name, "-o", "-4", "addr", "show"])).await;
+        if addresses.is_ok_and(|a| a.contains(&format!(" {ip}/"))) {
+            return Ok(name);
+        }
+    }
+    crate::fail!("no network namespace holds {ip}")
 }
 
 fn http_get(path: &str) -> Result<http::Request<Vec<u8>>> {

@@ -1,6 +1,7 @@
 //! The platform hooks: what a scenario needs from the environment beyond the Kubernetes API.
 //! Selected by `E2E_PLATFORM` (`local`: e2e/local's control plane, the default when
-//! `TUSK_E2E_DIR` is set; `in-cluster`: the operator as the Deployment of deploy/, e.g. kind).
+//! `TUSK_E2E_DIR` is set; `in-cluster`: the operator as the Deployment of deploy/, e.g. kind;
+//! `node`: that Deployment on e2e/local's control plane with its real node, node-run.sh).
 //! A hook the platform cannot provide returns a skip, and the scenario reports SKIP.
 
 mod in_cluster;
@@ -26,7 +27,10 @@ impl Platform {
     pub fn from_env(client: Client, settings: &Settings) -> Self {
         let dir = std::env::var_os("TUSK_E2E_DIR").map(PathBuf::from);
         match (std::env::var("E2E_PLATFORM").as_deref(), dir) {
-            (Ok("in-cluster"), _) | (_, None) => Platform::InCluster(InCluster::new(client)),
+            (Ok("node"), Some(dir)) => Platform::InCluster(InCluster::local_node(client, dir)),
+            (Ok("in-cluster" | "node"), _) | (_, None) => {
+                Platform::InCluster(InCluster::new(client))
+            }
             (_, Some(dir)) => Platform::Local(Local::new(client, dir, settings)),
         }
     }
@@ -67,6 +71,7 @@ impl Platform {
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
         match self {
             Platform::Local(p) => p.pod_set_ready(ns, pod, ready).await,
+            Platform::InCluster(p) if p.is_local_node() => p.pod_set_ready(ns, pod, ready).await,
             Platform::InCluster(_) => Err(unsupported("make a pod unready (hook pod_set_ready)")),
         }
     }
@@ -75,9 +80,11 @@ impl Platform {
     pub fn operator_writes_mark(&self) -> Result<u64> {
         match self {
             Platform::Local(p) => p.operator_writes_mark(),
-            Platform::InCluster(_) => Err(unsupported(
-                "keep an audit trail of the operator's requests (hook operator_writes_mark)",
-            )),
+            Platform::InCluster(p) => p.operator_writes_mark().unwrap_or_else(|| {
+                Err(unsupported(
+                    "keep an audit trail of the operator's requests (hook operator_writes_mark)",
+                ))
+            }),
         }
     }
 
@@ -85,9 +92,11 @@ impl Platform {
     pub fn operator_writes_since(&self, mark: u64) -> Result<Vec<Write>> {
         match self {
             Platform::Local(p) => p.operator_writes_since(mark),
-            Platform::InCluster(_) => Err(unsupported(
-                "keep an audit trail of the operator's requests",
-            )),
+            Platform::InCluster(p) => p.operator_writes_since(mark).unwrap_or_else(|| {
+                Err(unsupported(
+                    "keep an audit trail of the operator's requests",
+                ))
+            }),
         }
     }
 
@@ -111,12 +120,21 @@ impl Platform {
     pub async fn bucket_keys(&self, prefix: &str) -> Result<Vec<String>> {
         match self {
             Platform::Local(p) => p.bucket_keys(prefix).await,
+            Platform::InCluster(p) if p.is_local_node() => p.bucket_keys(prefix).await,
             Platform::InCluster(_) => Err(unsupported("list the object store")),
         }
     }
 
     pub fn can_list_bucket(&self) -> bool {
-        matches!(self, Platform::Local(_))
+        match self {
+            Platform::Local(_) => true,
+            Platform::InCluster(p) => p.is_local_node(),
+        }
+    }
+
+    /// Tusk's pods really run (containers, probes, restarts), not kwok's imitation.
+    pub fn runs_pods(&self) -> bool {
+        matches!(self, Platform::InCluster(_))
     }
 
     /// The operator runs as a process on this machine, so it reaches the test's loopback.
