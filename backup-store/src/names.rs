@@ -47,6 +47,37 @@ pub const BACKUP_ID: NameRule = NameRule {
     max_len: 128,
 };
 
+/// A row of `tests/contracts/names.json`: the table that the agent's checks and the CRD's rules
+/// are both tested with (here and in the operator's `crd::validation_tests::names`).
+#[doc(hidden)]
+#[derive(Debug, serde::Deserialize)]
+pub struct ContractRow {
+    /// `cluster`, `namespace`, `path` or `backupId`.
+    pub field: String,
+    value: String,
+    /// How many times `value` is repeated (length limits).
+    #[serde(default)]
+    repeat: Option<usize>,
+    pub accepted: bool,
+    pub why: String,
+}
+
+impl ContractRow {
+    pub fn value(&self) -> String {
+        self.value.repeat(self.repeat.unwrap_or(1))
+    }
+}
+
+/// The rows of the names table.
+#[doc(hidden)]
+pub fn contract_rows(table: &str) -> Result<Vec<ContractRow>, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Table {
+        rows: Vec<ContractRow>,
+    }
+    Ok(serde_json::from_str::<Table>(table)?.rows)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::layout::{ClusterLocation, validate_backup_id};
@@ -68,18 +99,15 @@ mod tests {
 
     #[test]
     fn the_agent_accepts_exactly_the_names_the_crd_accepts() {
-        let table: serde_json::Value = serde_json::from_str(TABLE).unwrap();
-        let rows = table["rows"].as_array().unwrap();
+        let rows = super::contract_rows(TABLE).unwrap();
         assert!(rows.len() >= 40);
         for row in rows {
-            let value = row["value"].as_str().unwrap();
-            let value = value.repeat(row["repeat"].as_u64().unwrap_or(1) as usize);
-            let (field, accepted) = (row["field"].as_str().unwrap(), row["accepted"] == true);
+            let value = row.value();
+            let verdict = agent_accepts(&row.field, &value);
             assert_eq!(
-                agent_accepts(field, &value),
-                accepted,
-                "{field} {value:?}: {}",
-                row["why"]
+                verdict, row.accepted,
+                "{} {value:?}: {}",
+                row.field, row.why
             );
         }
     }

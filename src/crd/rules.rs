@@ -80,7 +80,7 @@ pub fn resources_quantities() -> String {
     let valid = |map: &str| {
         format!(
             "(!has(self.{map}) || self.{map}.all(k, isQuantity(string(self.{map}[k])) && \
-             quantity(string(self.{map}[k])).sign() >= 0))"
+             !quantity(string(self.{map}[k])).isLessThan(quantity('0'))))"
         )
     };
     format!("{} && {}", valid("limits"), valid("requests"))

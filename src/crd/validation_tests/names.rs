@@ -98,15 +98,12 @@ fn crd_verdicts(field: &str, value: &str) -> Vec<(&'static str, bool)> {
 
 #[test]
 fn the_crd_accepts_exactly_the_names_the_agent_accepts() {
-    let table: Value = serde_json::from_str(TABLE).unwrap();
-    let rows = table["rows"].as_array().unwrap();
+    let rows = backup_store::names::contract_rows(TABLE).unwrap();
     assert!(rows.len() >= 40);
     for row in rows {
-        let value = row["value"].as_str().unwrap();
-        let value = value.repeat(row["repeat"].as_u64().unwrap_or(1) as usize);
-        let (field, accepted) = (row["field"].as_str().unwrap(), row["accepted"] == true);
-        for (where_, verdict) in crd_verdicts(field, &value) {
-            assert_eq!(verdict, accepted, "{where_} {value:?}: {}", row["why"]);
+        let value = row.value();
+        for (where_, verdict) in crd_verdicts(&row.field, &value) {
+            assert_eq!(verdict, row.accepted, "{where_} {value:?}: {}", row.why);
         }
     }
 }
