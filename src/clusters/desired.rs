@@ -5,7 +5,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 
-use crate::resources::{self, AgentSettings, Cluster};
+use crate::resources::{self, AgentSettings, Cluster, ParameterError};
 
 /// The children of one cluster, in the order they are applied.
 #[derive(Clone, Debug)]
@@ -33,11 +33,11 @@ pub struct BackupCronJob {
     pub suspended_by_user: bool,
 }
 
-/// Builds every child of `cluster`.
-pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Desired {
-    let config_map = resources::config_map(cluster);
+/// Builds every child of `cluster`; refuses parameters that postgresql.conf cannot hold safely.
+pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, ParameterError> {
+    let config_map = resources::config_map(cluster)?;
     let checksum = resources::config_checksum(&config_map);
-    Desired {
+    Ok(Desired {
         secrets: [
             resources::superuser_secret(cluster, &resources::generate_password()),
             resources::app_secret(cluster, &resources::generate_password()),
@@ -53,7 +53,7 @@ pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Desired {
             held: resources::backup_cronjob(cluster, policy, agent, false),
             suspended_by_user: policy.suspend,
         }),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -67,7 +67,7 @@ mod tests {
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent);
+        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent).unwrap();
         let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
             .secrets
@@ -95,6 +95,7 @@ mod tests {
         let plain = postgresql(MINIMAL);
         assert!(
             desired(&Cluster::new(&plain).unwrap(), &agent)
+                .unwrap()
                 .backup
                 .is_none()
         );

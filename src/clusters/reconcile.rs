@@ -74,14 +74,19 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         // Children go with the owner (garbage collection); only the bucket needs us.
         return cleanup::finalize(pg, ctx).await;
     }
-    if let Err(invalid) = validate(&pg.spec) {
-        let message = invalid.to_string();
-        if update_status(pg, &cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
-            publish(ctx, pg, warning("InvalidSpec", "Validate", message)).await;
+    // Validate, then build every child: both pure, and both refuse before anything is applied.
+    let built = validate(&pg.spec).and_then(|()| Ok(desired(&cluster, &ctx.agent)?));
+    let children = match built {
+        Ok(children) => children,
+        Err(invalid) => {
+            let message = invalid.to_string();
+            if update_status(pg, &cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
+                publish(ctx, pg, warning("InvalidSpec", "Validate", message)).await;
+            }
+            // Retrying cannot help; the next spec change triggers a new reconcile.
+            return Ok(Action::await_change());
         }
-        // Retrying cannot help; the next spec change triggers a new reconcile.
-        return Ok(Action::await_change());
-    }
+    };
 
     match tokio::time::timeout(CACHE_SYNC_TIMEOUT, ctx.caches.children_ready()).await {
         Ok(Ok(())) => {}
@@ -94,7 +99,6 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // Backups start only against a database that serves, which for a restore means restored.
     let restore_pending = cluster.spec.restore.is_some()
         && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
-    let children = desired(&cluster, &ctx.agent);
     let mut applied = apply_children(&cluster, children, ctx, restore_pending).await?;
     let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
     applied.writes.extend(restore_job);

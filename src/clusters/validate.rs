@@ -4,15 +4,19 @@
 //! `kubectl apply`. What is left is checked here, on plain values, and reported as a False
 //! `Ready` condition with reason `InvalidSpec` and a Warning Event.
 
-use croner::parser::{CronParser, Seconds, Year};
+mod cron;
 
 use crate::crd::PostgreSQLSpec;
+use crate::resources::ParameterError;
 
 /// A spec the operator cannot realise; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidSpec {
     #[error("spec.backup.schedule {schedule:?} is not a valid Kubernetes cron schedule: {reason}")]
     Schedule { schedule: String, reason: String },
+    /// Found by the build step, which is pure and runs before anything is applied.
+    #[error(transparent)]
+    Parameter(#[from] ParameterError),
 }
 
 /// Checks `spec` beyond the CRD schema.
@@ -23,39 +27,13 @@ pub fn validate(spec: &PostgreSQLSpec) -> Result<(), InvalidSpec> {
     Ok(())
 }
 
-/// Kubernetes CronJob syntax: five fields or a macro, without the Quartz/croner extensions
-/// (`L`, `W`, `#`) that the CronJob controller would refuse.
+/// The CronJob API's own rule (see [`cron`]); CEL checks the grammar and the ranges of single
+/// values, this also what a regular expression cannot: `5-3`, `@every` durations.
 pub fn validate_schedule(schedule: &str) -> Result<(), InvalidSpec> {
-    let invalid = |reason: String| InvalidSpec::Schedule {
+    cron::check(schedule).map_err(|reason| InvalidSpec::Schedule {
         schedule: schedule.to_owned(),
         reason,
-    };
-    let pattern = match schedule.trim() {
-        "@midnight" => "@daily",
-        "@annually" => "@yearly",
-        other => other,
-    };
-    if !pattern.starts_with('@') && pattern.split_whitespace().count() != 5 {
-        return Err(invalid("it must have exactly five fields".to_owned()));
-    }
-    if pattern.contains(['L', 'W', '#']) && !pattern.starts_with('@') {
-        // Month and weekday names are fine; the extensions are single letters or '#'.
-        let uses_extension = pattern.split_whitespace().any(|field| {
-            field.contains('#') || field == "L" || field.ends_with('L') || field.ends_with('W')
-        });
-        if uses_extension {
-            return Err(invalid(
-                "L, W and # are not supported by Kubernetes".to_owned(),
-            ));
-        }
-    }
-    CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .build()
-        .parse(pattern)
-        .map(drop)
-        .map_err(|e| invalid(e.to_string()))
+    })
 }
 
 #[cfg(test)]
@@ -84,6 +62,8 @@ mod tests {
             "0 0 L * *",
             "0 0 * * 5#3",
             "* * 32 * *",
+            "0 0 * * 7",
+            "0 0 * * 5-3",
         ] {
             let err = validate_schedule(schedule).unwrap_err().to_string();
             assert!(err.starts_with("spec.backup.schedule"), "{schedule}: {err}");

@@ -48,7 +48,7 @@ pub struct BackupSpec {
 pub struct ClusterReference {
     /// Name of the PostgreSQL.
     #[schemars(length(max = 63))]
-    #[x_kube(validation = Rule::new("self.size() > 0 && self.size() <= 45").message("spec.cluster.name must be the name of a PostgreSQL (1-45 characters)"))]
+    #[x_kube(validation = Rule::new(super::rules::name(backup_store::names::CLUSTER)).message("spec.cluster.name must be the name of a PostgreSQL: 1-45 lowercase letters, digits and '-', starting with a letter"))]
     pub name: String,
 }
 

@@ -1,7 +1,12 @@
 //! Where backups live: one S3-compatible bucket or one Google Cloud Storage bucket.
 
+use backup_store::names;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
+
+use super::rules;
+
+const PATH_MESSAGE: &str = "must be a relative prefix of at most 1024 characters: no leading '/', no empty, '.' or '..' segments";
 
 /// Exactly one object store. Objects are written under `<path>/<namespace>/<cluster>/<backupId>/`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
@@ -27,7 +32,7 @@ pub struct S3Destination {
     pub bucket: String,
     /// Prefix inside the bucket, without leading slash; empty means the bucket root.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[x_kube(validation = Rule::new("!self.startsWith('/') && !self.split('/').exists(s, s == '..')").message("must be a relative prefix without '..' segments"))]
+    #[x_kube(validation = Rule::new(rules::name(names::PATH)).message(PATH_MESSAGE))]
     #[schemars(length(max = 1024))]
     pub path: String,
     /// Endpoint URL for S3-compatible stores, e.g. `http://minio.minio.svc:9000`. Empty for AWS.
@@ -91,7 +96,7 @@ pub struct GcsDestination {
     pub bucket: String,
     /// Prefix inside the bucket, without leading slash; empty means the bucket root.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[x_kube(validation = Rule::new("!self.startsWith('/') && !self.split('/').exists(s, s == '..')").message("must be a relative prefix without '..' segments"))]
+    #[x_kube(validation = Rule::new(rules::name(names::PATH)).message(PATH_MESSAGE))]
     #[schemars(length(max = 1024))]
     pub path: String,
     /// Credentials; leave unset to use Workload Identity / application default credentials.
@@ -112,11 +117,11 @@ pub struct GcsCredentials {
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
     /// Name of the Secret.
-    #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
+    #[x_kube(validation = Rule::new(rules::matches(rules::DNS_SUBDOMAIN)).message("must be a Secret name: lowercase letters, digits, '-' and '.'"))]
     #[schemars(length(max = 253))]
     pub name: String,
     /// Key inside the Secret.
-    #[x_kube(validation = Rule::new("self.size() > 0").message("must not be empty"))]
+    #[x_kube(validation = Rule::new("self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && !self.startsWith('..')").message("must be a Secret key: letters, digits, '-', '_' and '.', not '.' or starting with '..'"))]
     #[schemars(length(max = 253))]
     pub key: String,
 }

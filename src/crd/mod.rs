@@ -6,17 +6,23 @@
 mod backup;
 pub mod conditions;
 mod destination;
+mod parameters;
 mod postgresql;
+mod rules;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
 pub use destination::{
     CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,
     SecretKeyRef,
 };
+pub use parameters::{
+    CODE_RUNNING_PARAMETERS, OPERATOR_OWNED_PARAMETERS, PRELOADABLE_LIBRARIES,
+    refusal as parameter_refusal,
+};
 pub use postgresql::{
-    BackupPolicy, Bootstrap, Compression, LocalName, OPERATOR_OWNED_PARAMETERS, ObjectStoreRestore,
-    OnDelete, Phase, PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource,
-    RestoredFrom, Retention, SecretNames, SuccessfulBackup, VolumeSpec,
+    BackupPolicy, Bootstrap, Compression, LocalName, ObjectStoreRestore, OnDelete, Phase,
+    PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource, RestoredFrom,
+    Retention, SecretNames, SuccessfulBackup, VolumeSpec,
 };
 
 /// The API group of every Tusk kind.

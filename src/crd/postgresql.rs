@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use backup_store::names;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
@@ -9,23 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::destination::Destination;
-
-/// postgresql.conf keys that Tusk sets itself; a spec that sets them is rejected at apply time.
-pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
-    "port",
-    "listen_addresses",
-    "data_directory",
-    "hba_file",
-    "ident_file",
-    "config_file",
-    "external_pid_file",
-    "unix_socket_directories",
-    "unix_socket_group",
-    "unix_socket_permissions",
-    "include",
-    "include_dir",
-    "include_if_exists",
-];
+use super::{parameters, rules};
 
 /// A PostgreSQL server managed by Tusk: a StatefulSet with storage, Services, credentials in
 /// Secrets, configuration in a ConfigMap and, optionally, scheduled logical backups.
@@ -76,15 +61,26 @@ pub struct PostgreSQLSpec {
     /// Persistent storage for the data directory.
     pub storage: VolumeSpec,
 
-    /// CPU and memory requests and limits of the PostgreSQL container.
+    /// CPU and memory requests and limits of the PostgreSQL container: `cpu`, `memory` and
+    /// `ephemeral-storage`, as Kubernetes quantities, each request at most its limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "rules::bounded_resources")]
+    #[x_kube(validation = Rule::new(rules::resources_names()).message("spec.resources may only name cpu, memory and ephemeral-storage"))]
+    #[x_kube(validation = Rule::new(rules::resources_quantities()).message("spec.resources limits and requests must be non-negative Kubernetes quantities such as 500m, 2 or 4Gi"))]
+    #[x_kube(validation = Rule::new(rules::RESOURCES_REQUESTS_WITHIN_LIMITS).message("spec.resources.requests must not exceed spec.resources.limits"))]
     pub resources: Option<ResourceRequirements>,
 
     /// postgresql.conf settings, for example `max_connections: "200"`. Keys Tusk manages itself
     /// (port, listen_addresses, data_directory, hba_file, ident_file, config_file, the
-    /// unix_socket_* keys and include directives) are rejected.
+    /// unix_socket_* keys and include directives) are rejected, and so are settings that run
+    /// commands or load code (`archive_command`, `restore_command`, `ssl_passphrase_command`,
+    /// `dynamic_library_path`, … — see the README); `shared_preload_libraries` and
+    /// `session_preload_libraries` may list auth_delay, auto_explain, passwordcheck, pg_prewarm
+    /// and pg_stat_statements.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[x_kube(validation = Rule::new("self.all(k, !(k in ['port', 'listen_addresses', 'data_directory', 'hba_file', 'ident_file', 'config_file', 'external_pid_file', 'unix_socket_directories', 'unix_socket_group', 'unix_socket_permissions', 'include', 'include_dir', 'include_if_exists']))").message("spec.parameters must not set keys Tusk manages: port, listen_addresses, data_directory, hba_file, ident_file, config_file, external_pid_file, unix_socket_directories, unix_socket_group, unix_socket_permissions, include, include_dir, include_if_exists"))]
+    #[x_kube(validation = Rule::new(parameters::owned_rule()).message(parameters::owned_message().as_str()))]
+    #[x_kube(validation = Rule::new(parameters::no_code_running_rule()).message(parameters::code_running_message().as_str()))]
+    #[x_kube(validation = Rule::new(parameters::preload_rule()).message(parameters::preload_message().as_str()))]
     #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9_.]*$'))").message("spec.parameters keys must be postgresql.conf names: lowercase letters, digits, '_' and '.'"))]
     #[x_kube(validation = Rule::new("self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))").message("spec.parameters values must be single-line"))]
     #[schemars(schema_with = "bounded_parameters")]
@@ -155,8 +151,9 @@ pub struct VolumeSpec {
     #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.storage.size must be a positive Kubernetes quantity such as 10Gi"))]
     #[schemars(length(max = 32))]
     pub size: String,
-    /// StorageClass of the volume; the cluster default when unset.
+    /// StorageClass of the volume; the cluster default when unset, none when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(format!("self == '' || {}", rules::matches(rules::DNS_SUBDOMAIN))).message("spec.storage.storageClassName must be a StorageClass name: lowercase letters, digits, '-' and '.'"))]
     #[schemars(length(max = 253))]
     pub storage_class_name: Option<String>,
 }
@@ -208,7 +205,7 @@ pub struct RestoreSource {
 pub struct LocalName {
     /// Name of the object.
     #[schemars(length(max = 253))]
-    #[x_kube(validation = Rule::new("self.size() > 0").message("name must not be empty"))]
+    #[x_kube(validation = Rule::new(rules::matches(rules::DNS_SUBDOMAIN)).message("name must be an object name: lowercase letters, digits, '-' and '.'"))]
     pub name: String,
 }
 
@@ -220,14 +217,16 @@ pub struct ObjectStoreRestore {
     pub destination: Destination,
     /// Name of the cluster that wrote the backup.
     #[schemars(length(max = 63))]
+    #[x_kube(validation = Rule::new(rules::name(names::CLUSTER)).message("spec.restore.objectStore.cluster must be the name of a PostgreSQL: at most 45 lowercase letters, digits and '-', starting with a letter"))]
     pub cluster: String,
     /// Namespace of the cluster that wrote the backup; this cluster's namespace when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
+    #[x_kube(validation = Rule::new(rules::name(names::NAMESPACE)).message("spec.restore.objectStore.namespace must be a namespace name: a DNS label of at most 63 characters"))]
     pub namespace: Option<String>,
     /// Backup id to restore, or `latest` for the newest complete backup.
     #[serde(default = "default_latest")]
-    #[x_kube(validation = Rule::new("self == 'latest' || self.matches('^[A-Za-z0-9][A-Za-z0-9._-]*$')").message("backupId must be 'latest' or a backup id"))]
+    #[x_kube(validation = Rule::new(format!("self == 'latest' || ({})", rules::name(names::BACKUP_ID))).message("backupId must be 'latest' or a backup id: at most 128 letters, digits, '.', '-' and '_', starting with a letter or digit"))]
     #[schemars(length(max = 128))]
     pub backup_id: String,
 }
@@ -241,7 +240,7 @@ fn default_latest() -> String {
 #[serde(rename_all = "camelCase")]
 pub struct BackupPolicy {
     /// Kubernetes CronJob schedule: five fields (`0 2 * * *`) or a macro such as `@daily`.
-    #[x_kube(validation = Rule::new("self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+\\\\s+[^\\\\s]+)$')").message("spec.backup.schedule must be a 5-field cron expression or one of @yearly, @monthly, @weekly, @daily, @midnight, @hourly"))]
+    #[x_kube(validation = Rule::new(rules::schedule()).message("spec.backup.schedule must be a Kubernetes CronJob schedule: five fields (minute 0-59, hour 0-23, day of month 1-31, month 1-12 or JAN-DEC, day of week 0-6 or SUN-SAT; Sunday is 0, not 7) or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, @every <duration>"))]
     #[schemars(length(max = 128))]
     pub schedule: String,
     /// How many complete backups to keep, and for how long.

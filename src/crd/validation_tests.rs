@@ -56,6 +56,13 @@ fn valid_specs_pass() {
         "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()}
     }));
     assert_eq!(rejections("demo", full), Vec::<String>::new());
+    let resources = json!({
+        "storage": {"size": "1Gi", "storageClassName": "fast.ssd-1"},
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": 2, "memory": "1Gi", "ephemeral-storage": "1G"}},
+    });
+    assert_eq!(rejections("demo", resources), Vec::<String>::new());
+    let no_class = json!({"storage": {"size": "1Gi", "storageClassName": ""}});
+    assert_eq!(rejections("demo", no_class), Vec::<String>::new());
 }
 
 #[test]
@@ -179,6 +186,66 @@ fn invalid_specs_are_rejected_with_the_field_named() {
             "spec.backup.schedule \"61 2 * * *\" is not a valid Kubernetes cron schedule",
         ),
         (
+            "day of week 7, which the CronJob API refuses",
+            "demo",
+            with_backup(json!({"schedule": "0 0 * * 7", "destination": {"s3": s3()}})),
+            "spec.backup.schedule must be a Kubernetes CronJob schedule",
+        ),
+        (
+            "memory limit not a quantity",
+            "demo",
+            json!({"storage": storage(), "resources": {"limits": {"memory": "lots"}}}),
+            "spec.resources limits and requests must be non-negative Kubernetes quantities",
+        ),
+        (
+            "negative cpu request",
+            "demo",
+            json!({"storage": storage(), "resources": {"requests": {"cpu": -1}}}),
+            "spec.resources limits and requests must be non-negative Kubernetes quantities",
+        ),
+        (
+            "request above limit",
+            "demo",
+            json!({"storage": storage(), "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}),
+            "spec.resources.requests must not exceed spec.resources.limits",
+        ),
+        (
+            "resource a container cannot have",
+            "demo",
+            json!({"storage": storage(), "resources": {"limits": {"storage": "1Gi"}}}),
+            "spec.resources may only name cpu, memory and ephemeral-storage",
+        ),
+        (
+            "storage class not a name",
+            "demo",
+            json!({"storage": {"size": "1Gi", "storageClassName": "Fast SSD"}}),
+            "spec.storage.storageClassName must be a StorageClass name",
+        ),
+        (
+            "secret name not a name",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "destination": {"s3": {"bucket": "backups",
+                "credentials": {"accessKeyId": {"name": "My_Secret", "key": "id"}, "secretAccessKey": {"name": "s", "key": "k"}}}}}),
+            ),
+            "must be a Secret name",
+        ),
+        (
+            "secret key not a key",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "destination": {"gcs": {"bucket": "backups",
+                "credentials": {"serviceAccountKey": {"name": "gcs", "key": "../key.json"}}}}}),
+            ),
+            "must be a Secret key",
+        ),
+        (
+            "restore from a Backup that cannot exist",
+            "demo",
+            json!({"storage": storage(), "restore": {"backup": {"name": "Nightly 1"}}}),
+            "name must be an object name",
+        ),
+        (
             "keep zero",
             "demo",
             with_backup(
@@ -285,6 +352,15 @@ fn a_backup_spec_is_immutable() {
     };
     assert!(kube::core::cel::validate_cel(&backup("demo")).is_ok());
     assert!(kube::core::cel::validate_cel(&backup("")).is_err());
+    // The cluster's name becomes the agent's path segment and Job names: refused, not Pending.
+    for not_a_cluster_name in ["Demo", "demo_1", "9demo", "demo.x", "demo-"] {
+        let err = kube::core::cel::validate_cel(&backup(not_a_cluster_name)).unwrap_err();
+        assert!(
+            err.as_slice()[0]
+                .message
+                .contains("spec.cluster.name must be the name of a PostgreSQL")
+        );
+    }
     let err = kube::core::cel::validate_cel_update(&backup("other"), &backup("demo")).unwrap_err();
     assert!(
         err.as_slice()
@@ -312,3 +388,6 @@ fn a_backup_name_must_work_as_job_name_and_backup_id() {
     assert!(messages(&named(&"a".repeat(64)))[0].contains("at most 63 characters"));
     assert!(messages(&named("latest"))[0].contains("must not be 'latest'"));
 }
+
+mod names;
+mod schedules;

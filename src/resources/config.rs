@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use sha2::{Digest, Sha256};
 
 use super::{Cluster, Component, POSTGRES_PORT};
+use crate::crd::{OPERATOR_OWNED_PARAMETERS, parameter_refusal};
 
 /// Where the ConfigMap's configuration files are mounted in the PostgreSQL container.
 pub const CONFIG_DIR: &str = "/etc/tusk";
@@ -25,8 +26,25 @@ CREATE DATABASE :"db" OWNER :"owner";
 SQL
 "#;
 
+/// A `spec.parameters` entry that cannot be written to postgresql.conf safely. CEL refuses
+/// these at `kubectl apply`; the builder checks again so that neither quoting nor what the
+/// server runs depends on the API server having had the rule (older objects, rule changes).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParameterError {
+    #[error("spec.parameters key {0:?} is not a postgresql.conf name")]
+    Key(String),
+    #[error("spec.parameters key {0:?} is managed by Tusk")]
+    Owned(String),
+    #[error("spec.parameters.{key} must be a single line without NUL characters")]
+    Value { key: String },
+    #[error("spec.parameters.{key}: {reason}")]
+    Refused { key: String, reason: String },
+}
+
 /// postgresql.conf: the settings Tusk owns first, then the user's parameters in key order.
-pub fn render_postgresql_conf(parameters: &BTreeMap<String, String>) -> String {
+pub fn render_postgresql_conf(
+    parameters: &BTreeMap<String, String>,
+) -> Result<String, ParameterError> {
     let mut conf = format!(
         "# Managed by Tusk: change spec.parameters of the PostgreSQL instead.\n\
          listen_addresses = '*'\n\
@@ -40,10 +58,41 @@ pub fn render_postgresql_conf(parameters: &BTreeMap<String, String>) -> String {
         conf.push_str("# spec.parameters\n");
     }
     for (key, value) in parameters {
-        // Single quotes are doubled inside a quoted postgresql.conf value.
-        let _ = writeln!(conf, "{key} = '{}'", value.replace('\'', "''"));
+        check_parameter(key, value)?;
+        let _ = writeln!(conf, "{key} = {}", quote(value));
     }
-    conf
+    Ok(conf)
+}
+
+fn check_parameter(key: &str, value: &str) -> Result<(), ParameterError> {
+    let mut chars = key.chars();
+    let is_name = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.');
+    if !is_name {
+        return Err(ParameterError::Key(key.to_owned()));
+    }
+    if OPERATOR_OWNED_PARAMETERS.contains(&key) {
+        return Err(ParameterError::Owned(key.to_owned()));
+    }
+    // The lexer ends a value at a line break; a NUL ends the C string the server reads.
+    if value.contains(['\n', '\r', '\0']) {
+        return Err(ParameterError::Value {
+            key: key.to_owned(),
+        });
+    }
+    match parameter_refusal(key, value) {
+        Some(reason) => Err(ParameterError::Refused {
+            key: key.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A quoted postgresql.conf value. Inside quotes the server's lexer reads `\` as an escape
+/// (`\n`, `\'`, octal), so backslashes are doubled; a single quote is written twice.
+fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
 }
 
 /// pg_hba.conf: peer authentication on the local socket (so `kubectl exec … psql -U postgres`
@@ -59,11 +108,11 @@ pub fn render_hba() -> String {
 }
 
 /// ConfigMap `<name>-config`.
-pub fn config_map(cluster: &Cluster) -> ConfigMap {
+pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
     let data = BTreeMap::from([
         (
             "postgresql.conf".to_owned(),
-            render_postgresql_conf(&cluster.spec.parameters),
+            render_postgresql_conf(&cluster.spec.parameters)?,
         ),
         ("pg_hba.conf".to_owned(), render_hba()),
         (
@@ -72,11 +121,11 @@ pub fn config_map(cluster: &Cluster) -> ConfigMap {
         ),
         (INITDB_SCRIPT_KEY.to_owned(), INITDB_SCRIPT.to_owned()),
     ]);
-    ConfigMap {
+    Ok(ConfigMap {
         metadata: cluster.child_meta(cluster.config_map_name(), Component::Config),
         data: Some(data),
         ..ConfigMap::default()
-    }
+    })
 }
 
 /// SHA-256 over the ConfigMap's keys and values; stamped on the pod template so a configuration
@@ -103,16 +152,100 @@ mod tests {
             ("max_connections".to_owned(), "200".to_owned()),
             ("search_path".to_owned(), "'$user', public".to_owned()),
         ]);
-        let conf = render_postgresql_conf(&params);
+        let conf = render_postgresql_conf(&params).unwrap();
         assert!(conf.contains("port = 5432\n"));
         assert!(conf.contains("hba_file = '/etc/tusk/pg_hba.conf'\n"));
         assert!(conf.ends_with("max_connections = '200'\nsearch_path = '''$user'', public'\n"));
     }
 
+    /// A quoted value as PostgreSQL's configuration lexer reads it (guc-file.l: the token
+    /// `'([^'\\\n]|\\.|'')*'`, then DeescapeQuotedString), or None if the line is invalid.
+    fn read_back(line_rest: &str) -> Option<String> {
+        let mut chars = line_rest.strip_prefix('\'')?.chars().peekable();
+        let mut value = String::new();
+        loop {
+            match chars.next()? {
+                '\n' => return None,
+                '\\' => match chars.next()? {
+                    '\n' => return None,
+                    'n' => value.push('\n'),
+                    't' => value.push('\t'),
+                    'r' => value.push('\r'),
+                    'b' => value.push('\u{8}'),
+                    'f' => value.push('\u{c}'),
+                    // Octal escapes are not needed by the values below.
+                    c => value.push(c),
+                },
+                '\'' if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                    value.push('\'');
+                }
+                '\'' => return chars.eq("\n".chars()).then_some(value),
+                c => value.push(c),
+            }
+        }
+    }
+
+    #[test]
+    fn every_value_reads_back_as_written() {
+        for value in [
+            r"C:\",
+            r"\",
+            r"a\nb",
+            r"it's",
+            r"\'",
+            r"'\",
+            "tab\there",
+            r"\101",
+        ] {
+            let params = BTreeMap::from([("application_name".to_owned(), value.to_owned())]);
+            let conf = render_postgresql_conf(&params).unwrap();
+            let (_, line) = conf.split_once("application_name = ").unwrap();
+            assert_eq!(read_back(line).as_deref(), Some(value), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn unsafe_parameters_are_refused_by_the_builder_too() {
+        let render = |key: &str, value: &str| {
+            render_postgresql_conf(&BTreeMap::from([(key.to_owned(), value.to_owned())]))
+        };
+        let refused = |key: &str, value: &str| render(key, value).unwrap_err().to_string();
+        assert!(refused("work_mem", "1MB\nport = 1").contains("single line"));
+        assert!(refused("work_mem", "1MB\r").contains("single line"));
+        assert!(refused("work_mem", "1MB\0").contains("single line"));
+        assert!(refused("work mem", "1MB").contains("not a postgresql.conf name"));
+        assert!(refused("port", "5433").contains("managed by Tusk"));
+        for key in [
+            "archive_command",
+            "restore_command",
+            "ssl_passphrase_command",
+            "dynamic_library_path",
+        ] {
+            assert!(
+                refused(key, "/bin/true").contains("run commands or load code"),
+                "{key}"
+            );
+        }
+        assert!(
+            refused("shared_preload_libraries", "pg_stat_statements,/tmp/evil")
+                .contains("may only list")
+        );
+        assert!(refused("session_preload_libraries", "$libdir/evil").contains("may only list"));
+        assert!(
+            render(
+                "shared_preload_libraries",
+                " pg_stat_statements, \"auto_explain\""
+            )
+            .is_ok()
+        );
+        assert!(render("shared_preload_libraries", "").is_ok());
+    }
+
     #[test]
     fn config_map_holds_every_file() {
         let pg = postgresql(MINIMAL);
-        let cm = config_map(&Cluster::new(&pg).unwrap());
+        let cm = config_map(&Cluster::new(&pg).unwrap()).unwrap();
         assert_eq!(cm.metadata.name.as_deref(), Some("demo-config"));
         let keys: Vec<_> = cm.data.as_ref().unwrap().keys().cloned().collect();
         assert_eq!(
@@ -130,7 +263,7 @@ mod tests {
     fn checksum_changes_with_parameters_only() {
         let a = postgresql(MINIMAL);
         let b = postgresql("storage: {size: 1Gi}\nparameters: {work_mem: 64MB}");
-        let sum = |pg| config_checksum(&config_map(&Cluster::new(pg).unwrap()));
+        let sum = |pg| config_checksum(&config_map(&Cluster::new(pg).unwrap()).unwrap());
         let a2 = a.clone();
         assert_eq!(sum(&a), sum(&a2));
         assert_ne!(sum(&a), sum(&b));

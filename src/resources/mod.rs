@@ -21,7 +21,8 @@ pub use agent::{
     AgentSettings, Layout, RestorePlan, agent_environment, backup_job, backup_job_spec, restore_job,
 };
 pub use config::{
-    CONFIG_DIR, INITDB_SCRIPT_KEY, config_checksum, config_map, render_hba, render_postgresql_conf,
+    CONFIG_DIR, INITDB_SCRIPT_KEY, ParameterError, config_checksum, config_map, render_hba,
+    render_postgresql_conf,
 };
 pub use cronjob::backup_cronjob;
 pub use secrets::{SUPERUSER_NAME, app_secret, generate_password, password_of, superuser_secret};

@@ -73,7 +73,7 @@ impl Cache {
     /// CronJob present when the cluster has a backup policy.
     pub fn converged(pg: &PostgreSQL, ready: bool) -> Self {
         let cluster = Cluster::new(pg).expect("complete cluster");
-        let config_map = resources::config_map(&cluster);
+        let config_map = resources::config_map(&cluster).expect("valid parameters");
         let checksum = resources::config_checksum(&config_map);
         let statefulset =
             statefulset_with_status(resources::statefulset(&cluster, &checksum), ready);
