@@ -132,6 +132,12 @@ async fn invalid_specs() {
         let updates = [
             ("spec.version", serde_json::json!({"spec": {"version": "17"}})),
             ("spec.restore", serde_json::json!({"spec": {"restore": {"backup": {"name": "b"}}}})),
+            ("spec.storage.size", serde_json::json!({"spec": {"storage": {"size": "1Mi"}}})),
+            (
+                "spec.storage.storageClassName",
+                serde_json::json!({"spec": {"storage": {"storageClassName": "other"}}}),
+            ),
+            ("spec.bootstrap", serde_json::json!({"spec": {"bootstrap": {"owner": "someone"}}})),
         ];
         for (field, patch) in updates {
             let message = match ctx.merge_patch_postgresql_in(&ctx.ns, "valid", patch).await {
@@ -148,7 +154,7 @@ async fn invalid_specs() {
             .labelled_in(&ctx.ns, &Kind::CHILDREN, "tusk.dev/cluster,tusk.dev/cluster!=valid")
             .await?;
         ensure!(stray.is_empty(), "children of rejected objects exist: {}", names(&stray));
-        say(format!("{} invalid specs rejected by the API server; nothing created for them", cases.len() + 2));
+        say(format!("{} invalid specs rejected by the API server; nothing created for them", cases.len() + 5));
         Ok(())
     })
     .await;

@@ -275,6 +275,62 @@ fn restore_cannot_be_added_or_changed_after_creation() {
 }
 
 #[test]
+fn storage_only_grows_and_keeps_its_class_and_bootstrap_is_immutable() {
+    let pg = |spec: Value| -> PostgreSQL {
+        serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let messages = |new: Value, old: Value| -> Vec<String> {
+        match kube::core::cel::validate_cel_update(&pg(new), &pg(old)) {
+            Ok(()) => vec![],
+            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+        }
+    };
+    let sized = |size: &str| json!({"storage": {"size": size}});
+    assert_eq!(messages(sized("2Gi"), sized("1Gi")), Vec::<String>::new());
+    assert_eq!(
+        messages(sized("1024Mi"), sized("1Gi")),
+        Vec::<String>::new()
+    );
+    let shrunk = messages(sized("1000Mi"), sized("1Gi"));
+    assert!(
+        shrunk
+            .iter()
+            .any(|m| m.contains("spec.storage.size cannot shrink")),
+        "{shrunk:?}"
+    );
+    let classed = |class: &str| json!({"storage": {"size": "1Gi", "storageClassName": class}});
+    assert_eq!(
+        messages(classed("fast"), classed("fast")),
+        Vec::<String>::new()
+    );
+    for (new, old) in [
+        (classed("slow"), classed("fast")),
+        (classed("fast"), sized("1Gi")),
+        (sized("1Gi"), classed("fast")),
+    ] {
+        let refused = messages(new, old);
+        assert!(
+            refused
+                .iter()
+                .any(|m| m.contains("spec.storage.storageClassName cannot be changed")),
+            "{refused:?}"
+        );
+    }
+    let owned = |owner: &str| json!({"storage": storage(), "bootstrap": {"database": "app", "owner": owner}});
+    let changed = messages(owned("other"), owned("app"));
+    assert!(
+        changed
+            .iter()
+            .any(|m| m.contains("spec.bootstrap cannot be changed")),
+        "{changed:?}"
+    );
+}
+
+#[test]
 fn a_backup_spec_is_immutable() {
     let backup = |cluster: &str| -> Backup {
         serde_json::from_value(json!({
