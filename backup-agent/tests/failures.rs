@@ -117,7 +117,18 @@ async fn a_locked_table_fails_the_backup_instead_of_hanging() {
     let mut cmd = agent(&store, "db", Some(&pg));
     cmd.env("TUSK_LOCK_WAIT_TIMEOUT", "1s")
         .args(["backup", "--backup-id", "locked"]);
-    run_fails(cmd, 1, "LOCK TABLE public.customers");
+    // Bounded, so that a backup that waits forever fails this test instead of hanging it.
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(run_fails(cmd, 1, "LOCK TABLE public.customers"));
+    });
+    match outcome.recv_timeout(Duration::from_secs(120)) {
+        Ok(error) => assert!(error.contains("statement timeout"), "{error}"),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the backup still waits for the locked table after 2 minutes")
+        }
+        Err(e) => panic!("the backup did not fail as expected: {e}"),
+    }
     drop(session);
     holder.wait().expect("psql ends with its stdin");
     assert!(store.keys("nightly/tests/db/").await.is_empty());
