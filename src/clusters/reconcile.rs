@@ -188,17 +188,21 @@ fn next_check(freshness: &Freshness, now: Timestamp) -> Duration {
     (until + Duration::from_secs(1)).min(RESYNC)
 }
 
+/// Whether `pg`'s condition `type_` already has `reason`: its Warning was published then.
+fn has_reason(pg: &PostgreSQL, type_: &str, reason: &str) -> bool {
+    pg.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == reason)
+    })
+}
+
 /// A Warning when the volumes cannot grow, once: the condition records that it was published.
 async fn publish_storage(pg: &PostgreSQL, ctx: &Context, storage: Option<&StorageProgress>) {
     let Some(StorageProgress::NotExpandable { message }) = storage else {
         return;
     };
-    let already = pg.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == STORAGE_RESIZED && c.reason == EXPANSION_NOT_SUPPORTED)
-    });
-    if !already {
+    if !has_reason(pg, STORAGE_RESIZED, EXPANSION_NOT_SUPPORTED) {
         let event = warning(EXPANSION_NOT_SUPPORTED, "Reconcile", message.clone());
         publish(ctx, pg, event).await;
     }
@@ -209,12 +213,7 @@ async fn publish_overdue(pg: &PostgreSQL, ctx: &Context, freshness: &Freshness) 
     let Freshness::Overdue { message } = freshness else {
         return;
     };
-    let already = pg.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == LAST_BACKUP_SUCCEEDED && c.reason == BACKUP_OVERDUE)
-    });
-    if !already {
+    if !has_reason(pg, LAST_BACKUP_SUCCEEDED, BACKUP_OVERDUE) {
         publish(ctx, pg, warning(BACKUP_OVERDUE, "Backup", message.clone())).await;
     }
 }

@@ -237,24 +237,30 @@ fn invalid_specs_are_rejected_with_the_field_named() {
     }
 }
 
+/// A PostgreSQL named demo with `spec`, as stored.
+fn stored(spec: Value) -> PostgreSQL {
+    serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+        "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The messages of the transition rules that refuse updating `old` to `new`.
+fn update_messages(new: &PostgreSQL, old: &PostgreSQL) -> Vec<String> {
+    match kube::core::cel::validate_cel_update(new, old) {
+        Ok(()) => vec![],
+        Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+    }
+}
+
 #[test]
 fn restore_cannot_be_added_or_changed_after_creation() {
-    let pg = |spec: Value| -> PostgreSQL {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
-        }))
-        .unwrap()
-    };
+    let pg = stored;
     let plain = pg(json!({"storage": storage()}));
     let restored = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b1"}}}));
     let other = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b2"}}}));
-    let messages = |new: &PostgreSQL, old: &PostgreSQL| -> Vec<String> {
-        match kube::core::cel::validate_cel_update(new, old) {
-            Ok(()) => vec![],
-            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
-        }
-    };
+    let messages = update_messages;
     assert!(
         messages(&restored, &plain)
             .iter()
@@ -276,19 +282,7 @@ fn restore_cannot_be_added_or_changed_after_creation() {
 
 #[test]
 fn storage_only_grows_and_keeps_its_class_and_bootstrap_is_immutable() {
-    let pg = |spec: Value| -> PostgreSQL {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
-        }))
-        .unwrap()
-    };
-    let messages = |new: Value, old: Value| -> Vec<String> {
-        match kube::core::cel::validate_cel_update(&pg(new), &pg(old)) {
-            Ok(()) => vec![],
-            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
-        }
-    };
+    let messages = |new: Value, old: Value| update_messages(&stored(new), &stored(old));
     let sized = |size: &str| json!({"storage": {"size": size}});
     assert_eq!(messages(sized("2Gi"), sized("1Gi")), Vec::<String>::new());
     assert_eq!(
