@@ -23,6 +23,12 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabels {
+    namespace: String,
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     kind: String,
     change: String,
@@ -38,6 +44,7 @@ pub struct Metrics {
     child_writes: Family<WriteLabels, Counter>,
     backup_reconciles: Family<ResultLabels, Counter>,
     backups_finished: Family<ResultLabels, Counter>,
+    last_backup: Family<ClusterLabels, Gauge>,
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
     /// that deleted clusters leave the gauge even though nothing reconciles them.
     cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
@@ -86,6 +93,13 @@ impl Default for Metrics {
             "Backups that reached Completed or Failed, by Failed reason",
             backups_finished.clone(),
         );
+        let last_backup = Family::<ClusterLabels, Gauge>::default();
+        registry.register_with_unit(
+            "last_successful_backup_timestamp",
+            "Unix time of each cluster's newest Completed backup, for alerts on stale backups",
+            prometheus_client::registry::Unit::Seconds,
+            last_backup.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -95,6 +109,7 @@ impl Default for Metrics {
             child_writes,
             backup_reconciles,
             backups_finished,
+            last_backup,
             cluster_caches: std::sync::Mutex::default(),
         }
     }
@@ -164,6 +179,26 @@ impl Metrics {
         }
     }
 
+    /// Sets the last-success time of every cluster that has one; clusters that are gone (or
+    /// never had a success) have no series, so an alert on staleness never sees a stale value.
+    pub fn record_backup_times<'a>(&self, clusters: impl IntoIterator<Item = &'a PostgreSQL>) {
+        self.last_backup.clear();
+        for cluster in clusters {
+            let last = cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.last_successful_backup.as_ref());
+            let Some(last) = last else { continue };
+            let labels = ClusterLabels {
+                namespace: cluster.metadata.namespace.clone().unwrap_or_default(),
+                cluster: cluster.metadata.name.clone().unwrap_or_default(),
+            };
+            self.last_backup
+                .get_or_create(&labels)
+                .set(last.completed_at.0.as_second());
+        }
+    }
+
     /// Counts the clusters of `cache` by phase at every scrape from now on.
     pub fn watch_clusters(&self, cache: kube::runtime::reflector::Store<PostgreSQL>) {
         self.caches().push(cache);
@@ -182,6 +217,7 @@ impl Metrics {
         let clusters: Vec<_> = self.caches().iter().flat_map(|c| c.state()).collect();
         if !self.caches().is_empty() {
             self.count_phases(clusters.iter().map(AsRef::as_ref));
+            self.record_backup_times(clusters.iter().map(AsRef::as_ref));
         }
         let mut text = String::new();
         // Writing into a String cannot fail.
@@ -213,6 +249,23 @@ mod tests {
             text.contains("tusk_child_writes_total{kind=\"StatefulSet\",change=\"created\"} 1")
         );
         assert!(text.contains("tusk_clusters{phase=\"Ready\"} 0"));
+    }
+
+    #[test]
+    fn last_successful_backup_time_per_cluster() {
+        let pg: PostgreSQL = serde_json::from_value(serde_json::json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": "demo", "namespace": "prod"},
+            "spec": {"storage": {"size": "1Gi"}},
+            "status": {"lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-22T02:00:00Z"}},
+        }))
+        .unwrap();
+        let metrics = Metrics::default();
+        metrics.record_backup_times([&pg]);
+        let line = "tusk_last_successful_backup_timestamp_seconds{namespace=\"prod\",cluster=\"demo\"} 1795312800";
+        assert!(metrics.encode().contains(line), "{}", metrics.encode());
+        metrics.record_backup_times([]);
+        assert!(!metrics.encode().contains("cluster=\"demo\""));
     }
 
     #[test]

@@ -229,6 +229,40 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
 }
 
 #[tokio::test]
+async fn a_job_stopped_at_its_deadline_fails_the_backup_naming_it() {
+    let mut stuck = own_job(Some("Failed"));
+    stuck.spec.get_or_insert_default().active_deadline_seconds = Some(21_600);
+    let conditions = stuck.status.as_mut().and_then(|s| s.conditions.as_mut());
+    if let Some(failed) = conditions.and_then(|c| c.first_mut()) {
+        failed.reason = Some("DeadlineExceeded".into());
+        failed.message = Some("Job was active longer than specified deadline".into());
+    }
+    let cache = Cache {
+        jobs: vec![stuck],
+        ..Cache::default()
+    };
+    let (_, seen) = reconcile_backup(
+        backup("nightly", false),
+        cache,
+        MemoryBucket::default(),
+        final_status_and_event(),
+    )
+    .await;
+    let status = status_of(&seen[0]);
+    assert_eq!(status["phase"], "Failed");
+    let completed = &status["conditions"][0];
+    assert_eq!(completed["reason"], "DeadlineExceeded");
+    assert!(
+        status["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("backup Job nightly ran longer than its deadline of 21600s"),
+        "{status:#}"
+    );
+    assert_eq!(seen[1].body["reason"], "DeadlineExceeded");
+}
+
+#[tokio::test]
 async fn an_unreachable_store_is_retried_not_failed() {
     let bucket = MemoryBucket::default();
     bucket.set_unreachable(true);

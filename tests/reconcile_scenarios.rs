@@ -140,6 +140,29 @@ async fn steady_state_makes_no_write_calls() {
     assert_eq!(action, Action::requeue(Duration::from_secs(600)));
 }
 
+#[tokio::test]
+async fn backups_turn_overdue_without_any_other_event() {
+    let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
+    // Nightly backups scheduled since 1970 and none ever succeeded (skipped or stuck runs leave
+    // no failed Backup behind).
+    let status = pg.status.as_mut().expect("converged status");
+    for condition in &mut status.conditions {
+        condition.last_transition_time = at(1_000);
+    }
+    let script = vec![Expect::apply_status(STATUS), Expect::event(NS)];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let last = condition(&seen[0].body, "LastBackupSucceeded");
+    assert_eq!(last["status"], "False");
+    assert_eq!(last["reason"], "BackupOverdue");
+    assert_eq!(
+        last["message"],
+        "no backup has succeeded since 1970-01-01T00:16:40Z, although schedule \"0 2 * * *\" was \
+         due at 1970-01-01T02:00:00Z and 1970-01-02T02:00:00Z"
+    );
+    assert_eq!(seen[1].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[1]), "BackupOverdue");
+}
+
 /// A cluster with backups that has never been Ready, so it has no CronJob yet; its StatefulSet
 /// is `ready` now or not.
 fn never_ready_yet(ready: bool) -> (PostgreSQL, Cache) {
@@ -366,6 +389,8 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
     let ready = condition(&seen[2].body, "Ready");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "ApplyFailed");
+    // `kubectl get pg` must not show PHASE Ready next to READY False.
+    assert_eq!(seen[2].body["status"]["phase"], "Degraded");
     assert_eq!(
         ready["message"],
         "applying ConfigMap demo-config failed: configmaps \"demo-config\" is forbidden (Forbidden)"

@@ -143,6 +143,10 @@ pub struct BackupArgs {
     /// Database to dump (repeatable; env: comma-separated) [default: all non-template].
     #[arg(long = "database", env = "TUSK_DATABASES", value_delimiter = ',')]
     pub databases: Vec<String>,
+    /// How long pg_dump waits for a table lock before it fails, instead of waiting forever
+    /// behind a long-running ALTER or LOCK (e.g. 30s, 10m).
+    #[arg(long, env = "TUSK_LOCK_WAIT_TIMEOUT", default_value = "10m")]
+    pub lock_wait_timeout: String,
 }
 
 #[derive(Debug, Args)]

@@ -91,6 +91,8 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                     .unwrap_or_else(|| layout::default_backup_id(jiff::Timestamp::now())),
                 compression: args.compression,
                 databases: non_empty(args.databases),
+                lock_wait_timeout: parse_duration(&args.lock_wait_timeout)
+                    .map_err(|e| AgentError::Usage(format!("--lock-wait-timeout: {e}")))?,
             };
             let manifest = backup::run_backup(store.as_ref(), &pg, &options, cancel).await?;
             Ok(json!({

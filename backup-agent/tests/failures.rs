@@ -3,8 +3,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
+use std::time::Duration;
 
 use bytes::Bytes;
 use common::agent::{agent, error_of, run_fails, run_ok};
@@ -81,6 +82,56 @@ async fn unreachable_database_and_bad_password_exit_3() {
         "the password leaked: {error}"
     );
     assert!(store.keys("").await.is_empty());
+}
+
+/// A table another session holds locked: pg_dump gives up after `--lock-wait-timeout` instead
+/// of waiting forever (which kept backup Jobs Running and the CronJob skipping every run).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_table_fails_the_backup_instead_of_hanging() {
+    let store = TestStore::start(Kind::Minio).await;
+    let pg = PgServer::start();
+    seed::seed(&pg);
+    let mut holder = std::process::Command::new(pg.bin_dir.join("psql"))
+        .args(["-X", "-q", "-h", "127.0.0.1", "-U", "postgres", "-d", "app"])
+        .args(["-p", &pg.port.to_string()])
+        .env("PGPASSWORD", common::postgres::PASSWORD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn psql");
+    let mut session = holder.stdin.take().expect("psql stdin");
+    writeln!(
+        session,
+        "BEGIN; LOCK TABLE customers IN ACCESS EXCLUSIVE MODE;"
+    )
+    .expect("write");
+    session.flush().expect("flush");
+    let locked = "SELECT count(*) FROM pg_locks WHERE mode = 'AccessExclusiveLock' AND granted \
+                  AND relation = 'customers'::regclass";
+    common::wait_until("the table lock", Duration::from_secs(30), || {
+        let held = pg.psql("app", locked) == "1";
+        async move { held }
+    })
+    .await;
+
+    let mut cmd = agent(&store, "db", Some(&pg));
+    cmd.env("TUSK_LOCK_WAIT_TIMEOUT", "1s")
+        .args(["backup", "--backup-id", "locked"]);
+    // Bounded, so that a backup that waits forever fails this test instead of hanging it.
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(run_fails(cmd, 1, "LOCK TABLE public.customers"));
+    });
+    match outcome.recv_timeout(Duration::from_secs(120)) {
+        Ok(error) => assert!(error.contains("statement timeout"), "{error}"),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the backup still waits for the locked table after 2 minutes")
+        }
+        Err(e) => panic!("the backup did not fail as expected: {e}"),
+    }
+    drop(session);
+    holder.wait().expect("psql ends with its stdin");
+    assert!(store.keys("nightly/tests/db/").await.is_empty());
 }
 
 /// SIGTERM while a dump streams: the upload is aborted, nothing is listed.

@@ -173,7 +173,14 @@ async fn invalid_specs() {
         let updates = [
             ("spec.version", serde_json::json!({"spec": {"version": "17"}})),
             ("spec.restore", serde_json::json!({"spec": {"restore": {"backup": {"name": "b"}}}})),
+            ("spec.storage.size", serde_json::json!({"spec": {"storage": {"size": "1Mi"}}})),
+            (
+                "spec.storage.storageClassName",
+                serde_json::json!({"spec": {"storage": {"storageClassName": "other"}}}),
+            ),
+            ("spec.bootstrap", serde_json::json!({"spec": {"bootstrap": {"owner": "someone"}}})),
         ];
+        let update_count = updates.len();
         for (field, patch) in updates {
             let message = match ctx.merge_patch_postgresql_in(&ctx.ns, "valid", patch).await {
                 Ok(()) => fail!("update of {field} accepted"),
@@ -189,7 +196,9 @@ async fn invalid_specs() {
             .labelled_in(&ctx.ns, &Kind::CHILDREN, "tusk.dev/cluster,tusk.dev/cluster!=valid")
             .await?;
         ensure!(stray.is_empty(), "children of rejected objects exist: {}", names(&stray));
-        say(format!("{} invalid specs rejected by the API server; nothing created for them", cases.len() + 3));
+        // The cases, the Backup and the updates.
+        let rejected = cases.len() + 1 + update_count;
+        say(format!("{rejected} invalid specs rejected by the API server; nothing created for them"));
         Ok(())
     })
     .await;

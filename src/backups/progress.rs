@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::crd::{Backup, PostgreSQL, SCHEDULED_LABEL};
 use crate::resources::{MANAGED_BY, backup_cronjob_name};
-use crate::runtime::jobs::{JobState, job_state};
+use crate::runtime::jobs::{DEADLINE_EXCEEDED, JobState, deadline_exceeded, job_state};
 
 /// The next step for a Backup that is not final yet.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +43,12 @@ pub fn next(backup: &Backup, cluster: Option<&PostgreSQL>, job: Option<&Job>) ->
                     "a Job named {} exists and was not created for this backup",
                     job.name_any()
                 ),
+            };
+        }
+        if deadline_exceeded(job) {
+            return Next::Fail {
+                reason: DEADLINE_EXCEEDED,
+                message: deadline_message(job),
             };
         }
         return match job_state(job) {
@@ -85,6 +91,20 @@ pub fn next(backup: &Backup, cluster: Option<&PostgreSQL>, job: Option<&Job>) ->
         };
     }
     Next::CreateJob
+}
+
+/// Names the deadline a stuck or slow Job ran into, and where to change it.
+fn deadline_message(job: &Job) -> String {
+    let deadline = job.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    let limit = deadline.map_or_else(
+        || "its deadline".to_owned(),
+        |s| format!("its deadline of {s}s"),
+    );
+    format!(
+        "backup Job {} ran longer than {limit} and was stopped: the dump hung (a lock, a missing \
+         Secret, a stalled upload) or needs more time (spec.backup.jobDeadlineSeconds)",
+        job.name_any()
+    )
 }
 
 /// Whether the operator recorded this Backup for a scheduled run.
@@ -241,6 +261,33 @@ mod tests {
             Next::Fail {
                 reason: "JobFailed",
                 message: "backup Job nightly failed: BackoffLimitExceeded: Job has reached the specified backoff limit".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_job_stopped_at_its_deadline_fails_the_backup_naming_the_deadline() {
+        let mut stuck = job(
+            "Backup",
+            "backup-uid",
+            Some(("Failed", "Job was active longer than specified deadline")),
+        );
+        if let Some(c) = stuck.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].reason = Some("DeadlineExceeded".into());
+        }
+        stuck.spec = Some(k8s_openapi::api::batch::v1::JobSpec {
+            active_deadline_seconds: Some(900),
+            ..Default::default()
+        });
+        assert_eq!(
+            next(&backup(&[]), Some(&ready_cluster(true)), Some(&stuck)),
+            Next::Fail {
+                reason: "DeadlineExceeded",
+                message:
+                    "backup Job nightly ran longer than its deadline of 900s and was stopped: \
+                          the dump hung (a lock, a missing Secret, a stalled upload) or needs more \
+                          time (spec.backup.jobDeadlineSeconds)"
+                        .into()
             }
         );
     }

@@ -13,6 +13,8 @@ pub struct Summary {
     pub last_successful: Option<SuccessfulBackup>,
     /// The most recently finished backup.
     pub last_finished: Option<FinishedBackup>,
+    /// Why backups are overdue (see `freshness`), which outweighs the last outcome.
+    pub overdue: Option<String>,
 }
 
 /// A Backup that reached a final phase.
@@ -76,6 +78,7 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
     Summary {
         last_successful,
         last_finished,
+        overdue: None,
     }
 }
 

@@ -16,8 +16,10 @@ use serde::de::DeserializeOwned;
 
 use super::desired::Desired;
 use super::status::{BackupSchedule, Readiness};
+use super::storage::{StorageProgress, expand_claims};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
+use crate::resources::storage::keep_claim_template;
 use crate::runtime::apply::{Change, apply, create, delete};
 use crate::runtime::{Context, cached};
 
@@ -60,6 +62,8 @@ impl Written {
 pub struct AppliedChildren {
     pub readiness: Readiness,
     pub backup: BackupSchedule,
+    /// Set once `spec.storage.size` grew beyond the size the volumes were created with.
+    pub storage: Option<StorageProgress>,
     pub writes: Vec<Written>,
 }
 
@@ -94,14 +98,21 @@ pub async fn apply_children(
         apply_one(&api, &caches.services, ns, service, &mut writes).await?;
     }
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let mut desired_statefulset = desired.statefulset;
+    let existing = cached(&caches.statefulsets, ns, &desired_statefulset.name_any());
+    if let Some(existing) = &existing {
+        keep_claim_template(&mut desired_statefulset, existing);
+    }
     let statefulset = apply_one(
         &api,
         &caches.statefulsets,
         ns,
-        desired.statefulset,
+        desired_statefulset,
         &mut writes,
     )
     .await?;
+    let (storage, claims) = expand_claims(cluster, &statefulset, ctx).await?;
+    writes.extend(claims);
     let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
     let serving = readiness.ready && !restore_pending;
 
@@ -137,6 +148,7 @@ pub async fn apply_children(
     Ok(AppliedChildren {
         readiness,
         backup,
+        storage,
         writes,
     })
 }

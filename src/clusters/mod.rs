@@ -6,11 +6,14 @@ pub mod backup_summary;
 pub mod children;
 pub mod cleanup;
 pub mod desired;
+pub mod freshness;
+pub mod readiness;
 pub mod reconcile;
 pub mod report;
 pub mod restore;
 pub mod scheduled_runs;
 pub mod status;
+pub mod storage;
 pub mod validate;
 
 pub use reconcile::{error_policy, reconcile, retry_delay};

@@ -14,12 +14,14 @@ use super::backup_summary;
 use super::children::apply_children;
 use super::cleanup;
 use super::desired::desired;
+use super::freshness::{self, Freshness};
 use super::report::{publish, report_error, update_status};
 use super::restore;
 use super::scheduled_runs::record_scheduled_runs;
-use super::status::{Outcome, RestoreProgress};
+use super::status::{BACKUP_OVERDUE, BackupSchedule, Outcome, RestoreProgress};
+use super::storage::{EXPANSION_NOT_SUPPORTED, StorageProgress};
 use super::validate::validate;
-use crate::crd::conditions::RESTORED;
+use crate::crd::conditions::{LAST_BACKUP_SUCCEEDED, RESTORED, STORAGE_RESIZED};
 use crate::crd::{Phase, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
@@ -133,14 +135,28 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         .iter()
         .map(AsRef::as_ref)
         .filter(|b| b.namespace().as_deref() == Some(cluster.namespace));
+    let mut backups = backup_summary::summarize(in_namespace, cluster.name);
+    let freshness = match (&cluster.spec.backup, applied.backup) {
+        (Some(policy), BackupSchedule::Scheduled) => {
+            let since = freshness::since(pg.status.as_ref(), backups.last_successful.as_ref());
+            freshness::check(&policy.schedule, since, Timestamp::now())
+        }
+        _ => Freshness::Unknown,
+    };
+    if let Freshness::Overdue { message } = &freshness {
+        backups.overdue = Some(message.clone());
+    }
     let outcome = Outcome::Applied {
         readiness: applied.readiness,
         backup: applied.backup,
         restore: restore.clone(),
-        backups: backup_summary::summarize(in_namespace, cluster.name),
+        backups,
+        storage: applied.storage.clone(),
     };
     update_status(pg, &cluster, &outcome, ctx).await?;
     publish_restore(pg, ctx, &restore).await;
+    publish_overdue(pg, ctx, &freshness).await;
+    publish_storage(pg, ctx, applied.storage.as_ref()).await;
     let serving = applied.readiness.ready && restore.allows_ready();
     if serving && !was_ready {
         let note = applied.readiness.message();
@@ -163,7 +179,47 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         // The CronJob waited for the restore; create it now rather than at the next event.
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(next_check(&freshness, Timestamp::now())))
+}
+
+/// The resync interval, or sooner when backups turn overdue before it: the condition changes
+/// even though no event arrives.
+fn next_check(freshness: &Freshness, now: Timestamp) -> Duration {
+    let Freshness::Fresh { overdue_at } = freshness else {
+        return RESYNC;
+    };
+    let until = Duration::try_from(overdue_at.duration_since(now)).unwrap_or_default();
+    (until + Duration::from_secs(1)).min(RESYNC)
+}
+
+/// Whether `pg`'s condition `type_` already has `reason`: its Warning was published then.
+fn has_reason(pg: &PostgreSQL, type_: &str, reason: &str) -> bool {
+    pg.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == reason)
+    })
+}
+
+/// A Warning when the volumes cannot grow, once: the condition records that it was published.
+async fn publish_storage(pg: &PostgreSQL, ctx: &Context, storage: Option<&StorageProgress>) {
+    let Some(StorageProgress::NotExpandable { message }) = storage else {
+        return;
+    };
+    if !has_reason(pg, STORAGE_RESIZED, EXPANSION_NOT_SUPPORTED) {
+        let event = warning(EXPANSION_NOT_SUPPORTED, "Reconcile", message.clone());
+        publish(ctx, pg, event).await;
+    }
+}
+
+/// A Warning when backups turn overdue, once: the condition records that it was published.
+async fn publish_overdue(pg: &PostgreSQL, ctx: &Context, freshness: &Freshness) {
+    let Freshness::Overdue { message } = freshness else {
+        return;
+    };
+    if !has_reason(pg, LAST_BACKUP_SUCCEEDED, BACKUP_OVERDUE) {
+        publish(ctx, pg, warning(BACKUP_OVERDUE, "Backup", message.clone())).await;
+    }
 }
 
 /// Events for the restore's outcomes, once each: the status records that they were published.
@@ -185,5 +241,24 @@ async fn publish_restore(pg: &PostgreSQL, ctx: &Context, restore: &RestoreProgre
             publish(ctx, pg, warning(reason, "Restore", message.clone())).await;
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rechecks_when_backups_would_turn_overdue_before_the_resync() {
+        let now = Timestamp::from_second(1_000_000).unwrap();
+        let soon = Freshness::Fresh {
+            overdue_at: Timestamp::from_second(1_000_090).unwrap(),
+        };
+        assert_eq!(next_check(&soon, now), Duration::from_secs(91));
+        let later = Freshness::Fresh {
+            overdue_at: Timestamp::from_second(2_000_000).unwrap(),
+        };
+        assert_eq!(next_check(&later, now), RESYNC);
+        assert_eq!(next_check(&Freshness::Unknown, now), RESYNC);
     }
 }

@@ -1,56 +1,17 @@
 //! The last step of the pipeline: the status, computed only from what was applied and observed.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::backup_summary::Summary;
+pub use super::readiness::Readiness;
+use super::storage::StorageProgress;
 use crate::crd::conditions::{BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED};
 use crate::crd::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames};
 use crate::resources::{Cluster, POSTGRES_PORT};
 use crate::runtime::conditions::{self, Update};
 
-/// Readiness of the StatefulSet: `ready` only when every instance of the current generation
-/// passes its readiness probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Readiness {
-    pub instances: i32,
-    pub ready_instances: i32,
-    pub ready: bool,
-    /// The StatefulSet controller has not yet rolled out the current spec to every instance.
-    pub rolling_out: bool,
-}
-
-impl Readiness {
-    pub fn of(statefulset: Option<&StatefulSet>, instances: i32) -> Self {
-        let status = statefulset.and_then(|s| s.status.as_ref());
-        let ready_instances = status.and_then(|s| s.ready_replicas).unwrap_or(0);
-        let current = statefulset.is_some_and(|s| {
-            let observed = s.status.as_ref().and_then(|st| st.observed_generation);
-            observed.is_some() && observed >= s.metadata.generation
-        });
-        let updated = status.and_then(|s| s.updated_replicas).unwrap_or(0);
-        let rolling_out = statefulset.is_some() && (!current || updated != instances);
-        Self {
-            instances,
-            ready_instances,
-            ready: !rolling_out && statefulset.is_some() && ready_instances == instances,
-            rolling_out,
-        }
-    }
-
-    /// A sentence for conditions and Events.
-    pub fn message(&self) -> String {
-        let counts = format!(
-            "{}/{} instances are ready",
-            self.ready_instances, self.instances
-        );
-        if self.rolling_out {
-            format!("{counts}; the StatefulSet is rolling out the current spec")
-        } else {
-            counts
-        }
-    }
-}
+/// `LastBackupSucceeded`'s reason when no backup succeeded for about two schedule intervals.
+pub const BACKUP_OVERDUE: &str = "BackupOverdue";
 
 /// Where scheduled backups stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +64,7 @@ pub enum Outcome {
         backup: BackupSchedule,
         restore: RestoreProgress,
         backups: Summary,
+        storage: Option<StorageProgress>,
     },
     CleanupBlocked {
         reason: &'static str,
@@ -119,7 +81,9 @@ pub fn compute(
     now: &Time,
 ) -> PostgreSQLStatus {
     let mut status = old.cloned().unwrap_or_default();
-    let was_ready = conditions::is_true(&status.conditions, READY);
+    // Has served before: a cluster that stops being Ready is then Degraded, not Provisioning.
+    let was_up =
+        conditions::is_true(&status.conditions, READY) || status.phase == Some(Phase::Degraded);
     status.observed_generation = generation;
     status.instances = cluster.spec.instances;
     status.endpoint = Some(format!("{}:{POSTGRES_PORT}", cluster.rw_host()));
@@ -133,7 +97,8 @@ pub fn compute(
             (not_ready("InvalidSpec", message.clone()), None)
         }
         Outcome::Failed { reason, message } => {
-            // A failed step says nothing new about the pods: keep the phase.
+            // Ready turns False, so the phase must not say Ready (`kubectl get pg` shows both).
+            status.phase = Some(phase(false, was_up));
             (not_ready(reason, message.clone()), None)
         }
         Outcome::CleanupBlocked { reason, message } => {
@@ -151,16 +116,11 @@ pub fn compute(
             backup,
             restore,
             backups,
+            storage,
         } => {
             let serving = readiness.ready && restore.allows_ready();
             status.ready_instances = readiness.ready_instances;
-            status.phase = Some(
-                match (serving, was_ready || status.phase == Some(Phase::Degraded)) {
-                    (true, _) => Phase::Ready,
-                    (false, true) => Phase::Degraded,
-                    (false, false) => Phase::Provisioning,
-                },
-            );
+            status.phase = Some(phase(serving, was_up));
             let ready = match restore {
                 _ if serving => Update {
                     type_: READY,
@@ -182,6 +142,9 @@ pub fn compute(
                     ),
                 ),
             };
+            if let Some(storage) = storage {
+                conditions::set(&mut status.conditions, storage.condition(), generation, now);
+            }
             set_restore(&mut status, restore, generation, now);
             set_backups(&mut status, backups, generation, now);
             (ready, Some(backup_condition(*backup)))
@@ -231,8 +194,14 @@ fn set_backups(
     now: &Time,
 ) {
     status.last_successful_backup = backups.last_successful.clone();
-    if let Some(last) = &backups.last_finished {
-        let update = Update {
+    let update = match (&backups.overdue, &backups.last_finished) {
+        (Some(overdue), _) => Update {
+            type_: LAST_BACKUP_SUCCEEDED,
+            status: false,
+            reason: BACKUP_OVERDUE,
+            message: overdue.clone(),
+        },
+        (None, Some(last)) => Update {
             type_: LAST_BACKUP_SUCCEEDED,
             status: last.succeeded,
             reason: if last.succeeded {
@@ -241,8 +210,18 @@ fn set_backups(
                 "Failed"
             },
             message: last.message.clone(),
-        };
-        conditions::set(&mut status.conditions, update, generation, now);
+        },
+        (None, None) => return,
+    };
+    conditions::set(&mut status.conditions, update, generation, now);
+}
+
+/// The phase from the same fact as the `Ready` condition (`ready`), so the two never disagree.
+fn phase(ready: bool, was_up: bool) -> Phase {
+    match (ready, was_up) {
+        (true, _) => Phase::Ready,
+        (false, true) => Phase::Degraded,
+        (false, false) => Phase::Provisioning,
     }
 }
 
@@ -278,55 +257,10 @@ fn backup_condition(schedule: BackupSchedule) -> Update<'static> {
 mod tests {
     use super::*;
     use crate::resources::fixtures::*;
-    use k8s_openapi::api::apps::v1::StatefulSetStatus;
     use k8s_openapi::jiff::Timestamp;
 
-    fn sts(generation: i64, observed: i64, ready: i32, updated: i32) -> StatefulSet {
-        let mut sts = StatefulSet::default();
-        sts.metadata.generation = Some(generation);
-        sts.status = Some(StatefulSetStatus {
-            observed_generation: Some(observed),
-            ready_replicas: Some(ready),
-            updated_replicas: Some(updated),
-            ..StatefulSetStatus::default()
-        });
-        sts
-    }
-
-    #[test]
-    fn ready_needs_every_instance_of_the_current_generation() {
-        assert!(Readiness::of(Some(&sts(2, 2, 1, 1)), 1).ready);
-        assert!(
-            !Readiness::of(Some(&sts(3, 2, 1, 1)), 1).ready,
-            "stale generation"
-        );
-        assert!(
-            !Readiness::of(Some(&sts(2, 2, 0, 1)), 1).ready,
-            "pod not ready"
-        );
-        assert!(
-            !Readiness::of(Some(&sts(2, 2, 1, 0)), 1).ready,
-            "old revision"
-        );
-        assert!(!Readiness::of(None, 1).ready);
-        let rolling = Readiness::of(Some(&sts(3, 2, 1, 1)), 1);
-        assert!(rolling.rolling_out);
-        assert_eq!(
-            rolling.message(),
-            "1/1 instances are ready; the StatefulSet is rolling out the current spec"
-        );
-        assert_eq!(
-            Readiness::of(Some(&sts(2, 2, 0, 1)), 1).message(),
-            "0/1 instances are ready"
-        );
-    }
-
-    #[test]
-    fn phases_follow_readiness() {
-        let pg = postgresql(MINIMAL);
-        let cluster = Cluster::new(&pg).unwrap();
-        let now = Time(Timestamp::from_second(1000).unwrap());
-        let applied = |ready: bool| Outcome::Applied {
+    fn applied(ready: bool) -> Outcome {
+        Outcome::Applied {
             readiness: Readiness {
                 instances: 1,
                 ready_instances: i32::from(ready),
@@ -336,7 +270,15 @@ mod tests {
             backup: BackupSchedule::NotConfigured,
             restore: RestoreProgress::NotRequested,
             backups: Summary::default(),
-        };
+            storage: None,
+        }
+    }
+
+    #[test]
+    fn phases_follow_readiness() {
+        let pg = postgresql(MINIMAL);
+        let cluster = Cluster::new(&pg).unwrap();
+        let now = Time(Timestamp::from_second(1000).unwrap());
         let first = compute(None, &cluster, Some(1), &applied(false), &now);
         assert_eq!(first.phase, Some(Phase::Provisioning));
         assert_eq!(first.endpoint.as_deref(), Some("demo-rw.prod.svc:5432"));
@@ -362,5 +304,23 @@ mod tests {
             (cond.reason.as_str(), cond.message.as_str()),
             ("InvalidSpec", "bad")
         );
+    }
+
+    #[test]
+    fn a_failed_step_never_leaves_the_phase_ready() {
+        let pg = postgresql(MINIMAL);
+        let cluster = Cluster::new(&pg).unwrap();
+        let now = Time(Timestamp::from_second(1000).unwrap());
+        let ready = compute(None, &cluster, Some(1), &applied(true), &now);
+        assert_eq!(ready.phase, Some(Phase::Ready));
+        let failed = Outcome::Failed {
+            reason: "ApplyFailed",
+            message: "applying StatefulSet demo failed".into(),
+        };
+        let after = compute(Some(&ready), &cluster, Some(2), &failed, &now);
+        assert!(!conditions::is_true(&after.conditions, READY));
+        assert_eq!(after.phase, Some(Phase::Degraded));
+        let first = compute(None, &cluster, Some(1), &failed, &now);
+        assert_eq!(first.phase, Some(Phase::Provisioning));
     }
 }

@@ -8,6 +8,8 @@ pub const BACKUP_SCHEDULED: &str = "BackupScheduled";
 pub const RESTORED: &str = "Restored";
 /// A PostgreSQL: whether the most recent backup to finish succeeded.
 pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
+/// A PostgreSQL whose `spec.storage.size` grew: whether every volume has the new size.
+pub const STORAGE_RESIZED: &str = "StorageResized";
 /// A PostgreSQL being deleted: False while `backup.onDelete: Delete` waits for the bucket.
 pub const CLEANUP: &str = "Cleanup";
 /// A Backup: its manifest was read from the bucket.

@@ -87,7 +87,9 @@ pub struct PostgreSQLSpec {
     pub parameters: BTreeMap<String, String>,
 
     /// The application database and its owner, created when the cluster is first initialised.
+    /// Immutable: initdb has run, so a change could not take effect.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.bootstrap cannot be changed: the database and its owner were created when the cluster was initialised"))]
     pub bootstrap: Bootstrap,
 
     /// Restore a backup into this new cluster. Only at creation; immutable afterwards.
@@ -146,12 +148,15 @@ impl PostgresVersion {
 /// Storage for the data directory, one PersistentVolumeClaim per instance.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("spec.storage.storageClassName cannot be changed: existing volumes cannot move to another StorageClass"))]
 pub struct VolumeSpec {
-    /// Size of the volume, as a Kubernetes quantity such as `10Gi`.
+    /// Size of the volume, as a Kubernetes quantity such as `10Gi`. It can grow (the claims are
+    /// expanded, where the StorageClass allows it) but never shrink.
     #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.storage.size must be a positive Kubernetes quantity such as 10Gi"))]
+    #[x_kube(validation = Rule::new("!isQuantity(self) || !isQuantity(oldSelf) || !quantity(self).isLessThan(quantity(oldSelf))").message("spec.storage.size cannot shrink: volumes can only grow"))]
     #[schemars(length(max = 32))]
     pub size: String,
-    /// StorageClass of the volume; the cluster default when unset, none when empty.
+    /// StorageClass of the volume; the cluster default when unset, none when empty. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(format!("self == '' || {}", rules::matches(rules::DNS_SUBDOMAIN))).message("spec.storage.storageClassName must be a StorageClass name: lowercase letters, digits, '-' and '.'"))]
     #[schemars(length(max = 253))]
@@ -198,6 +203,11 @@ pub struct RestoreSource {
     /// A backup read straight from a bucket, for when the original cluster and its Backups are gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStoreRestore>,
+    /// How long the restore Job may run before Kubernetes stops it (its `activeDeadlineSeconds`)
+    /// and `Restored` turns False; 43200 (12 hours) when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 60").message("spec.restore.jobDeadlineSeconds must be at least 60"))]
+    pub job_deadline_seconds: Option<i64>,
 }
 
 /// A reference to an object in the same namespace.
@@ -255,6 +265,11 @@ pub struct BackupPolicy {
     /// Pause scheduled backups without removing the configuration.
     #[serde(default)]
     pub suspend: bool,
+    /// How long one backup Job may run before Kubernetes stops it (its `activeDeadlineSeconds`)
+    /// and the Backup ends `Failed` with reason `DeadlineExceeded`; 21600 (6 hours) when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 60").message("spec.backup.jobDeadlineSeconds must be at least 60"))]
+    pub job_deadline_seconds: Option<i64>,
     /// Where backups are written.
     pub destination: Destination,
 }
@@ -359,7 +374,8 @@ pub enum Phase {
     Provisioning,
     /// Every instance is ready.
     Ready,
-    /// Was ready, and some instance is not ready now.
+    /// Was ready, and is not Ready now: an instance is not ready or a step failed (see the
+    /// Ready condition).
     Degraded,
     /// The spec cannot be realised; see the Ready condition's message.
     Failed,

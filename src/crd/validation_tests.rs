@@ -304,24 +304,30 @@ fn invalid_specs_are_rejected_with_the_field_named() {
     }
 }
 
+/// A PostgreSQL named demo with `spec`, as stored.
+fn stored(spec: Value) -> PostgreSQL {
+    serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+        "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The messages of the transition rules that refuse updating `old` to `new`.
+fn update_messages(new: &PostgreSQL, old: &PostgreSQL) -> Vec<String> {
+    match kube::core::cel::validate_cel_update(new, old) {
+        Ok(()) => vec![],
+        Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+    }
+}
+
 #[test]
 fn restore_cannot_be_added_or_changed_after_creation() {
-    let pg = |spec: Value| -> PostgreSQL {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
-        }))
-        .unwrap()
-    };
+    let pg = stored;
     let plain = pg(json!({"storage": storage()}));
     let restored = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b1"}}}));
     let other = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b2"}}}));
-    let messages = |new: &PostgreSQL, old: &PostgreSQL| -> Vec<String> {
-        match kube::core::cel::validate_cel_update(new, old) {
-            Ok(()) => vec![],
-            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
-        }
-    };
+    let messages = update_messages;
     assert!(
         messages(&restored, &plain)
             .iter()
@@ -338,6 +344,50 @@ fn restore_cannot_be_added_or_changed_after_creation() {
         messages(&upgraded, &plain)
             .iter()
             .any(|m| m.contains("spec.version cannot be changed"))
+    );
+}
+
+#[test]
+fn storage_only_grows_and_keeps_its_class_and_bootstrap_is_immutable() {
+    let messages = |new: Value, old: Value| update_messages(&stored(new), &stored(old));
+    let sized = |size: &str| json!({"storage": {"size": size}});
+    assert_eq!(messages(sized("2Gi"), sized("1Gi")), Vec::<String>::new());
+    assert_eq!(
+        messages(sized("1024Mi"), sized("1Gi")),
+        Vec::<String>::new()
+    );
+    let shrunk = messages(sized("1000Mi"), sized("1Gi"));
+    assert!(
+        shrunk
+            .iter()
+            .any(|m| m.contains("spec.storage.size cannot shrink")),
+        "{shrunk:?}"
+    );
+    let classed = |class: &str| json!({"storage": {"size": "1Gi", "storageClassName": class}});
+    assert_eq!(
+        messages(classed("fast"), classed("fast")),
+        Vec::<String>::new()
+    );
+    for (new, old) in [
+        (classed("slow"), classed("fast")),
+        (classed("fast"), sized("1Gi")),
+        (sized("1Gi"), classed("fast")),
+    ] {
+        let refused = messages(new, old);
+        assert!(
+            refused
+                .iter()
+                .any(|m| m.contains("spec.storage.storageClassName cannot be changed")),
+            "{refused:?}"
+        );
+    }
+    let owned = |owner: &str| json!({"storage": storage(), "bootstrap": {"database": "app", "owner": owner}});
+    let changed = messages(owned("other"), owned("app"));
+    assert!(
+        changed
+            .iter()
+            .any(|m| m.contains("spec.bootstrap cannot be changed")),
+        "{changed:?}"
     );
 }
 

@@ -43,6 +43,11 @@ const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
 const CA_BUNDLE_DIR: &str = "/var/run/secrets/tusk/ca";
 /// The unprivileged user of the backup-agent image.
 const AGENT_UID: i64 = 65532;
+/// `spec.backup.jobDeadlineSeconds` when unset: long enough for large dumps, short enough that a
+/// stuck Job (a missing Secret key, a lock, a stalled upload) ends before the next nightly run.
+pub const DEFAULT_BACKUP_DEADLINE_SECONDS: i64 = 6 * 3600;
+/// `spec.restore.jobDeadlineSeconds` when unset: restores rebuild indexes, so they get longer.
+pub const DEFAULT_RESTORE_DEADLINE_SECONDS: i64 = 12 * 3600;
 
 /// Operator-wide settings for the pods that run the backup agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,8 +203,11 @@ pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSe
         mounts,
         component: Component::Backup,
     };
+    let deadline = policy
+        .job_deadline_seconds
+        .unwrap_or(DEFAULT_BACKUP_DEADLINE_SECONDS);
     // Two retries: a backup that failed half-way left no manifest, so retrying is safe.
-    job_spec(cluster, agent, pod, 2)
+    job_spec(cluster, agent, pod, 2, deadline)
 }
 
 /// Job `<backup>` for an on-demand Backup, owned by that Backup.
@@ -236,10 +244,13 @@ pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings)
         mounts,
         component: Component::Restore,
     };
+    let deadline = (cluster.spec.restore.as_ref())
+        .and_then(|r| r.job_deadline_seconds)
+        .unwrap_or(DEFAULT_RESTORE_DEADLINE_SECONDS);
     Job {
         metadata: cluster.child_meta(cluster.restore_job_name(), Component::Restore),
         // No retries: a failed restore is reported and waits for the user (see the README).
-        spec: Some(job_spec(cluster, agent, pod, 0)),
+        spec: Some(job_spec(cluster, agent, pod, 0, deadline)),
         status: None,
     }
 }
@@ -258,6 +269,7 @@ fn job_spec(
     agent: &AgentSettings,
     pod: AgentPod,
     backoff_limit: i32,
+    deadline_seconds: i64,
 ) -> JobSpec {
     let AgentPod {
         args,
@@ -289,6 +301,8 @@ fn job_spec(
     };
     JobSpec {
         backoff_limit: Some(backoff_limit),
+        // Kubernetes stops the Job and marks it Failed/DeadlineExceeded: nothing runs forever.
+        active_deadline_seconds: Some(deadline_seconds),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(cluster.labels(component)),
@@ -316,7 +330,7 @@ fn secret_ref(name: &str, source: &SecretKeyRef) -> EnvVar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::fixtures::postgresql;
+    use crate::resources::fixtures::*;
 
     fn agent_pod(ca_bundle: &str) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
         let pg = postgresql(&format!(
@@ -368,5 +382,46 @@ backup:
             .expect("volume");
         let secret = volume.secret.as_ref().expect("a Secret volume");
         assert_eq!(secret.secret_name.as_deref(), Some("minio-ca"));
+    }
+
+    fn agent() -> AgentSettings {
+        AgentSettings {
+            image: "agent:test".into(),
+        }
+    }
+
+    fn backup_deadline(spec: &str) -> Option<i64> {
+        let pg = postgresql(spec);
+        let cluster = Cluster::new(&pg).unwrap();
+        let policy = pg.spec.backup.as_ref().unwrap();
+        backup_job_spec(&cluster, policy, &agent()).active_deadline_seconds
+    }
+
+    fn restore_deadline(restore: &str) -> Option<i64> {
+        let pg = postgresql(&format!("storage: {{size: 1Gi}}\nrestore: {restore}\n"));
+        let cluster = Cluster::new(&pg).unwrap();
+        let plan = RestorePlan {
+            destination: serde_json::from_value(serde_json::json!({"s3": {"bucket": "b"}}))
+                .unwrap(),
+            layout: Layout::of(&cluster),
+            backup_id: "latest".into(),
+        };
+        restore_job(&cluster, &plan, &agent())
+            .spec
+            .and_then(|s| s.active_deadline_seconds)
+    }
+
+    #[test]
+    fn backup_jobs_end_at_their_deadline() {
+        assert_eq!(backup_deadline(WITH_S3_BACKUP), Some(21_600));
+        let configured = format!("{WITH_S3_BACKUP}  jobDeadlineSeconds: 900\n");
+        assert_eq!(backup_deadline(&configured), Some(900));
+    }
+
+    #[test]
+    fn restore_jobs_end_at_their_deadline() {
+        assert_eq!(restore_deadline("{backup: {name: b1}}"), Some(43_200));
+        let configured = "{backup: {name: b1}, jobDeadlineSeconds: 3600}";
+        assert_eq!(restore_deadline(configured), Some(3600));
     }
 }

@@ -9,6 +9,7 @@ mod pod;
 mod secrets;
 mod services;
 mod statefulset;
+pub mod storage;
 
 use std::collections::BTreeMap;
 

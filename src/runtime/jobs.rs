@@ -37,3 +37,19 @@ pub fn job_state(job: &Job) -> JobState {
         started: status.and_then(|s| s.start_time.clone()),
     }
 }
+
+/// The reason Kubernetes gives a Job it stopped at its `activeDeadlineSeconds`.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+
+/// Whether Kubernetes stopped `job` at its `activeDeadlineSeconds`: it hung or ran too long,
+/// which is a different story for the user than a pod that failed.
+pub fn deadline_exceeded(job: &Job) -> bool {
+    let conditions = job.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|cs| {
+        cs.iter().any(|c| {
+            c.type_ == "Failed"
+                && c.status == "True"
+                && c.reason.as_deref() == Some(DEADLINE_EXCEEDED)
+        })
+    })
+}

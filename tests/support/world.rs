@@ -110,7 +110,16 @@ pub fn converged(spec_yaml: &str, ready: bool, backup: BackupSchedule) -> (Postg
         pg = with_finalizer(pg);
     }
     let cache = Cache::converged(&pg, ready);
-    pg.status = Some(status_for(&pg, ready, backup, &at(1_000)));
+    let mut status = status_for(&pg, ready, backup, &at(1_000));
+    // Backups were scheduled just now: a schedule without a success since 1970 is overdue.
+    let scheduled = status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == "BackupScheduled");
+    if let Some(condition) = scheduled.filter(|c| c.status == "True") {
+        condition.last_transition_time = Time(Timestamp::now());
+    }
+    pg.status = Some(status);
     (pg, cache)
 }
 
@@ -146,6 +155,7 @@ pub fn status_for(
         backup,
         restore: RestoreProgress::NotRequested,
         backups: Summary::default(),
+        storage: None,
     };
     status::compute(
         pg.status.as_ref(),

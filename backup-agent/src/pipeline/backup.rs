@@ -1,5 +1,7 @@
 //! `backup`: globals and each database dumped, compressed and uploaded; manifest last.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +20,8 @@ pub struct BackupOptions {
     pub compression: Compression,
     /// Databases to dump; every non-template database when empty.
     pub databases: Vec<String>,
+    /// How long pg_dump waits for each table lock before failing.
+    pub lock_wait_timeout: Duration,
 }
 
 pub async fn run_backup(
@@ -126,13 +130,7 @@ async fn dump_all(
     ));
     for db in databases {
         let name = layout::database_file_name(&db.name, ext);
-        // -Z0: the agent compresses (zstd is faster and smaller than pg_dump's zlib).
-        let args = vec![
-            "--format=custom".to_string(),
-            "--compress=0".to_string(),
-            "--no-password".to_string(),
-            format!("--dbname={}", pg::quote_conninfo(&db.name)),
-        ];
+        let args = pg_dump_args(&db.name, options.lock_wait_timeout);
         let stored = dump_one(store, pg, options, "pg_dump", &args, &name, cancel).await?;
         files.push((
             stored.clone(),
@@ -167,6 +165,23 @@ async fn dump_one(
         .encode(BufReader::with_capacity(256 * 1024, stdout));
     let finish = async move { dump.finish().await.map(|_| ()) };
     upload_stream(store, &key, reader, finish, cancel).await
+}
+
+/// pg_dump's arguments for one database.
+fn pg_dump_args(database: &str, lock_wait_timeout: Duration) -> Vec<String> {
+    vec![
+        // -Z0: the agent compresses (zstd is faster and smaller than pg_dump's zlib).
+        "--format=custom".to_string(),
+        "--compress=0".to_string(),
+        "--no-password".to_string(),
+        // Milliseconds, the one format every server version accepts. Without it pg_dump waits
+        // forever for a table an ALTER or LOCK holds, and the backup Job never ends by itself.
+        format!(
+            "--lock-wait-timeout={}",
+            lock_wait_timeout.as_millis().max(1)
+        ),
+        format!("--dbname={}", pg::quote_conninfo(database)),
+    ]
 }
 
 fn select_databases(

@@ -1,0 +1,180 @@
+//! Whether a cluster's backups are fresh. A CronJob that skips runs (a stuck Job under
+//! `concurrencyPolicy: Forbid`, a controller that is down) produces no failed Backup, so
+//! `LastBackupSucceeded` would stay True; this check turns it False with reason `BackupOverdue`.
+
+use chrono::{DateTime, Utc};
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::validate::validate_schedule;
+use crate::crd::conditions::BACKUP_SCHEDULED;
+use crate::crd::{PostgreSQLStatus, SuccessfulBackup};
+
+/// The verdict for one cluster at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    /// Nothing to judge: no schedule, or no reference time yet.
+    Unknown,
+    /// Fresh until `overdue_at`; the reconcile requeues itself for then.
+    Fresh { overdue_at: Timestamp },
+    /// A sentence for the `LastBackupSucceeded` condition.
+    Overdue { message: String },
+}
+
+/// Judges `schedule` (a Kubernetes cron schedule in UTC) at `now`. `since` is the newer of the
+/// last success and the moment scheduling started. Backups are overdue once two scheduled runs
+/// after `since` have passed, plus half the interval between them for the second run to finish:
+/// about twice the schedule's interval, and right for irregular schedules (weekdays only) too.
+pub fn check(schedule: &str, since: Option<Timestamp>, now: Timestamp) -> Freshness {
+    let (Some(since), Some(cron)) = (since, parse(schedule)) else {
+        return Freshness::Unknown;
+    };
+    let Some(start) = DateTime::<Utc>::from_timestamp(since.as_second(), 0) else {
+        return Freshness::Unknown;
+    };
+    let mut runs = cron.iter_after(start).filter_map(|t| to_timestamp(&t));
+    let (Some(first), Some(second)) = (runs.next(), runs.next()) else {
+        return Freshness::Unknown;
+    };
+    let grace = SignedDuration::from_secs(second.duration_since(first).as_secs() / 2);
+    let Ok(overdue_at) = second.checked_add(grace) else {
+        return Freshness::Unknown;
+    };
+    if now < overdue_at {
+        return Freshness::Fresh { overdue_at };
+    }
+    Freshness::Overdue {
+        message: format!(
+            "no backup has succeeded since {since}, although schedule {schedule:?} was due at \
+             {first} and {second}"
+        ),
+    }
+}
+
+/// The schedule as the CronJob controller reads it; `None` for what `validate` refuses.
+fn parse(schedule: &str) -> Option<Cron> {
+    validate_schedule(schedule).ok()?;
+    let pattern = match schedule.trim() {
+        "@midnight" => "@daily",
+        "@annually" => "@yearly",
+        other => other,
+    };
+    let parser = CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build();
+    parser.parse(pattern).ok()
+}
+
+/// The reference time for [`check`]: the newer of the last success and the moment the
+/// `BackupScheduled` condition turned True, so that a new or resumed schedule gets its first
+/// runs before it can be overdue.
+pub fn since(
+    status: Option<&PostgreSQLStatus>,
+    last_success: Option<&SuccessfulBackup>,
+) -> Option<Timestamp> {
+    let scheduled = status.and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == BACKUP_SCHEDULED && c.status == "True")
+            .map(|c| c.last_transition_time.0)
+    });
+    scheduled.max(last_success.map(|b| b.completed_at.0))
+}
+
+fn to_timestamp(time: &DateTime<Utc>) -> Option<Timestamp> {
+    Timestamp::from_second(time.timestamp()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn daily_backups_are_overdue_after_two_missed_runs_and_half_a_day() {
+        let since = Some(at("2026-11-20T02:10:00Z"));
+        let fresh = check("0 2 * * *", since, at("2026-11-22T13:59:59Z"));
+        assert_eq!(
+            fresh,
+            Freshness::Fresh {
+                overdue_at: at("2026-11-22T14:00:00Z")
+            }
+        );
+        let Freshness::Overdue { message } = check("0 2 * * *", since, at("2026-11-22T14:00:00Z"))
+        else {
+            panic!("overdue expected");
+        };
+        assert_eq!(
+            message,
+            "no backup has succeeded since 2026-11-20T02:10:00Z, although schedule \"0 2 * * *\" \
+             was due at 2026-11-21T02:00:00Z and 2026-11-22T02:00:00Z"
+        );
+    }
+
+    #[test]
+    fn hourly_and_macro_schedules() {
+        let since = Some(at("2026-11-20T02:05:00Z"));
+        assert_eq!(
+            check("@hourly", since, at("2026-11-20T02:06:00Z")),
+            Freshness::Fresh {
+                overdue_at: at("2026-11-20T04:30:00Z")
+            }
+        );
+        assert!(matches!(
+            check("@midnight", since, at("2026-11-22T12:00:00Z")),
+            Freshness::Overdue { .. }
+        ));
+    }
+
+    #[test]
+    fn weekday_schedules_count_runs_not_days() {
+        // Friday's success: the weekend has no runs, so Monday's and Tuesday's are the two.
+        let friday = Some(at("2026-11-20T02:10:00Z"));
+        assert_eq!(
+            check("0 2 * * MON-FRI", friday, at("2026-11-23T12:00:00Z")),
+            Freshness::Fresh {
+                overdue_at: at("2026-11-24T14:00:00Z")
+            }
+        );
+    }
+
+    #[test]
+    fn the_clock_starts_at_the_newer_of_scheduling_and_the_last_success() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let mut status = PostgreSQLStatus::default();
+        status.conditions.push(Condition {
+            type_: BACKUP_SCHEDULED.into(),
+            status: "True".into(),
+            reason: "Scheduled".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(at("2026-11-10T00:00:00Z")),
+        });
+        let success = SuccessfulBackup {
+            name: "b".into(),
+            completed_at: Time(at("2026-11-20T02:10:00Z")),
+        };
+        assert_eq!(since(Some(&status), None), Some(at("2026-11-10T00:00:00Z")));
+        assert_eq!(
+            since(Some(&status), Some(&success)),
+            Some(at("2026-11-20T02:10:00Z"))
+        );
+        status.conditions[0].status = "False".into();
+        assert_eq!(since(Some(&status), None), None);
+    }
+
+    #[test]
+    fn nothing_to_judge_without_a_reference_or_a_valid_schedule() {
+        let now = at("2026-11-22T14:00:00Z");
+        assert_eq!(check("0 2 * * *", None, now), Freshness::Unknown);
+        assert_eq!(
+            check("0 0 L * *", Some(at("2020-01-01T00:00:00Z")), now),
+            Freshness::Unknown
+        );
+    }
+}
