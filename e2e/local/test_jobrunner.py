@@ -114,6 +114,43 @@ class ResolverTest(unittest.TestCase):
             self.assertEqual(jobrunner.rewrite_arg("restore", mounts), "restore")
 
 
+class TerminationMessageTest(unittest.TestCase):
+    """The kubelet's termination message: the file, or the log tail with FallbackToLogsOnError."""
+
+    def test_the_file_is_the_message(self):
+        with tempfile.TemporaryDirectory() as root:
+            root = Path(root)
+            (root / "termination-log").write_text("integrity check failed: x" + "y" * 5000)
+            (root / "stderr").write_text("log line\n")
+            message = jobrunner.termination_message({}, root, 5)
+            self.assertTrue(message.startswith("integrity check failed: x"))
+            self.assertEqual(len(message), jobrunner.MESSAGE_MAX)
+
+    def test_an_empty_file_falls_back_to_the_log_only_when_asked(self):
+        with tempfile.TemporaryDirectory() as root:
+            root = Path(root)
+            (root / "termination-log").write_text("")
+            (root / "stdout").write_text("")
+            (root / "stderr").write_text("".join(f"line {i}\n" for i in range(200)) + "panicked at x\n")
+            fallback = {"terminationMessagePolicy": "FallbackToLogsOnError"}
+            tail = jobrunner.termination_message(fallback, root, 101)
+            self.assertTrue(tail.endswith("panicked at x"))
+            self.assertLessEqual(len(tail.encode()), jobrunner.LOG_TAIL_BYTES)
+            self.assertEqual(jobrunner.termination_message({}, root, 101), "")
+            self.assertEqual(jobrunner.termination_message(fallback, root, 0), "")
+
+    @mock.patch.object(jobrunner, "get", side_effect=fake_get)
+    def test_the_agent_writes_to_a_local_file(self, _get):
+        pod = json.loads(json.dumps(POD))
+        container = pod["spec"]["containers"][0]
+        container["env"].append({"name": "TUSK_TERMINATION_LOG", "value": "/dev/termination-log"})
+        with mock.patch.object(jobrunner, "L4_DIR", Path(tempfile.mkdtemp())), \
+                mock.patch.object(jobrunner, "rewrite_addresses"):
+            _argv, env, root = jobrunner.prepare_job_pod(pod)
+        self.assertEqual(env["TUSK_TERMINATION_LOG"], str(root / "termination-log"))
+        self.assertEqual((root / "termination-log").read_text(), "")
+
+
 class AddressTest(unittest.TestCase):
     def test_only_in_cluster_addresses_are_rewritten(self):
         state = {"prod/demo": {"port": 54321}}

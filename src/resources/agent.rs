@@ -41,6 +41,10 @@ pub struct RestorePlan {
 const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
 /// The unprivileged user of the backup-agent image.
 const AGENT_UID: i64 = 65532;
+/// The agent's container in every agent pod; the operator reads its termination message.
+pub const AGENT_CONTAINER: &str = "backup-agent";
+/// Where the agent writes its one-line reason when it fails (the kubelet's default path).
+const TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// Operator-wide settings for the pods that run the backup agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,7 +217,7 @@ fn job_spec(
 ) -> JobSpec {
     let AgentPod {
         args,
-        env,
+        mut env,
         mut volumes,
         mut mounts,
         component,
@@ -229,8 +233,13 @@ fn job_spec(
         mount_path: "/tmp".to_owned(),
         ..VolumeMount::default()
     });
+    // The agent's one-line reason reaches the pod's status; a crash that leaves none (a panic,
+    // say) falls back to the end of its log.
+    env.push(plain_env("TUSK_TERMINATION_LOG", TERMINATION_LOG));
     let container = Container {
-        name: "backup-agent".to_owned(),
+        name: AGENT_CONTAINER.to_owned(),
+        termination_message_path: Some(TERMINATION_LOG.to_owned()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         image: Some(agent.image.clone()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         args: Some(args),

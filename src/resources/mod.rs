@@ -18,7 +18,8 @@ use kube::{Resource, ResourceExt};
 use crate::crd::{PostgreSQL, PostgreSQLSpec};
 
 pub use agent::{
-    AgentSettings, Layout, RestorePlan, agent_environment, backup_job, backup_job_spec, restore_job,
+    AGENT_CONTAINER, AgentSettings, Layout, RestorePlan, agent_environment, backup_job,
+    backup_job_spec, restore_job,
 };
 pub use config::{
     CONFIG_DIR, INITDB_SCRIPT_KEY, config_checksum, config_map, render_hba, render_postgresql_conf,
