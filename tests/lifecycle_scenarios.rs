@@ -112,9 +112,10 @@ async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
         "shop",
         "read from the source cluster's prefix"
     );
+    // The -rw Service routes no client yet: the Job goes to the primary pod by its own name.
     assert_eq!(
         env(job, "PGHOST"),
-        "demo-rw.prod.svc",
+        "demo-0.demo-hl.prod.svc",
         "written into this cluster"
     );
     assert_eq!(env(job, "TUSK_BACKUP_ID"), "nightly");
@@ -198,6 +199,12 @@ async fn a_failed_restore_is_reported_once_and_never_retried_by_itself() {
     let message = restored["message"].as_str().unwrap_or_default();
     let named = format!("restore Job demo-restore failed: {reason} (exit code 5)");
     assert!(message.starts_with(&named), "{message}");
+    // No claim the operator cannot know: the agent's reason says what was applied.
+    assert!(!message.contains("nothing was applied"), "{message}");
+    assert!(
+        message.contains("undoes what a failed attempt left"),
+        "{message}"
+    );
     assert_eq!(condition(status, "Ready")["status"], "False");
     assert_eq!(
         (

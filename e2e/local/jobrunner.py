@@ -67,9 +67,10 @@ AGENT_ENTRYPOINT = "/usr/local/bin/backup-agent"
 AGENT_IMAGE_ENV = {"HOME": "/tmp"}
 # The in-cluster MinIO of e2e/kind and samples/postgresql-s3-minio.yaml.
 IN_CLUSTER_MINIO = {"minio.minio.svc.cluster.local:9000", "minio.minio.svc:9000", "minio.minio:9000"}
+# A cluster's `-rw` Service, or its primary pod through the headless Service (restore Jobs).
 RW_HOST = re.compile(
-    r"(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-rw\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
-    r"\.svc(\.cluster\.local)?\.?"
+    r"(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(-rw|-0\.(?P=cluster)-hl)"
+    r"\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?\.?"
 )
 JOB_TIMEOUT = float(os.environ.get("TUSK_E2E_JOB_TIMEOUT", "1800"))
 AS_POSTGRES = os.geteuid() == 0  # the server refuses to run as root

@@ -165,6 +165,12 @@ class AddressTest(unittest.TestCase):
             jobrunner.rewrite_addresses(other, "prod/pod")
             self.assertEqual(other["PGHOST"], "db.example.com")
             self.assertEqual(other["TUSK_S3_ENDPOINT"], "https://s3.amazonaws.com")
+            primary = {"PGHOST": "demo-0.demo-hl.prod.svc", "PGPORT": "5432"}
+            jobrunner.rewrite_addresses(primary, "prod/pod")
+            self.assertEqual(primary, {"PGHOST": "127.0.0.1", "PGPORT": "54321"})
+            foreign = {"PGHOST": "demo-0.other-hl.prod.svc", "PGPORT": "5432"}
+            jobrunner.rewrite_addresses(foreign, "prod/pod")
+            self.assertEqual(foreign["PGHOST"], "demo-0.other-hl.prod.svc")
             unknown = {"PGHOST": "other-rw.prod.svc", "PGPORT": "5432"}
             jobrunner.rewrite_addresses(unknown, "prod/pod")
             self.assertEqual(unknown["PGHOST"], "other-rw.prod.svc")

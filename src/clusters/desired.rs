@@ -33,8 +33,8 @@ pub struct BackupCronJob {
     pub suspended_by_user: bool,
 }
 
-/// Builds every child of `cluster`.
-pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Desired {
+/// Builds every child of `cluster`; while `restore_pending`, the `-rw` Service routes no client.
+pub fn desired(cluster: &Cluster, agent: &AgentSettings, restore_pending: bool) -> Desired {
     let config_map = resources::config_map(cluster);
     let checksum = resources::config_checksum(&config_map);
     Desired {
@@ -45,7 +45,7 @@ pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Desired {
         statefulset: resources::statefulset(cluster, &checksum),
         config_map,
         services: [
-            resources::rw_service(cluster),
+            resources::rw_service(cluster, !restore_pending),
             resources::headless_service(cluster),
         ],
         backup: cluster.spec.backup.as_ref().map(|policy| BackupCronJob {
@@ -67,7 +67,7 @@ mod tests {
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent);
+        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent, false);
         let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
             .secrets
@@ -94,7 +94,7 @@ mod tests {
         assert_eq!(suspend(&backup.held), Some(true));
         let plain = postgresql(MINIMAL);
         assert!(
-            desired(&Cluster::new(&plain).unwrap(), &agent)
+            desired(&Cluster::new(&plain).unwrap(), &agent, false)
                 .backup
                 .is_none()
         );

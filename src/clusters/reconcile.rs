@@ -91,10 +91,10 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     if wants_finalizer != cleanup::has_finalizer(pg) {
         cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
     }
-    // Backups start only against a database that serves, which for a restore means restored.
+    // Backups start, and clients are routed, only once a restore (if any) has finished.
     let restore_pending = cluster.spec.restore.is_some()
         && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
-    let children = desired(&cluster, &ctx.agent);
+    let children = desired(&cluster, &ctx.agent, restore_pending);
     let mut applied = apply_children(&cluster, children, ctx, restore_pending).await?;
     let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
     applied.writes.extend(restore_job);

@@ -208,8 +208,9 @@ fn observe(pg: &PostgreSQL, job: &Job, agent: Option<&AgentExit>) -> RestoreProg
         JobState::Failed { message } => failed(
             "RestoreFailed",
             format!(
-                "restore Job {} failed: {message}; nothing was applied (the restore runs in one \
-                 transaction). Fix the cause, then delete the Job to try again",
+                "restore Job {} failed: {message}. Each database is restored in its own \
+                 transaction; the reason above says what was applied. Fix the cause, then delete \
+                 the Job: the next one undoes what a failed attempt left and starts over",
                 job.name_any(),
                 message = failure_message(&message, agent),
             ),

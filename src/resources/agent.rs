@@ -179,6 +179,10 @@ pub fn backup_job(
 /// preserved, so the passwords in this cluster's Secrets stay valid after the restore.
 pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings) -> Job {
     let (mut env, volumes, mounts) = agent_environment(cluster, &plan.layout, &plan.destination);
+    // The `-rw` Service routes no one until the restore is done; the Job goes to the pod itself.
+    for var in env.iter_mut().filter(|v| v.name == "PGHOST") {
+        var.value = Some(cluster.primary_host());
+    }
     env.push(plain_env("TUSK_BACKUP_ID", &plan.backup_id));
     env.push(plain_env("TUSK_WORK_DIR", "/tmp"));
     let pod = AgentPod {

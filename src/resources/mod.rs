@@ -26,7 +26,7 @@ pub use config::{
 };
 pub use cronjob::backup_cronjob;
 pub use secrets::{SUPERUSER_NAME, app_secret, generate_password, password_of, superuser_secret};
-pub use services::{headless_service, rw_service};
+pub use services::{CLIENTS_HELD_LABEL, headless_service, rw_service};
 pub use statefulset::{
     CONFIG_CHECKSUM_ANNOTATION, DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, statefulset,
 };
@@ -163,6 +163,16 @@ impl<'a> Cluster<'a> {
     /// In-cluster DNS name of the read-write Service.
     pub fn rw_host(&self) -> String {
         format!("{}.{}.svc", self.rw_service_name(), self.namespace)
+    }
+    /// The primary pod's own DNS name (through the headless Service), which serves before the
+    /// `-rw` Service routes clients.
+    pub fn primary_host(&self) -> String {
+        format!(
+            "{}-0.{}.{}.svc",
+            self.statefulset_name(),
+            self.headless_service_name(),
+            self.namespace
+        )
     }
 }
 
