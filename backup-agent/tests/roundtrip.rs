@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::agent::{agent, run, run_fails, run_ok, summary};
+use common::agent::{agent, run_fails, run_ok, summary};
 use common::postgres::PgServer;
 use common::seed;
 use common::stores::{Kind, TestStore};
