@@ -212,7 +212,9 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
         jobs: vec![own_job(Some("Failed"))],
         ..Cache::default()
     };
-    let script = final_status_and_event();
+    let reason = "database: cannot connect to postgres@demo-rw.prod.svc:5432 database \"postgres\"";
+    let mut script = vec![Expect::job_pods(NS, 3, reason)];
+    script.extend(final_status_and_event());
     let (_, seen) = reconcile_backup(
         backup("nightly", false),
         cache,
@@ -220,12 +222,19 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
         script,
     )
     .await;
-    let status = status_of(&seen[0]);
-    assert_eq!(status["phase"], "Failed");
-    assert_eq!(
-        status["error"],
-        "backup Job nightly failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    assert!(
+        seen[0]
+            .query
+            .contains("batch.kubernetes.io%2Fjob-name%3Dnightly"),
+        "{}",
+        seen[0].query
     );
+    let status = status_of(&seen[1]);
+    assert_eq!(status["phase"], "Failed");
+    let expected = format!("backup Job nightly failed: {reason} (exit code 3)");
+    assert_eq!(status["error"], expected.as_str());
+    assert_eq!(seen[2].body["reason"], "JobFailed");
+    assert_eq!(seen[2].body["note"], expected.as_str());
 }
 
 #[tokio::test]

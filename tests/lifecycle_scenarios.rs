@@ -112,9 +112,10 @@ async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
         "shop",
         "read from the source cluster's prefix"
     );
+    // The -rw Service routes no client yet: the Job goes to the primary pod by its own name.
     assert_eq!(
         env(job, "PGHOST"),
-        "demo-rw.prod.svc",
+        "demo-0.demo-hl.prod.svc",
         "written into this cluster"
     );
     assert_eq!(env(job, "TUSK_BACKUP_ID"), "nightly");
@@ -177,24 +178,54 @@ async fn a_failed_restore_is_reported_once_and_never_retried_by_itself() {
         Some("Failed"),
         json!({}),
     )];
-    let script = vec![Expect::apply_status(STATUS), Expect::event(NS)];
+    let reason =
+        "integrity check failed: db-app.pgdump.zst: sha256 ab12 differs from the manifest's cd34";
+    let script = vec![
+        Expect::job_pods(NS, 5, reason),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
     let (_, seen) = run(pg.clone(), cache.clone(), MemoryBucket::default(), script).await;
-    let status = &seen[0];
-    assert_eq!(condition(status, "Restored")["reason"], "RestoreFailed");
+    assert!(
+        seen[0]
+            .query
+            .contains("batch.kubernetes.io%2Fjob-name%3Ddemo-restore"),
+        "{}",
+        seen[0].query
+    );
+    let status = &seen[1];
+    let restored = condition(status, "Restored");
+    assert_eq!(restored["reason"], "RestoreFailed");
+    let message = restored["message"].as_str().unwrap_or_default();
+    let named = format!("restore Job demo-restore failed: {reason} (exit code 5)");
+    assert!(message.starts_with(&named), "{message}");
+    // No claim the operator cannot know: the agent's reason says what was applied.
+    assert!(!message.contains("nothing was applied"), "{message}");
+    assert!(
+        message.contains("undoes what a failed attempt left"),
+        "{message}"
+    );
     assert_eq!(condition(status, "Ready")["status"], "False");
     assert_eq!(
         (
-            seen[1].body["type"].as_str(),
-            seen[1].body["reason"].as_str()
+            seen[2].body["type"].as_str(),
+            seen[2].body["reason"].as_str()
         ),
         (Some("Warning"), Some("RestoreFailed"))
     );
+    assert!(
+        seen[2].body["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(reason)
+    );
 
-    // The next reconcile sees its own status: no Job, no status, no Event.
+    // The next reconcile sees its own status: it reads the pod again, and writes nothing.
     let mut again = pg;
-    again.status = serde_json::from_value(seen[0].body["status"].clone()).expect("status");
-    let (_, seen) = run(again, cache, MemoryBucket::default(), vec![]).await;
-    assert!(seen.is_empty(), "{seen:?}");
+    again.status = serde_json::from_value(seen[1].body["status"].clone()).expect("status");
+    let script = vec![Expect::job_pods(NS, 5, reason)];
+    let (_, seen) = run(again, cache, MemoryBucket::default(), script).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
 }
 
 #[tokio::test]

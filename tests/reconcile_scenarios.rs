@@ -67,9 +67,13 @@ async fn create_from_empty_makes_exactly_these_calls() {
     let (action, seen) = scenario(pg, Cache::default(), script).await;
     assert_eq!(action, Action::requeue(Duration::from_secs(600)));
 
+    // Tested for absence first: a finalizer another controller added meanwhile is never lost.
     assert_eq!(
         seen[0].body,
-        json!([{"op": "add", "path": "/metadata/finalizers", "value": ["tusk.dev/cleanup"]}])
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["tusk.dev/cleanup"]},
+        ])
     );
     let seen = seen[1..].to_vec();
     for apply in seen.iter().filter(|s| s.method == Method::PATCH) {

@@ -45,6 +45,12 @@ pub enum AgentError {
     Catalog(CatalogError),
     #[error("interrupted by signal")]
     Interrupted,
+    /// A restore that failed after it had applied something: `state` says what the target holds.
+    #[error("{source}; {state}")]
+    Partial {
+        source: Box<AgentError>,
+        state: String,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -69,6 +75,7 @@ impl AgentError {
             },
             AgentError::Integrity(_) => exit_code::INTEGRITY,
             AgentError::TargetNotEmpty(_) => exit_code::TARGET_NOT_EMPTY,
+            AgentError::Partial { source, .. } => source.exit_code(),
             AgentError::Tool { .. }
             | AgentError::Io { .. }
             | AgentError::Interrupted

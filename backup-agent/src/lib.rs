@@ -7,5 +7,6 @@ pub mod compression;
 pub mod error;
 pub mod pg;
 pub mod pipeline;
+pub mod termination;
 
 pub use error::{AgentError, exit_code};

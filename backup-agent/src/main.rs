@@ -5,10 +5,25 @@ mod run;
 
 use std::process::ExitCode;
 
+use backup_agent::termination;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Usage errors end the pod too; they leave what is wrong (not the usage text).
+            if e.use_stderr() {
+                let rendered = e.to_string();
+                let what: Vec<&str> = rendered
+                    .lines()
+                    .take_while(|l| !l.starts_with("Usage:"))
+                    .collect();
+                termination::record(&what.join("\n"));
+            }
+            e.exit()
+        }
+    };
     init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -16,7 +31,9 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("backup-agent: cannot start the async runtime: {e}");
+            let message = format!("cannot start the async runtime: {e}");
+            termination::record(&message);
+            eprintln!("backup-agent: {message}");
             return ExitCode::from(1);
         }
     };

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use backup_agent::error::{AgentError, exit_code};
 use backup_agent::pg::PgParams;
 use backup_agent::pipeline::{backup, restore, verify};
+use backup_agent::termination;
 use backup_store::StoreError;
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
@@ -39,6 +40,7 @@ pub async fn run(command: Command) -> i32 {
         ),
         Err(e) => {
             tracing::error!(error = %e, "{name} failed");
+            termination::record(&e.to_string());
             (
                 e.exit_code(),
                 json!({"command": name, "status": "error", "exitCode": e.exit_code(), "error": e.to_string()}),

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::agent::{agent, error_of, run_fails, run_ok};
+use common::agent::{agent, bare_agent, error_of, run_fails, run_ok, run_refused};
 use common::postgres::PgServer;
 use common::seed;
 use common::stores::{Kind, TestStore};
@@ -60,6 +60,19 @@ async fn gcs_hmac_credentials_are_an_explicit_error() {
         .env("TUSK_S3_ENDPOINT", "https://storage.googleapis.com")
         .arg("list");
     run_fails(cmd, 4, "--store gcs");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_errors_exit_2_with_their_reason() {
+    // Refused by clap before anything runs: the missing argument is the reason.
+    let mut cmd = bare_agent();
+    cmd.arg("backup");
+    run_refused(cmd, "required arguments were not provided");
+    // Refused by the agent: a namespace that cannot be part of a key.
+    let store = TestStore::start(Kind::Minio).await;
+    let mut cmd = agent(&store, "db", None);
+    cmd.env("TUSK_NAMESPACE", "..").arg("list");
+    run_fails(cmd, 2, "invalid arguments");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -140,8 +153,11 @@ async fn interrupted_upload(kind: Kind) {
     let pg = PgServer::start();
     let payload = "md5(i::text) || md5((i * 7)::text) || md5((i * 13)::text)";
     seed::big_database(&pg, payload, 1_500_000);
+    let termination = tempfile::tempdir().unwrap();
+    let log = termination.path().join("termination-log");
     let mut cmd = agent(&store, "db", Some(&pg));
     cmd.args(["backup", "--compression", "none", "--backup-id", "killed"])
+        .env("TUSK_TERMINATION_LOG", &log)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn agent");
@@ -182,6 +198,8 @@ async fn interrupted_upload(kind: Kind) {
     eprintln!("{}", seen.join("\n"));
     assert_eq!(out.status.code(), Some(1));
     assert!(error_of(&out).contains("interrupted"), "{}", error_of(&out));
+    let message = std::fs::read_to_string(&log).expect("a termination message");
+    assert_eq!(message, error_of(&out));
 
     let prefix = "nightly/tests/db/";
     assert!(

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::agent::{agent, run, run_ok, summary};
+use common::agent::{agent, run_fails, run_ok, summary};
 use common::postgres::PgServer;
 use common::seed;
 use common::stores::{Kind, TestStore};
@@ -94,14 +94,7 @@ async fn round_trip(kind: Kind, compression: &str) {
     // A second restore into the now non-empty target is refused without --force.
     let mut again = agent(&store, "db", Some(&target));
     again.args(["restore", "--backup-id", "first"]);
-    let out = run(again);
-    assert_eq!(out.status.code(), Some(6));
-    assert!(
-        summary(&out)["error"]
-            .as_str()
-            .unwrap()
-            .contains("not empty")
-    );
+    run_fails(again, 6, "not empty");
     let mut forced = agent(&store, "db", Some(&target));
     forced.args(["restore", "--backup-id", "first", "--force"]);
     run_ok(forced);

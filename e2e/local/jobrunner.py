@@ -17,7 +17,8 @@ what their containers would do:
   volumes, and rewriting only in-cluster addresses: PGHOST `<cluster>-rw.<ns>.svc[.cluster.local]`
   (+ PGPORT) to the local instance, TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
   and paths under a volume's mountPath to its local directory. The exit code is reported as
-  annotation `e2e.tusk.dev/exit-code`, which kwok's stage turns into Succeeded/Failed. While a
+  annotation `e2e.tusk.dev/exit-code` (with the termination message the container left, as
+  `e2e.tusk.dev/termination-message`), which kwok's stage turns into Succeeded/Failed. While a
   Secret or ConfigMap it needs is missing, the pod waits and is retried, as with the kubelet
   (reason in annotation `e2e.tusk.dev/waiting`).
 
@@ -56,14 +57,20 @@ SELECTOR = "app.kubernetes.io/managed-by=tusk-operator"
 EXIT_CODE = "e2e.tusk.dev/exit-code"
 TAKEN = "e2e.tusk.dev/runner"
 WAITING = "e2e.tusk.dev/waiting"  # why a container cannot start yet (a missing Secret, say)
+# The container's termination message, which kwok's stage copies into state.terminated.message.
+MESSAGE = "e2e.tusk.dev/termination-message"
+TERMINATION_PATH = "/dev/termination-log"  # the kubelet's default terminationMessagePath
+MESSAGE_MAX = 4096  # bytes the kubelet keeps of the file
+LOG_TAIL_LINES, LOG_TAIL_BYTES = 80, 2048  # what FallbackToLogsOnError keeps of the log
 # The backup-agent image: ENTRYPOINT and ENV (see the Dockerfile).
 AGENT_ENTRYPOINT = "/usr/local/bin/backup-agent"
 AGENT_IMAGE_ENV = {"HOME": "/tmp"}
 # The in-cluster MinIO of e2e/kind and samples/postgresql-s3-minio.yaml.
 IN_CLUSTER_MINIO = {"minio.minio.svc.cluster.local:9000", "minio.minio.svc:9000", "minio.minio:9000"}
+# A cluster's `-rw` Service, or its primary pod through the headless Service (restore Jobs).
 RW_HOST = re.compile(
-    r"(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-rw\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
-    r"\.svc(\.cluster\.local)?\.?"
+    r"(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(-rw|-0\.(?P=cluster)-hl)"
+    r"\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?\.?"
 )
 JOB_TIMEOUT = float(os.environ.get("TUSK_E2E_JOB_TIMEOUT", "1800"))
 AS_POSTGRES = os.geteuid() == 0  # the server refuses to run as root
@@ -91,9 +98,11 @@ def get(kind: str, namespace: str, name: str) -> dict | None:
     return json.loads(out.stdout) if out.stdout.strip() else None
 
 
-def annotate(pod: dict, key: str, value: str) -> None:
+def annotate(pod: dict, key: str, value: str, **more: str) -> None:
+    """Sets annotations in one request (`more` maps further keys, given as key=value pairs)."""
     meta = pod["metadata"]
-    kubectl("annotate", "pod", "-n", meta["namespace"], meta["name"], f"{key}={value}", "--overwrite")
+    pairs = [f"{key}={value}", *(f"{k}={v}" for k, v in more.items())]
+    kubectl("annotate", "pod", "-n", meta["namespace"], meta["name"], *pairs, "--overwrite")
 
 
 def owner_kind(pod: dict) -> str | None:
@@ -504,6 +513,10 @@ def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:
     resolver = Resolver(pod)
     env = resolver.env(container)
     mounts = resolver.volumes(container, root)
+    # The kubelet mounts an empty termination-message file into every container.
+    termination = root / "termination-log"
+    termination.write_text("")
+    mounts[container.get("terminationMessagePath") or TERMINATION_PATH] = termination
     command = [expand(a, env) for a in container.get("command") or [AGENT_ENTRYPOINT]]
     args = [expand(a, env) for a in container.get("args") or []]
     if Path(command[0]).name != "backup-agent":
@@ -518,6 +531,18 @@ def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:
     rewrite_addresses(process_env, f'{meta["namespace"]}/{meta["name"]}')
     (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
     return argv, process_env, root
+
+
+def termination_message(container: dict, root: Path, rc: int) -> str:
+    """What the kubelet puts in state.terminated.message: the file (its first 4096 bytes) or, with
+    FallbackToLogsOnError, a failed container and an empty file, the tail of its log."""
+    path = root / "termination-log"
+    text = path.read_bytes()[:MESSAGE_MAX].decode(errors="replace") if path.exists() else ""
+    if text.strip() or rc == 0 or container.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+        return text
+    log_text = b"".join((root / f).read_bytes() for f in ("stdout", "stderr") if (root / f).exists())
+    tail = b"\n".join(log_text.splitlines()[-LOG_TAIL_LINES:])[-LOG_TAIL_BYTES:]
+    return tail.decode(errors="replace")
 
 
 def run_job_pod(pod: dict, argv: list[str], process_env: dict[str, str], root: Path) -> None:
@@ -556,8 +581,10 @@ def run_job_pod(pod: dict, argv: list[str], process_env: dict[str, str], root: P
     with state_lock, open(RESULTS_FILE, "a") as f:
         f.write(json.dumps({"pod": name, "job": meta.get("labels", {}).get("batch.kubernetes.io/job-name"),
                             "args": argv[1:], "rc": rc, "seconds": round(seconds, 2), "summary": summary}) + "\n")
+    message = termination_message(pod["spec"]["containers"][0], root, rc)
     try:
-        annotate(pod, EXIT_CODE, str(rc))
+        # One request: the stage that finishes the pod must see the message with the exit code.
+        annotate(pod, MESSAGE, message, **{EXIT_CODE: str(rc)})
     except subprocess.CalledProcessError as e:
         log(f"{name}: annotating failed: {e.stderr.strip()}")
 

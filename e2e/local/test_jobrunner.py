@@ -114,6 +114,43 @@ class ResolverTest(unittest.TestCase):
             self.assertEqual(jobrunner.rewrite_arg("restore", mounts), "restore")
 
 
+class TerminationMessageTest(unittest.TestCase):
+    """The kubelet's termination message: the file, or the log tail with FallbackToLogsOnError."""
+
+    def test_the_file_is_the_message(self):
+        with tempfile.TemporaryDirectory() as root:
+            root = Path(root)
+            (root / "termination-log").write_text("integrity check failed: x" + "y" * 5000)
+            (root / "stderr").write_text("log line\n")
+            message = jobrunner.termination_message({}, root, 5)
+            self.assertTrue(message.startswith("integrity check failed: x"))
+            self.assertEqual(len(message), jobrunner.MESSAGE_MAX)
+
+    def test_an_empty_file_falls_back_to_the_log_only_when_asked(self):
+        with tempfile.TemporaryDirectory() as root:
+            root = Path(root)
+            (root / "termination-log").write_text("")
+            (root / "stdout").write_text("")
+            (root / "stderr").write_text("".join(f"line {i}\n" for i in range(200)) + "panicked at x\n")
+            fallback = {"terminationMessagePolicy": "FallbackToLogsOnError"}
+            tail = jobrunner.termination_message(fallback, root, 101)
+            self.assertTrue(tail.endswith("panicked at x"))
+            self.assertLessEqual(len(tail.encode()), jobrunner.LOG_TAIL_BYTES)
+            self.assertEqual(jobrunner.termination_message({}, root, 101), "")
+            self.assertEqual(jobrunner.termination_message(fallback, root, 0), "")
+
+    @mock.patch.object(jobrunner, "get", side_effect=fake_get)
+    def test_the_agent_writes_to_a_local_file(self, _get):
+        pod = json.loads(json.dumps(POD))
+        container = pod["spec"]["containers"][0]
+        container["env"].append({"name": "TUSK_TERMINATION_LOG", "value": "/dev/termination-log"})
+        with mock.patch.object(jobrunner, "L4_DIR", Path(tempfile.mkdtemp())), \
+                mock.patch.object(jobrunner, "rewrite_addresses"):
+            _argv, env, root = jobrunner.prepare_job_pod(pod)
+        self.assertEqual(env["TUSK_TERMINATION_LOG"], str(root / "termination-log"))
+        self.assertEqual((root / "termination-log").read_text(), "")
+
+
 class AddressTest(unittest.TestCase):
     def test_only_in_cluster_addresses_are_rewritten(self):
         state = {"prod/demo": {"port": 54321}}
@@ -128,6 +165,12 @@ class AddressTest(unittest.TestCase):
             jobrunner.rewrite_addresses(other, "prod/pod")
             self.assertEqual(other["PGHOST"], "db.example.com")
             self.assertEqual(other["TUSK_S3_ENDPOINT"], "https://s3.amazonaws.com")
+            primary = {"PGHOST": "demo-0.demo-hl.prod.svc", "PGPORT": "5432"}
+            jobrunner.rewrite_addresses(primary, "prod/pod")
+            self.assertEqual(primary, {"PGHOST": "127.0.0.1", "PGPORT": "54321"})
+            foreign = {"PGHOST": "demo-0.other-hl.prod.svc", "PGPORT": "5432"}
+            jobrunner.rewrite_addresses(foreign, "prod/pod")
+            self.assertEqual(foreign["PGHOST"], "demo-0.other-hl.prod.svc")
             unknown = {"PGHOST": "other-rw.prod.svc", "PGPORT": "5432"}
             jobrunner.rewrite_addresses(unknown, "prod/pod")
             self.assertEqual(unknown["PGHOST"], "other-rw.prod.svc")

@@ -31,6 +31,11 @@ impl Ctx {
             .await
     }
 
+    /// Flips one bit of object `key` in the bucket; a skip where it cannot be written.
+    pub async fn alter_object(&self, key: &str) -> Result {
+        self.platform.bucket_flip_byte(key).await
+    }
+
     /// The scenario needs to look into the bucket.
     pub fn require_bucket(&self) -> Result {
         if self.platform.can_list_bucket() {

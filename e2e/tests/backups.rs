@@ -5,9 +5,9 @@
 
 use tusk::crd::BackupPhase;
 use tusk_e2e::backups::unix_seconds;
-use tusk_e2e::cluster::{condition, conditions};
+use tusk_e2e::cluster::{condition, conditions, describe};
 use tusk_e2e::manifests::{S3Backup, backup, cluster, restored_cluster};
-use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, until, with_temp_ns};
+use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, fail, say, until, with_temp_ns};
 
 /// A cluster with S3 backups under path `lifecycle`.
 async fn backup_cluster_in(
@@ -290,6 +290,67 @@ async fn backup_restore_into_new_cluster() {
             !ctx.exists(&restore_job).await?,
             "the restore Job was re-created after the cluster was restored"
         );
+        Ok(())
+    })
+    .await;
+}
+
+/// A restore from a backup whose dump was altered by one bit: refused before anything is
+/// applied, and the agent's own reason (the sha256 mismatch, from its termination message) is
+/// what the cluster's Restored condition and its Event say.
+#[tokio::test]
+#[ignore = "needs a cluster: scripts/e2e.sh"]
+async fn backup_restore_from_altered_dump() {
+    with_temp_ns("backup_restore_from_altered_dump", |ctx| async move {
+        ctx.require_l4()?;
+        ctx.require_bucket()?;
+        let (ns, name) = (ctx.ns.clone(), "src");
+        backup_cluster_in(&ctx, &ns, "db", 5, "Retain").await?;
+        ctx.wait_ready(&["db"]).await?;
+        ctx.wait_sql("db").await?;
+        ctx.seed("db", "app", "app").await?;
+        ctx.take_backup_in(&ns, "db", name).await?;
+        let keys = lifecycle_keys(&ctx, &ns, "db").await?;
+        let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
+        let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
+            fail!("no dump of database app under {dump_prefix}: {keys:?}");
+        };
+        ctx.alter_object(dump).await?;
+        ctx.apply(&restored_cluster("copy", name)).await?;
+        let message = until(
+            format!("{ns}/copy Restored=False/RestoreFailed"),
+            ctx.timeout(),
+            || async {
+                let pg = ctx.postgresql_in(&ns, "copy").await?;
+                let restored = condition(conditions(&pg), "Restored")
+                    .filter(|c| c.reason == "RestoreFailed")
+                    .map(|c| c.message.clone());
+                Ok(match restored {
+                    Some(message) => Check::Done(message),
+                    None => Check::Pending(describe(conditions(&pg))),
+                })
+            },
+        )
+        .await?;
+        let reason = format!("integrity check failed: {dump}: sha256 ");
+        ensure!(
+            message.starts_with(&format!("restore Job copy-restore failed: {reason}"))
+                && message.contains("differs from the manifest's")
+                && message.contains("(exit code 5)"),
+            "the Restored condition does not carry the agent's reason: {message}"
+        );
+        let tables = ctx
+            .db_sql(
+                "copy",
+                "app",
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            )
+            .await?;
+        ensure!(
+            tables.trim() == "0",
+            "the target is not empty: {tables} tables"
+        );
+        say(format!("Restored=False: {message}"));
         Ok(())
     })
     .await;

@@ -7,7 +7,9 @@ use kube::ResourceExt;
 
 use crate::crd::{Backup, PostgreSQL, SCHEDULED_LABEL};
 use crate::resources::{MANAGED_BY, backup_cronjob_name};
-use crate::runtime::jobs::{DEADLINE_EXCEEDED, JobState, deadline_exceeded, job_state};
+use crate::runtime::jobs::{
+    AgentExit, DEADLINE_EXCEEDED, JobState, deadline_exceeded, failure_message, job_state,
+};
 
 /// The next step for a Backup that is not final yet.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,8 +34,14 @@ pub enum Next {
     ReadManifest { finished: Option<Time> },
 }
 
-/// Decides the next step of `backup` from its cluster and its Job (same name as the Backup).
-pub fn next(backup: &Backup, cluster: Option<&PostgreSQL>, job: Option<&Job>) -> Next {
+/// Decides the next step of `backup` from its cluster, its Job (same name as the Backup) and,
+/// once that Job failed, how its agent ended.
+pub fn next(
+    backup: &Backup,
+    cluster: Option<&PostgreSQL>,
+    job: Option<&Job>,
+    agent: Option<&AgentExit>,
+) -> Next {
     let cluster_name = &backup.spec.cluster.name;
     if let Some(job) = job {
         if !job_belongs_to(job, backup) {
@@ -56,7 +64,11 @@ pub fn next(backup: &Backup, cluster: Option<&PostgreSQL>, job: Option<&Job>) ->
             JobState::Succeeded { finished } => Next::ReadManifest { finished },
             JobState::Failed { message } => Next::Fail {
                 reason: "JobFailed",
-                message: format!("backup Job {} failed: {message}", job.name_any()),
+                message: format!(
+                    "backup Job {} failed: {}",
+                    job.name_any(),
+                    failure_message(&message, agent)
+                ),
             },
         };
     }
@@ -208,20 +220,23 @@ mod tests {
         let b = backup(&[]);
         let not_ready = ready_cluster(false);
         assert!(matches!(
-            next(&b, None, None),
+            next(&b, None, None, None),
             Next::Wait {
                 reason: "ClusterNotFound",
                 ..
             }
         ));
         assert!(matches!(
-            next(&b, Some(&not_ready), None),
+            next(&b, Some(&not_ready), None, None),
             Next::Wait {
                 reason: "ClusterNotReady",
                 ..
             }
         ));
-        assert_eq!(next(&b, Some(&ready_cluster(true)), None), Next::CreateJob);
+        assert_eq!(
+            next(&b, Some(&ready_cluster(true)), None, None),
+            Next::CreateJob
+        );
     }
 
     #[test]
@@ -229,7 +244,7 @@ mod tests {
         let mut pg = ready_cluster(true);
         pg.spec.backup = None;
         assert!(matches!(
-            next(&backup(&[]), Some(&pg), None),
+            next(&backup(&[]), Some(&pg), None, None),
             Next::Fail {
                 reason: "NoDestination",
                 ..
@@ -243,12 +258,12 @@ mod tests {
         let pg = ready_cluster(true);
         let running = job("Backup", "backup-uid", None);
         assert!(matches!(
-            next(&b, Some(&pg), Some(&running)),
+            next(&b, Some(&pg), Some(&running), None),
             Next::Running { .. }
         ));
         let done = job("Backup", "backup-uid", Some(("Complete", "")));
         assert!(matches!(
-            next(&b, Some(&pg), Some(&done)),
+            next(&b, Some(&pg), Some(&done), None),
             Next::ReadManifest { .. }
         ));
         let failed = job(
@@ -257,10 +272,25 @@ mod tests {
             Some(("Failed", "Job has reached the specified backoff limit")),
         );
         assert_eq!(
-            next(&b, Some(&pg), Some(&failed)),
+            next(&b, Some(&pg), Some(&failed), None),
             Next::Fail {
                 reason: "JobFailed",
                 message: "backup Job nightly failed: BackoffLimitExceeded: Job has reached the specified backoff limit".into()
+            }
+        );
+        // The agent's own reason, from its pod, is what the Backup says.
+        let agent = AgentExit {
+            exit_code: 4,
+            reason: Some("Error".into()),
+            message: Some("bucket does not exist: s3://backups".into()),
+        };
+        assert_eq!(
+            next(&b, Some(&pg), Some(&failed), Some(&agent)),
+            Next::Fail {
+                reason: "JobFailed",
+                message:
+                    "backup Job nightly failed: bucket does not exist: s3://backups (exit code 4)"
+                        .into()
             }
         );
     }
@@ -280,7 +310,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            next(&backup(&[]), Some(&ready_cluster(true)), Some(&stuck)),
+            next(&backup(&[]), Some(&ready_cluster(true)), Some(&stuck), None),
             Next::Fail {
                 reason: "DeadlineExceeded",
                 message:
@@ -297,7 +327,7 @@ mod tests {
         let b = backup(&[]);
         let foreign = job("Backup", "other-uid", None);
         assert!(matches!(
-            next(&b, None, Some(&foreign)),
+            next(&b, None, Some(&foreign), None),
             Next::Fail {
                 reason: "JobConflict",
                 ..
@@ -305,7 +335,7 @@ mod tests {
         ));
         let scheduled_job = job("CronJob", "cronjob-uid", None);
         assert!(matches!(
-            next(&b, None, Some(&scheduled_job)),
+            next(&b, None, Some(&scheduled_job), None),
             Next::Fail { .. }
         ));
     }
@@ -315,9 +345,12 @@ mod tests {
         let b = backup(&[(SCHEDULED_LABEL, "true")]);
         let scheduled_job = job("CronJob", "cronjob-uid", None);
         assert!(matches!(
-            next(&b, None, Some(&scheduled_job)),
+            next(&b, None, Some(&scheduled_job), None),
             Next::Running { .. }
         ));
-        assert_eq!(next(&b, Some(&ready_cluster(true)), None), Next::JobGone);
+        assert_eq!(
+            next(&b, Some(&ready_cluster(true)), None, None),
+            Next::JobGone
+        );
     }
 }

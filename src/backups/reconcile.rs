@@ -24,6 +24,7 @@ use crate::resources::{self, Cluster};
 use crate::runtime::apply::{Change, create};
 use crate::runtime::buckets::{BucketError, cluster_location};
 use crate::runtime::events::{self, normal, warning};
+use crate::runtime::jobs::{AgentExit, JobState, failed_agent, job_state};
 use crate::runtime::status::now;
 use crate::runtime::{Context, cached};
 
@@ -78,7 +79,11 @@ async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
     let job = cached(&ctx.caches.jobs, &ns, &name);
     let old = backup.status.as_ref();
     let now = now();
-    match progress::next(backup, cluster.as_deref(), job.as_deref()) {
+    let agent = match job.as_deref() {
+        Some(job) => failed_agent_of(ctx, job).await?,
+        None => None,
+    };
+    match progress::next(backup, cluster.as_deref(), job.as_deref(), agent.as_ref()) {
         Next::Wait { reason, message } => {
             write_status(ctx, backup, status::pending(old, reason, message, &now)).await?;
             Ok(Action::requeue(PENDING_RECHECK))
@@ -128,6 +133,22 @@ async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
             complete(ctx, backup, cluster.as_deref(), &destination, finished).await
         }
     }
+}
+
+/// How the agent of `job` ended, read from its pod once the Job failed (the Backup's failure is
+/// final, so the reason is read before it is written).
+async fn failed_agent_of(ctx: &Context, job: &Job) -> Result<Option<AgentExit>> {
+    if !matches!(job_state(job), JobState::Failed { .. }) {
+        return Ok(None);
+    }
+    let (name, ns) = (job.name_any(), job.namespace().unwrap_or_default());
+    failed_agent(&ctx.client, &ns, &name)
+        .await
+        .map_err(|source| Error::Read {
+            kind: "Pod of Job".into(),
+            name,
+            source,
+        })
 }
 
 /// The destination the backup writes to: recorded in the status once running, the cluster's

@@ -45,21 +45,31 @@ pub fn finalizers_with(current: &[String], present: bool) -> Vec<String> {
     list
 }
 
-/// Adds or removes the finalizer with a JSON patch that first tests the list it read, so a
-/// concurrent change by another controller makes it fail and retry instead of clobbering.
+/// The JSON patch that sets the finalizer list from `current` (as read) to `wanted`. It first
+/// tests the list it read, so a concurrent change by another controller makes it fail (422) and
+/// the reconcile retry, instead of clobbering. An empty list is absent from the stored object
+/// (`omitempty`): testing for `null` holds only while no one has added a finalizer since.
+pub fn finalizer_patch(current: &[String], wanted: &[String]) -> serde_json::Value {
+    if current.is_empty() {
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": wanted},
+        ])
+    } else {
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "replace", "path": "/metadata/finalizers", "value": wanted},
+        ])
+    }
+}
+
+/// Adds or removes the finalizer with [`finalizer_patch`].
 pub async fn set_finalizer(pg: &PostgreSQL, ctx: &Context, present: bool) -> Result<()> {
     let name = pg.name_any();
     let api: Api<PostgreSQL> =
         Api::namespaced(ctx.client.clone(), &pg.namespace().unwrap_or_default());
     let current = pg.finalizers();
-    let patch = if current.is_empty() {
-        json!([{"op": "add", "path": "/metadata/finalizers", "value": finalizers_with(current, present)}])
-    } else {
-        json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": current},
-            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers_with(current, present)},
-        ])
-    };
+    let patch = finalizer_patch(current, &finalizers_with(current, present));
     let patch: json_patch::Patch =
         serde_json::from_value(patch).map_err(|source| Error::Serialize {
             kind: "PostgreSQL".into(),
@@ -219,5 +229,27 @@ mod tests {
             "adding twice is a no-op"
         );
         assert_eq!(finalizers_with(&both, false), others);
+    }
+
+    #[test]
+    fn every_finalizer_patch_tests_the_list_it_read() {
+        let ours = vec![CLEANUP_FINALIZER.to_owned()];
+        // Nothing read: the patch holds only while the list is still absent.
+        assert_eq!(
+            finalizer_patch(&[], &ours),
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [CLEANUP_FINALIZER]},
+            ])
+        );
+        let others = vec!["example.com/keep".to_owned()];
+        let both = finalizers_with(&others, true);
+        assert_eq!(
+            finalizer_patch(&others, &both),
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["example.com/keep"]},
+                {"op": "replace", "path": "/metadata/finalizers", "value": both},
+            ])
+        );
     }
 }

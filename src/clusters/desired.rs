@@ -34,7 +34,12 @@ pub struct BackupCronJob {
 }
 
 /// Builds every child of `cluster`; refuses parameters that postgresql.conf cannot hold safely.
-pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, ParameterError> {
+/// While `restore_pending`, the `-rw` Service routes no client.
+pub fn desired(
+    cluster: &Cluster,
+    agent: &AgentSettings,
+    restore_pending: bool,
+) -> Result<Desired, ParameterError> {
     let config_map = resources::config_map(cluster)?;
     let checksum = resources::config_checksum(&config_map);
     Ok(Desired {
@@ -45,7 +50,7 @@ pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, Para
         statefulset: resources::statefulset(cluster, &checksum),
         config_map,
         services: [
-            resources::rw_service(cluster),
+            resources::rw_service(cluster, !restore_pending),
             resources::headless_service(cluster),
         ],
         backup: cluster.spec.backup.as_ref().map(|policy| BackupCronJob {
@@ -67,7 +72,8 @@ mod tests {
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent).unwrap();
+        let build =
+            |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent, false).unwrap();
         let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
             .secrets
@@ -94,7 +100,7 @@ mod tests {
         assert_eq!(suspend(&backup.held), Some(true));
         let plain = postgresql(MINIMAL);
         assert!(
-            desired(&Cluster::new(&plain).unwrap(), &agent)
+            desired(&Cluster::new(&plain).unwrap(), &agent, false)
                 .unwrap()
                 .backup
                 .is_none()

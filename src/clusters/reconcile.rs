@@ -76,8 +76,12 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         // Children go with the owner (garbage collection); only the bucket needs us.
         return cleanup::finalize(pg, ctx).await;
     }
+    // Backups start, and clients are routed, only once a restore (if any) has finished.
+    let restore_pending = cluster.spec.restore.is_some()
+        && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
     // Validate, then build every child: both pure, and both refuse before anything is applied.
-    let built = validate(&pg.spec).and_then(|()| Ok(desired(&cluster, &ctx.agent)?));
+    let built =
+        validate(&pg.spec).and_then(|()| Ok(desired(&cluster, &ctx.agent, restore_pending)?));
     let children = match built {
         Ok(children) => children,
         Err(invalid) => {
@@ -98,9 +102,6 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     if wants_finalizer != cleanup::has_finalizer(pg) {
         cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
     }
-    // Backups start only against a database that serves, which for a restore means restored.
-    let restore_pending = cluster.spec.restore.is_some()
-        && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
     let mut applied = apply_children(&cluster, children, ctx, restore_pending).await?;
     let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
     applied.writes.extend(restore_job);

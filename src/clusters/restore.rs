@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::resources::{self, Cluster, Layout, RestorePlan};
 use crate::runtime::apply::create;
 use crate::runtime::buckets::{BucketError, bucket_url, cluster_location};
-use crate::runtime::jobs::{JobState, job_state};
+use crate::runtime::jobs::{AgentExit, JobState, failed_agent, failure_message, job_state};
 use crate::runtime::{Context, cached};
 
 /// Advances the restore of `pg`; returns where it stands and the Job it created, if any.
@@ -38,7 +38,18 @@ pub async fn step(
     }
     let name = cluster.restore_job_name();
     if let Some(job) = cached(&ctx.caches.jobs, cluster.namespace, &name) {
-        return Ok((observe(pg, &job), None));
+        // A failed restore says why: its agent's reason is read from the Job's pod.
+        let agent = match job_state(&job) {
+            JobState::Failed { .. } => failed_agent(&ctx.client, cluster.namespace, &name)
+                .await
+                .map_err(|source| Error::Read {
+                    kind: "Pod of Job".into(),
+                    name: name.clone(),
+                    source,
+                })?,
+            _ => None,
+        };
+        return Ok((observe(pg, &job, agent.as_ref()), None));
     }
     let plan = match plan(source, cluster, ctx) {
         Ok(plan) => plan,
@@ -178,8 +189,8 @@ async fn resolve_latest(
     }
 }
 
-/// Where the restore Job stands.
-fn observe(pg: &PostgreSQL, job: &Job) -> RestoreProgress {
+/// Where the restore Job stands; `agent` is how its agent ended, once it failed.
+fn observe(pg: &PostgreSQL, job: &Job, agent: Option<&AgentExit>) -> RestoreProgress {
     let owned = pg
         .uid()
         .is_some_and(|uid| job.owner_references().iter().any(|o| o.uid == uid));
@@ -197,9 +208,11 @@ fn observe(pg: &PostgreSQL, job: &Job) -> RestoreProgress {
         JobState::Failed { message } => failed(
             "RestoreFailed",
             format!(
-                "restore Job {} failed: {message}; nothing was applied (the restore runs in one \
-                 transaction). Fix the cause, then delete the Job to try again",
-                job.name_any()
+                "restore Job {} failed: {message}. Each database is restored in its own \
+                 transaction; the reason above says what was applied. Fix the cause, then delete \
+                 the Job: the next one undoes what a failed attempt left and starts over",
+                job.name_any(),
+                message = failure_message(&message, agent),
             ),
         ),
         JobState::Succeeded { finished } => {

@@ -48,6 +48,10 @@ const AGENT_UID: i64 = 65532;
 pub const DEFAULT_BACKUP_DEADLINE_SECONDS: i64 = 6 * 3600;
 /// `spec.restore.jobDeadlineSeconds` when unset: restores rebuild indexes, so they get longer.
 pub const DEFAULT_RESTORE_DEADLINE_SECONDS: i64 = 12 * 3600;
+/// The agent's container in every agent pod; the operator reads its termination message.
+pub const AGENT_CONTAINER: &str = "backup-agent";
+/// Where the agent writes its one-line reason when it fails (the kubelet's default path).
+const TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// Operator-wide settings for the pods that run the backup agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,6 +235,10 @@ pub fn backup_job(
 /// preserved, so the passwords in this cluster's Secrets stay valid after the restore.
 pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings) -> Job {
     let (mut env, volumes, mounts) = agent_environment(cluster, &plan.layout, &plan.destination);
+    // The `-rw` Service routes no one until the restore is done; the Job goes to the pod itself.
+    for var in env.iter_mut().filter(|v| v.name == "PGHOST") {
+        var.value = Some(cluster.primary_host());
+    }
     env.push(plain_env("TUSK_BACKUP_ID", &plan.backup_id));
     env.push(plain_env("TUSK_WORK_DIR", "/tmp"));
     let pod = AgentPod {
@@ -273,7 +281,7 @@ fn job_spec(
 ) -> JobSpec {
     let AgentPod {
         args,
-        env,
+        mut env,
         mut volumes,
         mut mounts,
         component,
@@ -289,8 +297,13 @@ fn job_spec(
         mount_path: "/tmp".to_owned(),
         ..VolumeMount::default()
     });
+    // The agent's one-line reason reaches the pod's status; a crash that leaves none (a panic,
+    // say) falls back to the end of its log.
+    env.push(plain_env("TUSK_TERMINATION_LOG", TERMINATION_LOG));
     let container = Container {
-        name: "backup-agent".to_owned(),
+        name: AGENT_CONTAINER.to_owned(),
+        termination_message_path: Some(TERMINATION_LOG.to_owned()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         image: Some(agent.image.clone()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         args: Some(args),

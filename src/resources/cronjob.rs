@@ -108,6 +108,21 @@ mod tests {
     }
 
     #[test]
+    fn the_agents_reason_reaches_the_pod_status() {
+        let cj = build(WITH_S3_BACKUP, true);
+        let job = cj.spec.job_template.spec.as_ref().unwrap();
+        let container = &job.template.spec.as_ref().unwrap().containers[0];
+        assert_eq!(container.name, crate::resources::AGENT_CONTAINER);
+        let path = container.termination_message_path.as_deref();
+        assert_eq!(path, Some("/dev/termination-log"));
+        assert_eq!(value(&env_of(&cj), "TUSK_TERMINATION_LOG"), path);
+        assert_eq!(
+            container.termination_message_policy.as_deref(),
+            Some("FallbackToLogsOnError")
+        );
+    }
+
+    #[test]
     fn credentials_are_secret_refs_never_literals() {
         let env = env_of(&build(WITH_S3_BACKUP, true));
         for (name, secret, key) in [

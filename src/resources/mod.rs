@@ -19,7 +19,8 @@ use kube::{Resource, ResourceExt};
 use crate::crd::{PostgreSQL, PostgreSQLSpec};
 
 pub use agent::{
-    AgentSettings, Layout, RestorePlan, agent_environment, backup_job, backup_job_spec, restore_job,
+    AGENT_CONTAINER, AgentSettings, Layout, RestorePlan, agent_environment, backup_job,
+    backup_job_spec, restore_job,
 };
 pub use config::{
     CONFIG_DIR, INITDB_SCRIPT_KEY, ParameterError, config_checksum, config_map, render_hba,
@@ -27,7 +28,7 @@ pub use config::{
 };
 pub use cronjob::backup_cronjob;
 pub use secrets::{SUPERUSER_NAME, app_secret, generate_password, password_of, superuser_secret};
-pub use services::{headless_service, rw_service};
+pub use services::{CLIENTS_HELD_LABEL, headless_service, rw_service};
 pub use statefulset::{
     CONFIG_CHECKSUM_ANNOTATION, DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, statefulset,
 };
@@ -164,6 +165,16 @@ impl<'a> Cluster<'a> {
     /// In-cluster DNS name of the read-write Service.
     pub fn rw_host(&self) -> String {
         format!("{}.{}.svc", self.rw_service_name(), self.namespace)
+    }
+    /// The primary pod's own DNS name (through the headless Service), which serves before the
+    /// `-rw` Service routes clients.
+    pub fn primary_host(&self) -> String {
+        format!(
+            "{}-0.{}.{}.svc",
+            self.statefulset_name(),
+            self.headless_service_name(),
+            self.namespace
+        )
     }
 }
 

@@ -21,13 +21,22 @@ fn postgres_port() -> ServicePort {
     }
 }
 
+/// A selector label no pod carries: the `-rw` Service selects nothing while it is set.
+pub const CLIENTS_HELD_LABEL: &str = "tusk.dev/clients";
+const CLIENTS_HELD_VALUE: &str = "held-until-restored";
+
 /// Service `<name>-rw`: routes to the primary, which is ordinal 0 while there is one instance.
-pub fn rw_service(cluster: &Cluster) -> Service {
+/// Until a restore has finished (`clients` false) it selects no pod, so no application can
+/// write first; the restore Job reaches the primary by its own DNS name instead.
+pub fn rw_service(cluster: &Cluster, clients: bool) -> Service {
     let mut selector = cluster.selector_labels(Component::Database);
     selector.insert(
         POD_NAME_LABEL.to_owned(),
         format!("{}-0", cluster.statefulset_name()),
     );
+    if !clients {
+        selector.insert(CLIENTS_HELD_LABEL.to_owned(), CLIENTS_HELD_VALUE.to_owned());
+    }
     service(cluster, cluster.rw_service_name(), selector, false)
 }
 
@@ -66,7 +75,7 @@ mod tests {
     #[test]
     fn rw_service_selects_only_the_primary_pod() {
         let pg = postgresql(MINIMAL);
-        let svc = rw_service(&Cluster::new(&pg).unwrap());
+        let svc = rw_service(&Cluster::new(&pg).unwrap(), true);
         assert_eq!(svc.metadata.name.as_deref(), Some("demo-rw"));
         let spec = svc.spec.unwrap();
         assert_eq!(spec.cluster_ip, None);
@@ -75,6 +84,21 @@ mod tests {
         assert_eq!(selector["tusk.dev/cluster"], "demo");
         assert_eq!(selector["app.kubernetes.io/component"], "database");
         assert_eq!(spec.ports.unwrap()[0].port, 5432);
+    }
+
+    #[test]
+    fn rw_service_routes_no_client_until_restored() {
+        let pg = postgresql(MINIMAL);
+        let cluster = Cluster::new(&pg).unwrap();
+        let held = rw_service(&cluster, false).spec.unwrap().selector.unwrap();
+        assert_eq!(held[CLIENTS_HELD_LABEL], "held-until-restored");
+        let open = rw_service(&cluster, true).spec.unwrap().selector.unwrap();
+        assert!(!open.contains_key(CLIENTS_HELD_LABEL));
+        // No pod carries the label: the StatefulSet's pod template does not.
+        let sts = crate::resources::statefulset(&cluster, "checksum");
+        let labels = sts.spec.template.metadata.unwrap().labels.unwrap();
+        assert!(!labels.contains_key(CLIENTS_HELD_LABEL));
+        assert_eq!(cluster.primary_host(), "demo-0.demo-hl.prod.svc");
     }
 
     #[test]

@@ -114,6 +114,30 @@ impl Expect {
         })
     }
 
+    /// The list of a failed Job's pods, answered with one pod whose agent container ended with
+    /// `exit_code` and termination message `message`.
+    pub fn job_pods(namespace: &str, exit_code: i32, message: &str) -> Self {
+        let message = message.to_owned();
+        Self::new(
+            Method::GET,
+            format!("/api/v1/namespaces/{namespace}/pods"),
+            move |_| {
+                let pod = json!({
+                    "metadata": {"name": "job-pod", "namespace": "prod"},
+                    "status": {"phase": "Failed", "containerStatuses": [{
+                        "name": "backup-agent", "image": "agent", "imageID": "", "ready": false,
+                        "restartCount": 0,
+                        "state": {"terminated": {"exitCode": exit_code, "reason": "Error",
+                            "message": message, "finishedAt": "2026-11-22T02:01:00Z"}},
+                    }]},
+                });
+                let list = json!({"apiVersion": "v1", "kind": "PodList",
+                    "metadata": {"resourceVersion": "1"}, "items": [pod]});
+                (StatusCode::OK, list)
+            },
+        )
+    }
+
     /// An Event published about the cluster.
     pub fn event(namespace: &str) -> Self {
         Self::create(format!(

@@ -73,6 +73,8 @@ impl Cache {
     /// CronJob present when the cluster has a backup policy.
     pub fn converged(pg: &PostgreSQL, ready: bool) -> Self {
         let cluster = Cluster::new(pg).expect("complete cluster");
+        let restore_pending = pg.spec.restore.is_some()
+            && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
         let config_map = resources::config_map(&cluster).expect("valid parameters");
         let checksum = resources::config_checksum(&config_map);
         let statefulset =
@@ -91,7 +93,7 @@ impl Cache {
             ],
             config_maps: vec![config_map],
             services: vec![
-                resources::rw_service(&cluster),
+                resources::rw_service(&cluster, !restore_pending),
                 resources::headless_service(&cluster),
             ],
             statefulsets: vec![statefulset],

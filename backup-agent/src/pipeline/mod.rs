@@ -4,6 +4,7 @@ pub mod backup;
 mod globals_filter;
 mod progress;
 pub mod restore;
+mod restore_marker;
 pub mod stream_upload;
 pub mod verify;
 

@@ -1,5 +1,7 @@
 //! `restore`: every file is downloaded and verified before anything touches the target, then
-//! globals are replayed and each database is restored in one transaction.
+//! globals are replayed and each database is restored in one transaction. There is no
+//! transaction across databases: a failure drops the databases this attempt created and says
+//! what is left, and marks (see `restore_marker`) let a new attempt finish the clean-up.
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use super::globals_filter::{GlobalsFilter, is_fatal_psql_error};
+use super::restore_marker::{self, Origin};
 use super::verify::download_checked;
 use crate::compression::Codec;
 use crate::error::AgentError;
@@ -42,6 +45,14 @@ pub async fn run_restore(
             manifest.backup_id, manifest.format_version
         )));
     }
+    // What a failed attempt left is undone first (see `restore_marker`).
+    let mut reclean = Vec::new();
+    for (database, origin) in restore_marker::leftovers(pg).await? {
+        match origin {
+            Origin::Created => restore_marker::drop_database(pg, &database).await?,
+            Origin::Existed => reclean.push(database),
+        }
+    }
     let client = pg.connect(&pg.maintenance_db).await?;
     let existing: Vec<String> = PgParams::databases(&client)
         .await?
@@ -51,7 +62,8 @@ pub async fn run_restore(
     drop(client);
     let mut occupied = Vec::new();
     for db in manifest.files.iter().filter_map(|f| f.database.as_deref()) {
-        if existing.iter().any(|e| e == db) && pg.database_has_objects(db).await? {
+        let left_by_us = reclean.iter().any(|r| r == db);
+        if !left_by_us && existing.iter().any(|e| e == db) && pg.database_has_objects(db).await? {
             occupied.push(db.to_string());
         }
     }
@@ -87,23 +99,101 @@ pub async fn run_restore(
             apply_globals(pg, &manifest, path, &options.preserve_roles).await?;
         }
     }
+    let mut attempt = Attempt::default();
     for (file, path) in manifest.files.iter().zip(&local) {
         if file.kind != FileKind::Database {
             continue;
         }
         let Some(database) = file.database.as_deref() else {
-            return Err(AgentError::Integrity(format!(
-                "manifest entry {} names no database",
-                file.name
-            )));
+            let error =
+                AgentError::Integrity(format!("manifest entry {} names no database", file.name));
+            return Err(attempt.failed(pg, error, None).await);
         };
-        if !existing.iter().any(|e| e == database) {
-            create_database(pg, database, file.database_owner.as_deref()).await?;
+        let clean = (options.force && occupied.iter().any(|o| o == database))
+            || reclean.iter().any(|r| r == database);
+        let applied = async {
+            let origin = if existing.iter().any(|e| e == database) {
+                Origin::Existed
+            } else {
+                create_database(pg, database, file.database_owner.as_deref()).await?;
+                Origin::Created
+            };
+            attempt.touched(database, origin);
+            restore_marker::mark(pg, database, origin, &manifest.backup_id).await?;
+            apply_database(pg, &manifest, database, path, clean, cancel).await
         }
-        let force = options.force && occupied.iter().any(|o| o == database);
-        apply_database(pg, &manifest, database, path, force, cancel).await?;
+        .await;
+        match applied {
+            Ok(()) => attempt.restored.push(database.to_owned()),
+            Err(e) => return Err(attempt.failed(pg, e, Some(database)).await),
+        }
     }
+    restore_marker::unmark(pg, &attempt.marked()).await?;
     Ok(manifest)
+}
+
+/// What one restore attempt did to the target, to undo or report it when a database fails.
+#[derive(Default)]
+struct Attempt {
+    /// Databases this attempt created.
+    created: Vec<String>,
+    /// Databases that existed (empty) and this attempt restored into.
+    existed: Vec<String>,
+    /// Databases completely restored.
+    restored: Vec<String>,
+}
+
+impl Attempt {
+    fn touched(&mut self, database: &str, origin: Origin) {
+        match origin {
+            Origin::Created => self.created.push(database.to_owned()),
+            Origin::Existed => self.existed.push(database.to_owned()),
+        }
+    }
+
+    fn marked(&self) -> Vec<String> {
+        self.created.iter().chain(&self.existed).cloned().collect()
+    }
+
+    /// Drops the databases this attempt created, so the target holds only what existed before
+    /// (plus the roles from the globals), and says exactly that.
+    async fn failed(self, pg: &PgParams, error: AgentError, at: Option<&str>) -> AgentError {
+        let mut dropped = Vec::new();
+        let mut left = Vec::new();
+        for database in &self.created {
+            match restore_marker::drop_database(pg, database).await {
+                Ok(()) => dropped.push(database.clone()),
+                Err(e) => {
+                    tracing::warn!(error = %e, database, "cannot drop a database this restore created");
+                    left.push(database.clone());
+                }
+            }
+        }
+        let kept: Vec<&String> = self
+            .restored
+            .iter()
+            .filter(|d| self.existed.contains(d))
+            .collect();
+        let mut state = match at {
+            Some(database) => format!("while restoring database {database:?}; "),
+            None => String::new(),
+        };
+        state.push_str(&format!(
+            "roles from the backup's globals were applied; databases restored before the \
+             failure: {:?}; dropped again (this attempt created them): {dropped:?}",
+            self.restored
+        ));
+        if !kept.is_empty() || !left.is_empty() {
+            state.push_str(&format!(
+                "; still holding restored data (a new attempt cleans them): {:?}",
+                kept.into_iter().chain(&left).collect::<Vec<_>>()
+            ));
+        }
+        AgentError::Partial {
+            source: Box::new(error),
+            state,
+        }
+    }
 }
 
 async fn open_decoded(

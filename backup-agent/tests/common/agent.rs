@@ -78,12 +78,35 @@ pub fn run_ok(cmd: Command) -> serde_json::Value {
 }
 
 /// Runs, asserts exit `code` and an error naming `cause`; returns the error for further checks.
-pub fn run_fails(cmd: Command, code: i32, cause: &str) -> String {
+/// Every failure must also leave that error, on one line, as the pod's termination message.
+pub fn run_fails(mut cmd: Command, code: i32, cause: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("termination-log");
+    cmd.env("TUSK_TERMINATION_LOG", &log);
     let out = run(cmd);
     let error = error_of(&out);
     assert_eq!(out.status.code(), Some(code), "{error}");
     assert!(error.contains(cause), "expected {cause:?} in: {error}");
+    let message = std::fs::read_to_string(&log).expect("a termination message was written");
+    assert_eq!(message, backup_agent::termination::one_line(&error));
+    assert_no_secrets(&message);
     error
+}
+
+/// Runs a command line clap refuses: exit 2 and the refusal as the termination message.
+pub fn run_refused(mut cmd: Command, cause: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("termination-log");
+    cmd.env("TUSK_TERMINATION_LOG", &log);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let message = std::fs::read_to_string(&log).expect("a termination message was written");
+    assert!(message.contains(cause), "expected {cause:?} in: {message}");
+    assert!(
+        !message.contains('\n') && !message.contains("Usage:"),
+        "{message}"
+    );
+    message
 }
 
 pub fn error_of(out: &Output) -> String {

@@ -109,6 +109,13 @@ impl Local {
         };
         bucket::keys(endpoint, prefix).await
     }
+
+    pub async fn bucket_flip_byte(&self, key: &str) -> Result {
+        let Some(endpoint) = &self.minio else {
+            fail!("no local MinIO (TUSK_E2E_MINIO_ENDPOINT is not set: TUSK_E2E_L4=1 starts it)");
+        };
+        bucket::flip_byte(endpoint, key).await
+    }
 }
 
 /// Runs a command; its stdout, or a failure quoting its stderr.

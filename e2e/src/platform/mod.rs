@@ -125,6 +125,14 @@ impl Platform {
         }
     }
 
+    /// Flips one bit of object `key` in the bucket `tusk-backups`.
+    pub async fn bucket_flip_byte(&self, key: &str) -> Result {
+        match self {
+            Platform::Local(p) => p.bucket_flip_byte(key).await,
+            Platform::InCluster(_) => Err(unsupported("write to the object store")),
+        }
+    }
+
     pub fn can_list_bucket(&self) -> bool {
         match self {
             Platform::Local(_) => true,
