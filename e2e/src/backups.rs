@@ -149,3 +149,25 @@ pub fn unix_seconds() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or_default()
 }
+
+impl Ctx {
+    /// A cluster in `ns` with S3 backups under path `lifecycle`, keeping `keep` and cleaning its
+    /// prefix `on_delete` (`Retain` or `Delete`).
+    pub async fn lifecycle_cluster_in(
+        &self,
+        ns: &str,
+        name: &str,
+        keep: u32,
+        on_delete: &'static str,
+    ) -> Result {
+        let backup = manifests::S3Backup::lifecycle(keep, on_delete, &self.settings.s3_endpoint);
+        self.apply_in(ns, &manifests::cluster(name, Some(&backup)))
+            .await
+            .map(drop)
+    }
+
+    /// The keys under `lifecycle/<ns>/<cluster>/`.
+    pub async fn lifecycle_keys(&self, ns: &str, cluster: &str) -> Result<Vec<String>> {
+        self.prefix_keys_in("lifecycle", ns, cluster).await
+    }
+}

@@ -1,31 +1,10 @@
 //! The backup lifecycle driven by the operator (L4: every Job it generates is run by the real
-//! backup-agent): on-demand and scheduled Backups, retention, restore into a new cluster, and
-//! the bucket-cleaning finalizer. The operator reads manifests and empties prefixes itself, so
-//! the destination's endpoint is one it reaches (E2E_S3_ENDPOINT; locally the local MinIO).
+//! backup-agent): on-demand and scheduled Backups and retention. The operator reads manifests
+//! itself, so the destination's endpoint is one it reaches (E2E_S3_ENDPOINT; locally the local
+//! MinIO). Restores are in restores.rs, the bucket-cleaning finalizer in bucket_cleanup.rs.
 
-use tusk::crd::BackupPhase;
 use tusk_e2e::backups::unix_seconds;
-use tusk_e2e::cluster::{condition, conditions, describe};
-use tusk_e2e::manifests::{S3Backup, backup, cluster, restored_cluster};
-use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, fail, say, until, with_temp_ns};
-
-/// A cluster with S3 backups under path `lifecycle`.
-async fn backup_cluster_in(
-    ctx: &Ctx,
-    ns: &str,
-    name: &str,
-    keep: u32,
-    on_delete: &'static str,
-) -> Result {
-    let backup = S3Backup::lifecycle(keep, on_delete, &ctx.settings.s3_endpoint.clone());
-    ctx.apply_in(ns, &cluster(name, Some(&backup)))
-        .await
-        .map(drop)
-}
-
-async fn lifecycle_keys(ctx: &Ctx, ns: &str, cluster: &str) -> Result<Vec<String>> {
-    ctx.prefix_keys_in("lifecycle", ns, cluster).await
-}
+use tusk_e2e::{Check, Kind, Obj, ensure, say, until, with_temp_ns};
 
 /// An on-demand Backup: Job owned by the Backup, Completed only with its manifest in the
 /// bucket, its status complete, and the cluster's status pointing at it.
@@ -36,7 +15,7 @@ async fn backup_on_demand() {
         ctx.require_l4()?;
         ctx.require_bucket()?;
         let (ns, name) = (ctx.ns.clone(), "manual");
-        backup_cluster_in(&ctx, &ns, "db", 5, "Retain").await?;
+        ctx.lifecycle_cluster_in(&ns, "db", 5, "Retain").await?;
         ctx.wait_ready(&["db"]).await?;
         ctx.wait_sql("db").await?;
         ctx.seed("db", "app", "app").await?;
@@ -56,7 +35,7 @@ async fn backup_on_demand() {
             owner.as_deref() == Some("Backup"),
             "job/{name} is owned by {owner:?}, not its Backup"
         );
-        let keys = lifecycle_keys(&ctx, &ns, "db").await?;
+        let keys = ctx.lifecycle_keys(&ns, "db").await?;
         let manifest = format!("lifecycle/{ns}/db/{name}/manifest.json");
         ensure!(
             keys.contains(&manifest),
@@ -122,7 +101,7 @@ async fn backup_scheduled_run_recorded() {
     with_temp_ns("backup_scheduled_run_recorded", |ctx| async move {
         ctx.require_l4()?;
         let ns = ctx.ns.clone();
-        backup_cluster_in(&ctx, &ns, "db", 5, "Retain").await?;
+        ctx.lifecycle_cluster_in(&ns, "db", 5, "Retain").await?;
         ctx.wait_ready(&["db"]).await?;
         ctx.wait_sql("db").await?;
         let cronjob = Obj::new(Kind::CronJob, "db-backup");
@@ -194,7 +173,7 @@ async fn backup_retention() {
         ctx.require_l4()?;
         ctx.require_bucket()?;
         let (ns, first, second) = (ctx.ns.clone(), "r1", "r2");
-        backup_cluster_in(&ctx, &ns, "db", 1, "Retain").await?;
+        ctx.lifecycle_cluster_in(&ns, "db", 1, "Retain").await?;
         ctx.wait_ready(&["db"]).await?;
         ctx.wait_sql("db").await?;
         ctx.take_backup_in(&ns, "db", first).await?;
@@ -210,7 +189,7 @@ async fn backup_retention() {
             },
         )
         .await?;
-        let keys = lifecycle_keys(&ctx, &ns, "db").await?;
+        let keys = ctx.lifecycle_keys(&ns, "db").await?;
         ensure!(
             !keys.iter().any(|k| k.contains(&format!("/{first}/"))),
             "objects of {first} are still in the bucket: {keys:?}"
@@ -227,247 +206,6 @@ async fn backup_retention() {
         say(format!(
             "keep: 1 deleted {first} (objects, then the Backup) and kept {second}"
         ));
-        Ok(())
-    })
-    .await;
-}
-
-/// A new cluster restored from a Backup: Restored before Ready, restoredFrom recorded, and
-/// every table equal to the source's by per-table checksums.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_restore_into_new_cluster() {
-    with_temp_ns("backup_restore_into_new_cluster", |ctx| async move {
-        ctx.require_l4()?;
-        let (ns, name) = (ctx.ns.clone(), "src");
-        backup_cluster_in(&ctx, &ns, "db", 5, "Retain").await?;
-        ctx.wait_ready(&["db"]).await?;
-        ctx.wait_sql("db").await?;
-        ctx.seed("db", "app", "app").await?;
-        // The Backup and the cluster restoring from it in one apply: the restore waits for the
-        // Backup and starts when it completes (its events wake the waiting cluster).
-        ctx.apply(&format!(
-            "{}---\n{}",
-            backup(name, "db"),
-            restored_cluster("copy", name)
-        ))
-        .await?;
-        ctx.wait_condition_in(&ns, "copy", "Restored", "True")
-            .await?;
-        ctx.wait_ready(&["copy"]).await?;
-        let restored = ctx
-            .postgresql_in(&ns, "copy")
-            .await?
-            .status
-            .and_then(|s| s.restored_from);
-        let id = restored.map(|r| r.backup_id).unwrap_or_default();
-        ensure!(id == name, "restoredFrom.backupId is '{id}', want {name}");
-        ctx.wait_sql("copy").await?;
-        ctx.assert_same_data("db", "copy", "app").await?;
-        // Once restored, never again: the Job is not re-created after it is deleted.
-        let restore_job = Obj::new(Kind::Job, "copy-restore");
-        ctx.delete_and_wait_in(&ns, &restore_job).await?;
-        ctx.merge_patch_postgresql_in(
-            &ns,
-            "copy",
-            serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}}),
-        )
-        .await?;
-        until(
-            "copy to observe its new generation",
-            ctx.timeout(),
-            || async {
-                let observed = ctx
-                    .postgresql_in(&ns, "copy")
-                    .await?
-                    .status
-                    .and_then(|s| s.observed_generation);
-                Ok(Check::when(observed == Some(2), format!("{observed:?}")))
-            },
-        )
-        .await?;
-        ensure!(
-            !ctx.exists(&restore_job).await?,
-            "the restore Job was re-created after the cluster was restored"
-        );
-        Ok(())
-    })
-    .await;
-}
-
-/// A restore from a backup whose dump was altered by one bit: refused before anything is
-/// applied, and the agent's own reason (the sha256 mismatch, from its termination message) is
-/// what the cluster's Restored condition and its Event say.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_restore_from_altered_dump() {
-    with_temp_ns("backup_restore_from_altered_dump", |ctx| async move {
-        ctx.require_l4()?;
-        ctx.require_bucket()?;
-        let (ns, name) = (ctx.ns.clone(), "src");
-        backup_cluster_in(&ctx, &ns, "db", 5, "Retain").await?;
-        ctx.wait_ready(&["db"]).await?;
-        ctx.wait_sql("db").await?;
-        ctx.seed("db", "app", "app").await?;
-        ctx.take_backup_in(&ns, "db", name).await?;
-        let keys = lifecycle_keys(&ctx, &ns, "db").await?;
-        let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
-        let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
-            fail!("no dump of database app under {dump_prefix}: {keys:?}");
-        };
-        ctx.alter_object(dump).await?;
-        ctx.apply(&restored_cluster("copy", name)).await?;
-        let message = until(
-            format!("{ns}/copy Restored=False/RestoreFailed"),
-            ctx.timeout(),
-            || async {
-                let pg = ctx.postgresql_in(&ns, "copy").await?;
-                let restored = condition(conditions(&pg), "Restored")
-                    .filter(|c| c.reason == "RestoreFailed")
-                    .map(|c| c.message.clone());
-                Ok(match restored {
-                    Some(message) => Check::Done(message),
-                    None => Check::Pending(describe(conditions(&pg))),
-                })
-            },
-        )
-        .await?;
-        let reason = format!("integrity check failed: {dump}: sha256 ");
-        ensure!(
-            message.starts_with(&format!("restore Job copy-restore failed: {reason}"))
-                && message.contains("differs from the manifest's")
-                && message.contains("(exit code 5)"),
-            "the Restored condition does not carry the agent's reason: {message}"
-        );
-        let tables = ctx
-            .db_sql(
-                "copy",
-                "app",
-                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
-            )
-            .await?;
-        ensure!(
-            tables.trim() == "0",
-            "the target is not empty: {tables} tables"
-        );
-        say(format!("Restored=False: {message}"));
-        Ok(())
-    })
-    .await;
-}
-
-/// onDelete: Delete empties exactly <path>/<ns>/<cluster>/: a cluster named db2 and a cluster
-/// db in another namespace keep their objects, and only the deleted cluster's Backups go.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_delete_empties_only_its_prefix() {
-    with_temp_ns("backup_delete_empties_only_its_prefix", |ctx| async move {
-        ctx.require_l4()?;
-        ctx.require_bucket()?;
-        let (ns, other) = (ctx.ns.clone(), ctx.extra_namespace().await?);
-        backup_cluster_in(&ctx, &ns, "db", 5, "Delete").await?;
-        backup_cluster_in(&ctx, &ns, "db2", 5, "Delete").await?;
-        backup_cluster_in(&ctx, &other, "db", 5, "Delete").await?;
-        ctx.wait_ready_in(&ns, &["db", "db2"]).await?;
-        ctx.wait_ready_in(&other, &["db"]).await?;
-        ctx.take_backup_in(&ns, "db", "d1").await?;
-        ctx.take_backup_in(&ns, "db2", "d2").await?;
-        ctx.take_backup_in(&other, "db", "d3").await?;
-        let checked: Result = async {
-            ctx.delete_postgresql_and_wait_in(&ns, "db").await?;
-            let left = lifecycle_keys(&ctx, &ns, "db").await?;
-            ensure!(left.is_empty(), "lifecycle/{ns}/db/ still holds: {left:?}");
-            ensure!(!lifecycle_keys(&ctx, &ns, "db2").await?.is_empty(), "lifecycle/{ns}/db2/ was emptied too");
-            ensure!(!lifecycle_keys(&ctx, &other, "db").await?.is_empty(), "lifecycle/{other}/db/ was emptied too");
-            ensure!(ctx.backups_in(&ns).get_opt("d1").await?.is_none(), "the deleted cluster's Backup is still there");
-            ensure!(ctx.backups_in(&ns).get_opt("d2").await?.is_some(), "db2's Backup was deleted");
-            say(format!("deleted lifecycle/{ns}/db/ only; {ns}/db2 and {other}/db keep their objects and Backups"));
-            Ok(())
-        }
-        .await;
-        // A namespace deletion may remove the credentials Secret before the cluster: Retain first.
-        let retain = serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}});
-        ctx.merge_patch_postgresql_in(&ns, "db2", retain.clone()).await?;
-        ctx.merge_patch_postgresql_in(&other, "db", retain).await?;
-        checked
-    })
-    .await;
-}
-
-/// onDelete: Retain (the default): the cluster goes at once; objects and Backups stay, and the
-/// Backup is still restorable.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_retain_keeps_everything() {
-    with_temp_ns("backup_retain_keeps_everything", |ctx| async move {
-        ctx.require_l4()?;
-        ctx.require_bucket()?;
-        let (ns, name) = (ctx.ns.clone(), "keep");
-        backup_cluster_in(&ctx, &ns, "db", 5, "Retain").await?;
-        ctx.wait_ready(&["db"]).await?;
-        ctx.take_backup_in(&ns, "db", name).await?;
-        ctx.delete_postgresql_and_wait_in(&ns, "db").await?;
-        let keys = lifecycle_keys(&ctx, &ns, "db").await?;
-        ensure!(
-            keys.iter()
-                .any(|k| k.ends_with(&format!("/{name}/manifest.json"))),
-            "Retain deleted objects: {keys:?}"
-        );
-        let phase = ctx.backups_in(&ns).get(name).await?.phase();
-        ensure!(
-            phase == BackupPhase::Completed,
-            "Backup {name} is {phase:?}"
-        );
-        say(format!("db deleted; its objects and Backup {name} remain"));
-        Ok(())
-    })
-    .await;
-}
-
-/// A store that cannot be reached blocks deletion with a condition; switching to Retain
-/// releases the cluster.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_unreachable_store_on_delete() {
-    with_temp_ns("backup_unreachable_store_on_delete", |ctx| async move {
-        ctx.require_l4()?;
-        let ns = ctx.ns.clone();
-        let unreachable = S3Backup::lifecycle(5, "Delete", "http://127.0.0.1:9");
-        ctx.apply(&cluster("db", Some(&unreachable))).await?;
-        ctx.wait_ready(&["db"]).await?;
-        ctx.postgresqls_in(&ns)
-            .delete("db", &Default::default())
-            .await?;
-        ctx.wait_condition_in(&ns, "db", "Cleanup", "False").await?;
-        let pg = ctx.postgresql_in(&ns, "db").await?;
-        let reason = condition(conditions(&pg), "Cleanup")
-            .map(|c| c.reason.clone())
-            .unwrap_or_default();
-        ensure!(reason == "StoreUnreachable", "Cleanup reason is '{reason}'");
-        ensure!(
-            ctx.postgresqls_in(&ns).get_opt("db").await?.is_some(),
-            "the cluster was released without emptying its prefix"
-        );
-        ctx.merge_patch_postgresql_in(
-            &ns,
-            "db",
-            serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}}),
-        )
-        .await?;
-        until(
-            "switching to Retain to release the cluster",
-            ctx.timeout(),
-            || async {
-                Ok(Check::when(
-                    ctx.postgresqls_in(&ns).get_opt("db").await?.is_none(),
-                    "still there",
-                ))
-            },
-        )
-        .await?;
-        say(
-            "Cleanup=False/StoreUnreachable while the store was down; released by onDelete: Retain",
-        );
         Ok(())
     })
     .await;
