@@ -24,7 +24,7 @@ use crate::resources::{self, Cluster};
 use crate::runtime::apply::{Change, create};
 use crate::runtime::buckets::{BucketError, cluster_location};
 use crate::runtime::events::{self, normal, warning};
-use crate::runtime::jobs::{AgentExit, JobState, failed_agent, job_state};
+use crate::runtime::jobs::{AgentExit, JobState, deadline_exceeded, failed_agent, job_state};
 use crate::runtime::status::now;
 use crate::runtime::{Context, cached};
 
@@ -136,9 +136,10 @@ async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
 }
 
 /// How the agent of `job` ended, read from its pod once the Job failed (the Backup's failure is
-/// final, so the reason is read before it is written).
+/// final, so the reason is read before it is written). Not for a Job stopped at its deadline:
+/// Kubernetes killed the agent, so the deadline is the reason.
 async fn failed_agent_of(ctx: &Context, job: &Job) -> Result<Option<AgentExit>> {
-    if !matches!(job_state(job), JobState::Failed { .. }) {
+    if !matches!(job_state(job), JobState::Failed { .. }) || deadline_exceeded(job) {
         return Ok(None);
     }
     let (name, ns) = (job.name_any(), job.namespace().unwrap_or_default());
