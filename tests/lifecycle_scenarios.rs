@@ -12,6 +12,7 @@ use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
+use tusk::resources::CLIENTS_HELD_LABEL;
 
 /// The restore Job is created, with its Event, and the status says so.
 fn restore_job_created() -> Vec<Expect> {
@@ -148,16 +149,18 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
     done.spec = tusk::resources::restore_job(&cluster, &restore, &agent()).spec;
     cache.jobs = vec![done];
     let script = vec![
+        Expect::apply(format!("/api/v1/namespaces/{NS}/services/demo-rw")),
+        Expect::event(NS),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
     ];
     let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
-    assert_eq!(
-        result.expect("reconciled"),
-        Action::requeue(std::time::Duration::from_secs(1))
-    );
-    let status = &seen[0];
+    result.expect("reconciled");
+    // Clients are routed in the same reconcile, before the status says Ready (not one later).
+    let selector = &seen[0].body["spec"]["selector"];
+    assert!(selector.get(CLIENTS_HELD_LABEL).is_none(), "{selector}");
+    let status = &seen[2];
     assert_eq!(condition(status, "Restored")["status"], "True");
     assert_eq!(condition(status, "Ready")["status"], "True");
     assert_eq!(status.body["status"]["restoredFrom"]["backupId"], "nightly");
@@ -165,8 +168,8 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
         status.body["status"]["restoredFrom"]["location"],
         "s3://backups/p/prod/shop/nightly/"
     );
-    assert_eq!(seen[1].body["reason"], "Restored");
-    assert_eq!(seen[2].body["reason"], "Ready");
+    assert_eq!(seen[3].body["reason"], "Restored");
+    assert_eq!(seen[4].body["reason"], "Ready");
 }
 
 #[tokio::test]

@@ -105,6 +105,18 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let mut applied = apply_children(&cluster, children, ctx, restore_pending).await?;
     let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
     applied.writes.extend(restore_job);
+    if matches!(restore, RestoreProgress::Finished(_)) {
+        // Ready must not be reported while the `-rw` Service still holds clients back (or the
+        // CronJob waits): route them in this reconcile, before the status says Restored.
+        let routed = desired(&cluster, &ctx.agent, false).map_err(|e| {
+            Error::Invariant(format!(
+                "the children built while restoring, not after: {e}"
+            ))
+        })?;
+        let mut routed = apply_children(&cluster, routed, ctx, false).await?;
+        routed.writes.splice(0..0, applied.writes);
+        applied = routed;
+    }
     applied
         .writes
         .extend(record_scheduled_runs(&cluster, ctx).await?);
@@ -175,10 +187,6 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     } else if !serving && was_ready {
         let note = applied.readiness.message();
         publish(ctx, pg, warning("NotReady", "Reconcile", note)).await;
-    }
-    if matches!(restore, RestoreProgress::Finished(_)) {
-        // The CronJob waited for the restore; create it now rather than at the next event.
-        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     Ok(Action::requeue(next_check(&freshness, Timestamp::now())))
 }
