@@ -166,6 +166,22 @@ impl Ctx {
             .map(drop)
     }
 
+    /// Cluster `db` in the scenario's namespace, as `lifecycle_cluster_in` makes it, Ready and
+    /// answering SQL: where most backup scenarios start.
+    pub async fn serving_lifecycle_db(&self, keep: u32, on_delete: &'static str) -> Result {
+        self.lifecycle_cluster_in(&self.ns, "db", keep, on_delete)
+            .await?;
+        self.wait_ready(&["db"]).await?;
+        self.wait_sql("db").await
+    }
+
+    /// `serving_lifecycle_db` keeping 5 backups (`Retain`), with the seed tables in `app`: the
+    /// source of the backup and restore scenarios.
+    pub async fn seeded_lifecycle_db(&self) -> Result {
+        self.serving_lifecycle_db(5, "Retain").await?;
+        self.seed("db", "app", "app").await
+    }
+
     /// The keys under `lifecycle/<ns>/<cluster>/`.
     pub async fn lifecycle_keys(&self, ns: &str, cluster: &str) -> Result<Vec<String>> {
         self.prefix_keys_in("lifecycle", ns, cluster).await

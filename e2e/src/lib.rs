@@ -25,4 +25,5 @@ pub mod wait;
 pub use context::{Ctx, say, with_temp_ns};
 pub use failure::{Context, Failure, Result, skip};
 pub use objects::{Kind, Obj};
+pub use tusk_e2e_macros::scenario;
 pub use wait::{Check, until, until_none};

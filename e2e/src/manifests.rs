@@ -91,14 +91,5 @@ spec: {{cluster: {{name: {cluster}}}}}
 
 /// A cluster restored from the Backup `backup`.
 pub fn restored_cluster(name: &str, backup: &str) -> String {
-    format!(
-        "apiVersion: tusk.dev/v1alpha1
-kind: PostgreSQL
-metadata: {{name: {name}}}
-spec:
-  version: \"18\"
-  storage: {{size: 1Gi}}
-  restore: {{backup: {{name: {backup}}}}}
-"
-    )
+    cluster(name, None) + &format!("  restore: {{backup: {{name: {backup}}}}}\n")
 }

@@ -7,7 +7,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use tusk_e2e::cluster::condition;
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, until, with_temp_ns};
+use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, scenario, until};
 
 async fn set_unschedulable(ctx: &Ctx, unschedulable: bool) -> Result {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
@@ -77,57 +77,53 @@ async fn wait_present(ctx: &Ctx, obj: &Obj, present: bool) -> Result {
     .await
 }
 
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_cronjob() {
-    with_temp_ns("backup_cronjob", |ctx| async move {
-        let name = "nightly";
-        let cronjob = Obj::new(Kind::CronJob, format!("{name}-backup"));
-        // Hold the cluster before Ready: no node accepts its pod. Uncordoned whatever happens.
-        set_unschedulable(&ctx, true).await?;
-        let held = async {
-            ctx.apply(&cluster(name, Some(&S3Backup::nightly())))
-                .await?;
-            wait_scheduled_reason(&ctx, name, "WaitingForReady").await?;
-            let ready = ctx.ready_status_in(&ctx.ns, name).await?;
-            ensure!(
-                ready == "False",
-                "{name} is Ready ({ready}) without a scheduled pod"
-            );
-            ensure!(
-                !ctx.exists(&cronjob).await?,
-                "the backup CronJob exists before the cluster was Ready"
-            );
-            Ok(())
-        }
-        .await;
-        set_unschedulable(&ctx, false).await?;
-        held?;
-        say("not Ready yet (pod unschedulable): no backup CronJob");
-        ctx.wait_ready(&[name]).await?;
-        wait_present(&ctx, &cronjob, true).await?;
-        wait_suspend(&ctx, &cronjob.name, false).await?;
-        say("Ready: the backup CronJob exists and is active");
-
-        let pod = format!("{name}-0");
-        ctx.platform.pod_set_ready(&ctx.ns, &pod, false).await?;
-        ctx.wait_condition_in(&ctx.ns, name, "Ready", "False")
+#[scenario]
+async fn backup_cronjob(ctx: Ctx) -> Result {
+    let name = "nightly";
+    let cronjob = Obj::new(Kind::CronJob, format!("{name}-backup"));
+    // Hold the cluster before Ready: no node accepts its pod. Uncordoned whatever happens.
+    set_unschedulable(&ctx, true).await?;
+    let held = async {
+        ctx.apply(&cluster(name, Some(&S3Backup::nightly())))
             .await?;
-        wait_suspend(&ctx, &cronjob.name, true).await?;
-        say("pod unready: cluster not Ready, CronJob suspended");
-        ctx.platform.pod_set_ready(&ctx.ns, &pod, true).await?;
-        ctx.wait_ready(&[name]).await?;
-        wait_suspend(&ctx, &cronjob.name, false).await?;
-        say("pod ready again: cluster Ready, CronJob active");
-
-        // A merge patch with null removes the field, as `--type=json` remove would.
-        ctx.merge_patch_postgresql_in(&ctx.ns, name, serde_json::json!({"spec": {"backup": null}}))
-            .await?;
-        wait_present(&ctx, &cronjob, false).await?;
-        wait_scheduled_reason(&ctx, name, "NotConfigured").await?;
-        ctx.wait_ready(&[name]).await?;
-        say("spec.backup removed: CronJob deleted, BackupScheduled NotConfigured");
+        wait_scheduled_reason(&ctx, name, "WaitingForReady").await?;
+        let ready = ctx.ready_status_in(&ctx.ns, name).await?;
+        ensure!(
+            ready == "False",
+            "{name} is Ready ({ready}) without a scheduled pod"
+        );
+        ensure!(
+            !ctx.exists(&cronjob).await?,
+            "the backup CronJob exists before the cluster was Ready"
+        );
         Ok(())
-    })
+    }
     .await;
+    set_unschedulable(&ctx, false).await?;
+    held?;
+    say("not Ready yet (pod unschedulable): no backup CronJob");
+    ctx.wait_ready(&[name]).await?;
+    wait_present(&ctx, &cronjob, true).await?;
+    wait_suspend(&ctx, &cronjob.name, false).await?;
+    say("Ready: the backup CronJob exists and is active");
+
+    let pod = format!("{name}-0");
+    ctx.platform.pod_set_ready(&ctx.ns, &pod, false).await?;
+    ctx.wait_condition_in(&ctx.ns, name, "Ready", "False")
+        .await?;
+    wait_suspend(&ctx, &cronjob.name, true).await?;
+    say("pod unready: cluster not Ready, CronJob suspended");
+    ctx.platform.pod_set_ready(&ctx.ns, &pod, true).await?;
+    ctx.wait_ready(&[name]).await?;
+    wait_suspend(&ctx, &cronjob.name, false).await?;
+    say("pod ready again: cluster Ready, CronJob active");
+
+    // A merge patch with null removes the field, as `--type=json` remove would.
+    ctx.merge_patch_postgresql_in(&ctx.ns, name, serde_json::json!({"spec": {"backup": null}}))
+        .await?;
+    wait_present(&ctx, &cronjob, false).await?;
+    wait_scheduled_reason(&ctx, name, "NotConfigured").await?;
+    ctx.wait_ready(&[name]).await?;
+    say("spec.backup removed: CronJob deleted, BackupScheduled NotConfigured");
+    Ok(())
 }

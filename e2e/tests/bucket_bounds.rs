@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::{Check, Result, ensure, say, skip, until, with_temp_ns};
+use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, skip, until};
 
 /// The cluster controller's reconcile slots (operator.rs: `concurrency(8)`), plus one: without
 /// deadlines every slot would hang on the tarpit.
@@ -26,48 +26,58 @@ async fn tarpit() -> Result<String> {
     Ok(endpoint)
 }
 
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn bucket_tarpit_does_not_stall_other_clusters() {
-    with_temp_ns("bucket_tarpit_does_not_stall_other_clusters", |ctx| async move {
-        if !ctx.platform.operator_on_this_host() {
-            return Err(skip("the operator must reach the test's loopback tarpit"));
-        }
-        let ns = ctx.ns.clone();
-        let endpoint = tarpit().await?;
-        let names: Vec<String> = (0..TARPIT_CLUSTERS).map(|i| format!("stuck{i}")).collect();
-        let backup = S3Backup::lifecycle(5, "Delete", &endpoint);
-        for name in &names {
-            ctx.apply(&cluster(name, Some(&backup))).await?;
-        }
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        ctx.wait_ready(&refs).await?;
-        // Each deletion runs the Delete finalizer, which lists the prefix on the tarpit.
-        for name in &names {
-            ctx.postgresqls_in(&ns).delete(name, &Default::default()).await?;
-        }
-        let started = Instant::now();
-        ctx.apply(&cluster("healthy", None)).await?;
-        ctx.wait_ready(&["healthy"]).await?;
-        say(format!(
-            "healthy Ready {:.1}s after {TARPIT_CLUSTERS} clusters started cleaning up on a tarpit",
-            started.elapsed().as_secs_f64()
-        ));
-        for name in &names {
-            ctx.wait_condition_in(&ns, name, "Cleanup", "False").await?;
-            let pg = ctx.postgresql_in(&ns, name).await?;
-            let cleanup = condition(conditions(&pg), "Cleanup");
-            let reason = cleanup.map(|c| c.reason.clone()).unwrap_or_default();
-            let message = cleanup.map(|c| c.message.clone()).unwrap_or_default();
-            ensure!(reason == "StoreUnreachable", "{name}: Cleanup reason {reason}");
-            ensure!(message.contains("did not finish within"), "{name}: {message}");
-        }
-        // The escape hatch: Retain releases a cluster whose cleanup hangs.
-        let retain = serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}});
-        for name in &names {
-            ctx.merge_patch_postgresql_in(&ns, name, retain.clone()).await?;
-        }
-        until("Retain to release every stuck cluster", ctx.timeout(), || async {
+#[scenario]
+async fn bucket_tarpit_does_not_stall_other_clusters(ctx: Ctx) -> Result {
+    if !ctx.platform.operator_on_this_host() {
+        return Err(skip("the operator must reach the test's loopback tarpit"));
+    }
+    let ns = ctx.ns.clone();
+    let endpoint = tarpit().await?;
+    let names: Vec<String> = (0..TARPIT_CLUSTERS).map(|i| format!("stuck{i}")).collect();
+    let backup = S3Backup::lifecycle(5, "Delete", &endpoint);
+    for name in &names {
+        ctx.apply(&cluster(name, Some(&backup))).await?;
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    ctx.wait_ready(&refs).await?;
+    // Each deletion runs the Delete finalizer, which lists the prefix on the tarpit.
+    for name in &names {
+        ctx.postgresqls_in(&ns)
+            .delete(name, &Default::default())
+            .await?;
+    }
+    let started = Instant::now();
+    ctx.apply(&cluster("healthy", None)).await?;
+    ctx.wait_ready(&["healthy"]).await?;
+    say(format!(
+        "healthy Ready {:.1}s after {TARPIT_CLUSTERS} clusters started cleaning up on a tarpit",
+        started.elapsed().as_secs_f64()
+    ));
+    for name in &names {
+        ctx.wait_condition_in(&ns, name, "Cleanup", "False").await?;
+        let pg = ctx.postgresql_in(&ns, name).await?;
+        let cleanup = condition(conditions(&pg), "Cleanup");
+        let reason = cleanup.map(|c| c.reason.clone()).unwrap_or_default();
+        let message = cleanup.map(|c| c.message.clone()).unwrap_or_default();
+        ensure!(
+            reason == "StoreUnreachable",
+            "{name}: Cleanup reason {reason}"
+        );
+        ensure!(
+            message.contains("did not finish within"),
+            "{name}: {message}"
+        );
+    }
+    // The escape hatch: Retain releases a cluster whose cleanup hangs.
+    let retain = serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}});
+    for name in &names {
+        ctx.merge_patch_postgresql_in(&ns, name, retain.clone())
+            .await?;
+    }
+    until(
+        "Retain to release every stuck cluster",
+        ctx.timeout(),
+        || async {
             let mut left = Vec::new();
             for name in &names {
                 if ctx.postgresqls_in(&ns).get_opt(name).await?.is_some() {
@@ -75,10 +85,9 @@ async fn bucket_tarpit_does_not_stall_other_clusters() {
                 }
             }
             Ok(Check::when(left.is_empty(), format!("{left:?}")))
-        })
-        .await?;
-        say("every tarpit call timed out (Cleanup=False/StoreUnreachable); Retain released them");
-        Ok(())
-    })
-    .await;
+        },
+    )
+    .await?;
+    say("every tarpit call timed out (Cleanup=False/StoreUnreachable); Retain released them");
+    Ok(())
 }

@@ -3,7 +3,7 @@
 
 use tusk_e2e::manifests::{backup, cluster};
 use tusk_e2e::objects::names;
-use tusk_e2e::{Kind, ensure, fail, say, with_temp_ns};
+use tusk_e2e::{Ctx, Kind, Result, ensure, fail, say, scenario};
 
 const S3: &str = "destination: {s3: {bucket: tusk-backups, credentials: {accessKeyId: {name: s, key: a}, secretAccessKey: {name: s, key: b}}}}";
 const GCS: &str =
@@ -142,64 +142,117 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
     ]
 }
 
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn invalid_specs() {
-    with_temp_ns("invalid_specs", |ctx| async move {
-        let cases = cases();
-        for (field, name, spec) in &cases {
-            let yaml = format!("apiVersion: tusk.dev/v1alpha1\nkind: PostgreSQL\nmetadata: {{name: {name}}}\nspec: {spec}\n");
-            let message = match ctx.apply(&yaml).await {
-                Ok(_) => fail!("accepted: {spec}"),
-                Err(e) => e.to_string(),
-            };
-            ensure!(message.contains(field), "rejected without naming {field}: {spec} -> {message}");
-            let short = message.split_once("is invalid: ").map_or(message.as_str(), |(_, m)| m);
-            say(format!("rejected, naming {field}: {}", short.chars().take(150).collect::<String>()));
-        }
-        let stored = ctx.postgresqls_in(&ctx.ns).list(&Default::default()).await?.items.len();
-        ensure!(stored == 0, "an invalid PostgreSQL was stored");
-        // A Backup of something that cannot be a cluster would wait Pending forever.
-        let message = match ctx.apply(&backup("of-nothing", "Not_A_Cluster")).await {
-            Ok(_) => fail!("a Backup of cluster Not_A_Cluster was accepted"),
+#[scenario]
+async fn invalid_specs(ctx: Ctx) -> Result {
+    let cases = cases();
+    for (field, name, spec) in &cases {
+        let yaml = format!(
+            "apiVersion: tusk.dev/v1alpha1\nkind: PostgreSQL\nmetadata: {{name: {name}}}\nspec: {spec}\n"
+        );
+        let message = match ctx.apply(&yaml).await {
+            Ok(_) => fail!("accepted: {spec}"),
             Err(e) => e.to_string(),
         };
-        ensure!(message.contains("spec.cluster.name"), "Backup rejected without naming spec.cluster.name: {message}");
+        ensure!(
+            message.contains(field),
+            "rejected without naming {field}: {spec} -> {message}"
+        );
+        let short = message
+            .split_once("is invalid: ")
+            .map_or(message.as_str(), |(_, m)| m);
+        say(format!(
+            "rejected, naming {field}: {}",
+            short.chars().take(150).collect::<String>()
+        ));
+    }
+    let stored = ctx
+        .postgresqls_in(&ctx.ns)
+        .list(&Default::default())
+        .await?
+        .items
+        .len();
+    ensure!(stored == 0, "an invalid PostgreSQL was stored");
+    // A Backup of something that cannot be a cluster would wait Pending forever.
+    let message = match ctx.apply(&backup("of-nothing", "Not_A_Cluster")).await {
+        Ok(_) => fail!("a Backup of cluster Not_A_Cluster was accepted"),
+        Err(e) => e.to_string(),
+    };
+    ensure!(
+        message.contains("spec.cluster.name"),
+        "Backup rejected without naming spec.cluster.name: {message}"
+    );
 
-        // Changes that are valid at creation but not afterwards.
-        ctx.apply(&cluster("valid", None)).await?;
-        ctx.wait_ready(&["valid"]).await?;
-        let generation = ctx.postgresql_in(&ctx.ns, "valid").await?.metadata.generation;
-        let updates = [
-            ("spec.version", serde_json::json!({"spec": {"version": "17"}})),
-            ("spec.restore", serde_json::json!({"spec": {"restore": {"backup": {"name": "b"}}}})),
-            ("spec.storage.size", serde_json::json!({"spec": {"storage": {"size": "1Mi"}}})),
-            (
-                "spec.storage.storageClassName",
-                serde_json::json!({"spec": {"storage": {"storageClassName": "other"}}}),
-            ),
-            ("spec.bootstrap", serde_json::json!({"spec": {"bootstrap": {"owner": "someone"}}})),
-        ];
-        let update_count = updates.len();
-        for (field, patch) in updates {
-            let message = match ctx.merge_patch_postgresql_in(&ctx.ns, "valid", patch).await {
-                Ok(()) => fail!("update of {field} accepted"),
-                Err(e) => e.to_string(),
-            };
-            ensure!(message.contains(field), "update rejected without naming {field}: {message}");
-            say(format!("rejected on update: {}", message.rsplit(": ").next().unwrap_or_default()));
-        }
-        let now = ctx.postgresql_in(&ctx.ns, "valid").await?.metadata.generation;
-        ensure!(now == generation, "a rejected update changed the generation: {generation:?} -> {now:?}");
-        // Nothing was created for any rejected object: the only Tusk children are those of `valid`.
-        let stray = ctx
-            .labelled_in(&ctx.ns, &Kind::CHILDREN, "tusk.dev/cluster,tusk.dev/cluster!=valid")
-            .await?;
-        ensure!(stray.is_empty(), "children of rejected objects exist: {}", names(&stray));
-        // The cases, the Backup and the updates.
-        let rejected = cases.len() + 1 + update_count;
-        say(format!("{rejected} invalid specs rejected by the API server; nothing created for them"));
-        Ok(())
-    })
-    .await;
+    // Changes that are valid at creation but not afterwards.
+    ctx.apply(&cluster("valid", None)).await?;
+    ctx.wait_ready(&["valid"]).await?;
+    let generation = ctx
+        .postgresql_in(&ctx.ns, "valid")
+        .await?
+        .metadata
+        .generation;
+    let updates = [
+        (
+            "spec.version",
+            serde_json::json!({"spec": {"version": "17"}}),
+        ),
+        (
+            "spec.restore",
+            serde_json::json!({"spec": {"restore": {"backup": {"name": "b"}}}}),
+        ),
+        (
+            "spec.storage.size",
+            serde_json::json!({"spec": {"storage": {"size": "1Mi"}}}),
+        ),
+        (
+            "spec.storage.storageClassName",
+            serde_json::json!({"spec": {"storage": {"storageClassName": "other"}}}),
+        ),
+        (
+            "spec.bootstrap",
+            serde_json::json!({"spec": {"bootstrap": {"owner": "someone"}}}),
+        ),
+    ];
+    let update_count = updates.len();
+    for (field, patch) in updates {
+        let message = match ctx.merge_patch_postgresql_in(&ctx.ns, "valid", patch).await {
+            Ok(()) => fail!("update of {field} accepted"),
+            Err(e) => e.to_string(),
+        };
+        ensure!(
+            message.contains(field),
+            "update rejected without naming {field}: {message}"
+        );
+        say(format!(
+            "rejected on update: {}",
+            message.rsplit(": ").next().unwrap_or_default()
+        ));
+    }
+    let now = ctx
+        .postgresql_in(&ctx.ns, "valid")
+        .await?
+        .metadata
+        .generation;
+    ensure!(
+        now == generation,
+        "a rejected update changed the generation: {generation:?} -> {now:?}"
+    );
+    // Nothing was created for any rejected object: the only Tusk children are those of `valid`.
+    let stray = ctx
+        .labelled_in(
+            &ctx.ns,
+            &Kind::CHILDREN,
+            "tusk.dev/cluster,tusk.dev/cluster!=valid",
+        )
+        .await?;
+    ensure!(
+        stray.is_empty(),
+        "children of rejected objects exist: {}",
+        names(&stray)
+    );
+    // The cases, the Backup and the updates.
+    let rejected = cases.len() + 1 + update_count;
+    say(format!(
+        "{rejected} invalid specs rejected by the API server; nothing created for them"
+    ));
+    Ok(())
 }

@@ -7,63 +7,59 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use tusk_e2e::backups::unix_seconds;
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, skip, until, with_temp_ns};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, skip, until};
 
 /// The scheduled-backup Job (created from the operator's CronJob as the scheduler would) writes
 /// a complete backup; a restore Job built from the same template (args `restore`, pointed at a
 /// second cluster) restores it, and every table matches. Needs nothing beyond the CronJob.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn l4_cronjob_backup_restore() {
-    with_temp_ns("l4_cronjob_backup_restore", |ctx| async move {
-        ctx.require_l4()?;
-        let (ns, src, dst) = (ctx.ns.clone(), "l4src", "l4dst");
-        let job = format!("l4src-manual-{}", unix_seconds());
-        ctx.apply(&cluster(src, Some(&S3Backup::nightly()))).await?;
-        ctx.apply(&cluster(dst, None)).await?;
-        ctx.wait_ready(&[src, dst]).await?;
-        ctx.wait_sql(src).await?;
-        ctx.seed(src, "app", "app").await?;
-        say(format!("seeded {ns}/{src} database app (as role app)"));
-        let cronjobs: Api<CronJob> = Api::namespaced(ctx.client.clone(), &ns);
-        let cronjob = format!("{src}-backup");
-        until(format!("CronJob {ns}/{cronjob}"), ctx.timeout(), || async {
-            Ok(Check::when(
-                cronjobs.get_opt(&cronjob).await?.is_some(),
-                "absent",
-            ))
-        })
-        .await?;
-        ctx.create_job_from_cronjob(&cronjob, &job).await?;
-        ctx.wait_job_complete(&job).await?;
-        say(format!(
-            "backup Job {job} (from cronjob/{cronjob}) Complete"
-        ));
-        if ctx.platform.can_list_bucket() {
-            let prefix = format!("e2e/{ns}/{src}/{job}/");
-            let keys = ctx.platform.bucket_keys(&prefix).await?;
-            ensure!(
-                keys.iter()
-                    .any(|k| k.ends_with(&format!("/{job}/manifest.json"))),
-                "no manifest.json under {prefix}: {keys:?}"
-            );
-            let short: Vec<&str> = keys.iter().map(|k| k.trim_start_matches(&prefix)).collect();
-            say(format!("in the bucket: {}", short.join(" ")));
-        } else {
-            say("(this platform cannot list the store; the Job's success stands for the manifest)");
-        }
-        let cron = serde_json::to_value(cronjobs.get(&cronjob).await?)?;
-        let restore: Job = serde_json::from_value(restore_job(&cron, &ns, dst, &job)?)?;
-        ctx.jobs_in(&ns)
-            .create(&PostParams::default(), &restore)
-            .await?;
-        ctx.wait_job_complete(&format!("{dst}-restore")).await?;
-        say(format!(
-            "restore Job {dst}-restore (agent `restore`, TUSK_CLUSTER={src}, backup {job}) Complete"
-        ));
-        ctx.assert_same_data(src, dst, "app").await
+#[scenario]
+async fn l4_cronjob_backup_restore(ctx: Ctx) -> Result {
+    ctx.require_l4()?;
+    let (ns, src, dst) = (ctx.ns.clone(), "l4src", "l4dst");
+    let job = format!("l4src-manual-{}", unix_seconds());
+    ctx.apply(&cluster(src, Some(&S3Backup::nightly()))).await?;
+    ctx.apply(&cluster(dst, None)).await?;
+    ctx.wait_ready(&[src, dst]).await?;
+    ctx.wait_sql(src).await?;
+    ctx.seed(src, "app", "app").await?;
+    say(format!("seeded {ns}/{src} database app (as role app)"));
+    let cronjobs: Api<CronJob> = Api::namespaced(ctx.client.clone(), &ns);
+    let cronjob = format!("{src}-backup");
+    until(format!("CronJob {ns}/{cronjob}"), ctx.timeout(), || async {
+        Ok(Check::when(
+            cronjobs.get_opt(&cronjob).await?.is_some(),
+            "absent",
+        ))
     })
-    .await;
+    .await?;
+    ctx.create_job_from_cronjob(&cronjob, &job).await?;
+    ctx.wait_job_complete(&job).await?;
+    say(format!(
+        "backup Job {job} (from cronjob/{cronjob}) Complete"
+    ));
+    if ctx.platform.can_list_bucket() {
+        let prefix = format!("e2e/{ns}/{src}/{job}/");
+        let keys = ctx.platform.bucket_keys(&prefix).await?;
+        ensure!(
+            keys.iter()
+                .any(|k| k.ends_with(&format!("/{job}/manifest.json"))),
+            "no manifest.json under {prefix}: {keys:?}"
+        );
+        let short: Vec<&str> = keys.iter().map(|k| k.trim_start_matches(&prefix)).collect();
+        say(format!("in the bucket: {}", short.join(" ")));
+    } else {
+        say("(this platform cannot list the store; the Job's success stands for the manifest)");
+    }
+    let cron = serde_json::to_value(cronjobs.get(&cronjob).await?)?;
+    let restore: Job = serde_json::from_value(restore_job(&cron, &ns, dst, &job)?)?;
+    ctx.jobs_in(&ns)
+        .create(&PostParams::default(), &restore)
+        .await?;
+    ctx.wait_job_complete(&format!("{dst}-restore")).await?;
+    say(format!(
+        "restore Job {dst}-restore (agent `restore`, TUSK_CLUSTER={src}, backup {job}) Complete"
+    ));
+    ctx.assert_same_data(src, dst, "app").await
 }
 
 /// A restore Job the way the operator builds one: the backup Job's pod template, agent command
@@ -108,46 +104,63 @@ fn restore_job(cron: &Value, ns: &str, dst: &str, backup: &str) -> Result<Value>
 
 /// The user's flow with the samples: an on-demand Backup CR, then a new cluster restored from
 /// it, and the application owner logging into the copy with its own password.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn l4_backup_restore_samples() {
-    with_temp_ns("l4_backup_restore_samples", |ctx| async move {
-        ctx.require_l4()?;
-        let samples = ctx.settings.repo.join("samples");
-        if !samples.join("backup.yaml").exists() || !samples.join("postgresql-restore.yaml").exists() {
-            return Err(skip("samples/backup.yaml and samples/postgresql-restore.yaml are not there yet"));
-        }
-        let ns = ctx.ns.clone();
-        ctx.apply_sample("postgresql-s3-minio.yaml").await?;
-        ctx.wait_ready(&["shop"]).await?;
-        ctx.wait_sql("shop").await?;
-        ctx.seed("shop", "shop", "shop").await?;
-        say(format!("seeded {ns}/shop database shop (as role shop)"));
-        ctx.apply_sample("backup.yaml").await?;
-        wait_backup_completed(&ctx, "shop-manual").await?;
-        let status = ctx.backups_in(&ns).get("shop-manual").await?.status.unwrap_or_default();
-        say(format!(
-            "Backup shop-manual Completed: {} {} bytes",
-            status.location.unwrap_or_default(),
-            status.size_bytes.unwrap_or_default()
+#[scenario]
+async fn l4_backup_restore_samples(ctx: Ctx) -> Result {
+    ctx.require_l4()?;
+    let samples = ctx.settings.repo.join("samples");
+    if !samples.join("backup.yaml").exists() || !samples.join("postgresql-restore.yaml").exists() {
+        return Err(skip(
+            "samples/backup.yaml and samples/postgresql-restore.yaml are not there yet",
         ));
-        ctx.apply_sample("postgresql-restore.yaml").await?;
-        ctx.wait_condition_in(&ns, "shop-restored", "Restored", "True").await?;
-        ctx.wait_ready(&["shop-restored"]).await?;
-        say("shop-restored Restored and Ready");
-        ctx.wait_sql("shop-restored").await?;
-        ctx.assert_same_data("shop", "shop-restored", "shop").await?;
-        // The owner's role came back from the backup, but with shop-restored's own password.
-        let app = ctx
-            .platform
-            .app_sql(&ns, "shop-restored", "SELECT current_user || '|' || count(*) FROM orders")
-            .await
-            .context("the application owner cannot use shop-restored with the password in shop-restored-app")?;
-        ensure!(app.trim() == "shop|20000", "as the app owner: '{}', want 'shop|20000'", app.trim());
-        say("the app owner logs into shop-restored with shop-restored-app's password and reads its 20000 orders");
-        Ok(())
-    })
-    .await;
+    }
+    let ns = ctx.ns.clone();
+    ctx.apply_sample("postgresql-s3-minio.yaml").await?;
+    ctx.wait_ready(&["shop"]).await?;
+    ctx.wait_sql("shop").await?;
+    ctx.seed("shop", "shop", "shop").await?;
+    say(format!("seeded {ns}/shop database shop (as role shop)"));
+    ctx.apply_sample("backup.yaml").await?;
+    wait_backup_completed(&ctx, "shop-manual").await?;
+    let status = ctx
+        .backups_in(&ns)
+        .get("shop-manual")
+        .await?
+        .status
+        .unwrap_or_default();
+    say(format!(
+        "Backup shop-manual Completed: {} {} bytes",
+        status.location.unwrap_or_default(),
+        status.size_bytes.unwrap_or_default()
+    ));
+    ctx.apply_sample("postgresql-restore.yaml").await?;
+    ctx.wait_condition_in(&ns, "shop-restored", "Restored", "True")
+        .await?;
+    ctx.wait_ready(&["shop-restored"]).await?;
+    say("shop-restored Restored and Ready");
+    ctx.wait_sql("shop-restored").await?;
+    ctx.assert_same_data("shop", "shop-restored", "shop")
+        .await?;
+    // The owner's role came back from the backup, but with shop-restored's own password.
+    let app = ctx
+        .platform
+        .app_sql(
+            &ns,
+            "shop-restored",
+            "SELECT current_user || '|' || count(*) FROM orders",
+        )
+        .await
+        .context(
+            "the application owner cannot use shop-restored with the password in shop-restored-app",
+        )?;
+    ensure!(
+        app.trim() == "shop|20000",
+        "as the app owner: '{}', want 'shop|20000'",
+        app.trim()
+    );
+    say(
+        "the app owner logs into shop-restored with shop-restored-app's password and reads its 20000 orders",
+    );
+    Ok(())
 }
 
 async fn wait_backup_completed(ctx: &Ctx, name: &str) -> Result {

@@ -4,128 +4,114 @@
 
 use tusk_e2e::cluster::{condition, conditions, describe};
 use tusk_e2e::manifests::{backup, restored_cluster};
-use tusk_e2e::{Check, Kind, Obj, ensure, fail, say, until, with_temp_ns};
+use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, fail, say, scenario, until};
 
 /// A new cluster restored from a Backup: Restored before Ready, restoredFrom recorded, and
 /// every table equal to the source's by per-table checksums.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_restore_into_new_cluster() {
-    with_temp_ns("backup_restore_into_new_cluster", |ctx| async move {
-        ctx.require_l4()?;
-        let (ns, name) = (ctx.ns.clone(), "src");
-        ctx.lifecycle_cluster_in(&ns, "db", 5, "Retain").await?;
-        ctx.wait_ready(&["db"]).await?;
-        ctx.wait_sql("db").await?;
-        ctx.seed("db", "app", "app").await?;
-        // The Backup and the cluster restoring from it in one apply: the restore waits for the
-        // Backup and starts when it completes (its events wake the waiting cluster).
-        ctx.apply(&format!(
-            "{}---\n{}",
-            backup(name, "db"),
-            restored_cluster("copy", name)
-        ))
+#[scenario]
+async fn backup_restore_into_new_cluster(ctx: Ctx) -> Result {
+    ctx.require_l4()?;
+    let (ns, name) = (ctx.ns.clone(), "src");
+    ctx.seeded_lifecycle_db().await?;
+    // The Backup and the cluster restoring from it in one apply: the restore waits for the
+    // Backup and starts when it completes (its events wake the waiting cluster).
+    ctx.apply(&format!(
+        "{}---\n{}",
+        backup(name, "db"),
+        restored_cluster("copy", name)
+    ))
+    .await?;
+    ctx.wait_condition_in(&ns, "copy", "Restored", "True")
         .await?;
-        ctx.wait_condition_in(&ns, "copy", "Restored", "True")
-            .await?;
-        ctx.wait_ready(&["copy"]).await?;
-        let restored = ctx
-            .postgresql_in(&ns, "copy")
-            .await?
-            .status
-            .and_then(|s| s.restored_from);
-        let id = restored.map(|r| r.backup_id).unwrap_or_default();
-        ensure!(id == name, "restoredFrom.backupId is '{id}', want {name}");
-        ctx.wait_sql("copy").await?;
-        ctx.assert_same_data("db", "copy", "app").await?;
-        // Once restored, never again: the Job is not re-created after it is deleted.
-        let restore_job = Obj::new(Kind::Job, "copy-restore");
-        ctx.delete_and_wait_in(&ns, &restore_job).await?;
-        ctx.merge_patch_postgresql_in(
-            &ns,
-            "copy",
-            serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}}),
-        )
-        .await?;
-        until(
-            "copy to observe its new generation",
-            ctx.timeout(),
-            || async {
-                let observed = ctx
-                    .postgresql_in(&ns, "copy")
-                    .await?
-                    .status
-                    .and_then(|s| s.observed_generation);
-                Ok(Check::when(observed == Some(2), format!("{observed:?}")))
-            },
-        )
-        .await?;
-        ensure!(
-            !ctx.exists(&restore_job).await?,
-            "the restore Job was re-created after the cluster was restored"
-        );
-        Ok(())
-    })
-    .await;
+    ctx.wait_ready(&["copy"]).await?;
+    let restored = ctx
+        .postgresql_in(&ns, "copy")
+        .await?
+        .status
+        .and_then(|s| s.restored_from);
+    let id = restored.map(|r| r.backup_id).unwrap_or_default();
+    ensure!(id == name, "restoredFrom.backupId is '{id}', want {name}");
+    ctx.wait_sql("copy").await?;
+    ctx.assert_same_data("db", "copy", "app").await?;
+    // Once restored, never again: the Job is not re-created after it is deleted.
+    let restore_job = Obj::new(Kind::Job, "copy-restore");
+    ctx.delete_and_wait_in(&ns, &restore_job).await?;
+    ctx.merge_patch_postgresql_in(
+        &ns,
+        "copy",
+        serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}}),
+    )
+    .await?;
+    until(
+        "copy to observe its new generation",
+        ctx.timeout(),
+        || async {
+            let observed = ctx
+                .postgresql_in(&ns, "copy")
+                .await?
+                .status
+                .and_then(|s| s.observed_generation);
+            Ok(Check::when(observed == Some(2), format!("{observed:?}")))
+        },
+    )
+    .await?;
+    ensure!(
+        !ctx.exists(&restore_job).await?,
+        "the restore Job was re-created after the cluster was restored"
+    );
+    Ok(())
 }
 
 /// A restore from a backup whose dump was altered by one bit: refused before anything is
 /// applied, and the agent's own reason (the sha256 mismatch, from its termination message) is
 /// what the cluster's Restored condition and its Event say.
-#[tokio::test]
-#[ignore = "needs a cluster: scripts/e2e.sh"]
-async fn backup_restore_from_altered_dump() {
-    with_temp_ns("backup_restore_from_altered_dump", |ctx| async move {
-        ctx.require_l4()?;
-        ctx.require_bucket()?;
-        let (ns, name) = (ctx.ns.clone(), "src");
-        ctx.lifecycle_cluster_in(&ns, "db", 5, "Retain").await?;
-        ctx.wait_ready(&["db"]).await?;
-        ctx.wait_sql("db").await?;
-        ctx.seed("db", "app", "app").await?;
-        ctx.take_backup_in(&ns, "db", name).await?;
-        let keys = ctx.lifecycle_keys(&ns, "db").await?;
-        let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
-        let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
-            fail!("no dump of database app under {dump_prefix}: {keys:?}");
-        };
-        ctx.alter_object(dump).await?;
-        ctx.apply(&restored_cluster("copy", name)).await?;
-        let message = until(
-            format!("{ns}/copy Restored=False/RestoreFailed"),
-            ctx.timeout(),
-            || async {
-                let pg = ctx.postgresql_in(&ns, "copy").await?;
-                let restored = condition(conditions(&pg), "Restored")
-                    .filter(|c| c.reason == "RestoreFailed")
-                    .map(|c| c.message.clone());
-                Ok(match restored {
-                    Some(message) => Check::Done(message),
-                    None => Check::Pending(describe(conditions(&pg))),
-                })
-            },
+#[scenario]
+async fn backup_restore_from_altered_dump(ctx: Ctx) -> Result {
+    ctx.require_l4()?;
+    ctx.require_bucket()?;
+    let (ns, name) = (ctx.ns.clone(), "src");
+    ctx.seeded_lifecycle_db().await?;
+    ctx.take_backup_in(&ns, "db", name).await?;
+    let keys = ctx.lifecycle_keys(&ns, "db").await?;
+    let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
+    let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
+        fail!("no dump of database app under {dump_prefix}: {keys:?}");
+    };
+    ctx.alter_object(dump).await?;
+    ctx.apply(&restored_cluster("copy", name)).await?;
+    let message = until(
+        format!("{ns}/copy Restored=False/RestoreFailed"),
+        ctx.timeout(),
+        || async {
+            let pg = ctx.postgresql_in(&ns, "copy").await?;
+            let restored = condition(conditions(&pg), "Restored")
+                .filter(|c| c.reason == "RestoreFailed")
+                .map(|c| c.message.clone());
+            Ok(match restored {
+                Some(message) => Check::Done(message),
+                None => Check::Pending(describe(conditions(&pg))),
+            })
+        },
+    )
+    .await?;
+    let reason = format!("integrity check failed: {dump}: sha256 ");
+    ensure!(
+        message.starts_with(&format!("restore Job copy-restore failed: {reason}"))
+            && message.contains("differs from the manifest's")
+            && message.contains("(exit code 5)"),
+        "the Restored condition does not carry the agent's reason: {message}"
+    );
+    let tables = ctx
+        .db_sql(
+            "copy",
+            "app",
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
         )
         .await?;
-        let reason = format!("integrity check failed: {dump}: sha256 ");
-        ensure!(
-            message.starts_with(&format!("restore Job copy-restore failed: {reason}"))
-                && message.contains("differs from the manifest's")
-                && message.contains("(exit code 5)"),
-            "the Restored condition does not carry the agent's reason: {message}"
-        );
-        let tables = ctx
-            .db_sql(
-                "copy",
-                "app",
-                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
-            )
-            .await?;
-        ensure!(
-            tables.trim() == "0",
-            "the target is not empty: {tables} tables"
-        );
-        say(format!("Restored=False: {message}"));
-        Ok(())
-    })
-    .await;
+    ensure!(
+        tables.trim() == "0",
+        "the target is not empty: {tables} tables"
+    );
+    say(format!("Restored=False: {message}"));
+    Ok(())
 }
