@@ -13,23 +13,33 @@ const DATABASES: &str = "SELECT string_agg(datname, ',' ORDER BY datname) FROM p
 const MARKS: &str = "SELECT count(*) FROM pg_database d \
      WHERE shobj_description(d.oid, 'pg_database') LIKE 'tusk: restore in progress%'";
 
-/// Every database created from template1 refuses `CREATE TABLE` while it is named `reports`.
+/// Every database created from template0 (as the agent creates them, like `pg_restore
+/// --create`) refuses `CREATE TABLE` while it is named `reports`.
 fn break_reports(pg: &PgServer) {
-    pg.psql(
-        "template1",
+    in_template0(
+        pg,
         "CREATE FUNCTION refuse() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN \
-         IF current_database() = 'reports' THEN RAISE EXCEPTION 'reports is refused'; END IF; END $$",
-    );
-    pg.psql(
-        "template1",
-        "CREATE EVENT TRIGGER refuse ON ddl_command_start WHEN TAG IN ('CREATE TABLE') \
+         IF current_database() = 'reports' THEN RAISE EXCEPTION 'reports is refused'; END IF; END $$; \
+         CREATE EVENT TRIGGER refuse ON ddl_command_start WHEN TAG IN ('CREATE TABLE') \
          EXECUTE FUNCTION refuse()",
     );
 }
 
 fn repair(pg: &PgServer) {
-    pg.psql("template1", "DROP EVENT TRIGGER refuse");
-    pg.psql("template1", "DROP FUNCTION refuse()");
+    in_template0(pg, "DROP EVENT TRIGGER refuse; DROP FUNCTION refuse()");
+}
+
+/// template0 accepts connections only for the time of `sql`.
+fn in_template0(pg: &PgServer, sql: &str) {
+    pg.psql(
+        "postgres",
+        "ALTER DATABASE template0 ALLOW_CONNECTIONS true",
+    );
+    pg.psql("template0", sql);
+    pg.psql(
+        "postgres",
+        "ALTER DATABASE template0 ALLOW_CONNECTIONS false",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,7 @@
 //! Data paths: backup (dump → compress → upload) and restore (download → verify → apply).
 
 pub mod backup;
+mod db_properties;
 mod globals_filter;
 mod progress;
 pub mod restore;

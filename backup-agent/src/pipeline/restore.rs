@@ -1,13 +1,15 @@
 //! `restore`: every file is downloaded and verified before anything touches the target, then
-//! globals are replayed and each database is restored in one transaction. There is no
-//! transaction across databases: a failure drops the databases this attempt created and says
-//! what is left, and marks (see `restore_marker`) let a new attempt finish the clean-up.
+//! globals are replayed and each database is restored in one transaction, followed by its
+//! database-level properties (`db_properties`). There is no transaction across databases: a
+//! failure drops the databases this attempt created and says what is left, and marks (see
+//! `restore_marker`) let a new attempt finish the clean-up.
 
 use std::path::{Path, PathBuf};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
+use super::db_properties;
 use super::globals_filter::{GlobalsFilter, is_fatal_psql_error};
 use super::restore_marker::{self, Origin};
 use super::verify::download_checked;
@@ -100,6 +102,7 @@ pub async fn run_restore(
         }
     }
     let mut attempt = Attempt::default();
+    let mut finished = Vec::new();
     for (file, path) in manifest.files.iter().zip(&local) {
         if file.kind != FileKind::Database {
             continue;
@@ -112,23 +115,35 @@ pub async fn run_restore(
         let clean = (options.force && occupied.iter().any(|o| o == database))
             || reclean.iter().any(|r| r == database);
         let applied = async {
+            let properties = db_properties::read(pg, &manifest, database, path, cancel).await?;
             let origin = if existing.iter().any(|e| e == database) {
+                properties.check_existing(pg).await?;
                 Origin::Existed
             } else {
-                create_database(pg, database, file.database_owner.as_deref()).await?;
+                properties
+                    .create(pg, file.database_owner.as_deref())
+                    .await?;
                 Origin::Created
             };
             attempt.touched(database, origin);
             restore_marker::mark(pg, database, origin, &manifest.backup_id).await?;
-            apply_database(pg, &manifest, database, path, clean, cancel).await
+            apply_database(pg, &manifest, database, path, clean, cancel).await?;
+            properties.apply_settings(pg).await?;
+            Ok(properties)
         }
         .await;
         match applied {
-            Ok(()) => attempt.restored.push(database.to_owned()),
+            Ok(properties) => {
+                attempt.restored.push(database.to_owned());
+                finished.push(properties);
+            }
             Err(e) => return Err(attempt.failed(pg, e, Some(database)).await),
         }
     }
-    restore_marker::unmark(pg, &attempt.marked()).await?;
+    // Each database's own comment (or none) replaces its mark only now: see `db_properties`.
+    for properties in &finished {
+        properties.apply_comment(pg).await?;
+    }
     Ok(manifest)
 }
 
@@ -149,10 +164,6 @@ impl Attempt {
             Origin::Created => self.created.push(database.to_owned()),
             Origin::Existed => self.existed.push(database.to_owned()),
         }
-    }
-
-    fn marked(&self) -> Vec<String> {
-        self.created.iter().chain(&self.existed).cloned().collect()
     }
 
     /// Drops the databases this attempt created, so the target holds only what existed before
@@ -196,7 +207,7 @@ impl Attempt {
     }
 }
 
-async fn open_decoded(
+pub(super) async fn open_decoded(
     manifest: &Manifest,
     path: &Path,
 ) -> Result<crate::compression::BoxRead, AgentError> {
@@ -261,35 +272,6 @@ async fn apply_globals(
         });
     }
     tracing::info!("globals restored");
-    Ok(())
-}
-
-async fn create_database(
-    pg: &PgParams,
-    database: &str,
-    owner: Option<&str>,
-) -> Result<(), AgentError> {
-    let client = pg.connect(&pg.maintenance_db).await?;
-    let mut sql = format!("CREATE DATABASE {}", pg::quote_ident(database));
-    if let Some(owner) = owner {
-        let exists = client
-            .query_one(
-                "SELECT count(*) FROM pg_roles WHERE rolname = $1",
-                &[&owner],
-            )
-            .await
-            .map_err(|e| AgentError::Database(format!("looking up role {owner:?}: {e}")))?
-            .get::<_, i64>(0)
-            > 0;
-        if exists {
-            sql.push_str(&format!(" OWNER {}", pg::quote_ident(owner)));
-        }
-    }
-    client
-        .batch_execute(&sql)
-        .await
-        .map_err(|e| AgentError::Database(format!("creating database {database:?}: {e}")))?;
-    tracing::info!(database, "database created");
     Ok(())
 }
 
