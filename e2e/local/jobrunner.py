@@ -16,7 +16,8 @@ what their containers would do:
   fieldRef), envFrom and `$(VAR)` references, materializing its secret/configMap/emptyDir
   volumes, and rewriting only in-cluster addresses: PGHOST `<cluster>-rw.<ns>.svc[.cluster.local]`
   (+ PGPORT) to the local instance, TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
-  and paths under a volume's mountPath to its local directory. The exit code is reported as
+  GCS (no endpoint: storage.googleapis.com) to TUSK_GCS_ENDPOINT of $TUSK_E2E_DIR/gcs.endpoint
+  (the operator's, see operator.sh), and paths under a volume's mountPath to its local directory. The exit code is reported as
   annotation `e2e.tusk.dev/exit-code` (with the termination message the container left, as
   `e2e.tusk.dev/termination-message`), which kwok's stage turns into Succeeded/Failed. While a
   Secret or ConfigMap it needs is missing, the pod waits and is retried, as with the kubelet
@@ -493,12 +494,21 @@ def rewrite_addresses(env: dict[str, str], pod_name: str) -> None:
         url = urllib.parse.urlsplit(env["TUSK_S3_ENDPOINT"])
         if url.netloc in IN_CLUSTER_MINIO:
             env["TUSK_S3_ENDPOINT"] = minio_endpoint()
+    # GCS has no endpoint in the spec (storage.googleapis.com): the agent gets the one the
+    # operator was started with (operator.sh), where the GCS scenarios serve their emulator.
+    if env.get("TUSK_STORE") == "gcs" and "TUSK_GCS_ENDPOINT" not in env and (gcs := gcs_endpoint()):
+        env["TUSK_GCS_ENDPOINT"] = gcs
 
 
 def minio_endpoint() -> str:
     if os.environ.get("TUSK_E2E_MINIO_ENDPOINT"):
         return os.environ["TUSK_E2E_MINIO_ENDPOINT"]
     return (E2E_DIR / "minio" / "endpoint").read_text().strip()
+
+
+def gcs_endpoint() -> str | None:
+    path = E2E_DIR / "gcs.endpoint"
+    return (path.read_text().strip() or None) if path.exists() else None
 
 
 def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:

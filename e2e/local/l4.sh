@@ -5,6 +5,7 @@
 #
 #   eval "$(e2e/local/up.sh)"            # the control plane (kwok: pods never run by themselves)
 #   eval "$(e2e/local/l4.sh up)"         # + MinIO and the job runner; prints export lines
+#                                        # (also TUSK_FAKE_GCS_BIN, for the GCS scenarios)
 #   e2e/local/l4.sh down                 # stops the job runner, its PostgreSQL servers, MinIO
 #                                        # (e2e/local/down.sh calls this too)
 # TUSK_AGENT_BIN: the backup-agent to run; default: built from this tree with cargo. Logs: $TUSK_E2E_DIR/l4/ (jobrunner.log, pods/, pg/, results.jsonl).
@@ -39,8 +40,11 @@ up() {
     log "no PostgreSQL server: apt-get install -y postgresql (or set TUSK_PG_BIN_DIR)"
     exit 1
   fi
-  local minio_env
-  minio_env=$("$here/storage.sh" up)
+  # MinIO for storage.sh, fake-gcs-server for the GCS scenarios (they start it themselves).
+  local testbin_env minio_env
+  testbin_env=$("$repo/scripts/testbin.sh")
+  eval "$testbin_env"
+  minio_env=$(TUSK_MINIO_BIN="$TUSK_MINIO_BIN" "$here/storage.sh" up)
   eval "$minio_env"
   if running; then
     log "job runner already running (pid $(cat "$L4/jobrunner.pid"))"
@@ -53,6 +57,7 @@ up() {
     log "job runner pid $(cat "$L4/jobrunner.pid"), agent $TUSK_AGENT_BIN, log $L4/jobrunner.log"
   fi
   echo "$minio_env"
+  echo "$testbin_env"
   echo "export TUSK_AGENT_BIN=$TUSK_AGENT_BIN"
 }
 

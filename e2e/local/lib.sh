@@ -18,3 +18,23 @@ stop_pid() {
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
 }
+
+# free_loopback PORT: a loopback address 127.x.y.z whose PORT is free, chosen at random so that
+# parallel runs (and an address reserved long before it is bound) do not collide.
+free_loopback() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+port = int(sys.argv[1])
+for _ in range(200):
+    addr = f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+    with socket.socket() as s:
+        try:
+            s.bind((addr, port))
+        except OSError:
+            continue
+    print(addr)
+    break
+else:
+    raise SystemExit(f"no loopback address with a free port {port}")
+PY
+}

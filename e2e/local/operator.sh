@@ -47,6 +47,10 @@ current-context: tusk-operator
 KC
   # The port of /metrics, chosen once so that restarts keep it.
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' >"$DIR/operator.port"
+  # Where this operator reaches GCS (TUSK_GCS_ENDPOINT; jobrunner.py gives the agents the same):
+  # an address reserved for the GCS scenarios, which serve their emulator there
+  # (e2e/tests/gcs_lifecycle.rs). Chosen once, since the operator reads it at start.
+  echo "http://$(free_loopback 4443):4443" >"$DIR/gcs.endpoint"
   log "deploy/ applied (Deployment scaled to 0); the operator will use ServiceAccount tusk-system/tusk-operator"
 }
 
@@ -55,6 +59,8 @@ start() {
   local bin="${TUSK_OPERATOR_BIN:-$DIR/tusk}" port
   [[ -x "$bin" ]] || { log "no operator binary at $bin (set TUSK_OPERATOR_BIN)"; exit 1; }
   port=$(<"$DIR/operator.port")
+  # Only when install chose one: an empty TUSK_GCS_ENDPOINT would not mean "real GCS".
+  if [[ -f "$DIR/gcs.endpoint" ]]; then export TUSK_GCS_ENDPOINT; TUSK_GCS_ENDPOINT=$(<"$DIR/gcs.endpoint"); fi
   # A stable identity: a restarted process takes its own Lease back at once. incluster.sh makes
   # in-cluster names (the MinIO of e2e/local/l4.sh) resolve as they would in a pod.
   KUBECONFIG="$DIR/operator.kubeconfig" POD_NAME=tusk-e2e-local POD_NAMESPACE=tusk-system \

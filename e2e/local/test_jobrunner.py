@@ -175,6 +175,29 @@ class AddressTest(unittest.TestCase):
             jobrunner.rewrite_addresses(unknown, "prod/pod")
             self.assertEqual(unknown["PGHOST"], "other-rw.prod.svc")
 
+    def test_gcs_goes_to_the_suite_endpoint(self):
+        gcs = {"TUSK_STORE": "gcs", "GOOGLE_APPLICATION_CREDENTIALS": "/x/key.json"}
+        with mock.patch.object(jobrunner, "gcs_endpoint", return_value="http://127.8.8.8:4443"):
+            jobrunner.rewrite_addresses(gcs, "prod/pod")
+            self.assertEqual(gcs["TUSK_GCS_ENDPOINT"], "http://127.8.8.8:4443")
+            s3 = {"TUSK_STORE": "s3"}
+            jobrunner.rewrite_addresses(s3, "prod/pod")
+            self.assertNotIn("TUSK_GCS_ENDPOINT", s3)
+        with mock.patch.object(jobrunner, "gcs_endpoint", return_value=None):
+            real = {"TUSK_STORE": "gcs"}
+            jobrunner.rewrite_addresses(real, "prod/pod")
+            self.assertNotIn("TUSK_GCS_ENDPOINT", real)
+
+    @mock.patch.object(jobrunner, "get", side_effect=fake_get)
+    def test_the_gcs_key_reaches_the_agent_as_a_file(self, _get):
+        with mock.patch.object(jobrunner, "L4_DIR", Path(tempfile.mkdtemp())), \
+                mock.patch.object(jobrunner, "minio_endpoint", return_value="http://127.9.9.9:9000"), \
+                mock.patch.object(jobrunner, "gcs_endpoint", return_value=None):
+            _argv, env, root = jobrunner.prepare_job_pod(json.loads(json.dumps(POD)))
+        key = Path(env["GOOGLE_APPLICATION_CREDENTIALS"])
+        self.assertTrue(str(key).startswith(str(root)))
+        self.assertEqual(json.loads(key.read_text()), {"type": "service_account"})
+
     def test_expand(self):
         self.assertEqual(jobrunner.expand("$(A)/$(B)/$$(A)/$(", {"A": "x"}), "x/$(B)/$(A)/$(")
 

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod context;
 pub mod diagnostics;
 pub mod failure;
+pub mod gcs;
 pub mod kubectl;
 pub mod manifests;
 pub mod metrics;

@@ -21,6 +21,9 @@ pub struct Settings {
     /// The S3 endpoint of backup destinations the operator itself reads and empties:
     /// E2E_S3_ENDPOINT, else the local MinIO (TUSK_E2E_MINIO_ENDPOINT), else the in-cluster one.
     pub s3_endpoint: String,
+    /// Where the operator and the agents reach GCS (their TUSK_GCS_ENDPOINT) and a GCS scenario
+    /// serves its emulator: TUSK_E2E_GCS_ENDPOINT, else what e2e/local/operator.sh chose.
+    pub gcs_endpoint: Option<String>,
     /// The repository (samples/, crds/, e2e/local/).
     pub repo: PathBuf,
     /// TUSK_E2E_PG_IMAGE and TUSK_E2E_PG_VERSION: the PostgreSQL the clusters run where the
@@ -66,6 +69,7 @@ impl Settings {
             summary: path("E2E_SUMMARY"),
             l4: std::env::var("TUSK_E2E_L4").is_ok_and(|v| v == "1"),
             s3_endpoint,
+            gcs_endpoint: local_gcs(),
             repo: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),
             postgres: std::env::var("TUSK_E2E_PG_IMAGE")
                 .ok()
@@ -87,4 +91,17 @@ pub fn local_minio() -> Option<String> {
         let endpoint = std::fs::read_to_string(PathBuf::from(dir).join("minio/endpoint")).ok()?;
         Some(endpoint.trim().to_string()).filter(|e| !e.is_empty())
     })
+}
+
+/// The GCS endpoint of e2e/local: TUSK_E2E_GCS_ENDPOINT, or the one operator.sh recorded in the
+/// run directory (the operator process was started with it).
+pub fn local_gcs() -> Option<String> {
+    std::env::var("TUSK_E2E_GCS_ENDPOINT")
+        .ok()
+        .or_else(|| {
+            let dir = std::env::var_os("TUSK_E2E_DIR")?;
+            std::fs::read_to_string(PathBuf::from(dir).join("gcs.endpoint")).ok()
+        })
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
 }

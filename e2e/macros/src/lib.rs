@@ -9,21 +9,30 @@ use quote::quote;
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, parse_macro_input};
 
+/// `#[scenario]`, or `#[scenario(multi_thread)]` for a scenario that serves requests from its
+/// own process (a server other processes call while the body waits).
 #[proc_macro_attribute]
 pub fn scenario(args: TokenStream, item: TokenStream) -> TokenStream {
-    if !args.is_empty() {
-        let args = proc_macro2::TokenStream::from(args);
-        return syn::Error::new(args.span(), "#[scenario] takes no arguments")
-            .to_compile_error()
-            .into();
-    }
+    let args = proc_macro2::TokenStream::from(args);
+    let runtime = match args.to_string().as_str() {
+        "" => quote! { #[::tokio::test] },
+        "multi_thread" => quote! { #[::tokio::test(flavor = "multi_thread")] },
+        _ => {
+            return syn::Error::new(args.span(), "#[scenario] takes nothing or `multi_thread`")
+                .to_compile_error()
+                .into();
+        }
+    };
     let function = parse_macro_input!(item as ItemFn);
-    expand(function)
+    expand(function, runtime)
         .unwrap_or_else(|e| e.to_compile_error())
         .into()
 }
 
-fn expand(function: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
+fn expand(
+    function: ItemFn,
+    runtime: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
     let ItemFn {
         attrs,
         vis,
@@ -48,7 +57,7 @@ fn expand(function: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let scenario = name.to_string();
     Ok(quote! {
         #(#attrs)*
-        #[::tokio::test]
+        #runtime
         #[ignore = "needs a cluster: scripts/e2e.sh"]
         #vis async fn #name() {
             ::tusk_e2e::with_temp_ns(#scenario, |#pattern: #ty| async move {

@@ -70,13 +70,13 @@ impl Emulator {
             .prefix(&format!("tusk-{name}-"))
             .tempdir()
             .expect("temp dir");
-        let port = super::free_port();
+        let port = crate::free_port();
         let scheme = if ca.is_some() { "https" } else { "http" };
         let endpoint = format!("{scheme}://127.0.0.1:{port}");
         let mut cmd = Command::new(bin);
         configure(&mut cmd, port, dir.path());
         let mut service = Service::spawn(name, cmd, dir.path().join(format!("{name}.log")));
-        super::wait_for_http(
+        crate::wait_for_http(
             &mut service,
             &format!("{endpoint}{ready_path}"),
             timeout,

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use super::openssl;
+use crate::openssl;
 
 /// Bodies are buffered: test objects are a few parts of a few MiB.
 const BODY_LIMIT: usize = 256 << 20;
@@ -92,6 +92,8 @@ struct Shared {
     verified: AtomicUsize,
     /// Storage requests refused for lack of a valid token.
     refused: AtomicUsize,
+    /// Token requests refused (a JWT not signed with the account's key, say).
+    rejected: AtomicUsize,
     http: reqwest::Client,
 }
 
@@ -107,11 +109,17 @@ impl Gateway {
     /// Binds the gateway's port (fake-gcs-server must know it as its external URL before it
     /// starts: resumable-upload sessions are URLs); [`Gateway::serve`] then forwards to it.
     pub async fn bind() -> (tokio::net::TcpListener, String) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Self::bind_at("127.0.0.1:0")
             .await
-            .expect("bind gateway");
-        let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
-        (listener, endpoint)
+            .expect("bind gateway on a free port")
+    }
+
+    /// As [`Gateway::bind`], at a given address: the e2e environment fixes it beforehand,
+    /// since the operator process reads its GCS endpoint at start.
+    pub async fn bind_at(addr: &str) -> std::io::Result<(tokio::net::TcpListener, String)> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        Ok((listener, endpoint))
     }
 
     pub fn serve(listener: tokio::net::TcpListener, endpoint: String, upstream: &str) -> Gateway {
@@ -125,6 +133,7 @@ impl Gateway {
             issued: Mutex::default(),
             verified: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
+            rejected: AtomicUsize::new(0),
             http: reqwest::Client::builder()
                 // 308 is GCS's "resume incomplete", for the client to see, not to follow.
                 .redirect(reqwest::redirect::Policy::none())
@@ -155,6 +164,11 @@ impl Gateway {
     pub fn refused(&self) -> usize {
         self.shared.refused.load(Ordering::SeqCst)
     }
+
+    /// How many token requests were refused (assertions that did not verify).
+    pub fn rejected(&self) -> usize {
+        self.shared.rejected.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for Gateway {
@@ -177,10 +191,13 @@ async fn token(State(s): State<Arc<Shared>>, body: String) -> Response {
                 }),
             )
         }
-        Err(why) => json(
-            StatusCode::BAD_REQUEST,
-            serde_json::json!({"error": "invalid_grant", "error_description": why}),
-        ),
+        Err(why) => {
+            s.rejected.fetch_add(1, Ordering::SeqCst);
+            json(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": "invalid_grant", "error_description": why}),
+            )
+        }
     }
 }
 

@@ -1,0 +1,99 @@
+//! Test-only helpers shared by backup-agent's tests and the e2e scenarios (`tusk-e2e`): child
+//! processes killed with the test, store emulators on free loopback ports, fake-gcs-server, and
+//! a GCS front that checks service-account keys ([`gcs_auth`]). Missing binaries fail loudly
+//! (never a silent skip). Test code: failures panic with a message.
+
+pub mod fakegcs;
+pub mod gcs_auth;
+pub mod process;
+
+use std::time::{Duration, Instant};
+
+/// Runs the openssl CLI (test keys and certificates), failing with its stderr.
+pub fn openssl(args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Polls `ready` until it returns true or `timeout` passes.
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !ready().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what} not ready after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `url` answers 2xx, failing early if `service` exits; `ca` (PEM) is trusted for
+/// https.
+pub async fn wait_for_http(
+    service: &mut process::Service,
+    url: &str,
+    timeout: Duration,
+    ca: Option<&str>,
+) {
+    let mut http = reqwest::Client::builder();
+    if let Some(pem) = ca {
+        let ca = reqwest::Certificate::from_pem(pem.as_bytes()).expect("CA certificate PEM");
+        http = http.add_root_certificate(ca);
+    }
+    let http = http.build().expect("HTTP client");
+    let name = service.name.clone();
+    wait_until(&name, timeout, || {
+        service.assert_running();
+        let (http, url) = (http.clone(), url.to_owned());
+        async move {
+            http.get(&url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+    })
+    .await;
+}
+
+/// Path of a Go-built test binary: env var, else the testbin.sh cache.
+pub fn testbin(env: &str, name: &str, version: &str) -> std::path::PathBuf {
+    if let Ok(path) = std::env::var(env) {
+        let path = std::path::PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{env}={} does not exist; run scripts/testbin.sh",
+            path.display()
+        );
+        return path;
+    }
+    let cache = std::env::var("TUSK_TESTBIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/tusk-testbin")
+        });
+    let path = cache.join(format!("{name}-{version}")).join(name);
+    assert!(
+        path.is_file(),
+        "{name} not found at {} and {env} is unset: run `eval \"$(scripts/testbin.sh)\"` first",
+        path.display()
+    );
+    path
+}
