@@ -11,7 +11,7 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  other failure (dump/restore tool failed, I/O error, interrupted)
-  2  invalid arguments
+  2  invalid arguments (including a backup id that exists or another writer claimed)
   3  database unreachable, authentication failed or database missing
   4  object store error (credentials, missing bucket, backup not found)
   5  integrity failure (size or sha256 mismatch, unreadable manifest)
