@@ -11,7 +11,7 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  other failure (dump/restore tool failed, I/O error, interrupted)
-  2  invalid arguments
+  2  invalid arguments (including a backup id that exists or another writer claimed)
   3  database unreachable, authentication failed or database missing
   4  object store error (credentials, missing bucket, backup not found)
   5  integrity failure (size or sha256 mismatch, unreadable manifest)
@@ -59,7 +59,8 @@ pub enum Command {
     /// Delete one backup (exactly its own prefix).
     #[command(after_help = EXIT_CODES)]
     Delete(DeleteArgs),
-    /// Apply retention: delete backups beyond --keep or older than --max-age.
+    /// Apply retention to one owner's backups: delete those beyond --keep or older than
+    /// --max-age.
     #[command(after_help = EXIT_CODES)]
     Prune(PruneArgs),
 }
@@ -147,6 +148,15 @@ pub struct BackupArgs {
     /// behind a long-running ALTER or LOCK (e.g. 30s, 10m).
     #[arg(long, env = "TUSK_LOCK_WAIT_TIMEOUT", default_value = "10m")]
     pub lock_wait_timeout: String,
+    /// Identity of the owning cluster (the operator passes the PostgreSQL's metadata.uid),
+    /// recorded in the backup's claim and manifest; retention and deletion go by it.
+    #[arg(long, env = "TUSK_CLUSTER_UID")]
+    pub cluster_uid: Option<String>,
+    /// Identity of this run, the same for every retry of it (the operator passes the Job's
+    /// uid): a retried run takes over its own claim of the backup id; any other writer of
+    /// the id fails.
+    #[arg(long, env = "TUSK_WRITER_ID")]
+    pub writer_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -208,4 +218,11 @@ pub struct PruneArgs {
     /// Delete complete backups older than this (e.g. 30d, 12h). The newest is always kept.
     #[arg(long, env = "TUSK_MAX_AGE")]
     pub max_age: Option<String>,
+    /// The cluster whose backups are pruned (its metadata.uid). Backups recording another
+    /// owner are never deleted; without this flag only backups recording no owner are.
+    #[arg(long, env = "TUSK_CLUSTER_UID")]
+    pub cluster_uid: Option<String>,
+    /// A backup id never deleted, e.g. the one the cluster was restored from (repeatable).
+    #[arg(long = "protect")]
+    pub protect: Vec<String>,
 }

@@ -71,6 +71,10 @@ impl AgentError {
             AgentError::Catalog(e) => match e {
                 CatalogError::InvalidManifest { .. } => exit_code::INTEGRITY,
                 CatalogError::Layout(_) => exit_code::USAGE,
+                // Two writers of one id: a configuration problem (shared prefix), like an
+                // existing backup id.
+                CatalogError::IdTaken { .. } => exit_code::USAGE,
+                CatalogError::Encode { .. } => exit_code::OTHER,
                 CatalogError::Store(_) | CatalogError::BackupNotFound(_) => exit_code::OBJECT_STORE,
             },
             AgentError::Integrity(_) => exit_code::INTEGRITY,

@@ -10,12 +10,12 @@ use backup_agent::error::{AgentError, exit_code};
 use backup_agent::pg::PgParams;
 use backup_agent::pipeline::{backup, restore, verify};
 use backup_agent::termination;
-use backup_store::StoreError;
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
 use backup_store::layout::{self, ClusterLocation};
 use backup_store::retention::Policy;
 use backup_store::store::{self, ObjectStore, StoreConfig, gcs::GcsConfig, s3::S3Config};
+use backup_store::{Owner, StoreError};
 
 use crate::cli::{Command, PgArgs, StoreArgs, StoreKind};
 
@@ -95,6 +95,9 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 databases: non_empty(args.databases),
                 lock_wait_timeout: parse_duration(&args.lock_wait_timeout)
                     .map_err(|e| AgentError::Usage(format!("--lock-wait-timeout: {e}")))?,
+                // Empty values come from unset downward-API fields: no identity.
+                cluster_uid: args.cluster_uid.filter(|v| !v.is_empty()),
+                writer: args.writer_id.filter(|v| !v.is_empty()),
             };
             let manifest = backup::run_backup(store.as_ref(), &pg, &options, cancel).await?;
             Ok(json!({
@@ -177,8 +180,12 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 keep: args.keep,
                 max_age,
             };
-            let report =
-                catalog::prune(store.as_ref(), &location, policy, jiff::Timestamp::now()).await?;
+            let owner = args
+                .protect
+                .into_iter()
+                .fold(Owner::new(args.cluster_uid.as_deref()), Owner::protecting);
+            let now = jiff::Timestamp::now();
+            let report = catalog::prune(store.as_ref(), &location, &owner, policy, now).await?;
             serde_json::to_value(report)
                 .map_err(|e| AgentError::Other(format!("serializing report: {e}")))
         }

@@ -23,6 +23,8 @@ fn contract() -> Value {
     serde_json::from_str(&text).expect("contract is JSON")
 }
 
+const JOB_UID: &str = "5b0e-job-uid";
+
 /// What the kubelet would put in the environment for one variable of the contract.
 fn resolve(var: &Value, store: &TestStore, pg: &PgServer) -> (String, String) {
     let name = var["name"].as_str().expect("env name").to_owned();
@@ -35,8 +37,12 @@ fn resolve(var: &Value, store: &TestStore, pg: &PgServer) -> (String, String) {
             other => panic!("the contract references an unknown Secret key {other:?}"),
         }
     } else if let Some(field) = var.get("fieldRef") {
-        assert_eq!(field, "metadata.labels['batch.kubernetes.io/job-name']");
-        JOB_NAME.to_owned()
+        match field.as_str() {
+            Some("metadata.labels['batch.kubernetes.io/job-name']") => JOB_NAME.to_owned(),
+            // The Job controller labels its pods with the Job's uid.
+            Some("metadata.labels['batch.kubernetes.io/controller-uid']") => JOB_UID.to_owned(),
+            other => panic!("the contract references an unknown field {other:?}"),
+        }
     } else {
         let value = var["value"].as_str().expect("literal value").to_owned();
         // In-cluster DNS names become the local services.

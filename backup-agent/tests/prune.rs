@@ -50,6 +50,7 @@ async fn fake_backup(
         backup_id: id.clone(),
         namespace: NAMESPACE.into(),
         cluster: location.cluster().into(),
+        cluster_uid: None,
         started_at: completed,
         completed_at: completed,
         server_version: "15".into(),
@@ -149,10 +150,11 @@ async fn prune_across_clusters(kind: Kind) {
     assert_eq!(keys.len(), 5 * (FILES_PER_BACKUP + 1));
 
     // The operator's onDelete: Delete removes all of db and nothing of db2.
-    let removed = backup_store::catalog::delete_cluster(store.store.as_ref(), &db)
+    let owner = backup_store::Owner::new(None);
+    let removed = backup_store::catalog::delete_cluster(store.store.as_ref(), &db, &owner)
         .await
         .unwrap();
-    assert_eq!(removed, FILES_PER_BACKUP * 2 + 1);
+    assert_eq!(removed.objects_deleted, FILES_PER_BACKUP * 2 + 1);
     assert!(store.keys("nightly/tests/db/").await.is_empty());
     assert_eq!(
         store.keys("nightly/tests/db2/").await.len(),
@@ -192,13 +194,14 @@ async fn prune_aborts_stale_multipart_uploads_minio() {
         keep: Some(1),
         max_age: None,
     };
+    let owner = backup_store::Owner::new(None);
     // Fresh uploads may belong to a running backup: left alone.
-    let report = backup_store::catalog::prune(&s3, &db, policy, jiff::Timestamp::now())
+    let report = backup_store::catalog::prune(&s3, &db, &owner, policy, jiff::Timestamp::now())
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 0);
     let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(2);
-    let report = backup_store::catalog::prune(&s3, &db, policy, later)
+    let report = backup_store::catalog::prune(&s3, &db, &owner, policy, later)
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 1);

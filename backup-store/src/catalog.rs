@@ -1,9 +1,11 @@
 //! Reading what a cluster's prefix holds: complete backups (with a manifest) and leftovers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::claim::{CLAIM_FILE, recorded_owner};
 use crate::layout::{ClusterLocation, LayoutError, MANIFEST_FILE};
 use crate::manifest::Manifest;
+use crate::ownership::Owner;
 use crate::retention::{self, Policy};
 use crate::store::{self, ObjectInfo, ObjectStore, StoreError};
 
@@ -20,6 +22,23 @@ pub enum CatalogError {
     #[error("integrity check failed: manifest of {backup_id} is not valid: {source}")]
     InvalidManifest {
         backup_id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Another writer holds this backup id (see [`crate::claim`]).
+    #[error(
+        "backup id {backup_id} at {at} is taken: {holder}. Two writers share this bucket, path, \
+         namespace and cluster name (e.g. the same cluster in two Kubernetes clusters), or the \
+         id was reused; give each cluster its own destination path"
+    )]
+    IdTaken {
+        backup_id: String,
+        at: String,
+        holder: String,
+    },
+    #[error("encoding {what}: {source}")]
+    Encode {
+        what: String,
         #[source]
         source: serde_json::Error,
     },
@@ -144,31 +163,71 @@ pub async fn delete_backup(
     Ok(rest.len() + 1)
 }
 
-/// Deletes everything under exactly `<path>/<namespace>/<cluster>/` (the operator's
-/// `onDelete: Delete`): manifests first so no half-deleted backup is ever listed as complete,
-/// then every other object, then open multipart uploads. Returns the number of objects removed.
+/// What [`delete_cluster`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ClusterDeletion {
+    pub objects_deleted: usize,
+    /// Backup ids left in place: another cluster's, or the one this cluster was restored from.
+    pub kept: Vec<String>,
+}
+
+/// The operator's `onDelete: Delete`: deletes the backup directories under exactly
+/// `<path>/<namespace>/<cluster>/` that `owner` may delete, manifests first (no half-deleted
+/// backup is ever listed as complete) and claims last (ownership stays readable until the end),
+/// then their open multipart uploads.
+///
+/// Only keys exactly `<prefix><backupId>/<file>` are considered, never the whole prefix: another
+/// cluster whose path nests inside this prefix (path `p/ns/db` under `p/ns/db/`) keeps its
+/// objects, as do other owners' backups and stray objects someone put there.
 pub async fn delete_cluster(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
-) -> Result<usize, CatalogError> {
+    owner: &Owner,
+) -> Result<ClusterDeletion, CatalogError> {
     let prefix = location.prefix();
-    let keys: Vec<String> = store
-        .list(&prefix)
-        .await?
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
-    let (manifests, rest): (Vec<String>, Vec<String>) = keys.into_iter().partition(|k| {
-        location
-            .parse_key(k)
-            .is_some_and(|(_, file)| file == MANIFEST_FILE)
-    });
-    store.delete_many(&manifests).await?;
-    store.delete_many(&rest).await?;
-    for upload in store.pending_uploads(&prefix).await? {
-        store.abort_pending(&upload).await?;
+    let mut by_id: BTreeMap<String, Vec<(String, bool)>> = BTreeMap::new();
+    for object in store.list(&prefix).await? {
+        if let Some((id, file)) = location.parse_key(&object.key) {
+            let entry = (object.key.clone(), file == CLAIM_FILE);
+            by_id.entry(id.to_owned()).or_default().push(entry);
+        }
     }
-    Ok(manifests.len() + rest.len())
+    let mut done = ClusterDeletion::default();
+    let (mut manifests, mut claims, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+    let mut doomed = BTreeSet::new();
+    for (id, keys) in by_id {
+        let recorded = recorded_owner(store, location, &id).await?;
+        if !owner.may_delete(&id, recorded.as_deref()) {
+            done.kept.push(id);
+            continue;
+        }
+        for (key, is_claim) in keys {
+            if is_claim {
+                claims.push(key);
+            } else if key == location.manifest_key(&id) {
+                manifests.push(key);
+            } else {
+                rest.push(key);
+            }
+        }
+        doomed.insert(id);
+    }
+    done.objects_deleted = manifests.len() + rest.len() + claims.len();
+    for keys in [manifests, rest, claims] {
+        store.delete_many(&keys).await?;
+    }
+    for upload in store.pending_uploads(&prefix).await? {
+        let Some((id, _)) = location.parse_key(&upload.key) else {
+            continue; // a nested cluster's
+        };
+        let ours = doomed.contains(id)
+            || (!done.kept.iter().any(|k| k == id)
+                && owner.may_delete(id, recorded_owner(store, location, id).await?.as_deref()));
+        if ours {
+            store.abort_pending(&upload).await?;
+        }
+    }
+    Ok(done)
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -178,19 +237,28 @@ pub struct PruneReport {
     pub kept: Vec<String>,
     pub objects_deleted: usize,
     pub aborted_uploads: usize,
+    /// Backups retention never considered: other owners', and the one this cluster was
+    /// restored from (they are in `kept` too).
+    pub not_ours: Vec<String>,
 }
 
-/// Applies retention to one cluster. Also aborts multipart uploads left open for over an hour
-/// (an agent killed without a chance to abort).
+/// Applies retention to the backups of one cluster that `owner` may delete (see
+/// [`crate::ownership`]): the policy counts and ages only those, so another owner's backups
+/// neither go nor push ours out. Also aborts this cluster's multipart uploads left open for over
+/// an hour (an agent killed without a chance to abort).
 pub async fn prune(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
+    owner: &Owner,
     policy: Policy,
     now: jiff::Timestamp,
 ) -> Result<PruneReport, CatalogError> {
     let catalog = load(store, location).await?;
-    let candidates = catalog
+    let (ours, not_ours): (Vec<&BackupEntry>, Vec<&BackupEntry>) = catalog
         .backups
+        .iter()
+        .partition(|b| owner.may_delete(&b.manifest.backup_id, b.manifest.cluster_uid.as_deref()));
+    let candidates = ours
         .iter()
         .map(|b| retention::Candidate {
             backup_id: b.manifest.backup_id.clone(),
@@ -203,6 +271,10 @@ pub async fn prune(
         kept: Vec::new(),
         objects_deleted: 0,
         aborted_uploads: 0,
+        not_ours: not_ours
+            .iter()
+            .map(|b| b.manifest.backup_id.clone())
+            .collect(),
     };
     for backup in &doomed {
         tracing::info!(backup_id = %backup.backup_id, completed_at = %backup.completed_at, "deleting backup");
@@ -217,10 +289,20 @@ pub async fn prune(
         .collect();
     let stale_before = now - jiff::SignedDuration::from_hours(1);
     for upload in store.pending_uploads(&location.prefix()).await? {
-        if upload.initiated.is_some_and(|t| t < stale_before) {
+        // Not a nested cluster's upload, and not another owner's (a long dump of a peer).
+        let Some((id, _)) = location.parse_key(&upload.key) else {
+            continue;
+        };
+        if upload.initiated.is_some_and(|t| t < stale_before)
+            && owner.may_delete(id, recorded_owner(store, location, id).await?.as_deref())
+        {
             store.abort_pending(&upload).await?;
             report.aborted_uploads += 1;
         }
     }
     Ok(report)
 }
+
+#[cfg(test)]
+#[path = "catalog_tests.rs"]
+mod tests;

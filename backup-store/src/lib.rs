@@ -3,7 +3,8 @@
 //! - [`store`]: the [`ObjectStore`] interface with its S3 (AWS, MinIO) and GCS backends;
 //! - [`layout`]: where a cluster's backups live, `<path>/<namespace>/<cluster>/<backupId>/`,
 //!   from names checked by [`names`], the rules the operator's CRD applies too;
-//! - [`manifest`]: `manifest.json`, whose presence makes a backup exist;
+//! - [`manifest`]: `manifest.json`, whose presence makes a backup exist, naming its owner;
+//! - [`claim`]: one writer per backup id; [`ownership`]: whose backups a cluster may delete;
 //! - [`catalog`]: listing, resolving, deleting and pruning the backups of one cluster;
 //! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`).
 //!
@@ -12,15 +13,18 @@
 //! same provider as kube's, so a binary linking both has exactly one.
 
 pub mod catalog;
+pub mod claim;
 pub mod compression;
 pub mod duration;
 pub mod layout;
 pub mod manifest;
 pub mod names;
+pub mod ownership;
 pub mod retention;
 pub mod store;
 
 pub use catalog::CatalogError;
 pub use layout::{ClusterLocation, LayoutError};
 pub use manifest::{FileKind, Manifest, ManifestFile};
+pub use ownership::Owner;
 pub use store::{ObjectStore, StoreConfig, StoreError};

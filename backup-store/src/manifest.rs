@@ -4,6 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::compression::Compression;
 
+/// Still 1: fields added since (`clusterUid`) are optional, so every reader parses every
+/// manifest, old or new (unknown fields are ignored, missing optional ones are `None`).
 pub const FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,6 +15,12 @@ pub struct Manifest {
     pub backup_id: String,
     pub namespace: String,
     pub cluster: String,
+    /// `metadata.uid` of the PostgreSQL that wrote the backup: its owner. Namespace and name
+    /// are not enough: a re-created cluster, or the same cluster in a second Kubernetes cluster
+    /// (a DR pair) writing to the same bucket, has the same ones. `None` in manifests written
+    /// before identities were recorded; see [`crate::ownership`] for how those are treated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_uid: Option<String>,
     pub started_at: jiff::Timestamp,
     pub completed_at: jiff::Timestamp,
     /// `server_version` as reported by the server, e.g. "15.14 (Debian 15.14-0+deb12u1)".
@@ -77,6 +85,7 @@ mod tests {
             backup_id: "b1".into(),
             namespace: "ns".into(),
             cluster: "db".into(),
+            cluster_uid: Some("c0ffee".into()),
             started_at: "2026-11-22T02:00:00Z".parse().unwrap(),
             completed_at: "2026-11-22T02:01:00Z".parse().unwrap(),
             server_version: "15.14".into(),
@@ -96,6 +105,22 @@ mod tests {
         assert!(json.contains("\"backupId\": \"b1\""));
         assert!(json.contains("\"startedAt\": \"2026-11-22T02:00:00Z\""));
         assert!(json.contains("\"kind\": \"globals\""));
+        assert!(json.contains("\"clusterUid\": \"c0ffee\""));
         assert_eq!(Manifest::from_json(json.as_bytes()).unwrap(), m);
+    }
+
+    #[test]
+    fn manifests_without_an_owner_still_parse() {
+        let old = r#"{"formatVersion": 1, "backupId": "b1", "namespace": "ns", "cluster": "db",
+            "startedAt": "2026-11-22T02:00:00Z", "completedAt": "2026-11-22T02:01:00Z",
+            "serverVersion": "15.14", "pgDumpVersion": "pg_dump (PostgreSQL) 15.14",
+            "compression": "zstd", "files": []}"#;
+        let m = Manifest::from_json(old.as_bytes()).unwrap();
+        assert_eq!(m.cluster_uid, None);
+        let json = String::from_utf8(m.to_json().unwrap()).unwrap();
+        assert!(
+            !json.contains("clusterUid"),
+            "no null written for older readers"
+        );
     }
 }

@@ -4,6 +4,7 @@
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
 use backup_store::retention::Policy;
+use backup_store::{ClusterLocation, Owner};
 use kube::ResourceExt;
 use kube::api::Api;
 use tracing::{info, warn};
@@ -23,6 +24,24 @@ pub fn policy(retention: &Retention) -> Policy {
             .max_age
             .as_deref()
             .and_then(|age| parse_duration(age).ok()),
+    }
+}
+
+/// On whose behalf `pg` deletes backups at `location` in the bucket `bucket_url` (as the store
+/// names it, e.g. `s3://backups`): its own uid, never the backup its `status.restoredFrom` names
+/// when that one lies under this prefix (a re-created cluster restored from its predecessor's).
+pub fn owner(pg: &PostgreSQL, bucket_url: &str, location: &ClusterLocation) -> Owner {
+    let uid = pg.metadata.uid.as_deref();
+    let restored = pg.status.as_ref().and_then(|s| s.restored_from.as_ref());
+    match restored {
+        // restoredFrom.location is `<bucket>/<prefix><backupId>/`, built the same way.
+        Some(from)
+            if from.location
+                == format!("{bucket_url}/{}", location.backup_prefix(&from.backup_id)) =>
+        {
+            Owner::new(uid).protecting(from.backup_id.clone())
+        }
+        _ => Owner::new(uid),
     }
 }
 
@@ -56,8 +75,9 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
         let store = ctx.buckets.open(&ns, &backup.destination).await?;
         let location = cluster_location(&backup.destination, &ns, &cluster)?;
         let now = k8s_openapi::jiff::Timestamp::now();
+        let owner = owner(pg, &store.location(), &location);
         Ok::<_, BucketError>(
-            catalog::prune(store.as_ref(), &location, policy(retention), now).await?,
+            catalog::prune(store.as_ref(), &location, &owner, policy(retention), now).await?,
         )
     }
     .await;

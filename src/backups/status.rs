@@ -112,6 +112,7 @@ mod tests {
             backup_id: "nightly".into(),
             namespace: "prod".into(),
             cluster: "demo".into(),
+            cluster_uid: Some("c0ffee".into()),
             started_at: "2026-11-22T02:00:00Z".parse().unwrap(),
             completed_at: "2026-11-22T02:01:00Z".parse().unwrap(),
             server_version: "18.1".into(),

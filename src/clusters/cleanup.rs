@@ -1,7 +1,9 @@
 //! The `tusk.dev/cleanup` finalizer. Clusters with a backup destination carry it; on deletion,
-//! `backup.onDelete: Retain` releases it at once, `Delete` first empties exactly this cluster's
-//! prefix `<path>/<namespace>/<cluster>/` and deletes its Backups. Nothing is deleted from a
-//! bucket without that policy, and nothing outside that prefix.
+//! `backup.onDelete: Retain` releases it at once, `Delete` first deletes this cluster's backups
+//! under its prefix `<path>/<namespace>/<cluster>/` and its Backups. Nothing is deleted from a
+//! bucket without that policy, and nothing outside that prefix; inside it, only backup
+//! directories this cluster owns (`catalog::delete_cluster`): another cluster nested under the
+//! prefix, another uid's backups and the backup this cluster was restored from stay.
 
 use std::time::Duration;
 
@@ -14,6 +16,7 @@ use serde_json::json;
 
 use super::report::{publish, update_status};
 use super::status::Outcome;
+use crate::backups::retention::owner;
 use crate::crd::{Backup, CLEANUP_FINALIZER, OnDelete, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{CLUSTER_LABEL, Cluster};
@@ -135,13 +138,11 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             .buckets
             .open(cluster.namespace, &policy.destination)
             .await?;
-        let deleted = catalog::delete_cluster(store.as_ref(), &location).await?;
-        Ok::<_, BucketError>((
-            deleted,
-            format!("{}/{}", store.location(), location.prefix()),
-        ))
+        let owner = owner(pg, &store.location(), &location);
+        let done = catalog::delete_cluster(store.as_ref(), &location, &owner).await?;
+        Ok::<_, BucketError>((done, format!("{}/{}", store.location(), location.prefix())))
     };
-    let (deleted, prefix) = match emptied.await {
+    let (done, prefix) = match emptied.await {
         Ok(done) => done,
         Err(source) => {
             let error = bucket_error(source);
@@ -158,7 +159,17 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         }
     };
     let removed = delete_backups(&cluster, ctx).await?;
-    let note = format!("deleted {deleted} object(s) under {prefix} and {removed} Backup(s)");
+    let mut note = format!(
+        "deleted {} object(s) under {prefix} and {removed} Backup(s)",
+        done.objects_deleted
+    );
+    if !done.kept.is_empty() {
+        note.push_str(&format!(
+            "; kept backup(s) this cluster does not own (another cluster's uid, or the one it \
+             was restored from): {}",
+            done.kept.join(", ")
+        ));
+    }
     publish(ctx, pg, normal("BackupsDeleted", "Delete", note)).await;
     set_finalizer(pg, ctx, false).await?;
     Ok(Action::await_change())

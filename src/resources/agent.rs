@@ -200,6 +200,23 @@ pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSe
         }),
         ..EnvVar::default()
     });
+    // Who owns what this Job writes: the manifest records it, and retention and the Delete
+    // finalizer delete only what this uid wrote (a re-created cluster, or the same cluster in
+    // another Kubernetes cluster, shares the prefix but not the uid).
+    env.push(plain_env("TUSK_CLUSTER_UID", cluster.uid()));
+    // The Job's uid, the same in every retry pod of this Job: a retried pod takes over its own
+    // claim of the backup id, any other writer of the id fails.
+    env.push(EnvVar {
+        name: "TUSK_WRITER_ID".to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "metadata.labels['batch.kubernetes.io/controller-uid']".to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    });
     let pod = AgentPod {
         args: vec!["backup".to_owned()],
         env,

@@ -103,6 +103,11 @@ impl<'a> Cluster<'a> {
         })
     }
 
+    /// The PostgreSQL's `metadata.uid`: the identity its backups record as their owner.
+    pub fn uid(&self) -> &str {
+        &self.owner.uid
+    }
+
     /// Labels of every child of this cluster with the given component.
     pub fn labels(&self, component: Component) -> BTreeMap<String, String> {
         let mut labels = self.selector_labels(component);

@@ -67,6 +67,18 @@ impl ObjectStore for MemoryBucket {
         self.lock().insert(key.to_owned(), body);
         Ok(())
     }
+    async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
+        self.check("put")?;
+        let mut objects = self.lock();
+        if objects.contains_key(key) {
+            return Err(StoreError::AlreadyExists {
+                location: self.location(),
+                key: key.to_owned(),
+            });
+        }
+        objects.insert(key.to_owned(), body);
+        Ok(())
+    }
     async fn begin_upload(&self, _: &str) -> Result<Box<dyn Upload>, StoreError> {
         Err(StoreError::Config("the operator never uploads".into()))
     }

@@ -268,10 +268,16 @@ pub fn job(
     .expect("a valid Job")
 }
 
-/// The bytes of a manifest for backup `id` of `prod/demo`.
+/// The bytes of a manifest for backup `id` of `prod/demo`, recording no owner (as before
+/// owners were recorded).
 pub fn manifest_json(id: &str, completed_at: &str) -> Vec<u8> {
+    owned_manifest_json(id, completed_at, None)
+}
+
+/// Like [`manifest_json`], written by the cluster with uid `owner` (`demo`'s is `c0ffee`).
+pub fn owned_manifest_json(id: &str, completed_at: &str, owner: Option<&str>) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
-        "formatVersion": 1, "backupId": id, "namespace": NS, "cluster": "demo",
+        "formatVersion": 1, "backupId": id, "namespace": NS, "cluster": "demo", "clusterUid": owner,
         "startedAt": "2026-11-22T02:00:00Z", "completedAt": completed_at,
         "serverVersion": "18.1", "pgDumpVersion": "pg_dump (PostgreSQL) 18.1", "compression": "zstd",
         "files": [{"name": "globals.sql.zst", "kind": "globals", "sizeBytes": 100, "sha256": "aa"},

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
 
@@ -10,6 +9,7 @@ use super::stream_upload::{StoredObject, upload_stream};
 use crate::compression::{Codec, Compression};
 use crate::error::AgentError;
 use crate::pg::{self, DatabaseInfo, PgParams};
+use backup_store::claim::{self, Claim};
 use backup_store::layout::{self, ClusterLocation};
 use backup_store::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile};
 use backup_store::store::ObjectStore;
@@ -22,6 +22,10 @@ pub struct BackupOptions {
     pub databases: Vec<String>,
     /// How long pg_dump waits for each table lock before failing.
     pub lock_wait_timeout: Duration,
+    /// The owning PostgreSQL's uid, recorded in the claim and the manifest.
+    pub cluster_uid: Option<String>,
+    /// Same for every retry of one run (the Job's uid): lets a retried pod take over its claim.
+    pub writer: Option<String>,
 }
 
 pub async fn run_backup(
@@ -53,6 +57,14 @@ pub async fn run_backup(
         Err(e) if e.is_not_found() => {}
         Err(e) => return Err(e.into()),
     }
+    // Before any upload: a second writer of this id (another cluster sharing the prefix) stops
+    // here, having neither overwritten nor (on cleanup) deleted the first one's objects.
+    let run = Claim {
+        cluster_uid: options.cluster_uid.clone(),
+        writer: options.writer.clone(),
+        claimed_at: started_at,
+    };
+    claim::claim(store, &options.location, &options.backup_id, &run).await?;
     tracing::info!(
         backup_id = %options.backup_id,
         server_version = %server.version,
@@ -72,6 +84,10 @@ pub async fn run_backup(
         if let Err(cleanup) = store.delete_many(&keys).await {
             tracing::warn!(error = %cleanup, "could not remove the partial backup's objects");
         }
+        // The claim goes last, and only ours: the id is free again for a later run.
+        if let Err(cleanup) = claim::release(store, &options.location, &options.backup_id).await {
+            tracing::warn!(error = %cleanup, "could not remove the backup's claim");
+        }
         return Err(e);
     }
 
@@ -80,6 +96,7 @@ pub async fn run_backup(
         backup_id: options.backup_id.clone(),
         namespace: options.location.namespace().to_string(),
         cluster: options.location.cluster().to_string(),
+        cluster_uid: options.cluster_uid.clone(),
         started_at,
         completed_at: jiff::Timestamp::now(),
         server_version: server.version,
@@ -87,10 +104,9 @@ pub async fn run_backup(
         compression: options.compression,
         files: files.into_iter().map(|(_, f)| f).collect(),
     };
-    let json = manifest
-        .to_json()
-        .map_err(|e| AgentError::Other(format!("serializing manifest: {e}")))?;
-    store.put(&manifest_key, Bytes::from(json)).await?;
+    // Create-only: the claim makes a conflict here all but impossible, but a writer that
+    // skipped it (an agent from before claims) must still not replace a complete backup.
+    claim::create_manifest(store, &options.location, &manifest).await?;
     tracing::info!(key = %manifest_key, "manifest written, backup complete");
     Ok(manifest)
 }

@@ -57,6 +57,11 @@ impl ObjectStore for Bounded {
         self.within("put", key, self.inner.put(key, body)).await
     }
 
+    async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
+        self.within("create", key, self.inner.put_if_absent(key, body))
+            .await
+    }
+
     /// Only starting the upload is bounded: parts are the caller's to time (the operator
     /// never uploads).
     async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError> {

@@ -27,6 +27,9 @@ pub enum StoreError {
     },
     #[error("object store {location}: object {key} not found")]
     NotFound { location: String, key: String },
+    /// A create-only write ([`super::ObjectStore::put_if_absent`]) found the key taken.
+    #[error("object store {location}: object {key} already exists")]
+    AlreadyExists { location: String, key: String },
     #[error("object store {location}: {operation} failed: {}", describe(source))]
     Other {
         location: String,
@@ -60,6 +63,10 @@ impl StoreError {
         matches!(self, StoreError::NotFound { .. })
     }
 
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, StoreError::AlreadyExists { .. })
+    }
+
     /// A configuration problem described by `context`, caused by `source`.
     pub fn config(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
         StoreError::Config(Box::new(Context {
@@ -75,6 +82,8 @@ pub(crate) enum Refusal {
     Credentials,
     NoSuchBucket,
     NotFound,
+    /// A precondition (`If-None-Match: *`, `ifGenerationMatch=0`) failed: the key exists.
+    AlreadyExists,
     Other,
 }
 
@@ -99,6 +108,10 @@ impl Refusal {
             },
             // The key says it all; the HTTP details of a 404 add nothing.
             Refusal::NotFound => StoreError::NotFound {
+                location,
+                key: key.to_string(),
+            },
+            Refusal::AlreadyExists => StoreError::AlreadyExists {
                 location,
                 key: key.to_string(),
             },

@@ -3,6 +3,8 @@
 mod bounded;
 mod error;
 pub mod gcs;
+#[cfg(test)]
+pub(crate) mod memory;
 pub mod s3;
 
 use std::pin::Pin;
@@ -64,6 +66,11 @@ pub trait ObjectStore: Send + Sync {
     async fn check(&self) -> Result<(), StoreError>;
     /// Writes a small object in one request.
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError>;
+    /// Writes a small object only if `key` does not exist yet, atomically on the server (S3
+    /// `If-None-Match: *`, GCS `ifGenerationMatch=0`); [`StoreError::AlreadyExists`] otherwise.
+    /// Two writers of the same backup id rely on it: the second fails instead of overwriting.
+    /// No default: a store that silently overwrote would defeat the purpose.
+    async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError>;
     async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError>;
     async fn get(&self, key: &str) -> Result<ByteStream, StoreError>;
     /// Every object whose key starts with `prefix`, across all result pages.

@@ -201,6 +201,11 @@ where
         )
         | (_, Some(401 | 403)) => Refusal::Credentials,
         (Some("NoSuchKey" | "NotFound"), _) | (None, Some(404)) => Refusal::NotFound,
+        // Only conditional requests fail with these: the key exists, or another conditional
+        // write of it is in flight (409 ConditionalRequestConflict, AWS).
+        (Some("PreconditionFailed" | "ConditionalRequestConflict"), _) | (_, Some(412)) => {
+            Refusal::AlreadyExists
+        }
         _ if credentials_missing => Refusal::Credentials,
         _ => Refusal::Other,
     };
@@ -236,6 +241,21 @@ impl ObjectStore for S3Store {
             .send()
             .await
             .map_err(|e| self.error("PutObject", key, e))?;
+        Ok(())
+    }
+
+    async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
+        // Conditional writes: AWS since 2024-08, MinIO since RELEASE.2024-08 (the pinned test
+        // server is newer; backup-agent/tests/shared_prefixes.rs checks it against it).
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_none_match("*")
+            .body(SdkByteStream::from(body))
+            .send()
+            .await
+            .map_err(|e| self.error("PutObject (If-None-Match)", key, e))?;
         Ok(())
     }
 

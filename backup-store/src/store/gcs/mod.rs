@@ -126,6 +126,26 @@ impl GcsStore {
         })
     }
 
+    /// A one-request upload of `body` to `key`, with extra query `conditions`.
+    async fn media_upload(
+        &self,
+        key: &str,
+        body: Bytes,
+        conditions: &[(&str, &str)],
+    ) -> Result<(), StoreError> {
+        let request = self
+            .http
+            .post(self.upload_url())
+            .query(&[("uploadType", "media"), ("name", key)])
+            .query(conditions)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(body);
+        self.send(request, "upload", key)
+            .await
+            .map_err(bucket_missing)?;
+        Ok(())
+    }
+
     fn object_url(&self, key: &str) -> String {
         format!(
             "{}/storage/v1/b/{}/o/{}",
@@ -244,6 +264,8 @@ async fn classify(
     let refusal = match status.as_u16() {
         401 | 403 => Refusal::Credentials,
         404 => Refusal::NotFound,
+        // Only preconditioned requests (ifGenerationMatch=0) fail with 412: the object exists.
+        412 => Refusal::AlreadyExists,
         _ => Refusal::Other,
     };
     Err(refusal.error(location, operation, key, refused))
@@ -264,17 +286,13 @@ impl ObjectStore for GcsStore {
     }
 
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
-        let url = self.upload_url();
-        let request = self
-            .http
-            .post(url)
-            .query(&[("uploadType", "media"), ("name", key)])
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(body);
-        self.send(request, "upload", key)
+        self.media_upload(key, body, &[]).await
+    }
+
+    async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
+        // Generation 0 means "no live object": the server refuses (412) if the key exists.
+        self.media_upload(key, body, &[("ifGenerationMatch", "0")])
             .await
-            .map_err(bucket_missing)?;
-        Ok(())
     }
 
     async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError> {
