@@ -6,7 +6,7 @@ use super::*;
 use crate::claim::{self, Claim};
 use crate::compression::Compression;
 use crate::store::PendingUpload;
-use crate::store::memory::Memory;
+use crate::store::memory::MemoryStore;
 
 const US: &str = "uid-us";
 const PEER: &str = "uid-peer";
@@ -33,7 +33,13 @@ fn manifest(loc: &ClusterLocation, id: &str, owner: Option<&str>, days_ago: i64)
 }
 
 /// A complete backup `id` owned by `owner`, with one dump file.
-async fn backup(store: &Memory, loc: &ClusterLocation, id: &str, owner: Option<&str>, age: i64) {
+async fn backup(
+    store: &MemoryStore,
+    loc: &ClusterLocation,
+    id: &str,
+    owner: Option<&str>,
+    age: i64,
+) {
     let m = manifest(loc, id, owner, age);
     let json = Bytes::from(m.to_json().unwrap());
     store.put(&loc.manifest_key(id), json).await.unwrap();
@@ -69,7 +75,7 @@ fn ids(keys: &[String], loc: &ClusterLocation) -> Vec<String> {
 
 #[tokio::test]
 async fn retention_counts_and_deletes_only_our_backups() {
-    let store = Memory::default();
+    let store = MemoryStore::default();
     let loc = ClusterLocation::new("p", "ns", "db").unwrap();
     // The other side of a DR pair writes newer backups to the same prefix.
     backup(&store, &loc, "ours-old", Some(US), 3).await;
@@ -93,7 +99,7 @@ async fn retention_counts_and_deletes_only_our_backups() {
 
 #[tokio::test]
 async fn a_recreated_cluster_keeps_the_backup_it_was_restored_from() {
-    let store = Memory::default();
+    let store = MemoryStore::default();
     let loc = ClusterLocation::new("", "ns", "db").unwrap();
     // The predecessor (same name, another uid) and one from before identities were recorded.
     backup(&store, &loc, "predecessor", Some("uid-old"), 10).await;
@@ -114,7 +120,7 @@ async fn a_recreated_cluster_keeps_the_backup_it_was_restored_from() {
 
 #[tokio::test]
 async fn delete_spares_nested_clusters_other_owners_and_the_restored_backup() {
-    let store = Memory::default();
+    let store = MemoryStore::default();
     // A: path p, ns n, name c -> p/n/c/. B: path p/n/c, ns x, name y -> p/n/c/x/y/.
     let a = ClusterLocation::new("p", "n", "c").unwrap();
     let b = ClusterLocation::new("p/n/c", "x", "y").unwrap();
@@ -135,11 +141,7 @@ async fn delete_spares_nested_clusters_other_owners_and_the_restored_backup() {
         a.object_key("peer-running", "db-app.pgdump"),
         b.object_key("b-running", "db-app.pgdump"),
     ];
-    store
-        .uploads
-        .lock()
-        .unwrap()
-        .extend(pending.iter().cloned().map(upload));
+    store.open_uploads(pending.iter().cloned().map(upload));
     let mut stray = a.prefix();
     stray.push_str("README");
     store.put(&stray, Bytes::from_static(b"hi")).await.unwrap();
@@ -156,19 +158,13 @@ async fn delete_spares_nested_clusters_other_owners_and_the_restored_backup() {
         "the nested cluster keeps its backup"
     );
     assert!(left.contains(&stray), "only backup directories are deleted");
-    let open: Vec<String> = store
-        .uploads
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|u| u.key.clone())
-        .collect();
+    let open = store.open_upload_keys();
     assert_eq!(open, pending[1..], "only our own upload is aborted");
 }
 
 #[tokio::test]
 async fn retention_leaves_nested_and_foreign_uploads_alone() {
-    let store = Memory::default();
+    let store = MemoryStore::default();
     let a = ClusterLocation::new("p", "n", "c").unwrap();
     let b = ClusterLocation::new("p/n/c", "x", "y").unwrap();
     claim::claim(&store, &a, "peer-running", &run_of(PEER, "job-9"))
@@ -179,28 +175,18 @@ async fn retention_leaves_nested_and_foreign_uploads_alone() {
         a.object_key("peer-running", "db-app.pgdump"),
         b.object_key("b-running", "db-app.pgdump"),
     ];
-    store
-        .uploads
-        .lock()
-        .unwrap()
-        .extend(pending.iter().cloned().map(upload));
+    store.open_uploads(pending.iter().cloned().map(upload));
     let report = prune(&store, &a, &Owner::new(Some(US)), Policy::default(), at(0))
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 1);
-    let open: Vec<String> = store
-        .uploads
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|u| u.key.clone())
-        .collect();
+    let open = store.open_upload_keys();
     assert_eq!(open, pending[1..]);
 }
 
 #[tokio::test]
 async fn a_second_writer_of_an_id_fails_before_writing() {
-    let store = Memory::default();
+    let store = MemoryStore::default();
     let loc = ClusterLocation::new("p", "ns", "db").unwrap();
     claim::claim(&store, &loc, "b1", &run_of(US, "job-1"))
         .await
@@ -231,7 +217,7 @@ async fn a_second_writer_of_an_id_fails_before_writing() {
 
 #[tokio::test]
 async fn a_manifest_is_never_replaced() {
-    let store = Memory::default();
+    let store = MemoryStore::default();
     let loc = ClusterLocation::new("p", "ns", "db").unwrap();
     let first = manifest(&loc, "b1", Some(US), 1);
     claim::create_manifest(&store, &loc, &first).await.unwrap();

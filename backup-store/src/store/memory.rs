@@ -1,47 +1,102 @@
-//! An in-memory store for this crate's unit tests: catalog and ownership rules on plain values.
+//! An object store in memory, for tests of code written against `ObjectStore`: this crate's
+//! catalog and ownership rules, and the operator's mock-API scenarios. Clones share the same
+//! objects, so a test keeps a handle on what the code under test wrote.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Upload};
 
-#[derive(Default)]
-pub(crate) struct Memory {
-    objects: Mutex<BTreeMap<String, Bytes>>,
-    pub(crate) uploads: Mutex<Vec<PendingUpload>>,
+#[derive(Clone, Debug)]
+pub struct MemoryStore {
+    location: String,
+    objects: Arc<Mutex<BTreeMap<String, Bytes>>>,
+    uploads: Arc<Mutex<Vec<PendingUpload>>>,
+    /// Every call fails like a store that is down while set.
+    unreachable: Arc<AtomicBool>,
 }
 
-impl Memory {
-    pub(crate) fn keys(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new("s3://memory")
+    }
+}
+
+impl MemoryStore {
+    /// An empty store that names itself `location` (e.g. `s3://backups`) in errors.
+    pub fn new(location: impl Into<String>) -> Self {
+        Self {
+            location: location.into(),
+            objects: Arc::default(),
+            uploads: Arc::default(),
+            unreachable: Arc::default(),
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Bytes>> {
+    /// Stores `body` at `key` directly (test setup; not subject to `set_unreachable`).
+    pub fn insert(&self, key: &str, body: impl Into<Bytes>) {
+        self.objects().insert(key.to_owned(), body.into());
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.objects().keys().cloned().collect()
+    }
+
+    /// Multipart uploads left open, as a killed writer leaves them.
+    pub fn open_uploads(&self, uploads: impl IntoIterator<Item = PendingUpload>) {
+        self.uploads().extend(uploads);
+    }
+
+    /// Keys of the uploads still open.
+    pub fn open_upload_keys(&self) -> Vec<String> {
+        self.uploads().iter().map(|u| u.key.clone()).collect()
+    }
+
+    pub fn set_unreachable(&self, down: bool) {
+        self.unreachable.store(down, Ordering::SeqCst);
+    }
+
+    // A test that panicked while holding a lock must not hide the failure behind poisoning.
+    fn objects(&self) -> MutexGuard<'_, BTreeMap<String, Bytes>> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn uploads(&self) -> std::sync::MutexGuard<'_, Vec<PendingUpload>> {
+    fn uploads(&self) -> MutexGuard<'_, Vec<PendingUpload>> {
         self.uploads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn reachable(&self, operation: &str) -> Result<(), StoreError> {
+        if self.unreachable.load(Ordering::SeqCst) {
+            return Err(StoreError::Other {
+                location: self.location.clone(),
+                operation: operation.into(),
+                source: "connection refused".into(),
+            });
+        }
+        Ok(())
     }
 }
 
 #[async_trait]
-impl ObjectStore for Memory {
+impl ObjectStore for MemoryStore {
     fn location(&self) -> String {
-        "s3://memory".into()
+        self.location.clone()
     }
     async fn check(&self) -> Result<(), StoreError> {
-        Ok(())
+        self.reachable("check")
     }
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
-        self.lock().insert(key.to_owned(), body);
+        self.reachable("put")?;
+        self.objects().insert(key.to_owned(), body);
         Ok(())
     }
     async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
-        let mut objects = self.lock();
+        self.reachable("put")?;
+        let mut objects = self.objects();
         if objects.contains_key(key) {
             return Err(StoreError::AlreadyExists {
                 location: self.location(),
@@ -52,11 +107,14 @@ impl ObjectStore for Memory {
         Ok(())
     }
     async fn begin_upload(&self, _: &str) -> Result<Box<dyn Upload>, StoreError> {
-        Err(StoreError::Config("not in unit tests".into()))
+        Err(StoreError::Config(
+            "the in-memory store takes whole objects only".into(),
+        ))
     }
     async fn get(&self, key: &str) -> Result<ByteStream, StoreError> {
+        self.reachable("get")?;
         let body = self
-            .lock()
+            .objects()
             .get(key)
             .cloned()
             .ok_or_else(|| StoreError::NotFound {
@@ -66,8 +124,9 @@ impl ObjectStore for Memory {
         Ok(Box::pin(futures::stream::iter([Ok(body)])))
     }
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
+        self.reachable("list")?;
         Ok(self
-            .lock()
+            .objects()
             .iter()
             .filter(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| ObjectInfo {
@@ -78,13 +137,15 @@ impl ObjectStore for Memory {
             .collect())
     }
     async fn delete_many(&self, keys: &[String]) -> Result<(), StoreError> {
-        let mut objects = self.lock();
+        self.reachable("delete")?;
+        let mut objects = self.objects();
         for key in keys {
             objects.remove(key);
         }
         Ok(())
     }
     async fn pending_uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>, StoreError> {
+        self.reachable("list uploads")?;
         Ok(self
             .uploads()
             .iter()
@@ -93,6 +154,7 @@ impl ObjectStore for Memory {
             .collect())
     }
     async fn abort_pending(&self, upload: &PendingUpload) -> Result<(), StoreError> {
+        self.reachable("abort upload")?;
         self.uploads().retain(|u| u != upload);
         Ok(())
     }

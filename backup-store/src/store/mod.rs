@@ -3,8 +3,8 @@
 mod bounded;
 mod error;
 pub mod gcs;
-#[cfg(test)]
-pub(crate) mod memory;
+// Public: the operator's mock-API scenarios use it too (a few dozen lines, no dependencies).
+pub mod memory;
 pub mod s3;
 
 use std::pin::Pin;

@@ -1,0 +1,142 @@
+//! Transition rules: what may not change once a cluster or Backup exists (restore source,
+//! storage shrinking or class, bootstrap, a Backup's spec), checked with the old object.
+
+use serde_json::{Value, json};
+
+use super::super::{Backup, PostgreSQL};
+use super::storage;
+
+/// A PostgreSQL named demo with `spec`, as stored.
+fn stored(spec: Value) -> PostgreSQL {
+    serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+        "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The messages of the transition rules that refuse updating `old` to `new`.
+fn update_messages(new: &PostgreSQL, old: &PostgreSQL) -> Vec<String> {
+    match kube::core::cel::validate_cel_update(new, old) {
+        Ok(()) => vec![],
+        Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+    }
+}
+
+#[test]
+fn restore_cannot_be_added_or_changed_after_creation() {
+    let pg = stored;
+    let plain = pg(json!({"storage": storage()}));
+    let restored = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b1"}}}));
+    let other = pg(json!({"storage": storage(), "restore": {"backup": {"name": "b2"}}}));
+    let messages = update_messages;
+    assert!(
+        messages(&restored, &plain)
+            .iter()
+            .any(|m| m.contains("spec.restore can only be set when the cluster is created"))
+    );
+    assert!(
+        messages(&other, &restored)
+            .iter()
+            .any(|m| m.contains("spec.restore is immutable"))
+    );
+    assert_eq!(messages(&restored, &restored), Vec::<String>::new());
+    let upgraded = pg(json!({"version": "17", "storage": storage()}));
+    assert!(
+        messages(&upgraded, &plain)
+            .iter()
+            .any(|m| m.contains("spec.version cannot be changed"))
+    );
+}
+
+#[test]
+fn storage_only_grows_and_keeps_its_class_and_bootstrap_is_immutable() {
+    let messages = |new: Value, old: Value| update_messages(&stored(new), &stored(old));
+    let sized = |size: &str| json!({"storage": {"size": size}});
+    assert_eq!(messages(sized("2Gi"), sized("1Gi")), Vec::<String>::new());
+    assert_eq!(
+        messages(sized("1024Mi"), sized("1Gi")),
+        Vec::<String>::new()
+    );
+    let shrunk = messages(sized("1000Mi"), sized("1Gi"));
+    assert!(
+        shrunk
+            .iter()
+            .any(|m| m.contains("spec.storage.size cannot shrink")),
+        "{shrunk:?}"
+    );
+    let classed = |class: &str| json!({"storage": {"size": "1Gi", "storageClassName": class}});
+    assert_eq!(
+        messages(classed("fast"), classed("fast")),
+        Vec::<String>::new()
+    );
+    for (new, old) in [
+        (classed("slow"), classed("fast")),
+        (classed("fast"), sized("1Gi")),
+        (sized("1Gi"), classed("fast")),
+    ] {
+        let refused = messages(new, old);
+        assert!(
+            refused
+                .iter()
+                .any(|m| m.contains("spec.storage.storageClassName cannot be changed")),
+            "{refused:?}"
+        );
+    }
+    let owned = |owner: &str| json!({"storage": storage(), "bootstrap": {"database": "app", "owner": owner}});
+    let changed = messages(owned("other"), owned("app"));
+    assert!(
+        changed
+            .iter()
+            .any(|m| m.contains("spec.bootstrap cannot be changed")),
+        "{changed:?}"
+    );
+}
+
+#[test]
+fn a_backup_spec_is_immutable() {
+    let backup = |cluster: &str| -> Backup {
+        serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
+            "metadata": {"name": "b1", "namespace": "prod"}, "spec": {"cluster": {"name": cluster}},
+        }))
+        .unwrap()
+    };
+    assert!(kube::core::cel::validate_cel(&backup("demo")).is_ok());
+    assert!(kube::core::cel::validate_cel(&backup("")).is_err());
+    // The cluster's name becomes the agent's path segment and Job names: refused, not Pending.
+    for not_a_cluster_name in ["Demo", "demo_1", "9demo", "demo.x", "demo-"] {
+        let err = kube::core::cel::validate_cel(&backup(not_a_cluster_name)).unwrap_err();
+        assert!(
+            err.as_slice()[0]
+                .message
+                .contains("spec.cluster.name must be the name of a PostgreSQL")
+        );
+    }
+    let err = kube::core::cel::validate_cel_update(&backup("other"), &backup("demo")).unwrap_err();
+    assert!(
+        err.as_slice()
+            .iter()
+            .any(|e| e.message.contains("a Backup's spec is immutable"))
+    );
+}
+
+#[test]
+fn a_backup_name_must_work_as_job_name_and_backup_id() {
+    let named = |name: &str| -> Backup {
+        serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
+            "metadata": {"name": name, "namespace": "prod"}, "spec": {"cluster": {"name": "demo"}},
+        }))
+        .unwrap()
+    };
+    let messages = |b: &Backup| -> Vec<String> {
+        match kube::core::cel::validate_cel(b) {
+            Ok(()) => vec![],
+            Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),
+        }
+    };
+    assert_eq!(messages(&named(&"a".repeat(63))), Vec::<String>::new());
+    assert!(messages(&named(&"a".repeat(64)))[0].contains("at most 63 characters"));
+    assert!(messages(&named("latest"))[0].contains("must not be 'latest'"));
+}
