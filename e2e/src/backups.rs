@@ -182,6 +182,22 @@ impl Ctx {
         self.seed("db", "app", "app").await
     }
 
+    /// Waits for Backup `ns/name` to be deleted (by retention, say).
+    pub async fn wait_backup_gone_in(&self, ns: &str, name: &str, why: &str) -> Result {
+        let backups = self.backups_in(ns);
+        until(
+            format!("Backup {ns}/{name} to be deleted by {why}"),
+            self.timeout(),
+            || async {
+                Ok(Check::when(
+                    backups.get_opt(name).await?.is_none(),
+                    "present",
+                ))
+            },
+        )
+        .await
+    }
+
     /// The keys under `lifecycle/<ns>/<cluster>/`.
     pub async fn lifecycle_keys(&self, ns: &str, cluster: &str) -> Result<Vec<String>> {
         self.prefix_keys_in("lifecycle", ns, cluster).await

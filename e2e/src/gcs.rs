@@ -100,14 +100,9 @@ impl Gcs {
 /// A small PostgreSQL 18 backing up to the emulator's bucket under [`PATH`], keeping `keep`,
 /// with the service-account key of Secret `secret` (key `key.json`).
 pub fn cluster(name: &str, keep: u32, on_delete: &str, secret: &str) -> String {
-    format!(
-        "apiVersion: tusk.dev/v1alpha1
-kind: PostgreSQL
-metadata: {{name: {name}}}
-spec:
-  version: \"18\"
-  storage: {{size: 1Gi}}
-  backup:
+    crate::manifests::cluster(name, None)
+        + &format!(
+            "  backup:
     schedule: \"0 2 * * *\"
     retention: {{keep: {keep}}}
     onDelete: {on_delete}
@@ -118,5 +113,5 @@ spec:
         credentials:
           serviceAccountKey: {{name: {secret}, key: key.json}}
 "
-    )
+        )
 }

@@ -161,17 +161,7 @@ async fn backup_retention(ctx: Ctx) -> Result {
     ctx.serving_lifecycle_db(1, "Retain").await?;
     ctx.take_backup_in(&ns, "db", first).await?;
     ctx.take_backup_in(&ns, "db", second).await?;
-    until(
-        format!("Backup {ns}/{first} to be deleted by retention"),
-        ctx.timeout(),
-        || async {
-            Ok(Check::when(
-                ctx.backups_in(&ns).get_opt(first).await?.is_none(),
-                "present",
-            ))
-        },
-    )
-    .await?;
+    ctx.wait_backup_gone_in(&ns, first, "retention").await?;
     let keys = ctx.lifecycle_keys(&ns, "db").await?;
     ensure!(
         !keys.iter().any(|k| k.contains(&format!("/{first}/"))),

@@ -42,17 +42,7 @@ async fn gcs_lifecycle(ctx: Ctx) -> Result {
         "location of {second}: {location:?}"
     );
 
-    until(
-        format!("Backup {ns}/{first} to be deleted by retention"),
-        ctx.timeout(),
-        || async {
-            Ok(Check::when(
-                ctx.backups_in(&ns).get_opt(first).await?.is_none(),
-                "present",
-            ))
-        },
-    )
-    .await?;
+    ctx.wait_backup_gone_in(&ns, first, "retention").await?;
     let keys = ctx.gcs_keys(&gcs, &ns, "db").await?;
     let of = |id: &str| {
         keys.iter()
