@@ -8,7 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::crd::{Phase, PostgreSQL};
 
@@ -50,55 +50,49 @@ pub struct Metrics {
     cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
 }
 
+/// Registers metrics and hands back the handle the operator updates.
+struct Registration<'a>(&'a mut Registry);
+
+impl Registration<'_> {
+    fn metric<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        let metric = M::default();
+        self.0.register(name, help, metric.clone());
+        metric
+    }
+
+    fn seconds<M: Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        self.0
+            .register_with_unit(name, help, Unit::Seconds, metric.clone());
+        metric
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("tusk");
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "reconcile",
-            "Reconciles of PostgreSQL clusters by result",
-            reconciles.clone(),
-        );
-        let duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
-        registry.register_with_unit(
+        let mut add = Registration(&mut registry);
+        let reconciles = add.metric("reconcile", "Reconciles of PostgreSQL clusters by result");
+        let duration = add.seconds(
             "reconcile_duration",
             "Duration of reconciles",
-            prometheus_client::registry::Unit::Seconds,
-            duration.clone(),
+            Histogram::new(exponential_buckets(0.005, 2.0, 14)),
         );
-        let clusters = Family::<PhaseLabels, Gauge>::default();
-        registry.register("clusters", "PostgreSQL clusters by phase", clusters.clone());
-        let time_to_ready = Histogram::new(exponential_buckets(5.0, 2.0, 12));
-        registry.register_with_unit(
+        let clusters = add.metric("clusters", "PostgreSQL clusters by phase");
+        let time_to_ready = add.seconds(
             "time_to_ready",
             "Time from a cluster's creation to its first Ready",
-            prometheus_client::registry::Unit::Seconds,
-            time_to_ready.clone(),
+            Histogram::new(exponential_buckets(5.0, 2.0, 12)),
         );
-        let child_writes = Family::<WriteLabels, Counter>::default();
-        registry.register(
-            "child_writes",
-            "Writes to child objects by kind and change",
-            child_writes.clone(),
-        );
-        let backup_reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "backup_reconcile",
-            "Reconciles of Backups by result",
-            backup_reconciles.clone(),
-        );
-        let backups_finished = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let child_writes = add.metric("child_writes", "Writes to child objects by kind and change");
+        let backup_reconciles = add.metric("backup_reconcile", "Reconciles of Backups by result");
+        let backups_finished = add.metric(
             "backups_finished",
             "Backups that reached Completed or Failed, by Failed reason",
-            backups_finished.clone(),
         );
-        let last_backup = Family::<ClusterLabels, Gauge>::default();
-        registry.register_with_unit(
+        let last_backup = add.seconds(
             "last_successful_backup_timestamp",
             "Unix time of each cluster's newest Completed backup, for alerts on stale backups",
-            prometheus_client::registry::Unit::Seconds,
-            last_backup.clone(),
+            Family::default(),
         );
         Self {
             registry,

@@ -20,6 +20,10 @@ const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/ni
 const PREFIX: &str = "prod/demo/";
 
 /// Runs one Backup reconcile of `backup` next to a ready `demo` with S3 backups and retention.
+fn empty_bucket() -> MemoryBucket {
+    MemoryBucket::default()
+}
+
 async fn reconcile_backup(
     backup: Backup,
     cache: Cache,
@@ -75,7 +79,7 @@ async fn an_on_demand_backup_starts_a_job_it_owns() {
     let (result, seen) = reconcile_backup(
         backup("nightly", false),
         Cache::default(),
-        MemoryBucket::default(),
+        empty_bucket(),
         script,
     )
     .await;
@@ -110,8 +114,7 @@ async fn a_backup_waits_while_its_cluster_is_not_ready() {
     let mut b = backup("nightly", false);
     b.spec.cluster.name = "missing".into();
     let script = vec![Expect::apply_backup_status(NIGHTLY_STATUS)];
-    let (result, seen) =
-        reconcile_backup(b, Cache::default(), MemoryBucket::default(), script).await;
+    let (result, seen) = reconcile_backup(b, Cache::default(), empty_bucket(), script).await;
     assert_eq!(
         result.expect("reconciled"),
         Action::requeue(Duration::from_secs(10))
@@ -215,13 +218,7 @@ async fn a_failed_job_fails_the_backup_with_its_reason() {
     let reason = "database: cannot connect to postgres@demo-rw.prod.svc:5432 database \"postgres\"";
     let mut script = vec![Expect::job_pods(NS, 3, reason)];
     script.extend(final_status_and_event());
-    let (_, seen) = reconcile_backup(
-        backup("nightly", false),
-        cache,
-        MemoryBucket::default(),
-        script,
-    )
-    .await;
+    let (_, seen) = reconcile_backup(backup("nightly", false), cache, empty_bucket(), script).await;
     assert!(
         seen[0]
             .query
@@ -253,7 +250,7 @@ async fn a_job_stopped_at_its_deadline_fails_the_backup_naming_it() {
     let (_, seen) = reconcile_backup(
         backup("nightly", false),
         cache,
-        MemoryBucket::default(),
+        empty_bucket(),
         final_status_and_event(),
     )
     .await;
@@ -307,13 +304,7 @@ async fn a_scheduled_run_follows_the_cronjobs_job_without_starting_one() {
         ..Cache::default()
     };
     let script = vec![Expect::apply_backup_status(NIGHTLY_STATUS)];
-    let (_, seen) = reconcile_backup(
-        backup("nightly", true),
-        cache,
-        MemoryBucket::default(),
-        script,
-    )
-    .await;
+    let (_, seen) = reconcile_backup(backup("nightly", true), cache, empty_bucket(), script).await;
     assert_eq!(seen.len(), 1, "no Job is created for a scheduled run");
     assert_eq!(status_of(&seen[0])["phase"], "Running");
     assert_eq!(status_of(&seen[0])["startedAt"], "2026-11-22T02:00:00Z");
@@ -322,8 +313,7 @@ async fn a_scheduled_run_follows_the_cronjobs_job_without_starting_one() {
 #[tokio::test]
 async fn final_backups_make_no_calls() {
     let done = completed_backup("nightly", "2026-11-22T02:01:00Z");
-    let (result, seen) =
-        reconcile_backup(done, Cache::default(), MemoryBucket::default(), vec![]).await;
+    let (result, seen) = reconcile_backup(done, Cache::default(), empty_bucket(), vec![]).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert!(seen.iter().all(|s| s.method == Method::GET));
     assert!(seen.is_empty());

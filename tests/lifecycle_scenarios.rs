@@ -7,8 +7,10 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
 use support::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, STATUS};
+use support::read::condition;
 use support::run::reconcile_cluster as run;
-use support::verifier::{Expect, Seen};
+use support::scripts::delete_finalizer;
+use support::verifier::Expect;
 use support::world::*;
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
@@ -21,13 +23,6 @@ fn restore_job_created() -> Vec<Expect> {
         Expect::event(NS),
         Expect::apply_status(STATUS),
     ]
-}
-
-fn condition<'a>(seen: &'a Seen, type_: &str) -> &'a Value {
-    seen.body["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_))
-        .unwrap_or_else(|| panic!("no {type_} condition in {:#}", seen.body))
 }
 
 fn env<'a>(job: &'a Value, name: &str) -> &'a Value {
@@ -120,11 +115,11 @@ async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
         "written into this cluster"
     );
     assert_eq!(env(job, "TUSK_BACKUP_ID"), "nightly");
-    let status = &seen[2];
+    let status = &seen[2].body;
     assert_eq!(condition(status, "Restored")["reason"], "Restoring");
     assert_eq!(condition(status, "Ready")["status"], "False");
     assert_eq!(condition(status, "Ready")["reason"], "WaitingForRestore");
-    assert_eq!(status.body["status"]["phase"], "Provisioning");
+    assert_eq!(status["status"]["phase"], "Provisioning");
 }
 
 #[tokio::test]
@@ -160,12 +155,12 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
     // Clients are routed in the same reconcile, before the status says Ready (not one later).
     let selector = &seen[0].body["spec"]["selector"];
     assert!(selector.get(CLIENTS_HELD_LABEL).is_none(), "{selector}");
-    let status = &seen[2];
+    let status = &seen[2].body;
     assert_eq!(condition(status, "Restored")["status"], "True");
     assert_eq!(condition(status, "Ready")["status"], "True");
-    assert_eq!(status.body["status"]["restoredFrom"]["backupId"], "nightly");
+    assert_eq!(status["status"]["restoredFrom"]["backupId"], "nightly");
     assert_eq!(
-        status.body["status"]["restoredFrom"]["location"],
+        status["status"]["restoredFrom"]["location"],
         "s3://backups/p/prod/shop/nightly/"
     );
     assert_eq!(seen[3].body["reason"], "Restored");
@@ -196,7 +191,7 @@ async fn a_failed_restore_is_reported_once_and_never_retried_by_itself() {
         "{}",
         seen[0].query
     );
-    let status = &seen[1];
+    let status = &seen[1].body;
     let restored = condition(status, "Restored");
     assert_eq!(restored["reason"], "RestoreFailed");
     let message = restored["message"].as_str().unwrap_or_default();
@@ -305,14 +300,7 @@ async fn retain_releases_the_cluster_at_once_and_keeps_everything() {
 async fn delete_empties_exactly_the_clusters_prefix_and_its_backups() {
     let (pg, cache) = deleting("Delete");
     let bucket = bucket();
-    let script = vec![
-        // No new backup may start while the prefix is emptied.
-        Expect::delete(format!("{CRONJOBS}/demo-backup")),
-        Expect::delete(format!("{BACKUPS}/b1")),
-        Expect::delete(format!("{BACKUPS}/b2")),
-        Expect::event(NS),
-        Expect::patch_cluster(CLUSTER),
-    ];
+    let script = delete_finalizer(&["b1", "b2"]);
     let (result, seen) = run(pg, cache, bucket.clone(), script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert_eq!(
@@ -343,10 +331,13 @@ async fn an_unreachable_store_blocks_deletion_until_retain() {
         result.expect_err("retried with backoff").reason(),
         "StoreUnreachable"
     );
-    assert_eq!(condition(&seen[1], "Cleanup")["status"], "False");
-    assert_eq!(condition(&seen[1], "Cleanup")["reason"], "StoreUnreachable");
+    assert_eq!(condition(&seen[1].body, "Cleanup")["status"], "False");
+    assert_eq!(
+        condition(&seen[1].body, "Cleanup")["reason"],
+        "StoreUnreachable"
+    );
     assert!(
-        condition(&seen[1], "Cleanup")["message"]
+        condition(&seen[1].body, "Cleanup")["message"]
             .as_str()
             .unwrap_or_default()
             .contains("Retain"),

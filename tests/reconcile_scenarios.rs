@@ -7,39 +7,13 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::memory_store::MemoryBucket;
 use support::paths::{CLUSTER, CONFIG_MAPS, CRONJOBS, SECRETS, SERVICES, STATEFULSETS, STATUS};
-use support::run::reconcile_cluster;
-use support::verifier::{self, Expect, Seen};
+use support::read::{condition, event_reason};
+use support::run::{scenario, scenario_result};
+use support::verifier::{self, Expect};
 use support::world::*;
 use tusk::clusters::status::BackupSchedule;
 use tusk::crd::PostgreSQL;
-
-/// Runs one reconcile of `pg` against `script`; returns its result and every request seen.
-async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action, Vec<Seen>) {
-    let (result, seen) = scenario_result(pg, cache, script).await;
-    (result.expect("reconcile succeeded"), seen)
-}
-
-/// Like [`scenario`], for reconciles that may fail.
-async fn scenario_result(
-    pg: PostgreSQL,
-    cache: Cache,
-    script: Vec<Expect>,
-) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    reconcile_cluster(pg, cache, MemoryBucket::default(), script).await
-}
-
-fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
-    status["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_))
-        .unwrap_or_else(|| panic!("no {type_} condition in {status:#}"))
-}
-
-fn event_reason(seen: &Seen) -> &str {
-    seen.body["reason"].as_str().unwrap_or_default()
-}
 
 #[tokio::test]
 async fn create_from_empty_makes_exactly_these_calls() {
@@ -235,43 +209,6 @@ async fn cronjob_is_suspended_when_ready_turns_false() {
 }
 
 #[tokio::test]
-async fn a_child_deleted_out_of_band_is_recreated() {
-    let (pg, mut cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
-    remove_named(&mut cache.services, "demo-rw");
-    let script = vec![
-        Expect::apply(format!("{SERVICES}/demo-rw")),
-        Expect::event(NS),
-    ];
-    let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(
-        seen[0].body["spec"]["selector"]["statefulset.kubernetes.io/pod-name"],
-        "demo-0"
-    );
-    assert_eq!(seen[1].body["note"], "Created Service demo-rw");
-}
-
-#[tokio::test]
-async fn drift_is_reverted() {
-    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    let template = cache.statefulsets[0]
-        .spec
-        .template
-        .spec
-        .as_mut()
-        .expect("pod spec");
-    template.containers[0].image = Some("postgres:9.6".to_owned());
-    let script = vec![
-        Expect::apply_with(format!("{STATEFULSETS}/demo"), |sts| {
-            sts["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1});
-        }),
-        Expect::event(NS),
-    ];
-    let (_, seen) = scenario(pg, cache, script).await;
-    let image = &seen[0].body["spec"]["template"]["spec"]["containers"][0]["image"];
-    assert_eq!(image, "docker.io/library/postgres:18");
-}
-
-#[tokio::test]
 async fn condition_transition_times_are_preserved() {
     let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
     // The user pauses backups: BackupScheduled flips, Ready does not.
@@ -310,24 +247,6 @@ async fn removing_the_backup_policy_deletes_the_cronjob() {
         condition(&seen[3].body, "BackupScheduled")["reason"],
         "NotConfigured"
     );
-}
-
-#[tokio::test]
-async fn an_existing_secret_is_never_overwritten() {
-    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    // Not yet in the cache, but present on the server: read, then left alone.
-    remove_named(&mut cache.secrets, "demo-app");
-    let script = vec![Expect::new(
-        Method::GET,
-        format!("{SECRETS}/demo-app"),
-        |_| {
-            let secret = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "demo-app", "namespace": NS}, "data": {"password": "b2xk"}});
-            (StatusCode::OK, secret)
-        },
-    )];
-    let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(verifier::writes(&seen).len(), 0);
 }
 
 /// Specs the API server let through (a range CEL cannot order, a cluster stored before the
@@ -410,25 +329,4 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
         "backoff grows: {delays:?}"
     );
     assert!(delays[0] >= Duration::from_millis(1600) && delays[0] <= Duration::from_millis(2400));
-}
-
-#[tokio::test]
-async fn a_deleted_secret_is_recreated_with_a_warning() {
-    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    remove_named(&mut cache.secrets, "demo-app");
-    let script = vec![
-        Expect::get_missing(format!("{SECRETS}/demo-app")),
-        Expect::create(SECRETS),
-        Expect::event(NS),
-        Expect::event(NS),
-    ];
-    let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(seen[2].body["note"], "Created Secret demo-app");
-    assert_eq!(seen[3].body["type"], "Warning");
-    assert_eq!(event_reason(&seen[3]), "SecretRecreated");
-    let password = seen[1].body["data"]["password"].as_str().expect("password");
-    assert!(
-        !seen[3].body.to_string().contains(password),
-        "no secret in Events"
-    );
 }

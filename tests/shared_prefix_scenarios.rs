@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use support::memory_store::MemoryBucket;
-use support::paths::{BACKUPS, CLUSTER, CRONJOBS};
+use support::paths::BACKUPS;
 use support::run::{against, reconcile_cluster};
+use support::scripts::delete_finalizer;
 use support::verifier::Expect;
 use support::world::*;
 use tusk::PostgreSQL;
@@ -120,13 +121,7 @@ async fn delete_removes_only_our_backups_under_a_shared_prefix() {
         completed_backup("nightly", "2026-11-22T02:01:00Z"),
     ];
     let bucket = shared_bucket();
-    let script = vec![
-        Expect::delete(format!("{CRONJOBS}/demo-backup")),
-        Expect::delete(format!("{BACKUPS}/nightly")),
-        Expect::delete(format!("{BACKUPS}/old")),
-        Expect::event(NS),
-        Expect::patch_cluster(CLUSTER),
-    ];
+    let script = delete_finalizer(&["nightly", "old"]);
     let (result, seen) = reconcile_cluster(pg, cache, bucket.clone(), script).await;
     result.expect("reconciled");
     assert_eq!(seen[3].body["reason"], "BackupsDeleted");

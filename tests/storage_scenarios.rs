@@ -8,8 +8,9 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
 use support::paths::STATUS;
+use support::read::condition;
 use support::run::reconcile_cluster;
-use support::verifier::{Expect, Seen};
+use support::verifier::Expect;
 use support::world::*;
 use tusk::clusters::status::BackupSchedule;
 
@@ -33,13 +34,6 @@ fn answer(body: Value) -> impl FnOnce(&Value) -> (StatusCode, Value) + Send + 's
     move |_| (StatusCode::OK, body)
 }
 
-fn condition<'a>(seen: &'a Seen, type_: &str) -> &'a Value {
-    seen.body["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_))
-        .unwrap_or_else(|| panic!("no {type_} condition in {:#}", seen.body))
-}
-
 /// A Ready 1Gi cluster whose spec now asks for 5Gi.
 fn grown() -> (tusk::PostgreSQL, Cache) {
     let (mut pg, cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
@@ -47,18 +41,25 @@ fn grown() -> (tusk::PostgreSQL, Cache) {
     (pg, cache)
 }
 
+/// The operator reads the 1Gi claim and its class before deciding how to grow it.
+fn claim_and_class_read(expandable: bool) -> Vec<Expect> {
+    vec![
+        Expect::new(Method::GET, CLAIM, answer(claim("1Gi"))),
+        Expect::new(Method::GET, CLASS, answer(class(expandable))),
+    ]
+}
+
 #[tokio::test]
 async fn a_grown_size_expands_the_claim_and_leaves_the_statefulset_alone() {
     let (pg, cache) = grown();
     // No StatefulSet request: its claim template stays as created (the API server refuses
     // any change to it, which used to fail every reconcile with ApplyFailed).
-    let script = vec![
-        Expect::new(Method::GET, CLAIM, answer(claim("1Gi"))),
-        Expect::new(Method::GET, CLASS, answer(class(true))),
+    let mut script = claim_and_class_read(true);
+    script.extend([
         Expect::new(Method::PATCH, CLAIM, answer(claim("5Gi"))),
         Expect::event(NS),
         Expect::apply_status(STATUS),
-    ];
+    ]);
     let (result, seen) = reconcile_cluster(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconcile succeeded");
     assert_eq!(
@@ -69,25 +70,21 @@ async fn a_grown_size_expands_the_claim_and_leaves_the_statefulset_alone() {
         seen[3].body["note"],
         "Updated PersistentVolumeClaim data-demo-0"
     );
-    let resized = condition(&seen[4], "StorageResized");
+    let resized = condition(&seen[4].body, "StorageResized");
     assert_eq!(resized["status"], "False");
     assert_eq!(resized["reason"], "Resizing");
     assert_eq!(resized["message"], "expanding data-demo-0 to 5Gi");
-    assert_eq!(condition(&seen[4], "Ready")["status"], "True");
+    assert_eq!(condition(&seen[4].body, "Ready")["status"], "True");
 }
 
 #[tokio::test]
 async fn a_class_that_cannot_expand_is_a_false_condition_and_a_warning() {
     let (pg, cache) = grown();
-    let script = vec![
-        Expect::new(Method::GET, CLAIM, answer(claim("1Gi"))),
-        Expect::new(Method::GET, CLASS, answer(class(false))),
-        Expect::apply_status(STATUS),
-        Expect::event(NS),
-    ];
+    let mut script = claim_and_class_read(false);
+    script.extend([Expect::apply_status(STATUS), Expect::event(NS)]);
     let (result, seen) = reconcile_cluster(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconcile succeeded");
-    let resized = condition(&seen[2], "StorageResized");
+    let resized = condition(&seen[2].body, "StorageResized");
     assert_eq!(resized["status"], "False");
     assert_eq!(resized["reason"], "ExpansionNotSupported");
     assert_eq!(

@@ -95,16 +95,17 @@ mod tests {
         text.parse().unwrap()
     }
 
+    fn fresh_until(overdue_at: &str) -> Freshness {
+        Freshness::Fresh {
+            overdue_at: at(overdue_at),
+        }
+    }
+
     #[test]
     fn daily_backups_are_overdue_after_two_missed_runs_and_half_a_day() {
         let since = Some(at("2026-11-20T02:10:00Z"));
         let fresh = check("0 2 * * *", since, at("2026-11-22T13:59:59Z"));
-        assert_eq!(
-            fresh,
-            Freshness::Fresh {
-                overdue_at: at("2026-11-22T14:00:00Z")
-            }
-        );
+        assert_eq!(fresh, fresh_until("2026-11-22T14:00:00Z"));
         let Freshness::Overdue { message } = check("0 2 * * *", since, at("2026-11-22T14:00:00Z"))
         else {
             panic!("overdue expected");
@@ -121,9 +122,7 @@ mod tests {
         let since = Some(at("2026-11-20T02:05:00Z"));
         assert_eq!(
             check("@hourly", since, at("2026-11-20T02:06:00Z")),
-            Freshness::Fresh {
-                overdue_at: at("2026-11-20T04:30:00Z")
-            }
+            fresh_until("2026-11-20T04:30:00Z")
         );
         assert!(matches!(
             check("@midnight", since, at("2026-11-22T12:00:00Z")),
@@ -137,9 +136,7 @@ mod tests {
         let friday = Some(at("2026-11-20T02:10:00Z"));
         assert_eq!(
             check("0 2 * * MON-FRI", friday, at("2026-11-23T12:00:00Z")),
-            Freshness::Fresh {
-                overdue_at: at("2026-11-24T14:00:00Z")
-            }
+            fresh_until("2026-11-24T14:00:00Z")
         );
     }
 

@@ -274,26 +274,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn phases_follow_readiness() {
+    /// The status the minimal cluster gets for `outcome` at generation `generation`.
+    fn next(
+        previous: Option<&PostgreSQLStatus>,
+        generation: i64,
+        outcome: &Outcome,
+    ) -> PostgreSQLStatus {
         let pg = postgresql(MINIMAL);
         let cluster = Cluster::new(&pg).unwrap();
         let now = Time(Timestamp::from_second(1000).unwrap());
-        let first = compute(None, &cluster, Some(1), &applied(false), &now);
+        compute(previous, &cluster, Some(generation), outcome, &now)
+    }
+
+    #[test]
+    fn phases_follow_readiness() {
+        let first = next(None, 1, &applied(false));
         assert_eq!(first.phase, Some(Phase::Provisioning));
         assert_eq!(first.endpoint.as_deref(), Some("demo-rw.prod.svc:5432"));
-        let ready = compute(Some(&first), &cluster, Some(1), &applied(true), &now);
+        let ready = next(Some(&first), 1, &applied(true));
         assert_eq!(ready.phase, Some(Phase::Ready));
         assert!(conditions::is_true(&ready.conditions, READY));
-        let degraded = compute(Some(&ready), &cluster, Some(1), &applied(false), &now);
+        let degraded = next(Some(&ready), 1, &applied(false));
         assert_eq!(degraded.phase, Some(Phase::Degraded));
-        let invalid = compute(
-            Some(&degraded),
-            &cluster,
-            Some(2),
-            &Outcome::InvalidSpec("bad".into()),
-            &now,
-        );
+        let invalid = next(Some(&degraded), 2, &Outcome::InvalidSpec("bad".into()));
         assert_eq!(invalid.phase, Some(Phase::Failed));
         let cond = invalid
             .conditions
@@ -308,19 +311,16 @@ mod tests {
 
     #[test]
     fn a_failed_step_never_leaves_the_phase_ready() {
-        let pg = postgresql(MINIMAL);
-        let cluster = Cluster::new(&pg).unwrap();
-        let now = Time(Timestamp::from_second(1000).unwrap());
-        let ready = compute(None, &cluster, Some(1), &applied(true), &now);
+        let ready = next(None, 1, &applied(true));
         assert_eq!(ready.phase, Some(Phase::Ready));
         let failed = Outcome::Failed {
             reason: "ApplyFailed",
             message: "applying StatefulSet demo failed".into(),
         };
-        let after = compute(Some(&ready), &cluster, Some(2), &failed, &now);
+        let after = next(Some(&ready), 2, &failed);
         assert!(!conditions::is_true(&after.conditions, READY));
         assert_eq!(after.phase, Some(Phase::Degraded));
-        let first = compute(None, &cluster, Some(1), &failed, &now);
+        let first = next(None, 1, &failed);
         assert_eq!(first.phase, Some(Phase::Provisioning));
     }
 }

@@ -3,12 +3,14 @@
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
-    ObjectFieldSelector, PodSpec, PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
+    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec,
+    PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
+use super::pod::{
+    plain_env, pod_label_env, restricted_container_security, restricted_pod_security, secret_env,
+};
 use super::{Cluster, Component, POSTGRES_PORT};
 use crate::crd::{BackupPolicy, Destination, SecretKeyRef};
 
@@ -189,34 +191,20 @@ pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSe
     let (mut env, volumes, mounts) =
         agent_environment(cluster, &Layout::of(cluster), &policy.destination);
     env.push(plain_env("TUSK_COMPRESSION", policy.compression.as_str()));
-    env.push(EnvVar {
-        name: "TUSK_BACKUP_ID".to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: "metadata.labels['batch.kubernetes.io/job-name']".to_owned(),
-                ..ObjectFieldSelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    });
+    env.push(pod_label_env(
+        "TUSK_BACKUP_ID",
+        "batch.kubernetes.io/job-name",
+    ));
     // Who owns what this Job writes: the manifest records it, and retention and the Delete
     // finalizer delete only what this uid wrote (a re-created cluster, or the same cluster in
     // another Kubernetes cluster, shares the prefix but not the uid).
     env.push(plain_env("TUSK_CLUSTER_UID", cluster.uid()));
     // The Job's uid, the same in every retry pod of this Job: a retried pod takes over its own
     // claim of the backup id, any other writer of the id fails.
-    env.push(EnvVar {
-        name: "TUSK_WRITER_ID".to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: "metadata.labels['batch.kubernetes.io/controller-uid']".to_owned(),
-                ..ObjectFieldSelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    });
+    env.push(pod_label_env(
+        "TUSK_WRITER_ID",
+        "batch.kubernetes.io/controller-uid",
+    ));
     let pod = AgentPod {
         args: vec!["backup".to_owned()],
         env,

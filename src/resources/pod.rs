@@ -2,8 +2,8 @@
 //! context (Pod Security Standard `restricted`).
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, EnvVar, EnvVarSource, PodSecurityContext, SeccompProfile, SecretKeySelector,
-    SecurityContext,
+    Capabilities, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, SeccompProfile,
+    SecretKeySelector, SecurityContext,
 };
 
 /// An environment variable with a literal value; never used for credentials.
@@ -11,6 +11,21 @@ pub fn plain_env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+/// An environment variable holding one of the pod's labels, read through the downward API.
+pub fn pod_label_env(name: &str, label: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: format!("metadata.labels['{label}']"),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
         ..EnvVar::default()
     }
 }

@@ -4,6 +4,8 @@
 
 pub mod memory_store;
 pub mod paths;
+pub mod read;
 pub mod run;
+pub mod scripts;
 pub mod verifier;
 pub mod world;

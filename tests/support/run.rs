@@ -54,3 +54,18 @@ pub async fn reconcile_cluster(
     })
     .await
 }
+
+/// Runs one reconcile of `pg` with an empty bucket; panics when it fails.
+pub async fn scenario(pg: PostgreSQL, cache: Cache, script: Vec<Expect>) -> (Action, Vec<Seen>) {
+    let (result, seen) = scenario_result(pg, cache, script).await;
+    (result.expect("reconcile succeeded"), seen)
+}
+
+/// Like [`scenario`], for reconciles that may fail.
+pub async fn scenario_result(
+    pg: PostgreSQL,
+    cache: Cache,
+    script: Vec<Expect>,
+) -> (Result<Action, Error>, Vec<Seen>) {
+    reconcile_cluster(pg, cache, MemoryBucket::default(), script).await
+}

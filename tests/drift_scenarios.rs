@@ -1,0 +1,103 @@
+//! Mock-API scenarios for changes made behind the operator's back: children deleted or edited
+//! out of band are recreated or reverted, and an existing Secret is never overwritten.
+
+mod support;
+
+use http::{Method, StatusCode};
+use serde_json::json;
+use support::paths::{SECRETS, SERVICES, STATEFULSETS};
+use support::read::event_reason;
+use support::run::scenario;
+use support::verifier::{self, Expect};
+use support::world::*;
+use tusk::PostgreSQL;
+use tusk::clusters::status::BackupSchedule;
+
+/// A converged, Ready cluster whose cache then lost what `forget` removes.
+fn converged_without(
+    spec_yaml: &str,
+    backup: BackupSchedule,
+    forget: impl FnOnce(&mut Cache),
+) -> (PostgreSQL, Cache) {
+    let (pg, mut cache) = converged(spec_yaml, true, backup);
+    forget(&mut cache);
+    (pg, cache)
+}
+
+#[tokio::test]
+async fn a_child_deleted_out_of_band_is_recreated() {
+    let (pg, cache) = converged_without(WITH_BACKUP, BackupSchedule::Scheduled, |cache| {
+        remove_named(&mut cache.services, "demo-rw");
+    });
+    let script = vec![
+        Expect::apply(format!("{SERVICES}/demo-rw")),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(
+        seen[0].body["spec"]["selector"]["statefulset.kubernetes.io/pod-name"],
+        "demo-0"
+    );
+    assert_eq!(seen[1].body["note"], "Created Service demo-rw");
+}
+
+#[tokio::test]
+async fn drift_is_reverted() {
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    let template = cache.statefulsets[0]
+        .spec
+        .template
+        .spec
+        .as_mut()
+        .expect("pod spec");
+    template.containers[0].image = Some("postgres:9.6".to_owned());
+    let script = vec![
+        Expect::apply_with(format!("{STATEFULSETS}/demo"), |sts| {
+            sts["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1});
+        }),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let image = &seen[0].body["spec"]["template"]["spec"]["containers"][0]["image"];
+    assert_eq!(image, "docker.io/library/postgres:18");
+}
+
+#[tokio::test]
+async fn an_existing_secret_is_never_overwritten() {
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    // Not yet in the cache, but present on the server: read, then left alone.
+    remove_named(&mut cache.secrets, "demo-app");
+    let script = vec![Expect::new(
+        Method::GET,
+        format!("{SECRETS}/demo-app"),
+        |_| {
+            let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "demo-app", "namespace": NS}, "data": {"password": "b2xk"}});
+            (StatusCode::OK, secret)
+        },
+    )];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(verifier::writes(&seen).len(), 0);
+}
+
+#[tokio::test]
+async fn a_deleted_secret_is_recreated_with_a_warning() {
+    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        remove_named(&mut cache.secrets, "demo-app");
+    });
+    let script = vec![
+        Expect::get_missing(format!("{SECRETS}/demo-app")),
+        Expect::create(SECRETS),
+        Expect::event(NS),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[2].body["note"], "Created Secret demo-app");
+    assert_eq!(seen[3].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[3]), "SecretRecreated");
+    let password = seen[1].body["data"]["password"].as_str().expect("password");
+    assert!(
+        !seen[3].body.to_string().contains(password),
+        "no secret in Events"
+    );
+}

@@ -1,0 +1,20 @@
+//! Request sequences more than one scenario expects.
+
+use super::paths::{BACKUPS, CLUSTER, CRONJOBS};
+use super::verifier::Expect;
+use super::world::NS;
+
+/// What the `onDelete: Delete` finalizer writes once the bucket is emptied: the CronJob goes
+/// first (no new backup may start while the prefix is emptied), then each Backup in `backups`,
+/// an Event saying what was deleted, and the patch removing the finalizer.
+pub fn delete_finalizer(backups: &[&str]) -> Vec<Expect> {
+    let mut script = vec![Expect::delete(format!("{CRONJOBS}/demo-backup"))];
+    script.extend(
+        backups
+            .iter()
+            .map(|name| Expect::delete(format!("{BACKUPS}/{name}"))),
+    );
+    script.push(Expect::event(NS));
+    script.push(Expect::patch_cluster(CLUSTER));
+    script
+}
