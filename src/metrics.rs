@@ -245,15 +245,22 @@ mod tests {
         assert!(text.contains("tusk_clusters{phase=\"Ready\"} 0"));
     }
 
-    #[test]
-    fn last_successful_backup_time_per_cluster() {
-        let pg: PostgreSQL = serde_json::from_value(serde_json::json!({
+    /// Cluster prod/demo with `status`.
+    fn demo_with_status(status: serde_json::Value) -> PostgreSQL {
+        serde_json::from_value(serde_json::json!({
             "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
             "metadata": {"name": "demo", "namespace": "prod"},
             "spec": {"storage": {"size": "1Gi"}},
-            "status": {"lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-22T02:00:00Z"}},
+            "status": status,
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn last_successful_backup_time_per_cluster() {
+        let pg = demo_with_status(serde_json::json!({
+            "lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-22T02:00:00Z"},
+        }));
         let metrics = Metrics::default();
         metrics.record_backup_times([&pg]);
         let line = "tusk_last_successful_backup_timestamp_seconds{namespace=\"prod\",cluster=\"demo\"} 1795312800";
@@ -265,13 +272,7 @@ mod tests {
     #[test]
     fn deleted_clusters_leave_the_phase_gauge_at_the_next_scrape() {
         use kube::runtime::watcher::Event;
-        let pg: PostgreSQL = serde_json::from_value(serde_json::json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "demo", "namespace": "prod"},
-            "spec": {"storage": {"size": "1Gi"}},
-            "status": {"phase": "Ready"},
-        }))
-        .unwrap();
+        let pg = demo_with_status(serde_json::json!({"phase": "Ready"}));
         let (cache, mut writer) = kube::runtime::reflector::store();
         writer.apply_watcher_event(&Event::Apply(pg.clone()));
         let metrics = Metrics::default();

@@ -85,13 +85,17 @@ async fn a_deleted_secret_is_recreated_with_a_warning() {
     let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
         remove_named(&mut cache.secrets, "demo-app");
     });
-    let script = vec![
-        Expect::get_missing(format!("{SECRETS}/demo-app")),
-        Expect::create(SECRETS),
-        Expect::event(NS),
-        Expect::event(NS),
-    ];
-    let (_, seen) = scenario(pg, cache, script).await;
+    let (_, seen) = scenario(
+        pg,
+        cache,
+        vec![
+            Expect::get_missing(format!("{SECRETS}/demo-app")),
+            Expect::create(SECRETS),
+            Expect::event(NS),
+            Expect::event(NS),
+        ],
+    )
+    .await;
     assert_eq!(seen[2].body["note"], "Created Secret demo-app");
     assert_eq!(seen[3].body["type"], "Warning");
     assert_eq!(event_reason(&seen[3]), "SecretRecreated");

@@ -120,10 +120,8 @@ mod tests {
     #[test]
     fn hourly_and_macro_schedules() {
         let since = Some(at("2026-11-20T02:05:00Z"));
-        assert_eq!(
-            check("@hourly", since, at("2026-11-20T02:06:00Z")),
-            fresh_until("2026-11-20T04:30:00Z")
-        );
+        let hourly = check("@hourly", since, at("2026-11-20T02:06:00Z"));
+        assert_eq!(hourly, fresh_until("2026-11-20T04:30:00Z"));
         assert!(matches!(
             check("@midnight", since, at("2026-11-22T12:00:00Z")),
             Freshness::Overdue { .. }

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use crate::openssl;
+use crate::{openssl, rsa_private_key};
 
 /// Bodies are buffered: test objects are a few parts of a few MiB.
 const BODY_LIMIT: usize = 256 << 20;
@@ -38,15 +38,7 @@ impl ServiceAccount {
         let dir = tempfile::tempdir().expect("temp dir");
         let pem = dir.path().join("key.pem");
         let public = dir.path().join("public.der");
-        openssl(&[
-            "genpkey",
-            "-algorithm",
-            "RSA",
-            "-pkeyopt",
-            "rsa_keygen_bits:2048",
-            "-out",
-            path(&pem),
-        ]);
+        rsa_private_key(&pem);
         openssl(&[
             "rsa",
             "-in",

@@ -9,17 +9,42 @@ pub mod process;
 
 use std::time::{Duration, Instant};
 
-/// Runs the openssl CLI (test keys and certificates), failing with its stderr.
-pub fn openssl(args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .args(args)
+/// Runs `command` to completion; a failure to start or a non-zero exit panics with `what` and
+/// its stderr (`what`, not the command's Debug form, which would show its environment).
+pub fn output_ok(command: &mut std::process::Command, what: &str) -> std::process::Output {
+    let out = command
         .output()
-        .expect("openssl");
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
     assert!(
         out.status.success(),
-        "openssl {args:?}: {}",
+        "{what} failed ({}): {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// Runs the openssl CLI (test keys and certificates), failing with its stderr.
+pub fn openssl(args: &[&str]) {
+    output_ok(
+        std::process::Command::new("openssl").args(args),
+        &format!("openssl {args:?}"),
+    );
+}
+
+/// Writes a new 2048-bit RSA private key as PKCS#8 PEM to `pem`: the format of the
+/// `private_key` in Google's service-account key files.
+pub fn rsa_private_key(pem: &std::path::Path) {
+    let pem = pem.to_str().expect("UTF-8 temp path");
+    openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        pem,
+    ]);
 }
 
 /// A port that was free a moment ago on 127.0.0.1.

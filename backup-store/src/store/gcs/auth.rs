@@ -233,20 +233,7 @@ mod tests {
     async fn service_account_key_gets_a_token_with_a_signed_jwt() {
         let dir = tempfile::tempdir().unwrap();
         let pem = dir.path().join("key.pem");
-        // A PKCS#8 RSA key, the format Google's key JSON files carry.
-        let status = std::process::Command::new("openssl")
-            .args([
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out",
-            ])
-            .arg(&pem)
-            .status()
-            .expect("openssl");
-        assert!(status.success());
+        tusk_testkit::rsa_private_key(&pem);
         let (url, server) = token_server().await;
         let key = serde_json::json!({
             "type": "service_account",
