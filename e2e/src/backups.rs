@@ -45,6 +45,12 @@ impl Ctx {
         }
     }
 
+    /// The scenario checks the bytes the Jobs wrote: it needs L4 and a store it can list.
+    pub fn require_l4_bucket(&self) -> Result {
+        self.require_l4()?;
+        self.require_bucket()
+    }
+
     /// The scenario needs real bytes through the Jobs (TUSK_E2E_L4=1).
     pub fn require_l4(&self) -> Result {
         if self.settings.l4 {

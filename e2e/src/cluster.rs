@@ -4,10 +4,10 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
-use tusk::crd::{Backup, PostgreSQL};
+use tusk::crd::{Backup, PostgreSQL, PostgreSQLStatus};
 
 use crate::objects::{Kind, Obj};
-use crate::wait::{Check, until};
+use crate::wait::{Check, until, until_none};
 use crate::{Context, Ctx, Result, ensure};
 
 /// `type=status/reason` of every condition, for messages.
@@ -256,6 +256,45 @@ impl Ctx {
                 Ok(Check::when(gone, seen))
             },
         )
+        .await
+    }
+
+    /// Waits until `accept` holds for the status of PostgreSQL `ns/name`; `accept` also says
+    /// what it saw, for the timeout message.
+    pub async fn wait_status_in(
+        &self,
+        ns: &str,
+        name: &str,
+        what: impl std::fmt::Display,
+        accept: impl Fn(&PostgreSQLStatus) -> (bool, String),
+    ) -> Result {
+        let api = self.postgresqls_in(ns);
+        until(format!("{ns}/{name}: {what}"), self.timeout(), || async {
+            let status = api.get(name).await?.status.unwrap_or_default();
+            let (done, seen) = accept(&status);
+            Ok(Check::when(done, seen))
+        })
+        .await
+    }
+
+    /// Sets `onDelete: Retain` on clusters whose deletion waits for their bucket and waits until
+    /// they are gone: the escape hatch when a prefix cannot be emptied.
+    pub async fn release_with_retain_in(&self, ns: &str, names: &[&str]) -> Result {
+        let retain = serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}});
+        for name in names {
+            self.merge_patch_postgresql_in(ns, name, retain.clone())
+                .await?;
+        }
+        let api = self.postgresqls_in(ns);
+        until_none("Retain to release the clusters", self.timeout(), || async {
+            let mut left = Vec::new();
+            for name in names {
+                if api.get_opt(name).await?.is_some() {
+                    left.push(name.to_string());
+                }
+            }
+            Ok(left)
+        })
         .await
     }
 

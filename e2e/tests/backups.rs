@@ -10,8 +10,7 @@ use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, scenario, until};
 /// bucket, its status complete, and the cluster's status pointing at it.
 #[scenario]
 async fn backup_on_demand(ctx: Ctx) -> Result {
-    ctx.require_l4()?;
-    ctx.require_bucket()?;
+    ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "manual");
     ctx.seeded_lifecycle_db().await?;
     let took = ctx.take_backup_in(&ns, "db", name).await?;
@@ -63,19 +62,10 @@ async fn backup_on_demand(ctx: Ctx) -> Result {
     );
     let version = status.postgres_version.clone().unwrap_or_default();
     ensure!(!version.is_empty(), "postgresVersion missing");
-    until(
-        format!("lastSuccessfulBackup of {ns}/db to be {name}"),
-        ctx.timeout(),
-        || async {
-            let last = ctx
-                .postgresql_in(&ns, "db")
-                .await?
-                .status
-                .and_then(|s| s.last_successful_backup);
-            let last = last.map(|b| b.name).unwrap_or_default();
-            Ok(Check::when(last == name, format!("'{last}'")))
-        },
-    )
+    ctx.wait_status_in(&ns, "db", format!("lastSuccessfulBackup {name}"), |s| {
+        let last = s.last_successful_backup.as_ref().map(|b| b.name.as_str());
+        (last == Some(name), format!("{last:?}"))
+    })
     .await?;
     ctx.wait_condition_in(&ns, "db", "LastBackupSucceeded", "True")
         .await?;
@@ -155,8 +145,7 @@ async fn backup_scheduled_run_recorded(ctx: Ctx) -> Result {
 /// go; the newest stays.
 #[scenario]
 async fn backup_retention(ctx: Ctx) -> Result {
-    ctx.require_l4()?;
-    ctx.require_bucket()?;
+    ctx.require_l4_bucket()?;
     let (ns, first, second) = (ctx.ns.clone(), "r1", "r2");
     ctx.serving_lifecycle_db(1, "Retain").await?;
     ctx.take_backup_in(&ns, "db", first).await?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, skip, until};
+use tusk_e2e::{Ctx, Result, ensure, say, scenario, skip};
 
 /// The cluster controller's reconcile slots (operator.rs: `concurrency(8)`), plus one: without
 /// deadlines every slot would hang on the tarpit.
@@ -69,25 +69,8 @@ async fn bucket_tarpit_does_not_stall_other_clusters(ctx: Ctx) -> Result {
         );
     }
     // The escape hatch: Retain releases a cluster whose cleanup hangs.
-    let retain = serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}});
-    for name in &names {
-        ctx.merge_patch_postgresql_in(&ns, name, retain.clone())
-            .await?;
-    }
-    until(
-        "Retain to release every stuck cluster",
-        ctx.timeout(),
-        || async {
-            let mut left = Vec::new();
-            for name in &names {
-                if ctx.postgresqls_in(&ns).get_opt(name).await?.is_some() {
-                    left.push(name.clone());
-                }
-            }
-            Ok(Check::when(left.is_empty(), format!("{left:?}")))
-        },
-    )
-    .await?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    ctx.release_with_retain_in(&ns, &names).await?;
     say("every tarpit call timed out (Cleanup=False/StoreUnreachable); Retain released them");
     Ok(())
 }

@@ -5,14 +5,13 @@
 use tusk::crd::BackupPhase;
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
+use tusk_e2e::{Ctx, Result, ensure, say, scenario};
 
 /// onDelete: Delete empties exactly <path>/<ns>/<cluster>/: a cluster named db2 and a cluster
 /// db in another namespace keep their objects, and only the deleted cluster's Backups go.
 #[scenario]
 async fn backup_delete_empties_only_its_prefix(ctx: Ctx) -> Result {
-    ctx.require_l4()?;
-    ctx.require_bucket()?;
+    ctx.require_l4_bucket()?;
     let (ns, other) = (ctx.ns.clone(), ctx.extra_namespace().await?);
     ctx.lifecycle_cluster_in(&ns, "db", 5, "Delete").await?;
     ctx.lifecycle_cluster_in(&ns, "db2", 5, "Delete").await?;
@@ -46,8 +45,7 @@ async fn backup_delete_empties_only_its_prefix(ctx: Ctx) -> Result {
 /// Backup is still restorable.
 #[scenario]
 async fn backup_retain_keeps_everything(ctx: Ctx) -> Result {
-    ctx.require_l4()?;
-    ctx.require_bucket()?;
+    ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "keep");
     ctx.lifecycle_cluster_in(&ns, "db", 5, "Retain").await?;
     ctx.wait_ready(&["db"]).await?;
@@ -90,23 +88,7 @@ async fn backup_unreachable_store_on_delete(ctx: Ctx) -> Result {
         ctx.postgresqls_in(&ns).get_opt("db").await?.is_some(),
         "the cluster was released without emptying its prefix"
     );
-    ctx.merge_patch_postgresql_in(
-        &ns,
-        "db",
-        serde_json::json!({"spec": {"backup": {"onDelete": "Retain"}}}),
-    )
-    .await?;
-    until(
-        "switching to Retain to release the cluster",
-        ctx.timeout(),
-        || async {
-            Ok(Check::when(
-                ctx.postgresqls_in(&ns).get_opt("db").await?.is_none(),
-                "still there",
-            ))
-        },
-    )
-    .await?;
+    ctx.release_with_retain_in(&ns, &["db"]).await?;
     say("Cleanup=False/StoreUnreachable while the store was down; released by onDelete: Retain");
     Ok(())
 }

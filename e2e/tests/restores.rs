@@ -42,18 +42,12 @@ async fn backup_restore_into_new_cluster(ctx: Ctx) -> Result {
         serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}}),
     )
     .await?;
-    until(
-        "copy to observe its new generation",
-        ctx.timeout(),
-        || async {
-            let observed = ctx
-                .postgresql_in(&ns, "copy")
-                .await?
-                .status
-                .and_then(|s| s.observed_generation);
-            Ok(Check::when(observed == Some(2), format!("{observed:?}")))
-        },
-    )
+    ctx.wait_status_in(&ns, "copy", "observedGeneration 2", |s| {
+        (
+            s.observed_generation == Some(2),
+            format!("{:?}", s.observed_generation),
+        )
+    })
     .await?;
     ensure!(
         !ctx.exists(&restore_job).await?,
@@ -67,8 +61,7 @@ async fn backup_restore_into_new_cluster(ctx: Ctx) -> Result {
 /// what the cluster's Restored condition and its Event say.
 #[scenario]
 async fn backup_restore_from_altered_dump(ctx: Ctx) -> Result {
-    ctx.require_l4()?;
-    ctx.require_bucket()?;
+    ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "src");
     ctx.seeded_lifecycle_db().await?;
     ctx.take_backup_in(&ns, "db", name).await?;
