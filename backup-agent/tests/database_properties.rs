@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::agent::{agent, run, run_fails, run_ok};
+use common::agent::{agent, db_agent, run, run_fails, run_ok};
 use common::postgres::PgServer;
 use common::stores::{Kind, TestStore};
 
@@ -91,8 +91,7 @@ async fn database_properties_survive_a_round_trip() {
     assert_eq!(locale(&source, "props db"), LATIN1);
     assert_eq!(locale(&source, "icu db"), ICU);
     assert_eq!(properties(&source), expected());
-    let mut backup = agent(&store, "db", Some(&source));
-    backup.args(["backup", "--backup-id", "b1"]);
+    let backup = db_agent(&store, &source, "backup --backup-id b1");
     run_ok(backup);
 
     // A fresh server: the agent creates the database, the globals bring role r.
@@ -133,8 +132,7 @@ async fn a_setting_the_target_refuses_is_undone_and_a_retry_succeeds() {
         "postgres",
         "ALTER DATABASE \"props db\" SET plpgsql.variable_conflict = 'bogus'",
     );
-    let mut backup = agent(&store, "db", Some(&source));
-    backup.args(["backup", "--backup-id", "b1"]);
+    let backup = db_agent(&store, &source, "backup --backup-id b1");
     run_ok(backup);
 
     let target = PgServer::start();

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::agent::{agent, bare_agent, error_of, run_fails, run_ok, run_refused};
+use common::agent::{agent, bare_agent, db_agent, error_of, run_fails, run_ok, run_refused};
 use common::postgres::PgServer;
 use common::seed;
 use common::stores::{Kind, TestStore};
@@ -229,8 +229,7 @@ async fn corrupted_byte(kind: Kind) {
     let store = TestStore::start(kind).await;
     let source = PgServer::start();
     seed::seed(&source);
-    let mut backup = agent(&store, "db", Some(&source));
-    backup.args(["backup", "--backup-id", "b1"]);
+    let backup = db_agent(&store, &source, "backup --backup-id b1");
     run_ok(backup);
 
     let key = "nightly/tests/db/b1/db-reports.pgdump.zst";
@@ -247,8 +246,7 @@ async fn corrupted_byte(kind: Kind) {
     run_fails(verify, 5, "");
 
     let target = PgServer::start();
-    let mut restore = agent(&store, "db", Some(&target));
-    restore.args(["restore", "--backup-id", "b1"]);
+    let restore = db_agent(&store, &target, "restore --backup-id b1");
     run_fails(restore, 5, "sha256");
     assert_eq!(
         target.psql(

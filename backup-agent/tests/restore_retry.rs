@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::agent::{agent, run_fails, run_ok};
+use common::agent::{db_agent, run_fails, run_ok};
 use common::postgres::PgServer;
 use common::seed;
 use common::stores::{Kind, TestStore};
@@ -48,14 +48,12 @@ async fn a_failed_database_is_undone_and_said_and_a_retry_succeeds() {
     let source = PgServer::start();
     seed::seed(&source);
     let expected = seed::checksums(&source);
-    let mut backup = agent(&store, "db", Some(&source));
-    backup.args(["backup", "--backup-id", "b1"]);
+    let backup = db_agent(&store, &source, "backup --backup-id b1");
     run_ok(backup);
 
     let target = PgServer::start();
     break_reports(&target);
-    let mut restore = agent(&store, "db", Some(&target));
-    restore.args(["restore", "--backup-id", "b1"]);
+    let restore = db_agent(&store, &target, "restore --backup-id b1");
     let error = run_fails(restore, 1, "reports is refused");
     // The databases before `reports` in the manifest were restored; those this attempt created
     // are dropped again, `postgres` (which existed) keeps its data and its mark.
@@ -88,11 +86,9 @@ async fn a_failed_database_is_undone_and_said_and_a_retry_succeeds() {
         "postgres",
         "COMMENT ON DATABASE reports IS 'tusk: restore in progress (existed) of backup b1'",
     );
-    let mut first = agent(&store, "db", Some(&target));
-    first.args(["restore", "--backup-id", "b1"]);
+    let first = db_agent(&store, &target, "restore --backup-id b1");
     run_ok(first);
-    let mut partial = agent(&store, "db", Some(&target));
-    partial.args(["restore", "--backup-id", "b1"]);
+    let partial = db_agent(&store, &target, "restore --backup-id b1");
     // Without marks, a database holding objects is the user's: refused.
     run_fails(partial, 6, "not empty");
 

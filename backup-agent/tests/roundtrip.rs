@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::agent::{agent, run_fails, run_ok, summary};
+use common::agent::{agent, db_agent, run_fails, run_ok, summary};
 use common::postgres::PgServer;
 use common::seed;
 use common::stores::{Kind, TestStore};
@@ -13,14 +13,11 @@ async fn round_trip(kind: Kind, compression: &str) {
     seed::seed(&source);
     let expected = seed::checksums(&source);
 
-    let mut backup = agent(&store, "db", Some(&source));
-    backup.args([
-        "backup",
-        "--compression",
-        compression,
-        "--backup-id",
-        "first",
-    ]);
+    let backup = db_agent(
+        &store,
+        &source,
+        &format!("backup --compression {compression} --backup-id first"),
+    );
     let details = run_ok(backup);
     assert_eq!(details["backupId"], "first");
 
@@ -50,14 +47,11 @@ async fn round_trip(kind: Kind, compression: &str) {
     );
     let hash = "SELECT rolpassword FROM pg_authid WHERE rolname = 'app_owner'";
     let target_hash = target.psql("postgres", hash);
-    let mut restore = agent(&store, "db", Some(&target));
-    restore.args([
-        "restore",
-        "--backup-id",
-        "latest",
-        "--preserve-role",
-        "app_owner",
-    ]);
+    let restore = db_agent(
+        &store,
+        &target,
+        "restore --backup-id latest --preserve-role app_owner",
+    );
     run_ok(restore);
     assert_eq!(seed::checksums(&target), expected);
     assert_eq!(
@@ -92,11 +86,9 @@ async fn round_trip(kind: Kind, compression: &str) {
     );
 
     // A second restore into the now non-empty target is refused without --force.
-    let mut again = agent(&store, "db", Some(&target));
-    again.args(["restore", "--backup-id", "first"]);
+    let again = db_agent(&store, &target, "restore --backup-id first");
     run_fails(again, 6, "not empty");
-    let mut forced = agent(&store, "db", Some(&target));
-    forced.args(["restore", "--backup-id", "first", "--force"]);
+    let forced = db_agent(&store, &target, "restore --backup-id first --force");
     run_ok(forced);
     assert_eq!(seed::checksums(&target), expected);
 }
@@ -145,17 +137,8 @@ async fn multi_part_round_trip(kind: Kind) {
     seed::big_database(&source, "md5(i::text) || md5((i * 7)::text)", 400_000);
     let sum = "SELECT md5(string_agg(payload, '' ORDER BY i)) FROM filler";
     let expected = source.psql("big", sum);
-    let mut backup = agent(&store, "db", Some(&source));
-    backup.args([
-        "backup",
-        "--compression",
-        "none",
-        "--database",
-        "big",
-        "--backup-id",
-        "parts",
-    ]);
-    run_ok(backup);
+    let uncompressed = "backup --compression none --database big --backup-id parts";
+    run_ok(db_agent(&store, &source, uncompressed));
     let objects = store.store.list("nightly/tests/db/parts/").await.unwrap();
     let dump = objects
         .iter()
@@ -168,8 +151,7 @@ async fn multi_part_round_trip(kind: Kind) {
     );
 
     let target = PgServer::start();
-    let mut restore = agent(&store, "db", Some(&target));
-    restore.args(["restore", "--backup-id", "parts"]);
+    let restore = db_agent(&store, &target, "restore --backup-id parts");
     run_ok(restore);
     assert_eq!(target.psql("big", sum), expected);
 }

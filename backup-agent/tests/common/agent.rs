@@ -39,6 +39,14 @@ pub fn agent(store: &TestStore, cluster: &str, pg: Option<&PgServer>) -> Command
     cmd
 }
 
+/// The agent for cluster `db` on server `pg`, with the arguments of `command_line` (split at
+/// spaces: no argument of these tests contains one).
+pub fn db_agent(store: &TestStore, pg: &PgServer, command_line: &str) -> Command {
+    let mut cmd = agent(store, "db", Some(pg));
+    cmd.args(command_line.split_whitespace());
+    cmd
+}
+
 /// Runs the agent; every run also checks that no secret reached its output.
 pub fn run(mut cmd: Command) -> Output {
     let out = cmd.output().expect("run backup-agent");
