@@ -55,12 +55,31 @@ fn run_of(owner: &str, writer: &str) -> Claim {
     }
 }
 
-fn upload(key: String) -> PendingUpload {
-    PendingUpload {
-        key,
+/// Claims backup id `id` at `loc` for `owner`'s run `writer`; panics when it is taken.
+async fn claim_run(
+    store: &MemoryStore,
+    loc: &ClusterLocation,
+    id: &str,
+    owner: &str,
+    writer: &str,
+) {
+    claim::claim(store, loc, id, &run_of(owner, writer))
+        .await
+        .unwrap();
+}
+
+/// Opens an upload of a dump for each (location, backup id) and returns their keys.
+fn open_dump_uploads(store: &MemoryStore, runs: &[(&ClusterLocation, &str)]) -> Vec<String> {
+    let keys: Vec<String> = runs
+        .iter()
+        .map(|(loc, id)| loc.object_key(id, "db-app.pgdump"))
+        .collect();
+    store.open_uploads(keys.iter().map(|key| PendingUpload {
+        key: key.clone(),
         upload_id: "u".into(),
         initiated: Some(at(1)),
-    }
+    }));
+    keys
 }
 
 fn ids(keys: &[String], loc: &ClusterLocation) -> Vec<String> {
@@ -130,18 +149,16 @@ async fn delete_spares_nested_clusters_other_owners_and_the_restored_backup() {
     backup(&store, &a, "peer", Some(PEER), 1).await;
     backup(&store, &a, "restored", None, 5).await;
     // In progress: our claim, and a peer's claim with its upload open.
-    claim::claim(&store, &a, "ours-running", &run_of(US, "job-1"))
-        .await
-        .unwrap();
-    claim::claim(&store, &a, "peer-running", &run_of(PEER, "job-9"))
-        .await
-        .unwrap();
-    let pending = [
-        a.object_key("ours-running", "db-app.pgdump"),
-        a.object_key("peer-running", "db-app.pgdump"),
-        b.object_key("b-running", "db-app.pgdump"),
-    ];
-    store.open_uploads(pending.iter().cloned().map(upload));
+    claim_run(&store, &a, "ours-running", US, "job-1").await;
+    claim_run(&store, &a, "peer-running", PEER, "job-9").await;
+    let pending = open_dump_uploads(
+        &store,
+        &[
+            (&a, "ours-running"),
+            (&a, "peer-running"),
+            (&b, "b-running"),
+        ],
+    );
     let mut stray = a.prefix();
     stray.push_str("README");
     store.put(&stray, Bytes::from_static(b"hi")).await.unwrap();
@@ -167,15 +184,11 @@ async fn retention_leaves_nested_and_foreign_uploads_alone() {
     let store = MemoryStore::default();
     let a = ClusterLocation::new("p", "n", "c").unwrap();
     let b = ClusterLocation::new("p/n/c", "x", "y").unwrap();
-    claim::claim(&store, &a, "peer-running", &run_of(PEER, "job-9"))
-        .await
-        .unwrap();
-    let pending = [
-        a.object_key("killed", "db-app.pgdump"),
-        a.object_key("peer-running", "db-app.pgdump"),
-        b.object_key("b-running", "db-app.pgdump"),
-    ];
-    store.open_uploads(pending.iter().cloned().map(upload));
+    claim_run(&store, &a, "peer-running", PEER, "job-9").await;
+    let pending = open_dump_uploads(
+        &store,
+        &[(&a, "killed"), (&a, "peer-running"), (&b, "b-running")],
+    );
     let report = prune(&store, &a, &Owner::new(Some(US)), Policy::default(), at(0))
         .await
         .unwrap();
@@ -188,13 +201,9 @@ async fn retention_leaves_nested_and_foreign_uploads_alone() {
 async fn a_second_writer_of_an_id_fails_before_writing() {
     let store = MemoryStore::default();
     let loc = ClusterLocation::new("p", "ns", "db").unwrap();
-    claim::claim(&store, &loc, "b1", &run_of(US, "job-1"))
-        .await
-        .unwrap();
+    claim_run(&store, &loc, "b1", US, "job-1").await;
     // The same Job's next pod takes its own claim over.
-    claim::claim(&store, &loc, "b1", &run_of(US, "job-1"))
-        .await
-        .unwrap();
+    claim_run(&store, &loc, "b1", US, "job-1").await;
     for other in [
         run_of(PEER, "job-1"),
         run_of(US, "job-2"),

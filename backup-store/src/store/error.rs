@@ -97,28 +97,18 @@ impl Refusal {
         source: impl Into<BoxError>,
     ) -> StoreError {
         let location = location.to_string();
+        let key = key.to_string();
+        let source: BoxError = source.into();
         match self {
-            Refusal::Credentials => StoreError::Credentials {
-                location,
-                source: source.into(),
-            },
-            Refusal::NoSuchBucket => StoreError::NoSuchBucket {
-                location,
-                source: source.into(),
-            },
+            Refusal::Credentials => StoreError::Credentials { location, source },
+            Refusal::NoSuchBucket => StoreError::NoSuchBucket { location, source },
             // The key says it all; the HTTP details of a 404 add nothing.
-            Refusal::NotFound => StoreError::NotFound {
-                location,
-                key: key.to_string(),
-            },
-            Refusal::AlreadyExists => StoreError::AlreadyExists {
-                location,
-                key: key.to_string(),
-            },
+            Refusal::NotFound => StoreError::NotFound { location, key },
+            Refusal::AlreadyExists => StoreError::AlreadyExists { location, key },
             Refusal::Other => StoreError::Other {
                 location,
                 operation: format!("{operation} {key}"),
-                source: source.into(),
+                source,
             },
         }
     }

@@ -280,34 +280,28 @@ impl ObjectStore for S3Store {
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         let mut objects = Vec::new();
-        let mut token: Option<String> = None;
         let location = self.location();
         let mut budget = ListBudget::new(&location, format!("ListObjectsV2 {prefix}"));
-        loop {
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .map_err(|e| self.error("ListObjectsV2", prefix, e))?;
+        // The SDK's paginator follows continuation tokens (and stops on a repeated one).
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.error("ListObjectsV2", prefix, e))?;
             budget.page(page.contents().len())?;
-            for obj in page.contents() {
-                let Some(key) = obj.key() else { continue };
-                objects.push(ObjectInfo {
-                    key: key.to_string(),
+            objects.extend(page.contents().iter().filter_map(|obj| {
+                Some(ObjectInfo {
+                    key: obj.key()?.to_string(),
                     size: obj.size().and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
                     last_modified: obj
                         .last_modified()
                         .and_then(|t| jiff::Timestamp::from_second(t.secs()).ok()),
-                });
-            }
-            match page.next_continuation_token() {
-                Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_string()),
-                _ => break,
-            }
+                })
+            }));
         }
         Ok(objects)
     }
