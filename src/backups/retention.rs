@@ -4,7 +4,6 @@
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
 use backup_store::retention::Policy;
-use backup_store::{ClusterLocation, Owner};
 use kube::ResourceExt;
 use kube::api::Api;
 use tracing::{info, warn};
@@ -12,7 +11,7 @@ use tracing::{info, warn};
 use crate::crd::{Backup, PostgreSQL, Retention};
 use crate::runtime::Context;
 use crate::runtime::apply::delete;
-use crate::runtime::buckets::{BucketError, cluster_location};
+use crate::runtime::buckets::{BucketError, cluster_location, owner};
 use crate::runtime::events::{self, normal, warning};
 
 /// The agent's retention policy for a spec's `retention`.
@@ -24,24 +23,6 @@ pub fn policy(retention: &Retention) -> Policy {
             .max_age
             .as_deref()
             .and_then(|age| parse_duration(age).ok()),
-    }
-}
-
-/// On whose behalf `pg` deletes backups at `location` in the bucket `bucket_url` (as the store
-/// names it, e.g. `s3://backups`): its own uid, never the backup its `status.restoredFrom` names
-/// when that one lies under this prefix (a re-created cluster restored from its predecessor's).
-pub fn owner(pg: &PostgreSQL, bucket_url: &str, location: &ClusterLocation) -> Owner {
-    let uid = pg.metadata.uid.as_deref();
-    let restored = pg.status.as_ref().and_then(|s| s.restored_from.as_ref());
-    match restored {
-        // restoredFrom.location is `<bucket>/<prefix><backupId>/`, built the same way.
-        Some(from)
-            if from.location
-                == format!("{bucket_url}/{}", location.backup_prefix(&from.backup_id)) =>
-        {
-            Owner::new(uid).protecting(from.backup_id.clone())
-        }
-        _ => Owner::new(uid),
     }
 }
 

@@ -16,12 +16,11 @@ use serde_json::json;
 
 use super::report::{publish, update_status};
 use super::status::Outcome;
-use crate::backups::retention::owner;
 use crate::crd::{Backup, CLEANUP_FINALIZER, OnDelete, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{CLUSTER_LABEL, Cluster};
 use crate::runtime::apply::{delete, patch_params};
-use crate::runtime::buckets::{BucketError, cluster_location};
+use crate::runtime::buckets::{BucketError, cluster_location, owner};
 use crate::runtime::events::normal;
 use crate::runtime::jobs::{JobState, job_state};
 use crate::runtime::{Context, cached};

@@ -9,12 +9,12 @@ use backup_store::store::Bounded;
 use backup_store::store::gcs::GcsConfig;
 use backup_store::store::s3::{S3Config, S3Credentials as AgentS3Credentials};
 use backup_store::{
-    CatalogError, ClusterLocation, LayoutError, ObjectStore, StoreConfig, StoreError,
+    CatalogError, ClusterLocation, LayoutError, ObjectStore, Owner, StoreConfig, StoreError,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 
-use crate::crd::{CaBundle, Destination, SecretKeyRef};
+use crate::crd::{CaBundle, Destination, PostgreSQL, SecretKeyRef};
 
 /// Why a bucket could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +63,24 @@ pub fn cluster_location(
         (None, None) => return Err(BucketError::NoStore),
     };
     ClusterLocation::new(path, namespace, cluster).map_err(BucketError::Layout)
+}
+
+/// On whose behalf `pg` deletes backups at `location` in the bucket `bucket_url` (as the store
+/// names it, e.g. `s3://backups`): its own uid, never the backup its `status.restoredFrom` names
+/// when that one lies under this prefix (a re-created cluster restored from its predecessor's).
+pub fn owner(pg: &PostgreSQL, bucket_url: &str, location: &ClusterLocation) -> Owner {
+    let uid = pg.metadata.uid.as_deref();
+    let restored = pg.status.as_ref().and_then(|s| s.restored_from.as_ref());
+    match restored {
+        // restoredFrom.location is `<bucket>/<prefix><backupId>/`, built the same way.
+        Some(from)
+            if from.location
+                == format!("{bucket_url}/{}", location.backup_prefix(&from.backup_id)) =>
+        {
+            Owner::new(uid).protecting(from.backup_id.clone())
+        }
+        _ => Owner::new(uid),
+    }
 }
 
 /// How statuses and messages name a bucket, as the stores themselves do: `s3://bucket` or
