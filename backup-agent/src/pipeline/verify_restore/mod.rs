@@ -99,13 +99,16 @@ async fn verify(
         checks.skip_rest("files of the backup are missing from the bucket");
         return Ok(());
     }
-    let mut server = ScratchServer::start(
-        options.scratch_dir.as_deref(),
-        options.bin_dir.clone(),
-        options.startup_timeout,
-    )
-    .await?;
-    // Dropped at a signal: `Drop` stops the server; otherwise `stop` does, in every case.
+    // At a signal the future holding the server is dropped and `Drop` stops and removes it;
+    // otherwise `stop` does, whatever the outcome.
+    let mut server = tokio::select! {
+        started = ScratchServer::start(
+            options.scratch_dir.as_deref(),
+            options.bin_dir.clone(),
+            options.startup_timeout,
+        ) => started?,
+        () = cancel.cancelled() => return Err(AgentError::Interrupted),
+    };
     let outcome = tokio::select! {
         outcome = restore_and_check(store, options, &manifest, &mut server, cancel, checks, totals) => outcome,
         () = cancel.cancelled() => Err(AgentError::Interrupted),
