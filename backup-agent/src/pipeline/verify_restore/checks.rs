@@ -25,12 +25,7 @@ pub async fn databases(
     pg: &PgParams,
     manifest: &Manifest,
 ) -> Result<(Outcome, String), AgentError> {
-    let client = pg.connect(&pg.maintenance_db).await?;
-    let present: Vec<String> = PgParams::databases(&client)
-        .await?
-        .into_iter()
-        .map(|d| d.name)
-        .collect();
+    let present = pg.database_names().await?;
     let wanted = manifest_databases(manifest);
     let missing: Vec<&str> = wanted
         .iter()

@@ -49,6 +49,7 @@ pub async fn run_verify_restore(
     cancel: &CancellationToken,
 ) -> Verification {
     let started = jiff::Timestamp::now();
+    tracing::info!(backup_id = %options.backup_id, "verification starting");
     let mut checks = Checks::default();
     let mut totals = Totals::default();
     let mut backup_id = None;

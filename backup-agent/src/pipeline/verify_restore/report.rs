@@ -61,6 +61,7 @@ impl Checks {
         if let Some(check) = self.0.iter_mut().find(|c| c.name == name) {
             check.result = result;
             check.message = message.into();
+            tracing::info!(check = name, result = ?result, message = %check.message, "check done");
         }
     }
 
