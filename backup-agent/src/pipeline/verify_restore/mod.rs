@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::restore::{self, RestoreOptions};
 use crate::error::AgentError;
+use crate::pg::{self, PgParams};
 use backup_store::CatalogError;
 use backup_store::catalog;
 use backup_store::layout::ClusterLocation;
@@ -100,6 +101,7 @@ async fn verify(
         checks.skip_rest("files of the backup are missing from the bucket");
         return Ok(());
     }
+    check_tool_version(options, &manifest).await?;
     // At a signal the future holding the server is dropped and `Drop` stops and removes it;
     // otherwise `stop` does, whatever the outcome.
     let mut server = tokio::select! {
@@ -116,6 +118,35 @@ async fn verify(
     };
     server.stop().await;
     outcome
+}
+
+/// pg_restore refuses archives of a newer pg_dump: that is the verifying image's fault (it
+/// must be the backup's major or newer), not the backup's, so it stops here as an error.
+async fn check_tool_version(
+    options: &VerifyRestoreOptions,
+    manifest: &Manifest,
+) -> Result<(), AgentError> {
+    let tools = PgParams {
+        host: String::new(),
+        port: 0,
+        user: String::new(),
+        password: None,
+        maintenance_db: String::new(),
+        bin_dir: options.bin_dir.clone(),
+        connect_timeout: Duration::ZERO,
+    };
+    let restore = pg::tool_version(&tools, "pg_restore").await?;
+    match (
+        pg::parse_major(&restore),
+        pg::parse_major(&manifest.pg_dump_version),
+    ) {
+        (Some(have), Some(dumped)) if have < dumped => Err(AgentError::Usage(format!(
+            "{restore} cannot restore a backup of {}: run verify-restore with PostgreSQL \
+             {dumped} or newer (e.g. the postgres:{dumped} image)",
+            manifest.pg_dump_version
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A database file (or the globals) listed in the manifest but absent from the bucket fails
@@ -219,12 +250,13 @@ async fn restore_and_check(
             };
         }
     }
-    let (outcome, message) = checks::databases(&pg, manifest).await?;
+    let present = pg.database_names().await?;
+    let (outcome, message) = checks::databases(manifest, &present);
     checks.set("databases", outcome, message);
     totals.databases = checks::manifest_databases(manifest).len() as u64;
     let (outcome, message) = checks::amcheck(&pg).await?;
     checks.set("amcheck", outcome, message);
-    let (outcome, message, tables, rows) = checks::counts(&pg, manifest).await?;
+    let (outcome, message, tables, rows) = checks::counts(&pg, manifest, &present).await?;
     checks.set("counts", outcome, message);
     (totals.tables, totals.rows) = (tables, rows);
     Ok(())
@@ -254,9 +286,8 @@ fn classify(error: &AgentError, server_running: bool) -> Blame {
     match error {
         AgentError::Checksum(_) => Blame::Checksums,
         _ if environment => Blame::Environment,
-        AgentError::Integrity(_) | AgentError::Tool { .. } | AgentError::Catalog(_) => {
-            Blame::Restore
-        }
+        AgentError::Catalog(CatalogError::InvalidManifest { .. }) => Blame::Checksums,
+        AgentError::Integrity(_) | AgentError::Tool { .. } => Blame::Restore,
         // Statements the agent runs itself (CREATE DATABASE with the backup's locale, its
         // settings): the backup does not restore here. Not a refused connection, though.
         AgentError::Database(message) if !message.starts_with("cannot connect") => Blame::Restore,
