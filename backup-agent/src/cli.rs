@@ -232,10 +232,11 @@ is set, alone in that file (at most 4096 bytes, messages shortened to fit):
 Exit codes:
   0  Passed: every check passed or was skipped (see its message)
   7  Failed: the backup is bad; failedCheck names the first failed check
-  other  Error: the verification could not run (codes as below; 2 also when run as root);
-         the report says why, nothing is known about the backup
-  1  other failure (I/O, interrupted, the scratch server failed)
-  2  invalid arguments
+  other  Error: the verification could not run; the report says why, nothing is known
+         about the backup:
+  1  other failure (I/O, interrupted by a signal, the scratch server failed)
+  2  invalid arguments, run as root, or a pg_restore older than the backup's pg_dump
+  3  the scratch server refused a connection
   4  object store error (credentials, missing bucket, backup not found)";
 
 #[derive(Debug, Args)]
