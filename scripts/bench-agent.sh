@@ -2,6 +2,11 @@
 # Benchmarks backup-agent against plain pg_dump/pg_restore on pgbench databases.
 #
 #   scripts/bench-agent.sh [SCALE ...]        # default: 35 70   (scale 70 is about 1 GiB)
+#   scripts/bench-agent.sh --verify [SCALE ...]   # default: 20     (scale 20 is about 300 MiB)
+#
+# --verify measures what issue 15's proof costs instead: `backup` with and without recording
+# row counts (--record-counts=false), `restore` into the local server, and `verify-restore`
+# (initdb + restore + pg_amcheck + counts in a scratch server, run as a non-root user).
 #
 # For each scale: pg_dump -Fc > /dev/null vs `backup-agent backup` into a local MinIO (zstd),
 # the agent's peak RSS (from its own summary line, VmHWM), and `backup-agent restore` vs a
@@ -10,8 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+VERIFY=false
+if [[ "${1:-}" == --verify ]]; then VERIFY=true; shift; fi
 SCALES=("${@:-35}")
 [[ $# -eq 0 ]] && SCALES=(35 70)
+[[ $# -eq 0 ]] && $VERIFY && SCALES=(20)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 eval "$(scripts/testbin.sh)"
 cargo build --release -q -p backup-agent
@@ -27,6 +35,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 PGPORT=$(free_port); S3PORT=$(free_port); CONSOLE=$(free_port)
 MINIO_PID=""
 cleanup() {
+  # shellcheck disable=SC2181 # the status the script is exiting with
+  [[ $? != 0 ]] && { echo "--- server log:" >&2; tail -20 "$WORK/pg.log" >&2; }
   as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate -w stop >/dev/null 2>&1 || true
   [[ -n "$MINIO_PID" ]] && kill "$MINIO_PID" 2>/dev/null || true
   rm -rf "$WORK"
@@ -58,14 +68,73 @@ export TUSK_NAMESPACE=bench TUSK_PATH="" TUSK_PG_BIN_DIR="$PGBIN" TUSK_WORK_DIR=
 timed() { /usr/bin/time -f "%e" -o "$WORK/time" "$@" >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err" >&2; return 1; }; cat "$WORK/time"; }
 field() { python3 -c "import json,sys; print(json.loads(open('$WORK/out').read().splitlines()[-1])$1)"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+# pgbench database "bench<scale>", vacuumed; prints its size in bytes.
+pgbench_db() {
+  "$PGBIN/createdb" "bench$1"
+  "$PGBIN/pgbench" -i -q -s "$1" "bench$1" >/dev/null 2>&1
+  "$PGBIN/psql" -X -q -d "bench$1" -c "VACUUM ANALYZE" >/dev/null
+  "$PGBIN/psql" -X -A -t -d "bench$1" -c "SELECT pg_database_size('bench$1')"
+}
+
+if $VERIFY; then
+  # verify-restore refuses root: a copy of the agent the postgres user can execute.
+  install -m 755 "$AGENT" "$WORK/backup-agent"
+  AS_PG=(); [[ $(id -u) == 0 ]] && AS_PG=(runuser -u postgres --)
+  export TUSK_SCRATCH_DIR="$WORK"
+  printf '%-6s %7s | %9s %9s %6s | %9s | %9s %7s %9s %10s\n' scale "db MiB" "backup s" "no-count s" "extra" \
+    "restore s" "verify s" "RSS" tables rows
+  for scale in "${SCALES[@]}"; do
+    db="bench$scale"
+    size=$(pgbench_db "$scale")
+    # Alternating, best of three each: the page cache favours whichever runs later.
+    t_plain=999999; t_counted=999999
+    for run in 1 2 3; do
+      t=$(timed "$AGENT" backup --cluster "$db" --database "$db" --backup-id "plain$run" --record-counts=false)
+      t_plain=$(awk -v a="$t" -v b="$t_plain" 'BEGIN { print (a < b ? a : b) }')
+      t=$(timed "$AGENT" backup --cluster "$db" --database "$db" --backup-id "counted$run")
+      t_counted=$(awk -v a="$t" -v b="$t_counted" 'BEGIN { print (a < b ? a : b) }')
+    done
+    "$PGBIN/dropdb" "$db"
+    t_restore=$(timed "$AGENT" restore --cluster "$db" --backup-id counted1)
+    "$PGBIN/dropdb" "$db"
+    t_verify=$(timed "${AS_PG[@]}" "$WORK/backup-agent" verify-restore --cluster "$db" --backup-id counted1)
+    [[ $(field "['details']['phase']") == Passed ]] || { cat "$WORK/out" >&2; exit 1; }
+    # Where the time went, from the agent's log lines.
+    phases=$(python3 - "$WORK/err" <<'PY'
+import re, sys
+from datetime import datetime
+marks = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S+Z)\s", line)
+    if not m:
+        continue
+    t = datetime.fromisoformat(m.group(1)[:26].rstrip("Z") + "+00:00")
+    for key, text in [("start", "verification starting"), ("ready", "scratch server ready"),
+                      ("restored", 'check="restore"'), ("amcheck", 'check="amcheck"'),
+                      ("counts", 'check="counts"'), ("stopped", "scratch server stopped")]:
+        if text in line:
+            marks[key] = t
+steps = ["start", "ready", "restored", "amcheck", "counts", "stopped"]
+names = ["initdb+start", "download+restore", "databases+amcheck", "counts", "stop"]
+print(", ".join(f"{n} {(marks[b] - marks[a]).total_seconds():.1f} s"
+                for n, a, b in zip(names, steps, steps[1:])))
+PY
+)
+    extra=$(awk -v a="$t_counted" -v b="$t_plain" 'BEGIN { printf "%+.0f%%", (a - b) * 100 / b }')
+    printf '%-6s %7s | %9s %9s %6s | %9s | %9s %6sM %9s %10s\n' "$scale" "$(mib "$size")" "$t_counted" "$t_plain" \
+      "$extra" "$t_restore" "$t_verify" "$(mib "$(field "['peakRssBytes']")")" \
+      "$(field "['details']['tables']")" "$(field "['details']['rows']")"
+    echo "       verify-restore: $phases"
+  done
+  echo "backup = with row counts (default), no-count = --record-counts=false: best of 3 each"
+  echo "restore = backup-agent restore into the local server; verify = verify-restore wall time"
+  exit 0
+fi
 
 printf '%-6s %7s | %9s %8s %6s %7s %8s | %8s %8s %8s | %10s %10s\n' scale "db MiB" "pg_dump s" "agent s" ratio stored "RSS" "none s" "stored" "RSS" "pg_restore" "agent rest"
 for scale in "${SCALES[@]}"; do
   db="bench$scale"
-  "$PGBIN/createdb" "$db"
-  "$PGBIN/pgbench" -i -q -s "$scale" "$db" >/dev/null 2>&1
-  "$PGBIN/psql" -X -q -d "$db" -c "VACUUM ANALYZE" >/dev/null
-  size=$("$PGBIN/psql" -X -A -t -d "$db" -c "SELECT pg_database_size('$db')")
+  size=$(pgbench_db "$scale")
 
   t_dump=$(timed "$PGBIN/pg_dump" -Fc -d "$db")
   t_agent=$(timed "$AGENT" backup --cluster "$db" --database "$db" --backup-id b1)

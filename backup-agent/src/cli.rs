@@ -16,6 +16,7 @@ Exit codes:
   4  object store error (credentials, missing bucket, backup not found)
   5  integrity failure (size or sha256 mismatch, unreadable manifest)
   6  restore target database is not empty (use --force)
+  7  verify-restore: the backup failed a check (the report names it)
 
 Credentials: PGPASSWORD for PostgreSQL (never a flag); the AWS default chain for S3
 (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity/IRSA, instance metadata);
@@ -56,6 +57,10 @@ pub enum Command {
     /// Download a backup and check every file's size and sha256.
     #[command(after_help = EXIT_CODES)]
     Verify(VerifyArgs),
+    /// Restore a backup into a throwaway PostgreSQL and check it: checksums, restore, every
+    /// database present, pg_amcheck, row counts. Prints and leaves a JSON report.
+    #[command(name = "verify-restore", after_help = VERIFY_RESTORE_HELP)]
+    VerifyRestore(VerifyRestoreArgs),
     /// Delete one backup (exactly its own prefix).
     #[command(after_help = EXIT_CODES)]
     Delete(DeleteArgs),
@@ -157,6 +162,11 @@ pub struct BackupArgs {
     /// the id fails.
     #[arg(long, env = "TUSK_WRITER_ID")]
     pub writer_id: Option<String>,
+    /// Record every table's exact row count, counted in the dump's own snapshot, in the
+    /// manifest (what `verify-restore` compares against). Costs one more read of every table.
+    #[arg(long, env = "TUSK_RECORD_COUNTS", num_args = 0..=1, default_value = "true",
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub record_counts: bool,
 }
 
 #[derive(Debug, Args)]
@@ -197,6 +207,55 @@ pub struct VerifyArgs {
     /// Backup id or "latest".
     #[arg(long, env = "TUSK_BACKUP_ID", default_value = "latest")]
     pub backup_id: String,
+}
+
+pub const VERIFY_RESTORE_HELP: &str = "\
+Runs as a non-root user with the PostgreSQL server binaries (initdb, postgres, pg_ctl,
+pg_restore, psql, pg_amcheck) of the backup's major version or newer, e.g. inside the
+postgres:<major> image as its postgres user. The throwaway cluster lives in a new directory
+under --scratch-dir (needs room for the compressed backup plus the restored database),
+listens only on a Unix socket there (no TCP), and is stopped and removed at the end, also on
+SIGTERM/SIGINT.
+
+Checks, in order: checksums (every file present, size and sha256 as in the manifest),
+restore (globals and every database restored without errors, by the same code as `restore`),
+databases (every database of the manifest exists), amcheck (pg_amcheck --heapallindexed, heap
+and B-tree, every database), counts (user tables and exact row counts equal those recorded at
+backup time; `skipped` with \"not recorded\" for backups without counts).
+
+Report: one JSON object on stdout (the summary line's `details`) and, when TUSK_TERMINATION_LOG
+is set, alone in that file (at most 4096 bytes, messages shortened to fit):
+  {\"backupId\", \"phase\": \"Passed\"|\"Failed\"|\"Error\", \"failedCheck\" (when Failed),
+   \"checks\": [{\"name\", \"result\": \"passed\"|\"failed\"|\"skipped\", \"message\"}],
+   \"databases\", \"tables\", \"rows\", \"startedAt\", \"completedAt\", \"durationSeconds\", \"message\"}
+
+Exit codes:
+  0  Passed: every check passed or was skipped (see its message)
+  7  Failed: the backup is bad; failedCheck names the first failed check
+  other  Error: the verification could not run; the report says why, nothing is known
+         about the backup:
+  1  other failure (I/O, interrupted by a signal, the scratch server failed)
+  2  invalid arguments, run as root, or a pg_restore older than the backup's pg_dump
+  3  the scratch server refused a connection
+  4  object store error (credentials, missing bucket, backup not found)";
+
+#[derive(Debug, Args)]
+pub struct VerifyRestoreArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Backup id or "latest".
+    #[arg(long, env = "TUSK_BACKUP_ID", default_value = "latest")]
+    pub backup_id: String,
+    /// Directory under which the throwaway cluster's data directory, socket and the verified
+    /// downloads are created (and removed) [default: system temp dir].
+    #[arg(long, env = "TUSK_SCRATCH_DIR")]
+    pub scratch_dir: Option<PathBuf>,
+    /// Directory holding initdb, postgres, pg_ctl, pg_restore, psql and pg_amcheck [default: PATH].
+    #[arg(long, env = "TUSK_PG_BIN_DIR")]
+    pub pg_bin_dir: Option<PathBuf>,
+    /// How long the throwaway server may take to start (e.g. 60s, 2m).
+    #[arg(long, env = "TUSK_STARTUP_TIMEOUT", default_value = "2m")]
+    pub startup_timeout: String,
 }
 
 #[derive(Debug, Args)]

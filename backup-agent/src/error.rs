@@ -11,6 +11,8 @@ pub mod exit_code {
     pub const OBJECT_STORE: i32 = 4;
     pub const INTEGRITY: i32 = 5;
     pub const TARGET_NOT_EMPTY: i32 = 6;
+    /// `verify-restore` ran and the backup failed one of its checks (the report names it).
+    pub const VERIFICATION_FAILED: i32 = 7;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +28,10 @@ pub enum AgentError {
     Store(#[from] StoreError),
     #[error("integrity check failed: {0}")]
     Integrity(String),
+    /// A downloaded file whose size or sha256 differs from the manifest's: told apart from
+    /// other integrity failures so a verification can name its checksum check.
+    #[error("integrity check failed: {0}")]
+    Checksum(String),
     #[error("restore target not empty: {0} (use --force to restore over it)")]
     TargetNotEmpty(String),
     #[error("{tool} failed ({status}): {stderr}")]
@@ -77,7 +83,7 @@ impl AgentError {
                 CatalogError::Encode { .. } => exit_code::OTHER,
                 CatalogError::Store(_) | CatalogError::BackupNotFound(_) => exit_code::OBJECT_STORE,
             },
-            AgentError::Integrity(_) => exit_code::INTEGRITY,
+            AgentError::Integrity(_) | AgentError::Checksum(_) => exit_code::INTEGRITY,
             AgentError::TargetNotEmpty(_) => exit_code::TARGET_NOT_EMPTY,
             AgentError::Partial { source, .. } => source.exit_code(),
             AgentError::Tool { .. }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod run;
+mod verify_restore_cmd;
 
 use std::process::ExitCode;
 

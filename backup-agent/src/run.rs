@@ -25,13 +25,20 @@ pub async fn run(command: Command) -> i32 {
         Command::Restore(_) => "restore",
         Command::List(_) => "list",
         Command::Verify(_) => "verify",
+        Command::VerifyRestore(_) => "verify-restore",
         Command::Delete(_) => "delete",
         Command::Prune(_) => "prune",
     };
     let cancel = CancellationToken::new();
     tokio::spawn(cancel_on_signal(cancel.clone()));
     let started = Instant::now();
-    let result = dispatch(command, &cancel).await;
+    let result = match command {
+        // Its own report and exit codes (see `verify_restore_cmd`).
+        Command::VerifyRestore(args) => {
+            return crate::verify_restore_cmd::run(args, &cancel, started).await;
+        }
+        other => dispatch(other, &cancel).await,
+    };
     let seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
     let (code, mut summary) = match result {
         Ok(details) => (
@@ -56,7 +63,7 @@ pub async fn run(command: Command) -> i32 {
 }
 
 /// The agent's own peak resident memory (VmHWM), so memory bounds can be checked in the field.
-fn peak_rss_bytes() -> Option<u64> {
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -98,6 +105,7 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 // Empty values come from unset downward-API fields: no identity.
                 cluster_uid: args.cluster_uid.filter(|v| !v.is_empty()),
                 writer: args.writer_id.filter(|v| !v.is_empty()),
+                record_counts: args.record_counts,
             };
             let manifest = backup::run_backup(store.as_ref(), &pg, &options, cancel).await?;
             Ok(json!({
@@ -157,6 +165,9 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 json!({"backupId": manifest.backup_id, "files": manifest.files.len(), "sizeBytes": manifest.total_size_bytes()}),
             )
         }
+        Command::VerifyRestore(_) => Err(AgentError::Other(
+            "verify-restore is run by verify_restore_cmd".into(),
+        )),
         Command::Delete(args) => {
             let (store, location) = open_store(&args.store).await?;
             let objects =
@@ -192,7 +203,7 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
     }
 }
 
-async fn open_store(
+pub(crate) async fn open_store(
     args: &StoreArgs,
 ) -> Result<(Box<dyn ObjectStore>, ClusterLocation), AgentError> {
     let location = ClusterLocation::new(&args.path, &args.namespace, &args.cluster)?;

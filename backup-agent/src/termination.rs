@@ -2,6 +2,8 @@
 //! termination-message file, where the kubelet copies it into the pod's
 //! `state.terminated.message` and the operator reads it into the cluster's or Backup's status.
 //!
+//! `verify-restore` leaves its JSON report there instead, success or not ([`record_json`]).
+//!
 //! The file is named by `TUSK_TERMINATION_LOG` (the Job sets `/dev/termination-log`); without it
 //! nothing is written, so a local run leaves no files behind. The text is the error the summary
 //! line already prints, which never contains credentials (they only come from the environment).
@@ -40,8 +42,21 @@ pub fn record(message: &str) {
     write_to(Path::new(&path), message);
 }
 
+/// Writes a JSON document as is (`verify-restore`'s report, kept within the kubelet's 4096
+/// bytes by its writer) to the file named by [`ENV`], if set.
+pub fn record_json(json: &str) {
+    let Some(path) = std::env::var_os(ENV).filter(|p| !p.is_empty()) else {
+        return;
+    };
+    write_raw(Path::new(&path), json);
+}
+
 fn write_to(path: &Path, message: &str) {
-    if let Err(e) = std::fs::write(path, one_line(message)) {
+    write_raw(path, &one_line(message));
+}
+
+fn write_raw(path: &Path, text: &str) {
+    if let Err(e) = std::fs::write(path, text) {
         eprintln!(
             "backup-agent: cannot write the termination message to {}: {e}",
             path.display()

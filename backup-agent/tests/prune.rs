@@ -64,6 +64,7 @@ async fn fake_backup(
             size_bytes: 1,
             sha256: String::new(),
             database_size_bytes: None,
+            tables: None,
         }],
     };
     store

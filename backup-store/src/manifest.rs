@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compression::Compression;
 
-/// Still 1: fields added since (`clusterUid`) are optional, so every reader parses every
+/// Still 1: fields added since (`clusterUid`, `tables`) are optional, so every reader parses every
 /// manifest, old or new (unknown fields are ignored, missing optional ones are `None`).
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -58,6 +58,21 @@ pub struct ManifestFile {
     /// `pg_database_size` at backup time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database_size_bytes: Option<u64>,
+    /// The database's user tables and their exact row counts, counted inside the snapshot the
+    /// dump itself used, so a restore must yield exactly these. `None` when they were not
+    /// recorded (older agents, counting turned off, or no snapshot could be exported): a
+    /// verification then reports the count check as not recorded, never as passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<Vec<TableCount>>,
+}
+
+/// One table of a dumped database and how many rows it held in the dump's snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableCount {
+    pub schema: String,
+    pub name: String,
+    pub rows: u64,
 }
 
 impl Manifest {
@@ -99,6 +114,7 @@ mod tests {
                 size_bytes: 10,
                 sha256: "00".into(),
                 database_size_bytes: None,
+                tables: None,
             }],
         };
         let json = String::from_utf8(m.to_json().unwrap()).unwrap();
@@ -122,5 +138,26 @@ mod tests {
             !json.contains("clusterUid"),
             "no null written for older readers"
         );
+    }
+
+    #[test]
+    fn recorded_table_counts_round_trip_and_are_optional() {
+        let file = r#"{"name": "db-app.pgdump.zst", "kind": "database", "database": "app",
+            "sizeBytes": 10, "sha256": "00",
+            "tables": [{"schema": "public", "name": "orders", "rows": 20000}]}"#;
+        let parsed: ManifestFile = serde_json::from_str(file).unwrap();
+        assert_eq!(
+            parsed.tables,
+            Some(vec![TableCount {
+                schema: "public".into(),
+                name: "orders".into(),
+                rows: 20000
+            }])
+        );
+        let old = r#"{"name": "db-app.pgdump.zst", "kind": "database", "sizeBytes": 10,
+            "sha256": "00"}"#;
+        let parsed: ManifestFile = serde_json::from_str(old).unwrap();
+        assert_eq!(parsed.tables, None);
+        assert!(!serde_json::to_string(&parsed).unwrap().contains("tables"));
     }
 }

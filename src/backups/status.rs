@@ -106,6 +106,7 @@ mod tests {
             size_bytes: size,
             sha256: "ab".into(),
             database_size_bytes: None,
+            tables: None,
         };
         Manifest {
             format_version: 1,

@@ -142,6 +142,13 @@ impl PgParams {
             .collect())
     }
 
+    /// The names of [`Self::databases`], on a connection of its own.
+    pub async fn database_names(&self) -> Result<Vec<String>, AgentError> {
+        let client = self.connect(&self.maintenance_db).await?;
+        let databases = Self::databases(&client).await?;
+        Ok(databases.into_iter().map(|d| d.name).collect())
+    }
+
     /// Whether `database` holds any user relation (tables, views, sequences, ...).
     pub async fn database_has_objects(&self, database: &str) -> Result<bool, AgentError> {
         let client = self.connect(database).await?;

@@ -1,6 +1,7 @@
 //! PostgreSQL access: connection parameters, the startup check, catalog queries, client tools.
 
 mod connect;
+pub mod counts;
 mod tools;
 
 pub use connect::{DatabaseInfo, PgParams, ServerInfo};

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::stream_upload::{StoredObject, upload_stream};
 use crate::compression::{Codec, Compression};
 use crate::error::AgentError;
+use crate::pg::counts::DumpSnapshot;
 use crate::pg::{self, DatabaseInfo, PgParams};
 use backup_store::claim::{self, Claim};
 use backup_store::layout::{self, ClusterLocation};
@@ -26,6 +27,8 @@ pub struct BackupOptions {
     pub cluster_uid: Option<String>,
     /// Same for every retry of one run (the Job's uid): lets a retried pod take over its claim.
     pub writer: Option<String>,
+    /// Count every table's rows in the dump's snapshot and record them in the manifest.
+    pub record_counts: bool,
 }
 
 pub async fn run_backup(
@@ -142,12 +145,30 @@ async fn dump_all(
             size_bytes: stored.size_bytes,
             sha256: stored.sha256,
             database_size_bytes: None,
+            tables: None,
         },
     ));
     for db in databases {
         let name = layout::database_file_name(&db.name, ext);
-        let args = pg_dump_args(&db.name, options.lock_wait_timeout);
-        let stored = dump_one(store, pg, options, "pg_dump", &args, &name, cancel).await?;
+        let snapshot = match options.record_counts {
+            true => DumpSnapshot::open(pg, &db.name, options.lock_wait_timeout).await?,
+            false => None,
+        };
+        let mut args = pg_dump_args(&db.name, options.lock_wait_timeout);
+        if let Some(snapshot) = &snapshot {
+            args.push(format!("--snapshot={}", snapshot.id));
+        }
+        let stored = dump_one(store, pg, options, "pg_dump", &args, &name, cancel).await;
+        // Held open until pg_dump is done: the snapshot ends with its transaction.
+        let tables = match snapshot {
+            Some(snapshot) => {
+                let tables = snapshot.tables.clone();
+                snapshot.close().await;
+                Some(tables)
+            }
+            None => None,
+        };
+        let stored = stored?;
         files.push((
             stored.clone(),
             ManifestFile {
@@ -158,6 +179,7 @@ async fn dump_all(
                 size_bytes: stored.size_bytes,
                 sha256: stored.sha256,
                 database_size_bytes: Some(db.size_bytes),
+                tables,
             },
         ));
     }

@@ -55,13 +55,7 @@ pub async fn run_restore(
             Origin::Existed => reclean.push(database),
         }
     }
-    let client = pg.connect(&pg.maintenance_db).await?;
-    let existing: Vec<String> = PgParams::databases(&client)
-        .await?
-        .into_iter()
-        .map(|d| d.name)
-        .collect();
-    drop(client);
+    let existing = pg.database_names().await?;
     let mut occupied = Vec::new();
     for db in manifest.files.iter().filter_map(|f| f.database.as_deref()) {
         let left_by_us = reclean.iter().any(|r| r == db);

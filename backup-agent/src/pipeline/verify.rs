@@ -41,14 +41,14 @@ pub async fn download_checked<W: AsyncWrite + Unpin>(
         .map_err(|e| AgentError::io(format!("writing {key} to the work directory"), e))?;
     let sha256 = hex::encode(hasher.finalize());
     if progress.bytes() != file.size_bytes {
-        return Err(AgentError::Integrity(format!(
+        return Err(AgentError::Checksum(format!(
             "{key}: size {} differs from the manifest's {}",
             progress.bytes(),
             file.size_bytes
         )));
     }
     if sha256 != file.sha256 {
-        return Err(AgentError::Integrity(format!(
+        return Err(AgentError::Checksum(format!(
             "{key}: sha256 {sha256} differs from the manifest's {}",
             file.sha256
         )));

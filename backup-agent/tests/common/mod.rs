@@ -8,6 +8,7 @@ pub mod postgres;
 pub mod seed;
 pub mod stores;
 pub mod tls;
+pub mod verifier;
 
 // Shared with the e2e scenarios (the GCS lifecycle through the operator): one copy, in testkit/.
 #[allow(unused_imports)]

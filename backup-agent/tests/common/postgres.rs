@@ -34,7 +34,7 @@ pub fn bin_dir() -> PathBuf {
         .expect("no PostgreSQL server found under /usr/lib/postgresql: apt-get install postgresql (or set TUSK_PG_BIN_DIR)")
 }
 
-fn running_as_root() -> bool {
+pub fn running_as_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid() == 0)
         .unwrap_or(false)
