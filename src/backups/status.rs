@@ -94,33 +94,23 @@ pub fn failed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backup_store::{FileKind, ManifestFile};
     use k8s_openapi::jiff::Timestamp;
 
+    /// A manifest as the agent writes it: globals of 100 bytes and one 2000-byte dump.
     fn manifest() -> Manifest {
-        let file = |name: &str, size| ManifestFile {
-            name: name.into(),
-            kind: FileKind::Database,
-            database: Some("app".into()),
-            database_owner: Some("app".into()),
-            size_bytes: size,
-            sha256: "ab".into(),
-            database_size_bytes: None,
-            tables: None,
-        };
-        Manifest {
-            format_version: 1,
-            backup_id: "nightly".into(),
-            namespace: "prod".into(),
-            cluster: "demo".into(),
-            cluster_uid: Some("c0ffee".into()),
-            started_at: "2026-11-22T02:00:00Z".parse().unwrap(),
-            completed_at: "2026-11-22T02:01:00Z".parse().unwrap(),
-            server_version: "18.1".into(),
-            pg_dump_version: "pg_dump (PostgreSQL) 18.1".into(),
-            compression: backup_store::compression::Compression::Zstd,
-            files: vec![file("globals.sql.zst", 100), file("app.dump.zst", 2000)],
-        }
+        let json = serde_json::json!({
+            "formatVersion": 1, "backupId": "nightly", "namespace": "prod", "cluster": "demo",
+            "clusterUid": "c0ffee", "startedAt": "2026-11-22T02:00:00Z",
+            "completedAt": "2026-11-22T02:01:00Z", "serverVersion": "18.1",
+            "pgDumpVersion": "pg_dump (PostgreSQL) 18.1", "compression": "zstd",
+            "files": [
+                {"name": "globals.sql.zst", "kind": "database", "database": "app",
+                 "databaseOwner": "app", "sizeBytes": 100, "sha256": "ab"},
+                {"name": "app.dump.zst", "kind": "database", "database": "app",
+                 "databaseOwner": "app", "sizeBytes": 2000, "sha256": "ab"},
+            ],
+        });
+        Manifest::from_json(json.to_string().as_bytes()).unwrap()
     }
 
     #[test]
