@@ -8,5 +8,6 @@ pub mod progress;
 pub mod reconcile;
 pub mod retention;
 pub mod status;
+pub mod verification;
 
 pub use reconcile::{error_policy, reconcile};
