@@ -217,3 +217,65 @@ async fn a_new_request_replaces_the_job_of_the_previous_one() {
         Action::requeue(std::time::Duration::from_secs(2))
     );
 }
+
+/// `demo` with weekly verifications and an 8-day window, converged, with `backups` cached.
+fn verifying_cluster(backups: Vec<Backup>) -> (tusk::crd::PostgreSQL, support::world::Cache) {
+    let spec = format!("{WITH_BACKUP}  verify: {{schedule: \"@weekly\", window: 8d}}\n");
+    let (pg, mut cache) = converged(&spec, true, BackupSchedule::Scheduled);
+    cache.backups = backups;
+    (pg, cache)
+}
+
+#[tokio::test]
+async fn the_schedule_asks_the_newest_completed_backup_for_its_first_verification() {
+    let older = completed_backup("older", "2026-11-21T02:01:00Z");
+    let newest = completed_backup("nightly", "2026-11-22T02:01:00Z");
+    let answer = serde_json::to_value(&newest).expect("a Backup as JSON");
+    let (pg, cache) = verifying_cluster(vec![older, newest]);
+    let script = vec![
+        Expect::new(
+            http::Method::PATCH,
+            format!("{}/nightly", support::paths::BACKUPS),
+            move |_| (http::StatusCode::OK, answer),
+        ),
+        Expect::event(NS),
+        Expect::apply_status(support::paths::STATUS),
+    ];
+    let (_, seen) = support::run::scenario(pg, cache, script).await;
+    let request = seen[0].body["metadata"]["annotations"]["tusk.dev/verify"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(request.starts_with("scheduled-"), "{:#}", seen[0].body);
+    assert_eq!(seen[1].body["reason"], "VerificationScheduled");
+    let verified = support::read::condition(&seen[2].body, "BackupVerified");
+    assert_eq!(
+        (&verified["status"], &verified["reason"]),
+        (&json!("False"), &json!("NotVerifiedYet"))
+    );
+}
+
+#[tokio::test]
+async fn a_passed_verification_is_the_clusters_last_verified_backup() {
+    let mut verified = asked(
+        "r1",
+        Some(json!({"phase": "Passed", "request": "r1",
+        "startedAt": "2099-01-01T00:00:00Z", "completedAt": "2099-01-01T00:05:00Z",
+        "message": "every check passed"})),
+    );
+    verified.metadata.name = Some("nightly".into());
+    let (pg, cache) = verifying_cluster(vec![verified]);
+    // Started "in the future": the schedule is not due, so only the status is written.
+    let script = vec![Expect::apply_status(support::paths::STATUS)];
+    let (_, seen) = support::run::scenario(pg, cache, script).await;
+    let status = &seen[0].body["status"];
+    assert_eq!(status["lastVerifiedBackup"]["name"], "nightly");
+    assert_eq!(
+        status["lastVerifiedBackup"]["verifiedAt"],
+        "2099-01-01T00:05:00Z"
+    );
+    let condition = support::read::condition(&seen[0].body, "BackupVerified");
+    assert_eq!(
+        (&condition["status"], &condition["reason"]),
+        (&json!("True"), &json!("Verified"))
+    );
+}
