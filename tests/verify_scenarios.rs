@@ -279,3 +279,52 @@ async fn a_passed_verification_is_the_clusters_last_verified_backup() {
         (&json!("True"), &json!("Verified"))
     );
 }
+
+#[tokio::test]
+async fn retention_keeps_the_newest_verified_backup() {
+    const PREFIX: &str = "prod/demo/";
+    let bucket = MemoryBucket::default();
+    for (id, completed) in [
+        ("old", "2026-11-21T02:01:00Z"),
+        ("nightly", "2026-11-22T02:01:00Z"),
+    ] {
+        bucket.put(
+            &format!("{PREFIX}{id}/manifest.json"),
+            manifest_json(id, completed),
+        );
+        bucket.put(&format!("{PREFIX}{id}/app.dump.zst"), "dump");
+    }
+    let mut old = completed_backup("old", "2026-11-21T02:01:00Z");
+    if let Some(status) = old.status.as_mut() {
+        status.verification = Some(
+            serde_json::from_value(json!({"phase": "Passed", "request": "r1",
+                "completedAt": "2026-11-21T04:00:00Z"}))
+            .expect("a verification"),
+        );
+    }
+    let mut running = support::world::backup("nightly", false);
+    running.status = serde_json::from_value(json!({"phase": "Running", "job": "nightly",
+        "destination": {"s3": {"bucket": "backups"}}}))
+    .expect("status");
+    let spec = format!("{WITH_BACKUP}  retention: {{keep: 1}}\n");
+    let (pg, mut cache) = converged(&spec, true, BackupSchedule::Scheduled);
+    cache.jobs = vec![job(
+        "nightly",
+        ("Backup", "nightly", "uid-nightly"),
+        Some("Complete"),
+        json!({}),
+    )];
+    cache.backups = vec![old, running.clone()];
+    // Completed, then retention with keep: 1 finds nothing it may delete: no delete, no Event.
+    let script = vec![
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ];
+    let (result, seen) = against(&pg, cache, bucket.clone(), script, |ctx| {
+        tusk::backups::reconcile(Arc::new(running), ctx)
+    })
+    .await;
+    result.expect("reconciled");
+    assert_eq!(seen[0].body["status"]["phase"], "Completed");
+    assert_eq!(bucket.keys().len(), 4, "the verified older backup is kept");
+}

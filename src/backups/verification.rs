@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::crd::conditions::VERIFIED;
 use crate::crd::{
     Backup, BackupStatus, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
+    VerifiedBackup,
 };
 use crate::runtime::conditions::{self, Update};
 use crate::runtime::jobs::{JobState, deadline_exceeded, job_state};
@@ -228,6 +229,25 @@ pub fn started(request: &str, job: &str, now: &Time) -> Verification {
         )),
         ..Verification::default()
     }
+}
+
+/// The newest Backup whose most recent verification passed.
+pub fn last_verified<'a>(backups: impl IntoIterator<Item = &'a Backup>) -> Option<VerifiedBackup> {
+    backups
+        .into_iter()
+        .filter_map(|b| {
+            let v = b.status.as_ref()?.verification.as_ref()?;
+            let verified_at = v.completed_at.clone()?;
+            (v.phase == Some(VerificationPhase::Passed)).then(|| VerifiedBackup {
+                name: b.name_any(),
+                completed_at: b.status.as_ref().and_then(|s| s.completed_at.clone()),
+                verified_at,
+            })
+        })
+        .max_by(|a, b| {
+            (a.completed_at.as_ref().map(|t| t.0), &a.name)
+                .cmp(&(b.completed_at.as_ref().map(|t| t.0), &b.name))
+        })
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use super::freshness::parse;
+pub use crate::backups::verification::last_verified;
 use crate::backups::verification::{failed_reason, request};
 use crate::crd::conditions::BACKUP_VERIFIED;
 use crate::crd::{
@@ -66,25 +67,6 @@ pub fn due<'a>(
         },
         next => Due::No { next },
     }
-}
-
-/// The newest Backup whose most recent verification passed.
-pub fn last_verified<'a>(backups: impl IntoIterator<Item = &'a Backup>) -> Option<VerifiedBackup> {
-    backups
-        .into_iter()
-        .filter_map(|b| {
-            let v = verification(b)?;
-            let verified_at = v.completed_at.clone()?;
-            (v.phase == Some(VerificationPhase::Passed)).then(|| VerifiedBackup {
-                name: b.name_any(),
-                completed_at: b.status.as_ref().and_then(|s| s.completed_at.clone()),
-                verified_at,
-            })
-        })
-        .max_by(|a, b| {
-            (a.completed_at.as_ref().map(|t| t.0), &a.name)
-                .cmp(&(b.completed_at.as_ref().map(|t| t.0), &b.name))
-        })
 }
 
 /// The `BackupVerified` condition of a cluster with `policy`: False when the most recent
