@@ -59,6 +59,12 @@ fn verify_job(request: &str, condition: Option<&str>) -> k8s_openapi::api::batch
     job
 }
 
+/// `status` and `reason` of condition `type_` in a status request's body.
+fn verdict(body: &Value, type_: &str) -> (Value, Value) {
+    let condition = support::read::condition(body, type_);
+    (condition["status"].clone(), condition["reason"].clone())
+}
+
 fn report(phase: &str, failed_check: Option<&str>, message: &str) -> String {
     let mut report = json!({"backupId": "nightly", "phase": phase,
         "checks": [{"name": "checksums", "result": "passed", "message": "2 files"},
@@ -148,15 +154,9 @@ async fn a_passed_report_makes_the_backup_verified_with_its_counts() {
     assert_eq!(verification["durationSeconds"], 9.5);
     assert_eq!(verification["completedAt"], "2026-11-23T02:00:09Z");
     assert_eq!(verification["checks"][1]["name"], "counts");
-    let verified = status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Verified")
-        .expect("a Verified condition");
     assert_eq!(
-        (&verified["status"], &verified["reason"]),
-        (&json!("True"), &json!("Verified"))
+        verdict(&seen[1].body, "Verified"),
+        (json!("True"), json!("Verified"))
     );
     assert_eq!(seen[2].body["reason"], "Verified");
     assert_eq!(seen[2].body["type"], "Normal");
@@ -176,19 +176,13 @@ async fn a_failed_report_naming_counts_makes_verified_false_with_counts_differ()
     let status = &seen[1].body["status"];
     assert_eq!(status["verification"]["phase"], "Failed");
     assert_eq!(status["verification"]["failedCheck"], "counts");
-    let verified = status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Verified")
-        .expect("a Verified condition");
     assert_eq!(
-        (
-            &verified["status"],
-            &verified["reason"],
-            &verified["message"]
-        ),
-        (&json!("False"), &json!("CountsDiffer"), &json!(message))
+        verdict(&seen[1].body, "Verified"),
+        (json!("False"), json!("CountsDiffer"))
+    );
+    assert_eq!(
+        support::read::condition(&seen[1].body, "Verified")["message"],
+        message
     );
     assert_eq!(seen[2].body["reason"], "CountsDiffer");
     assert_eq!(seen[2].body["type"], "Warning");
@@ -247,10 +241,9 @@ async fn the_schedule_asks_the_newest_completed_backup_for_its_first_verificatio
         .unwrap_or_default();
     assert!(request.starts_with("scheduled-"), "{:#}", seen[0].body);
     assert_eq!(seen[1].body["reason"], "VerificationScheduled");
-    let verified = support::read::condition(&seen[2].body, "BackupVerified");
     assert_eq!(
-        (&verified["status"], &verified["reason"]),
-        (&json!("False"), &json!("NotVerifiedYet"))
+        verdict(&seen[2].body, "BackupVerified"),
+        (json!("False"), json!("NotVerifiedYet"))
     );
 }
 
@@ -273,10 +266,9 @@ async fn a_passed_verification_is_the_clusters_last_verified_backup() {
         status["lastVerifiedBackup"]["verifiedAt"],
         "2099-01-01T00:05:00Z"
     );
-    let condition = support::read::condition(&seen[0].body, "BackupVerified");
     assert_eq!(
-        (&condition["status"], &condition["reason"]),
-        (&json!("True"), &json!("Verified"))
+        verdict(&seen[0].body, "BackupVerified"),
+        (json!("True"), json!("Verified"))
     );
 }
 
