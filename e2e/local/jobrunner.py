@@ -539,8 +539,28 @@ def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:
     if "/tmp" in mounts and "TMPDIR" not in env:
         process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
     rewrite_addresses(process_env, f'{meta["namespace"]}/{meta["name"]}')
+    if "verify-restore" in args:
+        argv = as_verifier(argv, process_env, root)
     (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
     return argv, process_env, root
+
+
+def as_verifier(argv: list[str], env: dict[str, str], root: Path) -> list[str]:
+    """`verify-restore` runs in the cluster's postgres image as its postgres user (uid 999) with
+    the server binaries of /usr/lib/postgresql/<major>/bin: here the installed major the path
+    names (else the newest installed), as the postgres OS user when we are root, which then owns
+    the pod's directory (its emptyDirs) and runs a copy of the agent it can reach."""
+    wanted = re.fullmatch(r"/usr/lib/postgresql/(\d+)/bin/?", env.get("TUSK_PG_BIN_DIR", ""))
+    bin_dir = pg_bin_dir(int(wanted.group(1)) if wanted else None)
+    env["TUSK_PG_BIN_DIR"] = str(bin_dir)
+    if not AS_POSTGRES:
+        return argv
+    agent = root / "backup-agent"
+    shutil.copy2(shutil.which(argv[0]) or argv[0], agent)
+    agent.chmod(0o755)
+    for path in [root, *root.rglob("*")]:
+        shutil.chown(path, "postgres", "postgres")
+    return as_postgres([str(agent), *argv[1:]], bin_dir)
 
 
 def termination_message(container: dict, root: Path, rc: int) -> str:
