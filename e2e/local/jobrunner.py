@@ -35,6 +35,7 @@ State and logs: ${TUSK_E2E_DIR:-/tmp/tusk-e2e}/l4/ (databases.json, pods/<ns>_<p
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -553,6 +554,14 @@ def as_verifier(argv: list[str], env: dict[str, str], root: Path) -> list[str]:
     wanted = re.fullmatch(r"/usr/lib/postgresql/(\d+)/bin/?", env.get("TUSK_PG_BIN_DIR", ""))
     bin_dir = pg_bin_dir(int(wanted.group(1)) if wanted else None)
     env["TUSK_PG_BIN_DIR"] = str(bin_dir)
+    if scratch := env.get("TUSK_SCRATCH_DIR"):
+        # The throwaway server's socket lives there, and a socket path has at most 107 bytes:
+        # the pod's volume directory is reached through a short link.
+        short = E2E_DIR / "v" / hashlib.sha256(str(root).encode()).hexdigest()[:8]
+        short.parent.mkdir(parents=True, exist_ok=True)
+        short.unlink(missing_ok=True)
+        short.symlink_to(scratch)
+        env["TUSK_SCRATCH_DIR"] = str(short)
     if not AS_POSTGRES:
         return argv
     agent = root / "backup-agent"

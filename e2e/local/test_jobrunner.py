@@ -160,6 +160,12 @@ class VerifierTest(unittest.TestCase):
             argv = ["backup-agent", "verify-restore", "--backup-id", "b1"]
             self.assertEqual(jobrunner.as_verifier(argv, env, Path(tmp)), argv)
             self.assertEqual(env["TUSK_PG_BIN_DIR"], "/pg/18")
+            # A short link to the scratch volume keeps the server's socket path under 108 bytes.
+            env = {"TUSK_SCRATCH_DIR": str(Path(tmp) / ("long" * 20))}
+            with mock.patch.object(jobrunner, "E2E_DIR", Path(tmp)):
+                jobrunner.as_verifier(argv, env, Path(tmp))
+            self.assertLess(len(env["TUSK_SCRATCH_DIR"]), len(tmp) + 12)
+            self.assertEqual(os.readlink(env["TUSK_SCRATCH_DIR"]), str(Path(tmp) / ("long" * 20)))
             env = {}
             jobrunner.as_verifier(argv, env, Path(tmp))
             self.assertEqual(env["TUSK_PG_BIN_DIR"], "/pg/None")

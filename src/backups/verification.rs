@@ -48,6 +48,13 @@ pub fn request(backup: &Backup) -> Option<&str> {
 pub fn next(backup: &Backup, job: Option<&Job>) -> Next {
     let recorded = backup.status.as_ref().and_then(|s| s.verification.as_ref());
     let recorded_request = recorded.and_then(|v| v.request.as_deref());
+    let asked = request(backup).filter(|asked| Some(*asked) != recorded_request);
+    let running = recorded.and_then(|v| v.phase) == Some(VerificationPhase::Running);
+    // Settled first: a Job in the way is reported once, with the request it stopped, and not
+    // again at every later reconcile.
+    if asked.is_none() && !running {
+        return Next::Idle;
+    }
     if let Some(job) = job
         && !owned_by(job, backup)
     {
@@ -56,9 +63,7 @@ pub fn next(backup: &Backup, job: Option<&Job>) -> Next {
         };
     }
     let job_request = job.and_then(|j| j.annotations().get(VERIFY_ANNOTATION));
-    if let Some(asked) = request(backup)
-        && Some(asked) != recorded_request
-    {
+    if let Some(asked) = asked {
         return match job_request {
             Some(r) if r == asked => Next::Running,
             Some(_) => Next::ReplaceJob,
@@ -66,9 +71,6 @@ pub fn next(backup: &Backup, job: Option<&Job>) -> Next {
                 request: asked.to_owned(),
             },
         };
-    }
-    if recorded.and_then(|v| v.phase) != Some(VerificationPhase::Running) {
-        return Next::Idle;
     }
     match job {
         Some(job) if job_request.map(String::as_str) == recorded_request => match job_state(job) {

@@ -83,6 +83,9 @@ fn a_new_request_starts_a_job_or_replaces_an_earlier_one() {
             job: "nightly-verify".into()
         }
     );
+    // Once the conflict is recorded for the request, it is not reported again.
+    let reported = backup(Some("r2"), Some(("r2", VerificationPhase::Error)));
+    assert_eq!(next(&reported, Some(&foreign)), Next::Idle);
 }
 
 #[test]
