@@ -22,6 +22,9 @@ what their containers would do:
   `e2e.tusk.dev/termination-message`), which kwok's stage turns into Succeeded/Failed. While a
   Secret or ConfigMap it needs is missing, the pod waits and is retried, as with the kubelet
   (reason in annotation `e2e.tusk.dev/waiting`).
+* a `verify-restore` pod (the cluster's postgres image as uid 999; its init container only
+  copies the agent in) runs the same way, as the postgres OS user, with TUSK_PG_BIN_DIR mapped
+  to the installed major and its scratch volume reached through a short link (socket paths).
 
 The local server is the installed PostgreSQL major the pod's image names (postgres:18), else the
 newest installed one (logged when they differ); $TUSK_PG_BIN_DIR overrides both.
