@@ -45,6 +45,8 @@ pub struct Metrics {
     backup_reconciles: Family<ResultLabels, Counter>,
     backups_finished: Family<ResultLabels, Counter>,
     last_backup: Family<ClusterLabels, Gauge>,
+    verifications_finished: Family<ResultLabels, Counter>,
+    verification_duration: Histogram,
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
     /// that deleted clusters leave the gauge even though nothing reconciles them.
     cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
@@ -94,8 +96,20 @@ impl Default for Metrics {
             "Unix time of each cluster's newest Completed backup, for alerts on stale backups",
             Family::default(),
         );
+        let verifications_finished = add.metric(
+            "verifications_finished",
+            "Backup verifications that finished, by result: Verified, the failed check's reason \
+             (ChecksumMismatch, CountsDiffer, ...) or VerificationError",
+        );
+        let verification_duration = add.seconds(
+            "verification_duration",
+            "Duration of backup verifications (restore into a throwaway server and checks)",
+            Histogram::new(exponential_buckets(5.0, 2.0, 12)),
+        );
         Self {
             registry,
+            verifications_finished,
+            verification_duration,
             reconciles,
             duration,
             clusters,
@@ -133,6 +147,17 @@ impl Metrics {
             result: result.to_owned(),
         };
         self.backups_finished.get_or_create(&labels).inc();
+    }
+
+    /// A verification finished with `result` (its condition reason) after `seconds`.
+    pub fn verification_finished(&self, result: &str, seconds: Option<f64>) {
+        let labels = ResultLabels {
+            result: result.to_owned(),
+        };
+        self.verifications_finished.get_or_create(&labels).inc();
+        if let Some(seconds) = seconds {
+            self.verification_duration.observe(seconds);
+        }
     }
 
     /// A child object created, updated or deleted.

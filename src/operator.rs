@@ -52,11 +52,19 @@ fn clusters_of_backup(backup: &Backup, clusters: &Store<PostgreSQL>) -> Vec<Obje
         .collect()
 }
 
-/// Backup Jobs are named after their Backup (the name is the backup id); restore Jobs have none.
+/// Backup Jobs are named after their Backup (the name is the backup id); verification Jobs are
+/// owned by theirs; restore Jobs have none.
 fn backup_of_job(job: Arc<Job>) -> Option<ObjectRef<Backup>> {
     let component = job.labels().get("app.kubernetes.io/component")?;
     let namespace = job.namespace()?;
-    (component == "backup").then(|| ObjectRef::new(&job.name_any()).within(&namespace))
+    match component.as_str() {
+        "backup" => Some(ObjectRef::new(&job.name_any()).within(&namespace)),
+        "verify" => {
+            let owner = job.owner_references().iter().find(|o| o.kind == "Backup")?;
+            Some(ObjectRef::new(&owner.name).within(&namespace))
+        }
+        _ => None,
+    }
 }
 
 /// Logs what a controller reports. A trigger for an object that is gone (a deleted cluster, a

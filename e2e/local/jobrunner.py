@@ -22,6 +22,9 @@ what their containers would do:
   `e2e.tusk.dev/termination-message`), which kwok's stage turns into Succeeded/Failed. While a
   Secret or ConfigMap it needs is missing, the pod waits and is retried, as with the kubelet
   (reason in annotation `e2e.tusk.dev/waiting`).
+* a `verify-restore` pod (the cluster's postgres image as uid 999; its init container only
+  copies the agent in) runs the same way, as the postgres OS user, with TUSK_PG_BIN_DIR mapped
+  to the installed major and its scratch volume reached through a short link (socket paths).
 
 The local server is the installed PostgreSQL major the pod's image names (postgres:18), else the
 newest installed one (logged when they differ); $TUSK_PG_BIN_DIR overrides both.
@@ -35,6 +38,7 @@ State and logs: ${TUSK_E2E_DIR:-/tmp/tusk-e2e}/l4/ (databases.json, pods/<ns>_<p
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -539,8 +543,36 @@ def prepare_job_pod(pod: dict) -> tuple[list[str], dict[str, str], Path]:
     if "/tmp" in mounts and "TMPDIR" not in env:
         process_env["TMPDIR"] = str(mounts["/tmp"])  # the container's /tmp is that volume
     rewrite_addresses(process_env, f'{meta["namespace"]}/{meta["name"]}')
+    if "verify-restore" in args:
+        argv = as_verifier(argv, process_env, root)
     (root / "command.json").write_text(json.dumps({"argv": argv, "env": sorted(process_env)}, indent=1))
     return argv, process_env, root
+
+
+def as_verifier(argv: list[str], env: dict[str, str], root: Path) -> list[str]:
+    """`verify-restore` runs in the cluster's postgres image as its postgres user (uid 999) with
+    the server binaries of /usr/lib/postgresql/<major>/bin: here the installed major the path
+    names (else the newest installed), as the postgres OS user when we are root, which then owns
+    the pod's directory (its emptyDirs) and runs a copy of the agent it can reach."""
+    wanted = re.fullmatch(r"/usr/lib/postgresql/(\d+)/bin/?", env.get("TUSK_PG_BIN_DIR", ""))
+    bin_dir = pg_bin_dir(int(wanted.group(1)) if wanted else None)
+    env["TUSK_PG_BIN_DIR"] = str(bin_dir)
+    if scratch := env.get("TUSK_SCRATCH_DIR"):
+        # The throwaway server's socket lives there, and a socket path has at most 107 bytes:
+        # the pod's volume directory is reached through a short link.
+        short = E2E_DIR / "v" / hashlib.sha256(str(root).encode()).hexdigest()[:8]
+        short.parent.mkdir(parents=True, exist_ok=True)
+        short.unlink(missing_ok=True)
+        short.symlink_to(scratch)
+        env["TUSK_SCRATCH_DIR"] = str(short)
+    if not AS_POSTGRES:
+        return argv
+    agent = root / "backup-agent"
+    shutil.copy2(shutil.which(argv[0]) or argv[0], agent)
+    agent.chmod(0o755)
+    for path in [root, *root.rglob("*")]:
+        shutil.chown(path, "postgres", "postgres")
+    return as_postgres([str(agent), *argv[1:]], bin_dir)
 
 
 def termination_message(container: dict, root: Path, rc: int) -> str:

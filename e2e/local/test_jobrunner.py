@@ -151,6 +151,42 @@ class TerminationMessageTest(unittest.TestCase):
         self.assertEqual((root / "termination-log").read_text(), "")
 
 
+class VerifierTest(unittest.TestCase):
+    def test_verify_restore_gets_a_local_server_of_its_major(self):
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(jobrunner, "AS_POSTGRES", False), \
+                mock.patch.object(jobrunner, "pg_bin_dir", side_effect=lambda m=None: Path(f"/pg/{m}")):
+            env = {"TUSK_PG_BIN_DIR": "/usr/lib/postgresql/18/bin"}
+            argv = ["backup-agent", "verify-restore", "--backup-id", "b1"]
+            self.assertEqual(jobrunner.as_verifier(argv, env, Path(tmp)), argv)
+            self.assertEqual(env["TUSK_PG_BIN_DIR"], "/pg/18")
+            # A short link to the scratch volume keeps the server's socket path under 108 bytes.
+            env = {"TUSK_SCRATCH_DIR": str(Path(tmp) / ("long" * 20))}
+            with mock.patch.object(jobrunner, "E2E_DIR", Path(tmp)):
+                jobrunner.as_verifier(argv, env, Path(tmp))
+            self.assertLess(len(env["TUSK_SCRATCH_DIR"]), len(tmp) + 12)
+            self.assertEqual(os.readlink(env["TUSK_SCRATCH_DIR"]), str(Path(tmp) / ("long" * 20)))
+            env = {}
+            jobrunner.as_verifier(argv, env, Path(tmp))
+            self.assertEqual(env["TUSK_PG_BIN_DIR"], "/pg/None")
+
+    def test_as_root_it_runs_a_copy_of_the_agent_as_postgres(self):
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(jobrunner, "AS_POSTGRES", True), \
+                mock.patch.object(jobrunner, "pg_bin_dir", return_value=Path("/pg/18")), \
+                mock.patch.object(jobrunner.shutil, "chown") as chown:
+            agent = Path(tmp) / "agent-bin"
+            agent.write_text("#!/bin/sh\n")
+            root = Path(tmp) / "pod"
+            (root / "scratch").mkdir(parents=True)
+            argv = jobrunner.as_verifier([str(agent), "verify-restore"], {}, root)
+            self.assertEqual(argv[:3], ["runuser", "-u", "postgres"])
+            self.assertEqual(argv[-2:], [str(root / "backup-agent"), "verify-restore"])
+            self.assertTrue((root / "backup-agent").exists())
+            chowned = {c.args[0] for c in chown.call_args_list}
+            self.assertIn(root / "scratch", chowned)
+
+
 class AddressTest(unittest.TestCase):
     def test_only_in_cluster_addresses_are_rewritten(self):
         state = {"prod/demo": {"port": 54321}}

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use super::progress::{self, Next};
 use super::retention;
 use super::status::{self, Record};
-use crate::crd::{Backup, BackupStatus, Destination, PostgreSQL};
+use crate::crd::{Backup, BackupPhase, BackupStatus, Destination, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster};
 use crate::runtime::apply::{Change, create};
@@ -71,8 +71,10 @@ pub fn error_policy(backup: Arc<Backup>, error: &Error, ctx: Arc<Context>) -> Ac
 }
 
 async fn reconcile_backup(backup: &Backup, ctx: &Context) -> Result<Action> {
-    if backup.phase().is_final() {
-        return Ok(Action::await_change());
+    match backup.phase() {
+        BackupPhase::Completed => return super::verify::reconcile(backup, ctx).await,
+        BackupPhase::Failed => return Ok(Action::await_change()),
+        BackupPhase::Pending | BackupPhase::Running => {}
     }
     let (name, ns) = (backup.name_any(), backup.namespace().unwrap_or_default());
     let cluster = cached(&ctx.caches.clusters, &ns, &backup.spec.cluster.name);

@@ -1,13 +1,16 @@
 //! Retention after each completed backup: the objects in the bucket first, then the Backups
-//! that described them. The newest complete backup is never deleted.
+//! that described them. The newest complete backup and the newest verified one are never deleted.
 
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
+use backup_store::ownership::Owner;
 use backup_store::retention::Policy;
 use kube::ResourceExt;
 use kube::api::Api;
+use std::sync::Arc;
 use tracing::{info, warn};
 
+use super::verification::last_verified;
 use crate::crd::{Backup, PostgreSQL, Retention};
 use crate::runtime::Context;
 use crate::runtime::apply::delete;
@@ -42,6 +45,24 @@ pub fn described_by<'a>(
         .collect()
 }
 
+/// The backup id of the newest verified Backup of `cluster` in `namespace`.
+fn newest_verified(backups: &[Arc<Backup>], namespace: &str, cluster: &str) -> Option<String> {
+    let own = backups
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|b| b.namespace().as_deref() == Some(namespace) && b.spec.cluster.name == cluster);
+    last_verified(own).map(|v| v.name)
+}
+
+/// `owner`, also never deleting `verified`: the newest backup known to restore is kept, in
+/// addition to the newest complete one (which retention itself never deletes).
+fn protecting_verified(owner: Owner, verified: Option<String>) -> Owner {
+    match verified {
+        Some(id) => owner.protecting(id),
+        None => owner,
+    }
+}
+
 /// Applies the cluster's retention after `trigger` completed. Best effort: a failure is an
 /// Event on the Backup, and the next completed backup tries again.
 pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
@@ -56,7 +77,8 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
         let store = ctx.buckets.open(&ns, &backup.destination).await?;
         let location = cluster_location(&backup.destination, &ns, &cluster)?;
         let now = k8s_openapi::jiff::Timestamp::now();
-        let owner = owner(pg, &store.location(), &location);
+        let verified = newest_verified(&ctx.caches.backups.state(), &ns, &cluster);
+        let owner = protecting_verified(owner(pg, &store.location(), &location), verified);
         Ok::<_, BucketError>(
             catalog::prune(store.as_ref(), &location, &owner, policy(retention), now).await?,
         )
@@ -144,5 +166,40 @@ mod tests {
         let doomed = described_by(all.iter(), "demo", &["a".to_owned()]);
         let names: Vec<String> = doomed.iter().map(|b| b.name_any()).collect();
         assert_eq!(names, ["a"]);
+    }
+
+    #[test]
+    fn the_newest_verified_backup_of_the_cluster_is_protected() {
+        let verified = |name: &str, cluster: &str, completed: i64| {
+            let mut b = backup(name, cluster, Some(name));
+            let at = |s| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::from_second(s).expect("a valid time"),
+                )
+            };
+            if let Some(status) = b.status.as_mut() {
+                status.completed_at = Some(at(completed));
+                status.verification = Some(crate::crd::Verification {
+                    phase: Some(crate::crd::VerificationPhase::Passed),
+                    completed_at: Some(at(completed + 60)),
+                    ..Default::default()
+                });
+            }
+            b.metadata.namespace = Some("prod".into());
+            Arc::new(b)
+        };
+        let all = [
+            verified("older", "demo", 100),
+            verified("newer", "demo", 200),
+            verified("elsewhere", "other", 300),
+            Arc::new(backup("unverified", "demo", Some("unverified"))),
+        ];
+        let id = newest_verified(&all, "prod", "demo");
+        assert_eq!(id.as_deref(), Some("newer"));
+        let owner = protecting_verified(Owner::new(Some("uid")), id);
+        assert!(!owner.may_delete("newer", Some("uid")));
+        assert!(owner.may_delete("older", Some("uid")));
+        let unprotected = protecting_verified(Owner::new(Some("uid")), None);
+        assert!(unprotected.may_delete("newer", Some("uid")));
     }
 }

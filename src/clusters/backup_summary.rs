@@ -5,7 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use crate::crd::conditions::COMPLETED;
-use crate::crd::{Backup, BackupPhase, SuccessfulBackup};
+use crate::crd::{Backup, BackupPhase, SuccessfulBackup, VerifiedBackup};
+use crate::runtime::conditions::Update;
 
 /// The backup facts of one cluster.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,6 +16,10 @@ pub struct Summary {
     pub last_finished: Option<FinishedBackup>,
     /// Why backups are overdue (see `freshness`), which outweighs the last outcome.
     pub overdue: Option<String>,
+    /// The newest Backup whose verification passed.
+    pub last_verified: Option<VerifiedBackup>,
+    /// `BackupVerified`, for clusters with `spec.backup.verify`.
+    pub verified: Option<Update<'static>>,
 }
 
 /// A Backup that reached a final phase.
@@ -78,7 +83,7 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
     Summary {
         last_successful,
         last_finished,
-        overdue: None,
+        ..Summary::default()
     }
 }
 

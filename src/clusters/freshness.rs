@@ -53,7 +53,7 @@ pub fn check(schedule: &str, since: Option<Timestamp>, now: Timestamp) -> Freshn
 }
 
 /// The schedule as the CronJob controller reads it; `None` for what `validate` refuses.
-fn parse(schedule: &str) -> Option<Cron> {
+pub(super) fn parse(schedule: &str) -> Option<Cron> {
     validate_schedule(schedule).ok()?;
     let pattern = match schedule.trim() {
         "@midnight" => "@daily",

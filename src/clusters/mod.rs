@@ -15,5 +15,7 @@ pub mod scheduled_runs;
 pub mod status;
 pub mod storage;
 pub mod validate;
+pub mod verification;
+mod verify_step;
 
 pub use reconcile::{error_policy, reconcile, retry_delay};

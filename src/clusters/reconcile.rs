@@ -21,8 +21,9 @@ use super::scheduled_runs::record_scheduled_runs;
 use super::status::{BACKUP_OVERDUE, BackupSchedule, Outcome, RestoreProgress};
 use super::storage::{EXPANSION_NOT_SUPPORTED, StorageProgress};
 use super::validate::validate;
+use super::verify_step;
 use crate::crd::conditions::{LAST_BACKUP_SUCCEEDED, RESTORED, STORAGE_RESIZED};
-use crate::crd::{Phase, PostgreSQL};
+use crate::crd::{Backup, Phase, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
 use crate::runtime::Context;
@@ -144,11 +145,14 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
 
     let was_ready = pg.is_ready();
     let backups = ctx.caches.backups.state();
-    let in_namespace = backups
+    let own: Vec<&Backup> = backups
         .iter()
         .map(AsRef::as_ref)
-        .filter(|b| b.namespace().as_deref() == Some(cluster.namespace));
-    let mut backups = backup_summary::summarize(in_namespace, cluster.name);
+        .filter(|b| b.namespace().as_deref() == Some(cluster.namespace))
+        .filter(|b| b.spec.cluster.name == cluster.name)
+        .collect();
+    let mut backups = backup_summary::summarize(own.iter().copied(), cluster.name);
+    let verify_at = verify_step::step(pg, &cluster, &own, &mut backups, ctx).await?;
     let freshness = match (&cluster.spec.backup, applied.backup) {
         (Some(policy), BackupSchedule::Scheduled) => {
             let since = freshness::since(pg.status.as_ref(), backups.last_successful.as_ref());
@@ -163,7 +167,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         readiness: applied.readiness,
         backup: applied.backup,
         restore: restore.clone(),
-        backups,
+        backups: Box::new(backups),
         storage: applied.storage.clone(),
     };
     update_status(pg, &cluster, &outcome, ctx).await?;
@@ -188,7 +192,14 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         let note = applied.readiness.message();
         publish(ctx, pg, warning("NotReady", "Reconcile", note)).await;
     }
-    Ok(Action::requeue(next_check(&freshness, Timestamp::now())))
+    let now = Timestamp::now();
+    let until_verify = verify_at
+        .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
+        .map(|d| d + Duration::from_secs(1));
+    let recheck = next_check(&freshness, now);
+    Ok(Action::requeue(
+        until_verify.map_or(recheck, |d| d.min(recheck)),
+    ))
 }
 
 /// The resync interval, or sooner when backups turn overdue before it: the condition changes

@@ -63,7 +63,7 @@ pub enum Outcome {
         readiness: Readiness,
         backup: BackupSchedule,
         restore: RestoreProgress,
-        backups: Summary,
+        backups: Box<Summary>,
         storage: Option<StorageProgress>,
     },
     CleanupBlocked {
@@ -194,6 +194,10 @@ fn set_backups(
     now: &Time,
 ) {
     status.last_successful_backup = backups.last_successful.clone();
+    status.last_verified_backup = backups.last_verified.clone();
+    if let Some(verified) = backups.verified.as_ref() {
+        conditions::set(&mut status.conditions, verified.clone(), generation, now);
+    }
     let update = match (&backups.overdue, &backups.last_finished) {
         (Some(overdue), _) => Update {
             type_: LAST_BACKUP_SUCCEEDED,
@@ -269,7 +273,7 @@ mod tests {
             },
             backup: BackupSchedule::NotConfigured,
             restore: RestoreProgress::NotRequested,
-            backups: Summary::default(),
+            backups: Box::default(),
             storage: None,
         }
     }

@@ -12,8 +12,12 @@ use crate::resources::ParameterError;
 /// A spec the operator cannot realise; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidSpec {
-    #[error("spec.backup.schedule {schedule:?} is not a valid Kubernetes cron schedule: {reason}")]
-    Schedule { schedule: String, reason: String },
+    #[error("{field} {schedule:?} is not a valid Kubernetes cron schedule: {reason}")]
+    Schedule {
+        field: &'static str,
+        schedule: String,
+        reason: String,
+    },
     /// Found by the build step, which is pure and runs before anything is applied.
     #[error(transparent)]
     Parameter(#[from] ParameterError),
@@ -23,6 +27,9 @@ pub enum InvalidSpec {
 pub fn validate(spec: &PostgreSQLSpec) -> Result<(), InvalidSpec> {
     if let Some(backup) = &spec.backup {
         validate_schedule(&backup.schedule)?;
+        if let Some(verify) = &backup.verify {
+            check_schedule("spec.backup.verify.schedule", &verify.schedule)?;
+        }
     }
     Ok(())
 }
@@ -30,7 +37,12 @@ pub fn validate(spec: &PostgreSQLSpec) -> Result<(), InvalidSpec> {
 /// The CronJob API's own rule (see [`cron`]); CEL checks the grammar and the ranges of single
 /// values, this also what a regular expression cannot: `5-3`, `@every` durations.
 pub fn validate_schedule(schedule: &str) -> Result<(), InvalidSpec> {
+    check_schedule("spec.backup.schedule", schedule)
+}
+
+fn check_schedule(field: &'static str, schedule: &str) -> Result<(), InvalidSpec> {
     cron::check(schedule).map_err(|reason| InvalidSpec::Schedule {
+        field,
         schedule: schedule.to_owned(),
         reason,
     })

@@ -28,6 +28,7 @@ use super::destination::Destination;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Size", type_ = "integer", json_path = ".status.sizeBytes"),
     printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt"),
+    printcolumn(name = "Verified", type_ = "string", json_path = ".status.verification.phase"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -90,7 +91,12 @@ pub struct BackupStatus {
     /// its cluster is gone. Credentials are references to Secrets, never values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<Destination>,
-    /// Standard conditions: `Completed` (True once the manifest has been read from the bucket).
+    /// The most recent verification (annotation `tusk.dev/verify` or the cluster's
+    /// `spec.backup.verify`): the backup restored into a throwaway server and checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<super::Verification>,
+    /// Standard conditions: `Completed` (True once the manifest has been read from the bucket)
+    /// and, once verified, `Verified`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -14,3 +14,8 @@ pub const STORAGE_RESIZED: &str = "StorageResized";
 pub const CLEANUP: &str = "Cleanup";
 /// A Backup: its manifest was read from the bucket.
 pub const COMPLETED: &str = "Completed";
+/// A Backup: its most recent verification passed (False names the failed check).
+pub const VERIFIED: &str = "Verified";
+/// A PostgreSQL with `spec.backup.verify`: a verification passed within the window and the most
+/// recent one did not fail.
+pub const BACKUP_VERIFIED: &str = "BackupVerified";

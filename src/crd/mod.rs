@@ -9,6 +9,7 @@ mod destination;
 mod parameters;
 mod postgresql;
 mod rules;
+mod verification;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
 pub use destination::{
@@ -23,6 +24,10 @@ pub use postgresql::{
     BackupPolicy, Bootstrap, Compression, LocalName, ObjectStoreRestore, OnDelete, Phase,
     PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource, RestoredFrom,
     Retention, SecretNames, SuccessfulBackup, VolumeSpec,
+};
+pub use verification::{
+    SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
+    VerifiedBackup, VerifyPolicy,
 };
 
 /// The API group of every Tusk kind.

@@ -270,6 +270,10 @@ pub struct BackupPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 60").message("spec.backup.jobDeadlineSeconds must be at least 60"))]
     pub job_deadline_seconds: Option<i64>,
+    /// Restore the newest Completed backup into a throwaway server on a schedule and check it;
+    /// the proof is in each Backup's `status.verification` and the `BackupVerified` condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<super::VerifyPolicy>,
     /// Where backups are written.
     pub destination: Destination,
 }
@@ -353,6 +357,9 @@ pub struct PostgreSQLStatus {
     /// What spec.restore restored into this cluster; set once, so a restore runs only once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_from: Option<RestoredFrom>,
+    /// The newest Backup whose verification passed (with `spec.backup.verify` or on request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verified_backup: Option<super::VerifiedBackup>,
 }
 
 /// The backup a cluster was restored from.

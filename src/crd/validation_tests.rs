@@ -53,7 +53,8 @@ fn valid_specs_pass() {
     );
     let full = with_backup(json!({
         "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d"},
-        "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()}
+        "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()},
+        "verify": {"schedule": "0 4 * * 0", "window": "8d", "jobDeadlineSeconds": 7200}
     }));
     assert_eq!(rejections("demo", full), Vec::<String>::new());
     let resources = json!({
@@ -260,6 +261,38 @@ fn invalid_specs_are_rejected_with_the_field_named() {
                 json!({"schedule": "@daily", "retention": {"maxAge": "30 days"}, "destination": {"s3": s3()}}),
             ),
             "spec.backup.retention.maxAge must be a number followed by h, d or w",
+        ),
+        (
+            "verify window unit",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "verify": {"schedule": "@weekly", "window": "8 days"}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.verify.window must be a number followed by h, d or w",
+        ),
+        (
+            "verify schedule",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "verify": {"schedule": "weekly"}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.verify.schedule must be a Kubernetes CronJob schedule",
+        ),
+        (
+            "verify schedule range",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "verify": {"schedule": "0 4 * * 5-3"}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.verify.schedule \"0 4 * * 5-3\" is not a valid",
+        ),
+        (
+            "verify deadline",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "verify": {"schedule": "@weekly", "jobDeadlineSeconds": 10}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.verify.jobDeadlineSeconds must be at least 60",
         ),
         (
             "unknown compression",

@@ -269,15 +269,17 @@ pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings)
 }
 
 /// The container-level differences between agent Jobs.
-struct AgentPod {
-    args: Vec<String>,
-    env: Vec<EnvVar>,
-    volumes: Vec<Volume>,
-    mounts: Vec<VolumeMount>,
-    component: Component,
+pub(super) struct AgentPod {
+    pub(super) args: Vec<String>,
+    pub(super) env: Vec<EnvVar>,
+    pub(super) volumes: Vec<Volume>,
+    pub(super) mounts: Vec<VolumeMount>,
+    pub(super) component: Component,
 }
 
-fn job_spec(
+/// The Job of one agent run: the agent container (named [`AGENT_CONTAINER`], its termination
+/// message read by the operator), `/tmp` on an emptyDir, restricted security, a deadline.
+pub(super) fn job_spec(
     cluster: &Cluster,
     agent: &AgentSettings,
     pod: AgentPod,

@@ -10,6 +10,7 @@ mod secrets;
 mod services;
 mod statefulset;
 pub mod storage;
+mod verify;
 
 use std::collections::BTreeMap;
 
@@ -30,8 +31,10 @@ pub use cronjob::backup_cronjob;
 pub use secrets::{SUPERUSER_NAME, app_secret, generate_password, password_of, superuser_secret};
 pub use services::{CLIENTS_HELD_LABEL, headless_service, rw_service};
 pub use statefulset::{
-    CONFIG_CHECKSUM_ANNOTATION, DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, statefulset,
+    CONFIG_CHECKSUM_ANNOTATION, DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, postgres_image,
+    statefulset,
 };
+pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};
 
 /// Label every child carries with the name of its cluster.
 pub const CLUSTER_LABEL: &str = "tusk.dev/cluster";
@@ -51,6 +54,7 @@ pub enum Component {
     Config,
     Backup,
     Restore,
+    Verify,
 }
 
 impl Component {
@@ -61,6 +65,7 @@ impl Component {
             Self::Config => "config",
             Self::Backup => "backup",
             Self::Restore => "restore",
+            Self::Verify => "verify",
         }
     }
 }

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::config::{CONFIG_DIR, INITDB_SCRIPT_KEY};
 use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
 use super::{Cluster, Component, SUPERUSER_NAME};
-use crate::crd::PostgresVersion;
+use crate::crd::{PostgreSQLSpec, PostgresVersion};
 
 pub const POSTGRES_PORT: i32 = 5432;
 /// The volume is mounted here for every major (18+ images moved their own default)…
@@ -24,13 +24,20 @@ pub const DATA_MOUNT: &str = "/var/lib/postgresql";
 /// …and PGDATA is a subdirectory, so `lost+found` on a fresh volume never upsets initdb.
 pub const PGDATA: &str = "/var/lib/postgresql/data";
 /// The `postgres` user of the official Debian-based images.
-const POSTGRES_UID: i64 = 999;
+pub const POSTGRES_UID: i64 = 999;
 /// Annotation on the pod template carrying the ConfigMap checksum.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "tusk.dev/config-checksum";
 
 /// The official image for a major version.
 pub fn default_image(version: PostgresVersion) -> String {
     format!("docker.io/library/postgres:{}", version.major())
+}
+
+/// The PostgreSQL image a cluster runs: its `spec.image`, or the official one of its major.
+pub fn postgres_image(spec: &PostgreSQLSpec) -> String {
+    spec.image
+        .clone()
+        .unwrap_or_else(|| default_image(spec.version))
 }
 
 /// StatefulSet `<name>`; `config_checksum` is the ConfigMap's [`super::config_checksum`].
@@ -181,11 +188,7 @@ fn postgres_container(cluster: &Cluster) -> Container {
     };
     Container {
         name: "postgres".to_owned(),
-        image: Some(
-            spec.image
-                .clone()
-                .unwrap_or_else(|| default_image(spec.version)),
-        ),
+        image: Some(postgres_image(spec)),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         args: Some(vec![
             "-c".to_owned(),

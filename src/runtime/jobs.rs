@@ -2,7 +2,7 @@
 //! the pod's termination message; shared by backups, restores and the cleanup of running backups.
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -69,13 +69,26 @@ pub struct AgentExit {
     pub message: Option<String>,
 }
 
-/// The most recent failed termination of the agent container among `pods` (a Job's pods).
-pub fn agent_exit(pods: &[Pod]) -> Option<AgentExit> {
+/// Every termination of the agent container among `pods` (a Job's pods).
+fn agent_terminations(pods: &[Pod]) -> impl Iterator<Item = &ContainerStateTerminated> {
     pods.iter()
         .filter_map(|pod| pod.status.as_ref()?.container_statuses.as_ref())
         .flatten()
         .filter(|status| status.name == AGENT_CONTAINER)
         .filter_map(|status| status.state.as_ref()?.terminated.as_ref())
+}
+
+/// The whole termination message of the agent's most recent run among `pods`, whatever its exit
+/// code: where `verify-restore` leaves its JSON report.
+pub fn agent_termination_message(pods: &[Pod]) -> Option<String> {
+    agent_terminations(pods)
+        .max_by_key(|terminated| terminated.finished_at.as_ref().map(|t| t.0))
+        .and_then(|terminated| terminated.message.clone())
+}
+
+/// The most recent failed termination of the agent container among `pods` (a Job's pods).
+pub fn agent_exit(pods: &[Pod]) -> Option<AgentExit> {
+    agent_terminations(pods)
         .filter(|terminated| terminated.exit_code != 0)
         .max_by_key(|terminated| terminated.finished_at.as_ref().map(|t| t.0))
         .map(|terminated| AgentExit {
@@ -108,10 +121,21 @@ pub async fn failed_agent(
     namespace: &str,
     job: &str,
 ) -> Result<Option<AgentExit>, kube::Error> {
+    Ok(agent_exit(&job_pods(client, namespace, job).await?))
+}
+
+/// The pods of Job `job`.
+pub async fn job_pods(
+    client: &Client,
+    namespace: &str,
+    job: &str,
+) -> Result<Vec<Pod>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("batch.kubernetes.io/job-name={job}");
-    let list = pods.list(&ListParams::default().labels(&selector)).await?;
-    Ok(agent_exit(&list.items))
+    Ok(pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
 }
 
 /// A termination message as one trimmed line of bounded length; `None` when empty. With
@@ -166,6 +190,19 @@ mod tests {
             Some("integrity check failed: sha256 differs")
         );
         assert_eq!(agent_exit(&[pod(0, 1, None)]), None);
+    }
+
+    #[test]
+    fn the_termination_message_of_the_latest_run_is_read_whatever_its_exit_code() {
+        let pods = [
+            pod(7, 100, Some("{\"phase\":\"Failed\"}")),
+            pod(0, 200, Some("{\"phase\":\"Passed\"}")),
+        ];
+        assert_eq!(
+            agent_termination_message(&pods).as_deref(),
+            Some("{\"phase\":\"Passed\"}")
+        );
+        assert_eq!(agent_termination_message(&[]), None);
     }
 
     #[test]

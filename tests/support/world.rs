@@ -10,7 +10,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
-use tusk::clusters::backup_summary::Summary;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
@@ -156,7 +155,7 @@ pub fn status_for(
         },
         backup,
         restore: RestoreProgress::NotRequested,
-        backups: Summary::default(),
+        backups: Box::default(),
         storage: None,
     };
     status::compute(

@@ -1,0 +1,74 @@
+//! L4: verification of a real backup by the Job the operator generates (`backup-agent
+//! verify-restore` into a throwaway server), requested with `tusk.dev/verify`.
+
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use tusk::crd::{Verification, VerificationPhase};
+use tusk_e2e::{Check, Ctx, Result, ensure, fail, say, scenario, until};
+
+/// A verification of a fresh backup passes with its counts; after one bit of its dump is
+/// flipped in the bucket, a second request ends Failed naming `checksums`.
+#[scenario]
+async fn l4_verification_passes_then_names_an_altered_dump(ctx: Ctx) -> Result {
+    ctx.require_l4_bucket()?;
+    let (ns, name) = (ctx.ns.clone(), "src");
+    ctx.seeded_lifecycle_db().await?;
+    ctx.take_backup_in(&ns, "db", name).await?;
+    let passed = verify(&ctx, name, "e2e-1").await?;
+    ensure!(
+        passed.phase == Some(VerificationPhase::Passed)
+            && passed.tables.unwrap_or_default() > 0
+            && passed.rows.unwrap_or_default() > 0,
+        "the verification of an intact backup did not pass with counts: {passed:?}"
+    );
+    say(format!(
+        "Backup {name} Verified: {} tables, {} rows in {:?}s",
+        passed.tables.unwrap_or_default(),
+        passed.rows.unwrap_or_default(),
+        passed.duration_seconds
+    ));
+    let keys = ctx.lifecycle_keys(&ns, "db").await?;
+    let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
+    let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
+        fail!("no dump of database app under {dump_prefix}: {keys:?}");
+    };
+    ctx.alter_object(dump).await?;
+    let failed = verify(&ctx, name, "e2e-2").await?;
+    ensure!(
+        failed.phase == Some(VerificationPhase::Failed)
+            && failed.failed_check.as_deref() == Some("checksums"),
+        "the verification of an altered dump did not fail naming checksums: {failed:?}"
+    );
+    say(format!(
+        "altered dump: Verified=False, {}",
+        failed.message.unwrap_or_default()
+    ));
+    Ok(())
+}
+
+/// Asks Backup `name` for a verification with `request` and waits for its answer.
+async fn verify(ctx: &Ctx, name: &str, request: &str) -> Result<Verification> {
+    let backups = ctx.backups_in(&ctx.ns);
+    let patch = json!({"metadata": {"annotations": {"tusk.dev/verify": request}}});
+    backups
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    until(
+        format!("Backup {}/{name} verification {request} finished", ctx.ns),
+        ctx.timeout(),
+        || async {
+            let backup = backups.get(name).await?;
+            let verification = backup.status.and_then(|s| s.verification);
+            Ok(match verification {
+                Some(v)
+                    if v.request.as_deref() == Some(request)
+                        && v.phase != Some(VerificationPhase::Running) =>
+                {
+                    Check::Done(v)
+                }
+                other => Check::Pending(format!("{other:?}")),
+            })
+        },
+    )
+    .await
+}

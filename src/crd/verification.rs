@@ -1,0 +1,116 @@
+//! Verification of backups: restoring one into a throwaway server inside a Job and checking it
+//! (`backup-agent verify-restore`). The policy on a PostgreSQL, the request on a Backup and the
+//! proof in both statuses.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::rules;
+
+/// Annotation on a Completed Backup asking for one verification. Any new value (a timestamp, a
+/// ticket) asks again; the value of the run is recorded in `status.verification.request`. An
+/// annotation rather than a field because a Backup's spec is immutable and a verification
+/// changes nothing about the backup itself.
+pub const VERIFY_ANNOTATION: &str = "tusk.dev/verify";
+
+/// Prefix of the [`VERIFY_ANNOTATION`] values the operator writes for scheduled verifications.
+pub const SCHEDULED_VERIFY_PREFIX: &str = "scheduled-";
+
+/// Scheduled verification of a cluster's newest Completed backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyPolicy {
+    /// Kubernetes CronJob schedule (UTC) of verifications of the newest Completed backup, e.g.
+    /// `0 4 * * 0` or `@weekly`.
+    #[x_kube(validation = Rule::new(rules::schedule()).message("spec.backup.verify.schedule must be a Kubernetes CronJob schedule: five fields or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly"))]
+    #[schemars(length(max = 128))]
+    pub schedule: String,
+    /// `BackupVerified` turns False when no verification passed within this long, e.g. `8d`;
+    /// unset, only a failed verification turns it False.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[1-9][0-9]*[hdw]$')").message("spec.backup.verify.window must be a number followed by h, d or w, e.g. 8d"))]
+    #[schemars(length(max = 16))]
+    pub window: Option<String>,
+    /// How long one verification Job may run before Kubernetes stops it; 21600 (6 hours) when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 60").message("spec.backup.verify.jobDeadlineSeconds must be at least 60"))]
+    pub job_deadline_seconds: Option<i64>,
+}
+
+/// Where a verification stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum VerificationPhase {
+    /// The Job runs.
+    Running,
+    /// Every check passed (a skipped one, such as counts not recorded, is listed as skipped).
+    Passed,
+    /// A check failed: the backup is bad; `failedCheck` names the first.
+    Failed,
+    /// The verification could not run (store, scratch server, deadline); nothing is known.
+    Error,
+}
+
+/// One check of a verification, as the agent reported it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct VerificationCheck {
+    /// `checksums`, `restore`, `databases`, `amcheck` or `counts`.
+    pub name: String,
+    /// `passed`, `failed` or `skipped`.
+    pub result: String,
+    pub message: String,
+}
+
+/// The most recent verification of a Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<VerificationPhase>,
+    /// The `tusk.dev/verify` value this run answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// Name of the Job that runs `backup-agent verify-restore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// Every check, in the order it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<VerificationCheck>,
+    /// The first failed check, when the phase is Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_check: Option<String>,
+    /// Databases in the backup's manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub databases: Option<i64>,
+    /// Tables counted in the restored copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<i64>,
+    /// Rows counted in the restored copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<i64>,
+    /// How long the verification took, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    /// One sentence: what passed, or what failed and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The newest Backup whose verification passed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifiedBackup {
+    /// Name of the Backup.
+    pub name: String,
+    /// When the verified backup completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// When its verification passed.
+    pub verified_at: Time,
+}

@@ -1,0 +1,178 @@
+//! The Job that verifies one backup: `backup-agent verify-restore` restores it into a throwaway
+//! server inside its own pod and checks it. The pod runs the cluster's own PostgreSQL image (the
+//! server binaries of the backup's major) with the agent binary copied in by an init container,
+//! so no image bundles every major.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, ResourceRequirements, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use super::agent::{AgentPod, job_spec};
+use super::pod::{plain_env, restricted_container_security, restricted_pod_security};
+use super::statefulset::{POSTGRES_UID, postgres_image};
+use super::{AgentSettings, Cluster, Component, Layout, agent_environment};
+use crate::crd::{Destination, VERIFY_ANNOTATION};
+
+/// `spec.backup.verify.jobDeadlineSeconds` when unset: a restore plus amcheck and counts.
+pub const DEFAULT_VERIFY_DEADLINE_SECONDS: i64 = 6 * 3600;
+/// Where the init container puts the agent binary, on an emptyDir.
+const AGENT_BIN_DIR: &str = "/tusk/bin";
+/// The agent binary in the backup-agent image (see the Dockerfile).
+const AGENT_IMAGE_BINARY: &str = "/usr/local/bin/backup-agent";
+/// The throwaway server's data, socket and downloads: an emptyDir, never a volume that outlives
+/// the pod.
+const SCRATCH_DIR: &str = "/scratch";
+/// Longest Kubernetes object name that is also a label value (`job-name`).
+const MAX_NAME: usize = 63;
+const SUFFIX: &str = "-verify";
+
+/// The name of the verification Job of Backup `backup`: `<backup>-verify`, the Backup's name
+/// shortened (without a trailing '-') when it would pass 63 characters.
+pub fn verify_job_name(backup: &str) -> String {
+    let mut keep = backup.len().min(MAX_NAME - SUFFIX.len());
+    while !backup.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}{SUFFIX}", backup[..keep].trim_end_matches('-'))
+}
+
+/// What one verification Job verifies, and for which request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifyRun<'a> {
+    /// Backup id (the Backup's name) in the cluster's prefix of `destination`.
+    pub backup_id: &'a str,
+    pub destination: &'a Destination,
+    /// The `tusk.dev/verify` value this run answers, kept on the Job.
+    pub request: &'a str,
+    pub deadline_seconds: i64,
+}
+
+/// Job [`verify_job_name`] verifying one backup of `cluster`, owned by the Backup (`owner`) so
+/// it goes with it. No retries: a failed verification is a result, not a flake.
+pub fn verify_job(
+    cluster: &Cluster,
+    agent: &AgentSettings,
+    run: &VerifyRun,
+    owner: OwnerReference,
+) -> Job {
+    let VerifyRun {
+        backup_id,
+        destination,
+        request,
+        deadline_seconds,
+    } = *run;
+    let (mut env, mut volumes, mut mounts) =
+        agent_environment(cluster, &Layout::of(cluster), destination);
+    // The throwaway server is reached on a socket in its scratch directory: the pod gets no
+    // connection settings and no credentials of the source cluster.
+    env.retain(|v| !v.name.starts_with("PG"));
+    let major = cluster.spec.version.major();
+    env.extend([
+        plain_env("TUSK_BACKUP_ID", backup_id),
+        plain_env("TUSK_SCRATCH_DIR", SCRATCH_DIR),
+        plain_env(
+            "TUSK_PG_BIN_DIR",
+            format!("/usr/lib/postgresql/{major}/bin"),
+        ),
+        plain_env("HOME", "/tmp"),
+    ]);
+    for (name, path) in [("scratch", SCRATCH_DIR), ("agent-bin", AGENT_BIN_DIR)] {
+        volumes.push(empty_dir(name));
+        mounts.push(mount(name, path));
+    }
+    let pod = AgentPod {
+        args: vec![
+            "verify-restore".to_owned(),
+            "--backup-id".to_owned(),
+            backup_id.to_owned(),
+        ],
+        env,
+        volumes,
+        mounts,
+        component: Component::Verify,
+    };
+    let mut spec = job_spec(cluster, agent, pod, 0, deadline_seconds);
+    if let Some(pod) = spec.template.spec.as_mut() {
+        // The stock image's `postgres` user: initdb refuses root and the files must be its own.
+        pod.security_context = Some(restricted_pod_security(POSTGRES_UID, false));
+        for container in &mut pod.containers {
+            container.image = Some(postgres_image(cluster.spec));
+            container.command = Some(vec![format!("{AGENT_BIN_DIR}/backup-agent")]);
+            container.resources = Some(resources());
+        }
+        pod.init_containers = Some(vec![copy_agent(agent)]);
+    }
+    let mut metadata = cluster.child_meta(verify_job_name(backup_id), Component::Verify);
+    metadata.owner_references = Some(vec![owner]);
+    metadata.annotations = Some([(VERIFY_ANNOTATION.to_owned(), request.to_owned())].into());
+    Job {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// Copies the agent binary from its image into the shared emptyDir.
+fn copy_agent(agent: &AgentSettings) -> Container {
+    Container {
+        name: "copy-agent".to_owned(),
+        image: Some(agent.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec![
+            "cp".to_owned(),
+            AGENT_IMAGE_BINARY.to_owned(),
+            format!("{AGENT_BIN_DIR}/backup-agent"),
+        ]),
+        volume_mounts: Some(vec![mount("agent-bin", AGENT_BIN_DIR)]),
+        security_context: Some(restricted_container_security()),
+        resources: Some(quantities(&[("cpu", "50m"), ("memory", "32Mi")], &[])),
+        ..Container::default()
+    }
+}
+
+/// A server, pg_restore and pg_amcheck in one pod: bounded memory, CPU as available.
+fn resources() -> ResourceRequirements {
+    quantities(
+        &[("cpu", "250m"), ("memory", "512Mi")],
+        &[("cpu", "2"), ("memory", "2Gi")],
+    )
+}
+
+fn quantities(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequirements {
+    let map = |pairs: &[(&str, &str)]| {
+        (!pairs.is_empty()).then(|| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                .collect()
+        })
+    };
+    ResourceRequirements {
+        requests: map(requests),
+        limits: map(limits),
+        ..ResourceRequirements::default()
+    }
+}
+
+fn empty_dir(name: &str) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        ..VolumeMount::default()
+    }
+}
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;
