@@ -188,6 +188,13 @@ impl Ctx {
         self.seed("db", "app", "app").await
     }
 
+    /// [`Ctx::seeded_lifecycle_db`] with a Completed Backup `backup`; returns how long the
+    /// Backup took from apply to Completed.
+    pub async fn backed_up_lifecycle_db(&self, backup: &str) -> Result<Duration> {
+        self.seeded_lifecycle_db().await?;
+        self.take_backup_in(&self.ns, "db", backup).await
+    }
+
     /// Waits for Backup `ns/name` to be deleted (by retention, say).
     pub async fn wait_backup_gone_in(&self, ns: &str, name: &str, why: &str) -> Result {
         let backups = self.backups_in(ns);
@@ -207,5 +214,17 @@ impl Ctx {
     /// The keys under `lifecycle/<ns>/<cluster>/`.
     pub async fn lifecycle_keys(&self, ns: &str, cluster: &str) -> Result<Vec<String>> {
         self.prefix_keys_in("lifecycle", ns, cluster).await
+    }
+
+    /// Flips one bit of the dump of database `app` in backup `backup` of the lifecycle cluster
+    /// `db` in `ns` (under `lifecycle/`); returns the altered key.
+    pub async fn alter_app_dump_in(&self, ns: &str, backup: &str) -> Result<String> {
+        let keys = self.lifecycle_keys(ns, "db").await?;
+        let dump_prefix = format!("lifecycle/{ns}/db/{backup}/db-app.");
+        let Some(dump) = keys.into_iter().find(|k| k.starts_with(&dump_prefix)) else {
+            fail!("no dump of database app under {dump_prefix}");
+        };
+        self.alter_object(&dump).await?;
+        Ok(dump)
     }
 }

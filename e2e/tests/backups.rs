@@ -12,8 +12,7 @@ use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, scenario, until};
 async fn backup_on_demand(ctx: Ctx) -> Result {
     ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "manual");
-    ctx.seeded_lifecycle_db().await?;
-    let took = ctx.take_backup_in(&ns, "db", name).await?;
+    let took = ctx.backed_up_lifecycle_db(name).await?;
     say(format!(
         "apply of Backup {name} -> Completed in {:.1}s",
         took.as_secs_f64()

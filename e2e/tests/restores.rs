@@ -4,7 +4,7 @@
 
 use tusk_e2e::cluster::{condition, conditions, describe};
 use tusk_e2e::manifests::{backup, restored_cluster};
-use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, fail, say, scenario, until};
+use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, scenario, until};
 
 /// A new cluster restored from a Backup: Restored before Ready, restoredFrom recorded, and
 /// every table equal to the source's by per-table checksums.
@@ -63,14 +63,8 @@ async fn backup_restore_into_new_cluster(ctx: Ctx) -> Result {
 async fn backup_restore_from_altered_dump(ctx: Ctx) -> Result {
     ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "src");
-    ctx.seeded_lifecycle_db().await?;
-    ctx.take_backup_in(&ns, "db", name).await?;
-    let keys = ctx.lifecycle_keys(&ns, "db").await?;
-    let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
-    let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
-        fail!("no dump of database app under {dump_prefix}: {keys:?}");
-    };
-    ctx.alter_object(dump).await?;
+    ctx.backed_up_lifecycle_db(name).await?;
+    let dump = ctx.alter_app_dump_in(&ns, name).await?;
     ctx.apply(&restored_cluster("copy", name)).await?;
     let message = until(
         format!("{ns}/copy Restored=False/RestoreFailed"),

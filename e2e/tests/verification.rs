@@ -4,7 +4,7 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tusk::crd::{Verification, VerificationPhase};
-use tusk_e2e::{Check, Ctx, Result, ensure, fail, say, scenario, until};
+use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
 /// A verification of a fresh backup passes with its counts; after one bit of its dump is
 /// flipped in the bucket, a second request ends Failed naming `checksums`.
@@ -12,8 +12,7 @@ use tusk_e2e::{Check, Ctx, Result, ensure, fail, say, scenario, until};
 async fn l4_verification_passes_then_names_an_altered_dump(ctx: Ctx) -> Result {
     ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "src");
-    ctx.seeded_lifecycle_db().await?;
-    ctx.take_backup_in(&ns, "db", name).await?;
+    ctx.backed_up_lifecycle_db(name).await?;
     let passed = verify(&ctx, name, "e2e-1").await?;
     ensure!(
         passed.phase == Some(VerificationPhase::Passed)
@@ -27,12 +26,7 @@ async fn l4_verification_passes_then_names_an_altered_dump(ctx: Ctx) -> Result {
         passed.rows.unwrap_or_default(),
         passed.duration_seconds
     ));
-    let keys = ctx.lifecycle_keys(&ns, "db").await?;
-    let dump_prefix = format!("lifecycle/{ns}/db/{name}/db-app.");
-    let Some(dump) = keys.iter().find(|k| k.starts_with(&dump_prefix)) else {
-        fail!("no dump of database app under {dump_prefix}: {keys:?}");
-    };
-    ctx.alter_object(dump).await?;
+    ctx.alter_app_dump_in(&ns, name).await?;
     let failed = verify(&ctx, name, "e2e-2").await?;
     ensure!(
         failed.phase == Some(VerificationPhase::Failed)

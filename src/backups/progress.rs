@@ -146,8 +146,9 @@ fn job_belongs_to(job: &Job, backup: &Backup) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::fixtures::finished_job_status;
     use crate::resources::fixtures::*;
-    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::batch::v1::JobStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 
     fn backup(labels: &[(&str, &str)]) -> Backup {
@@ -200,18 +201,12 @@ mod tests {
             )]
             .into(),
         );
-        job.status = Some(JobStatus {
-            conditions: condition.map(|(type_, message)| {
-                vec![JobCondition {
-                    type_: type_.into(),
-                    status: "True".into(),
-                    reason: Some("BackoffLimitExceeded".into()).filter(|_| type_ == "Failed"),
-                    message: Some(message.into()),
-                    ..JobCondition::default()
-                }]
+        job.status = Some(
+            condition.map_or_else(JobStatus::default, |(type_, message)| {
+                let reason = Some("BackoffLimitExceeded").filter(|_| type_ == "Failed");
+                finished_job_status(type_, reason, Some(message))
             }),
-            ..JobStatus::default()
-        });
+        );
         job
     }
 

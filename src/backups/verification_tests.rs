@@ -1,7 +1,9 @@
 //! Unit tests of the verification decisions and of reading the agent's report.
 
 use super::*;
-use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
+
+use crate::resources::fixtures::finished_job_status;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 fn at(second: i64) -> Time {
@@ -38,17 +40,11 @@ fn job(request: &str, owner_uid: &str, condition: Option<(&str, &str)>) -> Job {
         active_deadline_seconds: Some(3600),
         ..JobSpec::default()
     });
-    job.status = Some(JobStatus {
-        conditions: condition.map(|(type_, reason)| {
-            vec![JobCondition {
-                type_: type_.into(),
-                status: "True".into(),
-                reason: Some(reason.into()),
-                ..JobCondition::default()
-            }]
+    job.status = Some(
+        condition.map_or_else(JobStatus::default, |(type_, reason)| {
+            finished_job_status(type_, Some(reason), None)
         }),
-        ..JobStatus::default()
-    });
+    );
     job
 }
 

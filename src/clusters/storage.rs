@@ -4,7 +4,7 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
 use super::children::Written;
 use crate::crd::conditions::STORAGE_RESIZED;
@@ -14,7 +14,7 @@ use crate::resources::storage::{
     ClaimState, claim_names, claim_patch, claim_state, quantity_bytes, wants_growth,
 };
 use crate::runtime::Context;
-use crate::runtime::apply::{Change, FIELD_MANAGER};
+use crate::runtime::apply::{Change, merge_patch};
 use crate::runtime::conditions::Update;
 
 /// Reason of the False `StorageResized` condition when the class forbids expansion.
@@ -82,19 +82,7 @@ pub async fn expand_claims(
                         format!("{refusal}, so spec.storage.size {size} cannot take effect");
                     return Ok((Some(StorageProgress::NotExpandable { message }), writes));
                 }
-                let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.to_owned()),
-                    ..PatchParams::default()
-                };
-                let patch = Patch::Merge(claim_patch(size));
-                claims
-                    .patch(&name, &params, &patch)
-                    .await
-                    .map_err(|source| Error::Apply {
-                        kind: "PersistentVolumeClaim".into(),
-                        name: name.clone(),
-                        source,
-                    })?;
+                merge_patch(&claims, &name, &claim_patch(size)).await?;
                 writes.extend(Written::of(&claim, Change::Updated));
                 pending.push(name);
             }

@@ -4,16 +4,16 @@
 //! Job. One path for scheduled and on-demand verifications.
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use tracing::info;
 
 use super::backup_summary::Summary;
 use super::verification::{self, Due};
 use crate::crd::{Backup, PostgreSQL, VERIFY_ANNOTATION};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::resources::Cluster;
 use crate::runtime::Context;
-use crate::runtime::apply::FIELD_MANAGER;
+use crate::runtime::apply::merge_patch;
 use crate::runtime::events::{self, normal};
 
 /// Fills the verification part of `summary` from `own` (the cluster's Backups) and asks for a
@@ -55,16 +55,6 @@ pub async fn step(
 async fn ask(ctx: &Context, namespace: &str, backup: &str, request: &str) -> Result<()> {
     let api: Api<Backup> = Api::namespaced(ctx.client.clone(), namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {VERIFY_ANNOTATION: request}}});
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch(backup, &params, &Patch::Merge(&patch))
-        .await
-        .map_err(|source| Error::Apply {
-            kind: "Backup".into(),
-            name: backup.to_owned(),
-            source,
-        })?;
+    merge_patch(&api, backup, &patch).await?;
     Ok(())
 }

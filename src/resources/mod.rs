@@ -207,6 +207,24 @@ pub(crate) mod fixtures {
 
     pub const MINIMAL: &str = "storage: {size: 1Gi}";
 
+    /// A finished Job's status: one True condition `type_` (`Complete` or `Failed`).
+    pub fn finished_job_status(
+        type_: &str,
+        reason: Option<&str>,
+        message: Option<&str>,
+    ) -> k8s_openapi::api::batch::v1::JobStatus {
+        k8s_openapi::api::batch::v1::JobStatus {
+            conditions: Some(vec![k8s_openapi::api::batch::v1::JobCondition {
+                type_: type_.into(),
+                status: "True".into(),
+                reason: reason.map(Into::into),
+                message: message.map(Into::into),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    }
+
     /// Nightly backups to MinIO; shared with the mock-API scenarios in tests/.
     pub const WITH_S3_BACKUP: &str = include_str!("../../tests/fixtures/with-s3-backup.yaml");
 }

@@ -133,6 +133,22 @@ where
     }
 }
 
+/// Merge-patches `name` with `patch` as the one field manager: for the few fields Tusk sets on
+/// objects it does not apply whole (a claim's requested size, a Backup's verify request).
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: &Value) -> Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    api.patch(name, &patch_params(), &Patch::Merge(patch))
+        .await
+        .map_err(|source| Error::Apply {
+            kind: K::kind(&K::DynamicType::default()).to_string(),
+            name: name.to_owned(),
+            source,
+        })
+}
+
 /// Patch parameters for the non-apply patches (finalizers, a Job's annotation).
 pub fn patch_params() -> PatchParams {
     PatchParams {
