@@ -44,13 +44,7 @@ async fn minio_over_tls_with_a_private_ca() {
 
     // The operator's store: the bundle's PEM, as read from the destination's Secret.
     let trusted = store(&minio, Some(&ca.ca_pem)).await;
-    trusted
-        .client()
-        .create_bucket()
-        .bucket(BUCKET)
-        .send()
-        .await
-        .expect("create bucket over https");
+    minio::create_bucket(&trusted, BUCKET).await;
     trusted
         .check()
         .await

@@ -39,3 +39,22 @@ async fn start_with(tls: Option<&super::tls::TestCa>) -> Emulator {
     let ca = tls.map(|t| t.ca_pem.as_str());
     Emulator::start_tls("minio", bin, configure, ready, Duration::from_secs(60), ca).await
 }
+
+/// Creates `bucket`, retrying while MinIO answers 503 `XMinioServerNotInitialized`: its ready
+/// endpoint can answer before the object layer takes requests.
+pub async fn create_bucket(store: &backup_store::store::s3::S3Store, bucket: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match store.client().create_bucket().bucket(bucket).send().await {
+            Ok(_) => return,
+            Err(e) => {
+                let starting = format!("{e:?}").contains("XMinioServerNotInitialized");
+                assert!(
+                    starting && std::time::Instant::now() < deadline,
+                    "create bucket {bucket}: {e:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}

@@ -39,13 +39,7 @@ impl TestStore {
                 let store = S3Store::new(s3_config(&minio.endpoint, BUCKET, minio::SECRET_KEY))
                     .await
                     .expect("s3 store");
-                store
-                    .client()
-                    .create_bucket()
-                    .bucket(BUCKET)
-                    .send()
-                    .await
-                    .expect("create bucket");
+                minio::create_bucket(&store, BUCKET).await;
                 (Server::Minio(minio), Box::new(store))
             }
             Kind::Gcs => {
