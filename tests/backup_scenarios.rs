@@ -9,14 +9,14 @@ use http::Method;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::paths::{BACKUPS, JOBS};
+use support::paths::{BACKUPS, NIGHTLY_STATUS};
 use support::run::against;
+use support::scripts::nightly_job_started;
 use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::Backup;
 use tusk::clusters::status::BackupSchedule;
 
-const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/nightly/status";
 const PREFIX: &str = "prod/demo/";
 
 /// Runs one Backup reconcile of `backup` next to a ready `demo` with S3 backups and retention.
@@ -71,11 +71,7 @@ fn succeeded_job() -> Cache {
 
 #[tokio::test]
 async fn an_on_demand_backup_starts_a_job_it_owns() {
-    let script = vec![
-        Expect::create(JOBS),
-        Expect::apply_backup_status(NIGHTLY_STATUS),
-        Expect::event(NS),
-    ];
+    let script = nightly_job_started();
     let (result, seen) = reconcile_backup(
         backup("nightly", false),
         Cache::default(),

@@ -8,14 +8,13 @@ use std::sync::Arc;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::paths::JOBS;
+use support::paths::{JOBS, NIGHTLY_STATUS};
 use support::run::against;
+use support::scripts::nightly_job_started;
 use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::Backup;
 use tusk::clusters::status::BackupSchedule;
-
-const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/nightly/status";
 
 async fn reconcile_backup(
     backup: Backup,
@@ -81,11 +80,7 @@ fn report(phase: &str, failed_check: Option<&str>, message: &str) -> String {
 
 #[tokio::test]
 async fn a_request_on_a_completed_backup_starts_a_verification_job_it_owns() {
-    let script = vec![
-        Expect::create(JOBS),
-        Expect::apply_backup_status(NIGHTLY_STATUS),
-        Expect::event(NS),
-    ];
+    let script = nightly_job_started();
     let (result, seen) = reconcile_backup(asked("2026-11-23", None), vec![], script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     let job = &seen[0].body;

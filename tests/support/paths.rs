@@ -9,3 +9,4 @@ pub const JOBS: &str = "/apis/batch/v1/namespaces/prod/jobs";
 pub const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
 pub const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
 pub const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
+pub const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/nightly/status";

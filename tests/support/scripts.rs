@@ -1,6 +1,6 @@
 //! Request sequences more than one scenario expects.
 
-use super::paths::{BACKUPS, CLUSTER, CRONJOBS};
+use super::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS};
 use super::verifier::Expect;
 use super::world::NS;
 
@@ -17,4 +17,13 @@ pub fn delete_finalizer(backups: &[&str]) -> Vec<Expect> {
     script.push(Expect::event(NS));
     script.push(Expect::patch_cluster(CLUSTER));
     script
+}
+
+/// Backup `nightly` starts a Job: the Job is created, the status records it, an Event says so.
+pub fn nightly_job_started() -> Vec<Expect> {
+    vec![
+        Expect::create(JOBS),
+        Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ]
 }
