@@ -87,28 +87,20 @@ fn owned_by(job: &Job, backup: &Backup) -> bool {
         .is_some_and(|uid| job.owner_references().iter().any(|o| o.uid == uid))
 }
 
-/// The report `backup-agent verify-restore` writes to its termination message.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+/// The report `backup-agent verify-restore` writes to its termination message. Every field is
+/// optional to serde; a report without a phase is no report (see [`finished`]).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
 pub struct Report {
     pub phase: String,
-    #[serde(default)]
     pub failed_check: Option<String>,
-    #[serde(default)]
     pub checks: Vec<VerificationCheck>,
-    #[serde(default)]
     pub databases: u64,
-    #[serde(default)]
     pub tables: u64,
-    #[serde(default)]
     pub rows: u64,
-    #[serde(default)]
     pub started_at: Option<Timestamp>,
-    #[serde(default)]
     pub completed_at: Option<Timestamp>,
-    #[serde(default)]
     pub duration_seconds: Option<f64>,
-    #[serde(default)]
     pub message: String,
 }
 
@@ -122,7 +114,9 @@ pub fn finished(
 ) -> Verification {
     let mut verification = old.cloned().unwrap_or_default();
     verification.completed_at = Some(now.clone());
-    let report = termination.and_then(|t| serde_json::from_str::<Report>(t.trim()).ok());
+    let report = termination
+        .and_then(|t| serde_json::from_str::<Report>(t.trim()).ok())
+        .filter(|r| !r.phase.is_empty());
     let Some(report) = report else {
         verification.phase = Some(VerificationPhase::Error);
         verification.failed_check = None;
