@@ -40,6 +40,42 @@ async fn l4_verification_passes_then_names_an_altered_dump(ctx: Ctx) -> Result {
     Ok(())
 }
 
+/// `spec.backup.verify` on a cluster with a Completed backup: the first scheduled verification
+/// runs at once, passes with the backup's counts, and the cluster reports it
+/// (`lastVerifiedBackup`, `BackupVerified=True`).
+#[scenario]
+async fn l4_scheduled_verification_proves_the_newest_backup(ctx: Ctx) -> Result {
+    ctx.require_l4_bucket()?;
+    let (ns, name) = (ctx.ns.clone(), "nightly");
+    ctx.backed_up_lifecycle_db(name).await?;
+    let verify = json!({"spec": {"backup": {"verify": {"schedule": "0 4 * * 0", "window": "8d"}}}});
+    ctx.merge_patch_postgresql_in(&ns, "db", verify).await?;
+    ctx.wait_status_in(&ns, "db", format!("lastVerifiedBackup {name}"), |s| {
+        let last = s.last_verified_backup.as_ref().map(|b| b.name.as_str());
+        (last == Some(name), format!("{last:?}"))
+    })
+    .await?;
+    ctx.wait_condition_in(&ns, "db", "BackupVerified", "True")
+        .await?;
+    let backup = ctx.backups_in(&ns).get(name).await?;
+    let proof = backup
+        .status
+        .and_then(|s| s.verification)
+        .unwrap_or_default();
+    ensure!(
+        proof.phase == Some(VerificationPhase::Passed)
+            && proof.tables.unwrap_or_default() > 0
+            && proof.rows.unwrap_or_default() > 0,
+        "the scheduled verification did not pass with counts: {proof:?}"
+    );
+    say(format!(
+        "scheduled verification of {name}: Passed, {} tables, {} rows; BackupVerified=True",
+        proof.tables.unwrap_or_default(),
+        proof.rows.unwrap_or_default()
+    ));
+    Ok(())
+}
+
 /// Asks Backup `name` for a verification with `request` and waits for its answer.
 async fn verify(ctx: &Ctx, name: &str, request: &str) -> Result<Verification> {
     let backups = ctx.backups_in(&ctx.ns);
