@@ -4,6 +4,7 @@
 //! enforced by the API server at `kubectl apply` time, so a bad spec never reaches the operator.
 
 mod backup;
+mod cluster_status;
 pub mod conditions;
 mod destination;
 mod parameters;
@@ -12,6 +13,7 @@ mod rules;
 mod verification;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
+pub use cluster_status::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames, SuccessfulBackup};
 pub use destination::{
     CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,
     SecretKeyRef,
@@ -21,9 +23,8 @@ pub use parameters::{
     refusal as parameter_refusal,
 };
 pub use postgresql::{
-    BackupPolicy, Bootstrap, Compression, LocalName, ObjectStoreRestore, OnDelete, Phase,
-    PostgreSQL, PostgreSQLSpec, PostgreSQLStatus, PostgresVersion, RestoreSource, RestoredFrom,
-    Retention, SecretNames, SuccessfulBackup, VolumeSpec,
+    BackupPolicy, Bootstrap, Compression, LocalName, ObjectStoreRestore, OnDelete, PostgreSQL,
+    PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,
 };
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,

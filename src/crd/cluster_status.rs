@@ -1,0 +1,88 @@
+//! The observed state of a `PostgreSQL`: what the operator writes to its status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Observed state, written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgreSQLStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// A one-word summary; use the conditions for decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Desired number of instances.
+    #[serde(default)]
+    pub instances: i32,
+    /// Instances whose readiness probe passes.
+    #[serde(default)]
+    pub ready_instances: i32,
+    /// `host:port` of the read-write Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Names of the credential Secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<SecretNames>,
+    /// Standard conditions: Ready, Restored (clusters with spec.restore), BackupScheduled,
+    /// LastBackupSucceeded and Cleanup (while a deletion waits for the bucket).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The newest Completed backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_backup: Option<SuccessfulBackup>,
+    /// What spec.restore restored into this cluster; set once, so a restore runs only once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<RestoredFrom>,
+    /// The newest Backup whose verification passed (with `spec.backup.verify` or on request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verified_backup: Option<super::VerifiedBackup>,
+}
+
+/// The backup a cluster was restored from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoredFrom {
+    /// Id of the restored backup (`latest` resolved by the restore Job is reported as `latest`).
+    pub backup_id: String,
+    /// Prefix the backup was read from, e.g. `s3://bucket/path/<namespace>/<cluster>/`.
+    pub location: String,
+    /// When the restore Job finished.
+    pub restored_at: Time,
+}
+
+/// One-word summary of a cluster.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Children are being created or the server is starting.
+    Provisioning,
+    /// Every instance is ready.
+    Ready,
+    /// Was ready, and is not Ready now: an instance is not ready or a step failed (see the
+    /// Ready condition).
+    Degraded,
+    /// The spec cannot be realised; see the Ready condition's message.
+    Failed,
+}
+
+/// Names of the Secrets holding credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct SecretNames {
+    /// Secret with the application role's credentials.
+    pub app: String,
+    /// Secret with the superuser's credentials.
+    pub superuser: String,
+}
+
+/// A reference to a Completed Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuccessfulBackup {
+    /// Name of the Backup.
+    pub name: String,
+    /// When it completed.
+    pub completed_at: Time,
+}
