@@ -71,14 +71,30 @@ pub fn agent_environment(
     layout: &Layout,
     destination: &Destination,
 ) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
+    let (mut env, volumes, mounts) = store_environment(layout, destination);
+    // After the cluster's identity, before the store: the order the pinned contract records.
+    env.splice(
+        3..3,
+        [
+            plain_env("PGHOST", cluster.rw_host()),
+            plain_env("PGPORT", POSTGRES_PORT.to_string()),
+            secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
+            secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
+        ],
+    );
+    (env, volumes, mounts)
+}
+
+/// The agent's identity and bucket settings without any connection to the cluster's server:
+/// what a verification Job gets (it restores into a server of its own).
+pub fn store_environment(
+    layout: &Layout,
+    destination: &Destination,
+) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
     let mut env = vec![
         plain_env("TUSK_NAMESPACE", &layout.namespace),
         plain_env("TUSK_CLUSTER", &layout.cluster),
         plain_env("TUSK_LOG_FORMAT", "json"),
-        plain_env("PGHOST", cluster.rw_host()),
-        plain_env("PGPORT", POSTGRES_PORT.to_string()),
-        secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
-        secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
     ];
     let (mut volumes, mut mounts) = (Vec::new(), Vec::new());
     if let Some(s3) = &destination.s3 {

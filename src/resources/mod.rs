@@ -21,7 +21,7 @@ use crate::crd::{PostgreSQL, PostgreSQLSpec};
 
 pub use agent::{
     AGENT_CONTAINER, AgentSettings, Layout, RestorePlan, agent_environment, backup_job,
-    backup_job_spec, restore_job,
+    backup_job_spec, restore_job, store_environment,
 };
 pub use config::{
     CONFIG_DIR, INITDB_SCRIPT_KEY, ParameterError, config_checksum, config_map, render_hba,

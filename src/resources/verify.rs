@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::agent::{AgentPod, job_spec};
 use super::pod::{plain_env, restricted_container_security, restricted_pod_security};
 use super::statefulset::{POSTGRES_UID, postgres_image};
-use super::{AgentSettings, Cluster, Component, Layout, agent_environment};
+use super::{AgentSettings, Cluster, Component, Layout, store_environment};
 use crate::crd::{Destination, VERIFY_ANNOTATION};
 
 /// `spec.backup.verify.jobDeadlineSeconds` when unset: a restore plus amcheck and counts.
@@ -64,11 +64,9 @@ pub fn verify_job(
         request,
         deadline_seconds,
     } = *run;
-    let (mut env, mut volumes, mut mounts) =
-        agent_environment(cluster, &Layout::of(cluster), destination);
     // The throwaway server is reached on a socket in its scratch directory: the pod gets no
     // connection settings and no credentials of the source cluster.
-    env.retain(|v| !v.name.starts_with("PG"));
+    let (mut env, mut volumes, mut mounts) = store_environment(&Layout::of(cluster), destination);
     let major = cluster.spec.version.major();
     env.extend([
         plain_env("TUSK_BACKUP_ID", backup_id),
