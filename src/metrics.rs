@@ -45,6 +45,7 @@ pub struct Metrics {
     backup_reconciles: Family<ResultLabels, Counter>,
     backups_finished: Family<ResultLabels, Counter>,
     last_backup: Family<ClusterLabels, Gauge>,
+    last_verified: Family<ClusterLabels, Gauge>,
     verifications_finished: Family<ResultLabels, Counter>,
     verification_duration: Histogram,
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
@@ -96,6 +97,11 @@ impl Default for Metrics {
             "Unix time of each cluster's newest Completed backup, for alerts on stale backups",
             Family::default(),
         );
+        let last_verified = add.seconds(
+            "last_verified_backup_timestamp",
+            "Unix time of each cluster's newest passed verification, for alerts on unproven backups",
+            Family::default(),
+        );
         let verifications_finished = add.metric(
             "verifications_finished",
             "Backup verifications that finished, by result: Verified, the failed check's reason \
@@ -118,6 +124,7 @@ impl Default for Metrics {
             backup_reconciles,
             backups_finished,
             last_backup,
+            last_verified,
             cluster_caches: std::sync::Mutex::default(),
         }
     }
@@ -198,23 +205,28 @@ impl Metrics {
         }
     }
 
-    /// Sets the last-success time of every cluster that has one; clusters that are gone (or
-    /// never had a success) have no series, so an alert on staleness never sees a stale value.
+    /// Sets the last-success and last-verified times of every cluster that has them; clusters
+    /// that are gone (or never had one) have no series, so an alert on staleness never sees a
+    /// stale value.
     pub fn record_backup_times<'a>(&self, clusters: impl IntoIterator<Item = &'a PostgreSQL>) {
         self.last_backup.clear();
+        self.last_verified.clear();
         for cluster in clusters {
-            let last = cluster
-                .status
-                .as_ref()
-                .and_then(|s| s.last_successful_backup.as_ref());
-            let Some(last) = last else { continue };
+            let Some(status) = cluster.status.as_ref() else {
+                continue;
+            };
             let labels = ClusterLabels {
                 namespace: cluster.metadata.namespace.clone().unwrap_or_default(),
                 cluster: cluster.metadata.name.clone().unwrap_or_default(),
             };
-            self.last_backup
-                .get_or_create(&labels)
-                .set(last.completed_at.0.as_second());
+            if let Some(last) = &status.last_successful_backup {
+                let at = last.completed_at.0.as_second();
+                self.last_backup.get_or_create(&labels).set(at);
+            }
+            if let Some(verified) = &status.last_verified_backup {
+                let at = verified.verified_at.0.as_second();
+                self.last_verified.get_or_create(&labels).set(at);
+            }
         }
     }
 
@@ -282,14 +294,21 @@ mod tests {
     }
 
     #[test]
-    fn last_successful_backup_time_per_cluster() {
+    fn last_successful_and_verified_backup_times_per_cluster() {
         let pg = demo_with_status(serde_json::json!({
             "lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-22T02:00:00Z"},
+            "lastVerifiedBackup": {"name": "b0", "verifiedAt": "2026-11-22T04:00:00Z"},
         }));
         let metrics = Metrics::default();
         metrics.record_backup_times([&pg]);
-        let line = "tusk_last_successful_backup_timestamp_seconds{namespace=\"prod\",cluster=\"demo\"} 1795312800";
-        assert!(metrics.encode().contains(line), "{}", metrics.encode());
+        let text = metrics.encode();
+        let labels = "{namespace=\"prod\",cluster=\"demo\"}";
+        for line in [
+            format!("tusk_last_successful_backup_timestamp_seconds{labels} 1795312800"),
+            format!("tusk_last_verified_backup_timestamp_seconds{labels} 1795320000"),
+        ] {
+            assert!(text.contains(&line), "{line} in {text}");
+        }
         metrics.record_backup_times([]);
         assert!(!metrics.encode().contains("cluster=\"demo\""));
     }
