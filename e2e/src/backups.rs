@@ -7,6 +7,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Resource};
 
+use crate::bucket::Damage;
 use crate::wait::{Check, until};
 use crate::{Context, Ctx, Result, fail, manifests, skip};
 
@@ -31,9 +32,9 @@ impl Ctx {
             .await
     }
 
-    /// Flips one bit of object `key` in the bucket; a skip where it cannot be written.
-    pub async fn alter_object(&self, key: &str) -> Result {
-        self.platform.bucket_flip_byte(key).await
+    /// Damages object `key` in the bucket; a skip where it cannot be written.
+    pub async fn damage_object(&self, key: &str, damage: Damage<'_>) -> Result {
+        self.platform.bucket_damage(key, damage).await
     }
 
     /// The scenario needs to look into the bucket.
@@ -216,15 +217,22 @@ impl Ctx {
         self.prefix_keys_in("lifecycle", ns, cluster).await
     }
 
-    /// Flips one bit of the dump of database `app` in backup `backup` of the lifecycle cluster
-    /// `db` in `ns` (under `lifecycle/`); returns the altered key.
-    pub async fn alter_app_dump_in(&self, ns: &str, backup: &str) -> Result<String> {
+    /// Damages the object of backup `backup` of the lifecycle cluster `db` in `ns` (under
+    /// `lifecycle/`) whose name starts with `file` (`db-app.` is the dump of database `app`,
+    /// `manifest.json` the manifest); returns its key.
+    pub async fn damage_backup_in(
+        &self,
+        ns: &str,
+        backup: &str,
+        file: &str,
+        damage: Damage<'_>,
+    ) -> Result<String> {
         let keys = self.lifecycle_keys(ns, "db").await?;
-        let dump_prefix = format!("lifecycle/{ns}/db/{backup}/db-app.");
-        let Some(dump) = keys.into_iter().find(|k| k.starts_with(&dump_prefix)) else {
-            fail!("no dump of database app under {dump_prefix}");
+        let prefix = format!("lifecycle/{ns}/db/{backup}/{file}");
+        let Some(key) = keys.into_iter().find(|k| k.starts_with(&prefix)) else {
+            fail!("no object under {prefix}");
         };
-        self.alter_object(&dump).await?;
-        Ok(dump)
+        self.damage_object(&key, damage).await?;
+        Ok(key)
     }
 }

@@ -21,6 +21,7 @@ pub mod pods;
 pub mod samples;
 pub mod settings;
 pub mod sql;
+pub mod verification;
 pub mod wait;
 
 pub use context::{Ctx, say, with_temp_ns};

@@ -7,6 +7,7 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use tusk_e2e::backups::unix_seconds;
 use tusk_e2e::manifests::{S3Backup, cluster};
+use tusk_e2e::verification::passed_with_counts;
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, skip, until};
 
 /// The scheduled-backup Job (created from the operator's CronJob as the scheduler would) writes
@@ -102,8 +103,9 @@ fn restore_job(cron: &Value, ns: &str, dst: &str, backup: &str) -> Result<Value>
     }))
 }
 
-/// The user's flow with the samples: an on-demand Backup CR, then a new cluster restored from
-/// it, and the application owner logging into the copy with its own password.
+/// The user's flow with the samples: an on-demand Backup CR, proven by the sample's scheduled
+/// verification, then a new cluster restored from it, and the application owner logging into
+/// the copy with its own password.
 #[scenario]
 async fn l4_backup_restore_samples(ctx: Ctx) -> Result {
     ctx.require_l4()?;
@@ -131,6 +133,14 @@ async fn l4_backup_restore_samples(ctx: Ctx) -> Result {
         "Backup shop-manual Completed: {} {} bytes",
         status.location.unwrap_or_default(),
         status.size_bytes.unwrap_or_default()
+    ));
+    // The sample verifies on a schedule; the first run proves the newest backup at once.
+    let proof = ctx
+        .wait_backup_verified_in(&ns, "shop", "shop-manual")
+        .await?;
+    say(format!(
+        "scheduled verification of shop-manual: {}; shop BackupVerified=True",
+        passed_with_counts(&proof)?
     ));
     ctx.apply_sample("postgresql-restore.yaml").await?;
     ctx.wait_condition_in(&ns, "shop-restored", "Restored", "True")

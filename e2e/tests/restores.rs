@@ -2,6 +2,7 @@
 //! restored into a new cluster table by table, and a dump altered in the bucket refused with
 //! the agent's own reason in the cluster's status.
 
+use tusk_e2e::bucket::{APP_DUMP, Damage};
 use tusk_e2e::cluster::{condition, conditions, describe};
 use tusk_e2e::manifests::{backup, restored_cluster};
 use tusk_e2e::{Check, Ctx, Kind, Obj, Result, ensure, say, scenario, until};
@@ -64,7 +65,9 @@ async fn backup_restore_from_altered_dump(ctx: Ctx) -> Result {
     ctx.require_l4_bucket()?;
     let (ns, name) = (ctx.ns.clone(), "src");
     ctx.backed_up_lifecycle_db(name).await?;
-    let dump = ctx.alter_app_dump_in(&ns, name).await?;
+    let dump = ctx
+        .damage_backup_in(&ns, name, APP_DUMP, Damage::FlipBit)
+        .await?;
     ctx.apply(&restored_cluster("copy", name)).await?;
     let message = until(
         format!("{ns}/copy Restored=False/RestoreFailed"),

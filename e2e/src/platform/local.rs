@@ -10,6 +10,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::audit::{self, Write};
+use crate::bucket::Damage;
 use crate::settings::Settings;
 use crate::{Context, Result, bucket, fail, metrics};
 
@@ -110,11 +111,11 @@ impl Local {
         bucket::keys(endpoint, prefix).await
     }
 
-    pub async fn bucket_flip_byte(&self, key: &str) -> Result {
+    pub async fn bucket_damage(&self, key: &str, damage: Damage<'_>) -> Result {
         let Some(endpoint) = &self.minio else {
             fail!("no local MinIO (TUSK_E2E_MINIO_ENDPOINT is not set: TUSK_E2E_L4=1 starts it)");
         };
-        bucket::flip_byte(endpoint, key).await
+        bucket::damage(endpoint, key, damage).await
     }
 }
 

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use kube::Client;
 
 use crate::audit::Write;
+use crate::bucket::Damage;
 use crate::settings::Settings;
 use crate::{Failure, Result};
 
@@ -125,10 +126,10 @@ impl Platform {
         }
     }
 
-    /// Flips one bit of object `key` in the bucket `tusk-backups`.
-    pub async fn bucket_flip_byte(&self, key: &str) -> Result {
+    /// Damages object `key` in the bucket `tusk-backups`.
+    pub async fn bucket_damage(&self, key: &str, damage: Damage<'_>) -> Result {
         match self {
-            Platform::Local(p) => p.bucket_flip_byte(key).await,
+            Platform::Local(p) => p.bucket_damage(key, damage).await,
             Platform::InCluster(_) => Err(unsupported("write to the object store")),
         }
     }
