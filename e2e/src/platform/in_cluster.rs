@@ -11,6 +11,7 @@ use kube::{Api, Client, ResourceExt};
 
 use super::local::run as run_command;
 use crate::audit::{self, Write};
+use crate::bucket::Damage;
 use crate::wait::{Check, until};
 use crate::{Context, Result, bucket};
 
@@ -85,6 +86,16 @@ impl InCluster {
 
     /// Every key under `prefix`, through the MinIO Service's cluster IP.
     pub async fn bucket_keys(&self, prefix: &str) -> Result<Vec<String>> {
+        bucket::keys(&self.minio_endpoint().await?, prefix).await
+    }
+
+    /// Damages object `key`, through the MinIO Service's cluster IP.
+    pub async fn bucket_damage(&self, key: &str, damage: Damage<'_>) -> Result {
+        bucket::damage(&self.minio_endpoint().await?, key, damage).await
+    }
+
+    /// The in-cluster MinIO as this host reaches it (the node's cluster IPs route here).
+    async fn minio_endpoint(&self) -> Result<String> {
         let (ns, name, port) = MINIO;
         let service = Api::<Service>::namespaced(self.client.clone(), ns)
             .get(name)
@@ -94,7 +105,7 @@ impl InCluster {
             .spec
             .and_then(|s| s.cluster_ip)
             .context(format!("Service {ns}/{name} has no cluster IP"))?;
-        bucket::keys(&format!("http://{ip}:{port}"), prefix).await
+        Ok(format!("http://{ip}:{port}"))
     }
 
     fn pods(&self) -> Api<Pod> {

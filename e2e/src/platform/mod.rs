@@ -130,6 +130,7 @@ impl Platform {
     pub async fn bucket_damage(&self, key: &str, damage: Damage<'_>) -> Result {
         match self {
             Platform::Local(p) => p.bucket_damage(key, damage).await,
+            Platform::InCluster(p) if p.is_local_node() => p.bucket_damage(key, damage).await,
             Platform::InCluster(_) => Err(unsupported("write to the object store")),
         }
     }
