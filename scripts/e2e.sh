@@ -27,6 +27,11 @@ step "e2e scenarios on a local control plane"
 # running the operator's backup/restore Jobs (e2e/local/l4.sh). TUSK_E2E_L4=0 leaves it out.
 TUSK_E2E_L4="${TUSK_E2E_L4:-1}" e2e/local/run.sh "$@"
 
+step "scale benchmark, short (scripts/bench-scale.sh: 100 clusters, debug build)"
+# Proves the benchmark runs end to end; its figures are printed, never asserted (speed goals are
+# not timed tests). The full run: scripts/bench-scale.sh (README, Performance).
+TUSK_SCALE_PROFILE=debug scripts/bench-scale.sh --rest 30 100
+
 # Real pods (e2e/local/node-run.sh): images from the Dockerfile, a kubelet and containerd, the
 # scenarios on the node platform. TUSK_E2E_NODE=1 always, =0 never; by default (auto) when this
 # machine can (root) and it fits: the images were built here before (warm caches: an unchanged

@@ -8,6 +8,7 @@ use crate::{Context, Result};
 
 pub const OPERATOR_USER: &str = "system:serviceaccount:tusk-system:tusk-operator";
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
 
 /// One write request of the operator.
 #[derive(Debug, Clone)]
@@ -33,40 +34,107 @@ pub fn mark(log: &Path) -> Result<u64> {
 /// The operator's create/update/patch/delete requests logged after `mark`, Lease renewals
 /// excluded (leader election is not a reconcile write).
 pub fn writes_since(log: &Path, mark: u64) -> Result<Vec<Write>> {
+    let mut writes = Vec::new();
+    for_each_since(log, mark, |event| writes.extend(operator_write(event)))?;
+    Ok(writes)
+}
+
+/// How many requests the operator made, reads (get, list, watch) and writes apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Requests {
+    pub reads: u64,
+    /// Writes other than Lease renewals.
+    pub writes: u64,
+}
+
+/// The operator's requests logged after `mark`, counted.
+pub fn requests_since(log: &Path, mark: u64) -> Result<Requests> {
+    let mut requests = Requests::default();
+    for_each_since(log, mark, |event| {
+        if operator_write(event).is_some() {
+            requests.writes += 1;
+        } else if is_operator_read(event) {
+            requests.reads += 1;
+        }
+    })?;
+    Ok(requests)
+}
+
+/// Calls `f` with every event logged after `mark`.
+fn for_each_since(log: &Path, mark: u64, mut f: impl FnMut(&serde_json::Value)) -> Result {
     let mut file = std::fs::File::open(log).context(format!("audit log {}", log.display()))?;
     file.seek(SeekFrom::Start(mark))?;
-    let mut writes = Vec::new();
     for line in BufReader::new(file).lines() {
         let Ok(event) = serde_json::from_str::<serde_json::Value>(&line?) else {
             continue; // a line being written while we read
         };
-        if let Some(write) = operator_write(&event) {
-            writes.push(write);
-        }
+        f(&event);
     }
-    Ok(writes)
+    Ok(())
+}
+
+fn text<'a>(event: &'a serde_json::Value, pointer: &str) -> &'a str {
+    event
+        .pointer(pointer)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+}
+
+fn is_operator_read(event: &serde_json::Value) -> bool {
+    text(event, "/user/username") == OPERATOR_USER
+        && READ_VERBS.contains(&text(event, "/verb"))
+        // A watch is logged when it starts and again when it ends: count it once.
+        && text(event, "/stage") != "ResponseStarted"
 }
 
 fn operator_write(event: &serde_json::Value) -> Option<Write> {
-    let text = |pointer: &str| {
-        event
-            .pointer(pointer)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-    };
-    let verb = text("/verb");
-    if text("/user/username") != OPERATOR_USER
+    let verb = text(event, "/verb");
+    if text(event, "/user/username") != OPERATOR_USER
         || !WRITE_VERBS.contains(&verb)
-        || text("/objectRef/resource") == "leases"
+        || text(event, "/objectRef/resource") == "leases"
     {
         return None;
     }
     Some(Write {
         verb: verb.to_string(),
-        uri: text("/requestURI").to_string(),
+        uri: text(event, "/requestURI").to_string(),
         code: event
             .pointer("/responseStatus/code")
             .and_then(|v| v.as_i64())
             .unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_once_reads_and_writes_apart() {
+        let event = |user: &str, verb: &str, resource: &str, stage: &str| {
+            serde_json::json!({"user": {"username": user}, "verb": verb, "stage": stage,
+                "objectRef": {"resource": resource}, "requestURI": "/x"})
+            .to_string()
+        };
+        let lines = [
+            event(OPERATOR_USER, "list", "statefulsets", "ResponseComplete"),
+            event(OPERATOR_USER, "watch", "statefulsets", "ResponseStarted"),
+            event(OPERATOR_USER, "watch", "statefulsets", "ResponseComplete"),
+            event(OPERATOR_USER, "patch", "statefulsets", "ResponseComplete"),
+            event(OPERATOR_USER, "update", "leases", "ResponseComplete"),
+            event("admin", "create", "postgresqls", "ResponseComplete"),
+            "{not json".to_string(),
+        ];
+        let dir = std::env::temp_dir().join(format!("tusk-audit-{}", std::process::id()));
+        std::fs::write(&dir, lines.join("\n")).unwrap();
+        let counted = requests_since(&dir, 0).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(
+            counted,
+            Requests {
+                reads: 2,
+                writes: 1
+            }
+        );
+    }
 }

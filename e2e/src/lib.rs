@@ -19,6 +19,7 @@ pub mod objects;
 pub mod platform;
 pub mod pods;
 pub mod samples;
+pub mod scale;
 pub mod settings;
 pub mod sql;
 pub mod verification;

@@ -1,0 +1,69 @@
+//! `tusk-scale`: the scale benchmark against the local control plane and operator that
+//! scripts/bench-scale.sh starts. Prints a Markdown table of what it measured.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use tusk_e2e::platform::Local;
+use tusk_e2e::scale::fleet::Fleet;
+use tusk_e2e::scale::{Plan, Stand, run, stand_dir};
+use tusk_e2e::settings::Settings;
+
+#[derive(Parser)]
+#[command(about = "Applies N clusters to the local control plane and measures the operator")]
+struct Args {
+    /// Clusters to apply at once.
+    #[arg(long, default_value_t = 100)]
+    clusters: usize,
+    /// Namespaces to spread them over (round robin).
+    #[arg(long, default_value_t = 1)]
+    namespaces: usize,
+    /// Seconds the operator is watched at rest.
+    #[arg(long, default_value_t = 600)]
+    rest_seconds: u64,
+    /// Which build of the operator runs (printed with the figures).
+    #[arg(long, default_value = "release")]
+    build: String,
+    /// Seconds any phase may take before the run fails.
+    #[arg(long, default_value_t = 1800)]
+    timeout_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let plan = Plan {
+        fleet: Fleet {
+            clusters: args.clusters,
+            namespaces: args.namespaces.max(1),
+        },
+        rest: Duration::from_secs(args.rest_seconds),
+        timeout: Duration::from_secs(args.timeout_seconds),
+    };
+    let result = async {
+        let dir = stand_dir()?;
+        let client = kube::Client::try_default().await?;
+        let operator = Local::new(client.clone(), dir.clone(), &Settings::from_env());
+        run(
+            &Stand {
+                client,
+                operator,
+                dir,
+            },
+            &plan,
+        )
+        .await
+    }
+    .await;
+    match result {
+        Ok(report) => {
+            println!("{}", report.table(&args.build));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tusk-scale: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

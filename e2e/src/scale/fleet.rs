@@ -1,0 +1,133 @@
+//! The clusters under test: N minimal PostgreSQLs spread over namespaces, the kwok nodes their
+//! pods need, and deleting them all.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tusk::crd::PostgreSQL;
+
+use crate::{Context, Result};
+
+/// The field manager of everything the benchmark applies.
+const MANAGER: &str = "tusk-scale";
+/// Requests in flight while applying: what `kubectl apply` of many files in parallel does.
+const IN_FLIGHT: usize = 32;
+/// Pods per kwok node (as e2e/local/up.sh's kwok-node-0).
+const PODS_PER_NODE: usize = 250;
+
+/// N clusters named `pg-<i>`, cluster i in namespace `scale-<i mod namespaces>`.
+#[derive(Debug, Clone, Copy)]
+pub struct Fleet {
+    pub clusters: usize,
+    pub namespaces: usize,
+}
+
+impl Fleet {
+    pub fn namespace_names(&self) -> Vec<String> {
+        (0..self.namespaces).map(|n| format!("scale-{n}")).collect()
+    }
+
+    /// (namespace, name) of every cluster.
+    pub fn members(&self) -> Vec<(String, String)> {
+        (0..self.clusters)
+            .map(|i| (format!("scale-{}", i % self.namespaces), format!("pg-{i}")))
+            .collect()
+    }
+
+    /// Namespaces, and kwok nodes beyond kwok-node-0 so that every cluster's pod fits.
+    pub async fn prepare(&self, client: &Client) -> Result {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for ns in self.namespace_names() {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            apply(&namespaces, &ns, &body).await?;
+        }
+        let nodes: Api<Node> = Api::all(client.clone());
+        for n in 1..self.clusters.div_ceil(PODS_PER_NODE) {
+            let name = format!("kwok-node-{n}");
+            apply(&nodes, &name, &kwok_node(&name)).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies every cluster, `IN_FLIGHT` at a time.
+    pub async fn apply(&self, client: &Client) -> Result {
+        futures::stream::iter(self.members())
+            .map(|(ns, name)| async move {
+                let api: Api<PostgreSQL> = Api::namespaced(client.clone(), &ns);
+                apply(&api, &name, &cluster(&name)).await
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(drop)
+    }
+
+    /// Deletes every PostgreSQL (one collection delete per namespace).
+    pub async fn delete(&self, client: &Client) -> Result {
+        for ns in self.namespace_names() {
+            let api: Api<PostgreSQL> = Api::namespaced(client.clone(), &ns);
+            api.delete_collection(&DeleteParams::default(), &ListParams::default())
+                .await
+                .context(format!("deleting the PostgreSQLs of {ns}"))?;
+        }
+        Ok(())
+    }
+}
+
+async fn apply<K>(api: &Api<K>, name: &str, body: &Value) -> Result
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .context(format!("applying {name}"))
+    .map(drop)
+}
+
+/// The smallest cluster a user would run: one instance, default storage class, no backups
+/// (backups would add Jobs kwok cannot run, and measure the bucket rather than the operator).
+fn cluster(name: &str) -> Value {
+    json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+        "metadata": {"name": name},
+        "spec": {"version": "18", "storage": {"size": "1Gi"}},
+    })
+}
+
+/// A node kwok plays (e2e/local/up.sh's kwok-node-0, another name).
+fn kwok_node(name: &str) -> Value {
+    let resources = json!({"cpu": "64", "memory": "256Gi", "pods": PODS_PER_NODE.to_string(),
+        "ephemeral-storage": "1Ti"});
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", "type": "kwok"}},
+        "status": {"allocatable": resources, "capacity": resources},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusters_spread_round_robin_over_the_namespaces() {
+        let fleet = Fleet {
+            clusters: 5,
+            namespaces: 2,
+        };
+        let members = fleet.members();
+        assert_eq!(members.len(), 5);
+        assert_eq!(members[0], ("scale-0".into(), "pg-0".into()));
+        assert_eq!(members[3], ("scale-1".into(), "pg-3".into()));
+        assert_eq!(fleet.namespace_names(), ["scale-0", "scale-1"]);
+    }
+}

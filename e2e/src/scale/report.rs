@@ -1,0 +1,162 @@
+//! What one run measured, and the table it prints.
+
+use std::time::Duration;
+
+use super::process::Usage;
+use crate::audit::Requests;
+
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub clusters: usize,
+    pub namespaces: usize,
+    /// Apply of the first cluster → every cluster's children exist.
+    pub children_created: Duration,
+    /// Apply of the first cluster → every cluster reports Ready.
+    pub all_ready: Duration,
+    /// The operator's requests from the first apply until every cluster was Ready.
+    pub converge_requests: Requests,
+    /// Usage once every cluster was Ready (the peak covers the whole convergence).
+    pub converged: Usage,
+    /// The rest window and the requests made in it.
+    pub rest: Duration,
+    pub rest_requests: Requests,
+    /// Usage at the end of the rest window.
+    pub settled: Usage,
+    /// Restart at rest: start → every cluster reconciled once, and the writes made meanwhile.
+    pub restart_settled: Duration,
+    pub restart_requests: Requests,
+    /// Usage after the restart settled.
+    pub restarted: Usage,
+    /// Deleting every PostgreSQL → none left (the operator's part: its finalizers, if any).
+    pub clusters_deleted: Duration,
+    /// Deleting every PostgreSQL → no child left (kube-controller-manager's garbage collector
+    /// deletes the owned children; the operator takes no part).
+    pub all_deleted: Duration,
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+fn per_minute(count: u64, window: Duration) -> String {
+    let minutes = window.as_secs_f64() / 60.0;
+    if minutes == 0.0 {
+        return "-".into();
+    }
+    format!("{:.1}", count as f64 / minutes)
+}
+
+impl Report {
+    /// A Markdown table, one measure a row, of the operator's `build` (release, debug).
+    pub fn table(&self, build: &str) -> String {
+        let rows = [
+            (
+                "apply → every cluster's children created",
+                secs(self.children_created),
+            ),
+            ("apply → every cluster Ready", secs(self.all_ready)),
+            (
+                "requests to converge (reads / writes)",
+                format!(
+                    "{} / {}",
+                    self.converge_requests.reads, self.converge_requests.writes
+                ),
+            ),
+            (
+                "RSS peak (whole run up to Ready)",
+                mib(self.converged.peak_kib),
+            ),
+            ("RSS settled (end of rest)", mib(self.settled.rss_kib)),
+            (
+                "CPU seconds to converge / during rest",
+                format!(
+                    "{:.1} / {:.1}",
+                    self.converged.cpu_seconds,
+                    self.settled.cpu_seconds - self.converged.cpu_seconds
+                ),
+            ),
+            (
+                "requests per minute at rest (reads / writes)",
+                format!(
+                    "{} / {} (over {})",
+                    per_minute(self.rest_requests.reads, self.rest),
+                    per_minute(self.rest_requests.writes, self.rest),
+                    secs(self.rest)
+                ),
+            ),
+            (
+                "restart at rest: time to reconcile all",
+                secs(self.restart_settled),
+            ),
+            (
+                "restart at rest: requests (reads / writes)",
+                format!(
+                    "{} / {}",
+                    self.restart_requests.reads, self.restart_requests.writes
+                ),
+            ),
+            ("RSS after the restart", mib(self.restarted.rss_kib)),
+            (
+                "delete all → every PostgreSQL gone",
+                secs(self.clusters_deleted),
+            ),
+            (
+                "delete all → every child gone (garbage collector)",
+                secs(self.all_deleted),
+            ),
+        ];
+        let mut out = format!(
+            "| Tusk ({build} build), {} clusters in {} namespace(s) | |\n|---|---|\n",
+            self.clusters, self.namespaces
+        );
+        for (measure, value) in rows {
+            out.push_str(&format!("| {measure} | {value} |\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_says_each_measure_with_its_unit() {
+        let report = Report {
+            clusters: 100,
+            namespaces: 1,
+            children_created: Duration::from_millis(4_800),
+            converged: Usage {
+                rss_kib: 30_000,
+                peak_kib: 40_960,
+                cpu_seconds: 3.0,
+            },
+            settled: Usage {
+                rss_kib: 32_768,
+                peak_kib: 40_960,
+                cpu_seconds: 3.5,
+            },
+            rest: Duration::from_secs(120),
+            rest_requests: Requests {
+                reads: 4,
+                writes: 0,
+            },
+            ..Report::default()
+        };
+        let table = report.table("release");
+        assert!(table.starts_with("| Tusk (release build), 100 clusters in 1 namespace(s) |"));
+        for row in [
+            "| apply → every cluster's children created | 4.8 s |",
+            "| RSS peak (whole run up to Ready) | 40.0 MiB |",
+            "| RSS settled (end of rest) | 32.0 MiB |",
+            "| CPU seconds to converge / during rest | 3.0 / 0.5 |",
+            "| requests per minute at rest (reads / writes) | 2.0 / 0.0 (over 120.0 s) |",
+        ] {
+            assert!(table.contains(row), "{row} in\n{table}");
+        }
+    }
+}
