@@ -19,7 +19,7 @@ use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
 use crate::runtime::buckets::SecretBuckets;
-use crate::runtime::watch::{cached_watch, shared_watch};
+use crate::runtime::watch::{cached_watch, drop_managed_fields, shared_watch};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
 
@@ -99,6 +99,7 @@ pub async fn run(
         // Reconcile on spec changes, not on the operator's own status writes.
         let stream = watcher(scope.api::<PostgreSQL>(&client), watcher::Config::default())
             .default_backoff()
+            .modify(drop_managed_fields)
             .reflect(writer)
             .applied_objects()
             .predicate_filter(predicates::generation, Default::default());

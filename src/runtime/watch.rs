@@ -55,6 +55,7 @@ where
     let (triggers, stream) = futures::channel::mpsc::unbounded();
     let driver = watcher(api, config)
         .default_backoff()
+        .modify(drop_managed_fields)
         .reflect(writer)
         .touched_objects()
         .for_each(move |object| {
@@ -85,6 +86,7 @@ where
         .expect("store_shared writers are subscribable");
     let driver = watcher(api, config)
         .default_backoff()
+        .modify(drop_managed_fields)
         .reflect_shared(writer)
         .for_each(|event| async move {
             if let Err(e) = event {
@@ -92,4 +94,32 @@ where
             }
         });
     (reader, handle, driver)
+}
+
+/// Drops `metadata.managedFields` before an object is cached or handed on: nothing reads them
+/// (applies compare fields, not owners), and they are a large part of every object, so caches
+/// of a thousand clusters' children hold far less.
+pub fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    use super::*;
+
+    #[test]
+    fn cached_objects_carry_no_managed_fields_and_keep_the_rest() {
+        let mut object = ConfigMap::default();
+        object.metadata.name = Some("demo-config".into());
+        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("tusk-operator".into()),
+            ..Default::default()
+        }]);
+        drop_managed_fields(&mut object);
+        assert_eq!(object.metadata.managed_fields, None);
+        assert_eq!(object.metadata.name.as_deref(), Some("demo-config"));
+    }
 }
