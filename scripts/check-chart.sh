@@ -49,5 +49,15 @@ echo "monitoring enabled: $(summary <<<"$monitoring")"
 
 "$promtool" check rules "$chart/files/prometheus-rules.yaml"
 "$promtool" test rules deploy/monitoring/rules_test.yaml
-python3 -c 'import json, sys; print("dashboard:", len(json.load(open(sys.argv[1]))["panels"]), "panels")' \
-  "$chart/files/grafana-dashboard.json"
+# The dashboard's queries parse as PromQL: promtool checks them as recording rules (JSON is YAML).
+queries=$(mktemp --suffix=.json)
+trap 'rm -f "$queries"' EXIT
+python3 - "$chart/files/grafana-dashboard.json" >"$queries" <<'PY'
+import json, sys
+panels = json.load(open(sys.argv[1]))["panels"]
+rules = [{"record": f"dashboard:panel{p['id']}:{t['refId']}", "expr": t["expr"]}
+         for p in panels for t in p["targets"]]
+print(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))
+print(f"dashboard: {len(panels)} panels, {len(rules)} queries", file=sys.stderr)
+PY
+"$promtool" check rules "$queries"
