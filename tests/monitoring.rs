@@ -39,6 +39,7 @@ fn every_family() -> Metrics {
             "backup": {"schedule": "@daily", "destination": {"gcs": {"bucket": "b"}}}},
         "status": {
             "lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-20T02:10:00Z"},
+            "lastVerifiedBackup": {"name": "b1", "verifiedAt": "2026-11-20T04:00:00Z"},
             "conditions": [{"type": "BackupScheduled", "status": "True", "reason": "Scheduled",
                 "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
         },
