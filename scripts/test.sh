@@ -12,9 +12,9 @@ started=$SECONDS
 step "System packages"
 scripts/install-deps.sh
 
-step "Upstream test binaries (MinIO, fake-gcs-server)"
-eval "$(scripts/testbin.sh)"
-export TUSK_MINIO_BIN TUSK_FAKE_GCS_BIN
+step "Upstream test binaries (MinIO, fake-gcs-server, helm, promtool)"
+eval "$(scripts/testbin.sh minio fake-gcs-server helm promtool)"
+export TUSK_MINIO_BIN TUSK_FAKE_GCS_BIN TUSK_HELM_BIN TUSK_PROMTOOL_BIN
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -22,15 +22,17 @@ cargo fmt --all --check
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "CRDs in crds/ match the Rust types"
+step "CRDs in crds/ and the Helm chart's crds/ match the Rust types"
 generated=$(mktemp -d)
 trap 'rm -rf "$generated"' EXIT
 cargo run --quiet --locked -p tusk -- crd --output-dir "$generated"
-for file in "$generated"/*.yaml; do
-  if ! diff -u "crds/$(basename "$file")" "$file"; then
-    echo "crds/ is stale: run 'cargo run -- crd --output-dir crds' and commit the result" >&2
-    exit 1
-  fi
+for dir in crds deploy/helm/tusk/crds; do
+  for file in "$generated"/*.yaml; do
+    if ! diff -u "$dir/$(basename "$file")" "$file"; then
+      echo "$dir/ is stale: run 'cargo run -- crd --output-dir $dir' and commit the result" >&2
+      exit 1
+    fi
+  done
 done
 
 step "Manifests build with kustomize"
@@ -40,6 +42,9 @@ if command -v kubectl >/dev/null; then
 else
   echo "kubectl not found; skipping the kustomize render (the e2e suite covers it)"
 fi
+
+step "Helm chart and alert rules (scripts/check-chart.sh)"
+scripts/check-chart.sh
 
 step "cargo test --workspace"
 cargo test --workspace --locked

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# Builds (or reuses) the pinned upstream MinIO and fake-gcs-server used by backup-agent's tests.
+# Builds (or reuses) pinned upstream tools: by default MinIO and fake-gcs-server (backup-agent's
+# tests); named tools on request (helm, promtool: the chart and alert-rule checks).
 # Binaries go to a cache outside the repository; nothing here is committed.
 # Usage: eval "$(scripts/testbin.sh)"   # prints export lines on stdout, progress on stderr
+#        eval "$(scripts/testbin.sh helm promtool)"
 set -euo pipefail
 
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
 FAKE_GCS_VERSION="v1.56.1"
+HELM_VERSION="v3.22.0"
+# Prometheus tags its Go module v0.3XX.Y for release 3.XX.Y.
+PROMETHEUS_VERSION="v0.316.0"
 CACHE="${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}"
 
-command -v go >/dev/null || { echo "testbin.sh: Go toolchain not found (needed to build MinIO/fake-gcs-server)" >&2; exit 1; }
+command -v go >/dev/null || { echo "testbin.sh: Go toolchain not found (needed to build the test tools)" >&2; exit 1; }
 
-# build NAME VERSION MODULE: go install MODULE@VERSION into CACHE/NAME-VERSION/ unless present.
+# build NAME VERSION MODULE [TAGS]: go install MODULE@VERSION into CACHE/NAME-VERSION/ unless
+# present, with build TAGS if given.
 build() {
-  local name=$1 version=$2 module=$3
+  local name=$1 version=$2 module=$3 tags=${4:-}
   local dir="$CACHE/$name-$version"
   if [[ ! -x "$dir/$name" ]]; then
     echo "testbin.sh: building $module@$version (cold builds take minutes)..." >&2
     mkdir -p "$dir.tmp"
     # CGO off: static binaries, no C toolchain needed; the Go build cache is kept for reuse.
-    CGO_ENABLED=0 GOBIN="$dir.tmp" GOFLAGS=-buildvcs=false go install -trimpath "$module@$version" >&2
+    CGO_ENABLED=0 GOBIN="$dir.tmp" GOFLAGS=-buildvcs=false go install -trimpath -tags "$tags" "$module@$version" >&2
     # go install names the binary after the module's last path element.
     if [[ "$(basename "$module")" != "$name" ]]; then mv "$dir.tmp/$(basename "$module")" "$dir.tmp/$name"; fi
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
@@ -26,7 +32,16 @@ build() {
   echo "$dir/$name"
 }
 
-minio=$(build minio "$MINIO_VERSION" github.com/minio/minio)
-fakegcs=$(build fake-gcs-server "$FAKE_GCS_VERSION" github.com/fsouza/fake-gcs-server)
-echo "export TUSK_MINIO_BIN=$minio"
-echo "export TUSK_FAKE_GCS_BIN=$fakegcs"
+tools=("$@")
+[[ ${#tools[@]} -gt 0 ]] || tools=(minio fake-gcs-server)
+for tool in "${tools[@]}"; do
+  case $tool in
+    minio) echo "export TUSK_MINIO_BIN=$(build minio "$MINIO_VERSION" github.com/minio/minio)" ;;
+    fake-gcs-server) echo "export TUSK_FAKE_GCS_BIN=$(build fake-gcs-server "$FAKE_GCS_VERSION" github.com/fsouza/fake-gcs-server)" ;;
+    helm) echo "export TUSK_HELM_BIN=$(build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm)" ;;
+    # remove_all_sd leaves out the cloud service discoveries rule checks never use: the cold
+    # build takes less than half the time.
+    promtool) echo "export TUSK_PROMTOOL_BIN=$(build promtool "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool remove_all_sd)" ;;
+    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool)" >&2; exit 1 ;;
+  esac
+done

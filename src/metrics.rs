@@ -10,6 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
+use crate::clusters::freshness::overdue_at;
 use crate::crd::{Phase, PostgreSQL};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -46,6 +47,7 @@ pub struct Metrics {
     backups_finished: Family<ResultLabels, Counter>,
     last_backup: Family<ClusterLabels, Gauge>,
     last_verified: Family<ClusterLabels, Gauge>,
+    backup_overdue_at: Family<ClusterLabels, Gauge>,
     verifications_finished: Family<ResultLabels, Counter>,
     verification_duration: Histogram,
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
@@ -102,6 +104,12 @@ impl Default for Metrics {
             "Unix time of each cluster's newest passed verification, for alerts on unproven backups",
             Family::default(),
         );
+        let backup_overdue_at = add.seconds(
+            "backup_overdue_timestamp",
+            "Unix time at which each scheduled cluster's backups are overdue (about twice the \
+             schedule's interval after the last success) unless one succeeds first",
+            Family::default(),
+        );
         let verifications_finished = add.metric(
             "verifications_finished",
             "Backup verifications that finished, by result: Verified, the failed check's reason \
@@ -125,6 +133,7 @@ impl Default for Metrics {
             backups_finished,
             last_backup,
             last_verified,
+            backup_overdue_at,
             cluster_caches: std::sync::Mutex::default(),
         }
     }
@@ -207,10 +216,11 @@ impl Metrics {
 
     /// Sets the last-success and last-verified times of every cluster that has them; clusters
     /// that are gone (or never had one) have no series, so an alert on staleness never sees a
-    /// stale value.
+    /// stale value. Likewise the overdue time of every cluster whose schedule is active.
     pub fn record_backup_times<'a>(&self, clusters: impl IntoIterator<Item = &'a PostgreSQL>) {
         self.last_backup.clear();
         self.last_verified.clear();
+        self.backup_overdue_at.clear();
         for cluster in clusters {
             let Some(status) = cluster.status.as_ref() else {
                 continue;
@@ -226,6 +236,10 @@ impl Metrics {
             if let Some(verified) = &status.last_verified_backup {
                 let at = verified.verified_at.0.as_second();
                 self.last_verified.get_or_create(&labels).set(at);
+            }
+            if let Some(at) = overdue_at(cluster) {
+                let at = at.as_second();
+                self.backup_overdue_at.get_or_create(&labels).set(at);
             }
         }
     }
@@ -311,6 +325,35 @@ mod tests {
         }
         metrics.record_backup_times([]);
         assert!(!metrics.encode().contains("cluster=\"demo\""));
+    }
+
+    #[test]
+    fn backups_of_a_running_schedule_are_overdue_two_runs_and_half_an_interval_after_the_last_success()
+     {
+        let mut pg = demo_with_status(serde_json::json!({
+            "lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-20T02:10:00Z"},
+            "conditions": [{"type": "BackupScheduled", "status": "True", "reason": "Scheduled",
+                "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+        }));
+        pg.spec.backup = serde_json::from_value(serde_json::json!({
+            "schedule": "0 2 * * *", "destination": {"gcs": {"bucket": "b"}},
+        }))
+        .unwrap();
+        let metrics = Metrics::default();
+        metrics.record_backup_times([&pg]);
+        // 2026-11-22T14:00:00Z: runs on the 21st and 22nd at 02:00, plus half a day.
+        let line =
+            "tusk_backup_overdue_timestamp_seconds{namespace=\"prod\",cluster=\"demo\"} 1795356000";
+        assert!(metrics.encode().contains(line), "{}", metrics.encode());
+        if let Some(policy) = pg.spec.backup.as_mut() {
+            policy.suspend = true;
+        }
+        metrics.record_backup_times([&pg]);
+        assert!(
+            !metrics
+                .encode()
+                .contains("tusk_backup_overdue_timestamp_seconds{")
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::validate::validate_schedule;
 use crate::crd::conditions::BACKUP_SCHEDULED;
-use crate::crd::{PostgreSQLStatus, SuccessfulBackup};
+use crate::crd::{PostgreSQL, PostgreSQLStatus, SuccessfulBackup};
 
 /// The verdict for one cluster at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,18 +27,10 @@ pub enum Freshness {
 /// after `since` have passed, plus half the interval between them for the second run to finish:
 /// about twice the schedule's interval, and right for irregular schedules (weekdays only) too.
 pub fn check(schedule: &str, since: Option<Timestamp>, now: Timestamp) -> Freshness {
-    let (Some(since), Some(cron)) = (since, parse(schedule)) else {
+    let Some(since) = since else {
         return Freshness::Unknown;
     };
-    let Some(start) = DateTime::<Utc>::from_timestamp(since.as_second(), 0) else {
-        return Freshness::Unknown;
-    };
-    let mut runs = cron.iter_after(start).filter_map(|t| to_timestamp(&t));
-    let (Some(first), Some(second)) = (runs.next(), runs.next()) else {
-        return Freshness::Unknown;
-    };
-    let grace = SignedDuration::from_secs(second.duration_since(first).as_secs() / 2);
-    let Ok(overdue_at) = second.checked_add(grace) else {
+    let Some((first, second, overdue_at)) = deadline(schedule, since) else {
         return Freshness::Unknown;
     };
     if now < overdue_at {
@@ -50,6 +42,33 @@ pub fn check(schedule: &str, since: Option<Timestamp>, now: Timestamp) -> Freshn
              {first} and {second}"
         ),
     }
+}
+
+/// When the backups of `cluster` become overdue, as its reconcile judges them, unless one
+/// succeeds first; only while the schedule runs (`BackupScheduled` True, not suspended), so
+/// paused clusters raise no alert. Exported as a metric: an alert needs no cron arithmetic.
+pub fn overdue_at(cluster: &PostgreSQL) -> Option<Timestamp> {
+    let policy = cluster.spec.backup.as_ref().filter(|b| !b.suspend)?;
+    let status = cluster.status.as_ref()?;
+    let scheduled = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == BACKUP_SCHEDULED && c.status == "True");
+    if !scheduled {
+        return None;
+    }
+    let since = since(Some(status), status.last_successful_backup.as_ref())?;
+    deadline(&policy.schedule, since).map(|(_, _, overdue_at)| overdue_at)
+}
+
+/// The two scheduled runs after `since` and the moment backups become overdue.
+fn deadline(schedule: &str, since: Timestamp) -> Option<(Timestamp, Timestamp, Timestamp)> {
+    let cron = parse(schedule)?;
+    let start = DateTime::<Utc>::from_timestamp(since.as_second(), 0)?;
+    let mut runs = cron.iter_after(start).filter_map(|t| to_timestamp(&t));
+    let (first, second) = (runs.next()?, runs.next()?);
+    let grace = SignedDuration::from_secs(second.duration_since(first).as_secs() / 2);
+    Some((first, second, second.checked_add(grace).ok()?))
 }
 
 /// The schedule as the CronJob controller reads it; `None` for what `validate` refuses.

@@ -1,0 +1,80 @@
+{{/* Name of the operator's objects. */}}
+{{- define "tusk.fullname" -}}
+{{- default (printf "%s-operator" .Release.Name) .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tusk.serviceAccountName" -}}
+{{- default (include "tusk.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "tusk.selectorLabels" -}}
+app.kubernetes.io/name: tusk-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "tusk.labels" -}}
+{{ include "tusk.selectorLabels" . }}
+app.kubernetes.io/part-of: tusk
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/*
+RBAC on namespaced resources, derived from deploy/rbac.yaml (see the reasons there): granted by
+the ClusterRole when every namespace is watched, by a Role in each watched namespace otherwise.
+*/}}
+{{- define "tusk.namespacedRules" -}}
+- apiGroups: ["tusk.dev"]
+  resources: ["postgresqls"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["tusk.dev"]
+  resources: ["postgresqls/status"]
+  verbs: ["patch"]
+- apiGroups: ["tusk.dev"]
+  resources: ["postgresqls/finalizers", "backups/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["tusk.dev"]
+  resources: ["backups"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+- apiGroups: ["tusk.dev"]
+  resources: ["backups/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create"]
+- apiGroups: [""]
+  resources: ["configmaps", "services"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "patch"]
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/* What stays cluster-wide in every mode: whether a claim's StorageClass allows expansion. */}}
+{{- define "tusk.clusterRules" -}}
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get"]
+{{- end -}}
+
+{{- define "tusk.subjects" -}}
+- kind: ServiceAccount
+  name: {{ include "tusk.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
