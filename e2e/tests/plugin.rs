@@ -120,6 +120,15 @@ async fn kubectl_tusk_status_backup_wait_and_restore_dry_run(ctx: Ctx) -> Result
         "status -o json does not list b1 Completed with a size: {json}"
     );
 
+    let after = ok(&["status", "db", "-n", &ns]).await?;
+    say(format!(
+        "kubectl tusk status db (after the backup):\n{after}"
+    ));
+    expect_lines(
+        &after,
+        &["  b1    Completed  ", "last successful backup: b1 ("],
+    )?;
+
     let yaml = ok(&["restore", "b1", "--to", "copy", "-n", &ns, "--dry-run"]).await?;
     say(format!(
         "kubectl tusk restore b1 --to copy --dry-run:\n{yaml}"
@@ -183,7 +192,7 @@ async fn kubectl_tusk_report_has_the_objects_and_no_secret_value(ctx: Ctx) -> Re
     ensure!(read("pods.yaml")?.contains("name: db-0"), "no Pod");
     let secrets = read("secrets.yaml")?;
     ensure!(
-        secrets.contains("name: db-app") && secrets.contains("password: '<redacted"),
+        secrets.contains("name: db-app") && secrets.contains("password: \"<redacted: "),
         "Secrets missing or not redacted: {secrets}"
     );
     expect_lines(

@@ -261,29 +261,45 @@ fn verification(pg: &PostgreSQL) -> Option<VerificationLine> {
     })
 }
 
+/// The newest [`RECENT`] distinct warnings, oldest first. Events that repeat one warning (same
+/// object, reason and message: the scheduler retrying, say) are one line with their counts summed.
 fn warnings(events: &[Event], now: Timestamp) -> Vec<Warning> {
-    let mut out: Vec<Warning> = events
-        .iter()
-        .rev()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .take(RECENT)
-        .map(|e| Warning {
+    let mut out: Vec<Warning> = Vec::new();
+    for e in events.iter().rev() {
+        if e.type_.as_deref() != Some("Warning") {
+            continue;
+        }
+        let object = format!(
+            "{}/{}",
+            e.involved_object.kind.as_deref().unwrap_or("?"),
+            e.involved_object.name.as_deref().unwrap_or("?")
+        );
+        let reason = e.reason.clone().unwrap_or_default();
+        let message = e.message.clone().unwrap_or_default();
+        let count = e
+            .series
+            .as_ref()
+            .and_then(|s| s.count)
+            .or(e.count)
+            .unwrap_or(1);
+        if let Some(seen) = out
+            .iter_mut()
+            .find(|w| w.object == object && w.reason == reason && w.message == message)
+        {
+            seen.count += count;
+            continue;
+        }
+        if out.len() == RECENT {
+            continue;
+        }
+        out.push(Warning {
             age: event_time(e).map_or_else(|| "?".to_owned(), |t| crate::format::age(t, now)),
-            object: format!(
-                "{}/{}",
-                e.involved_object.kind.as_deref().unwrap_or("?"),
-                e.involved_object.name.as_deref().unwrap_or("?")
-            ),
-            reason: e.reason.clone().unwrap_or_default(),
-            message: e.message.clone().unwrap_or_default(),
-            count: e
-                .series
-                .as_ref()
-                .and_then(|s| s.count)
-                .or(e.count)
-                .unwrap_or(1),
-        })
-        .collect();
+            object,
+            reason,
+            message,
+            count,
+        });
+    }
     out.reverse();
     out
 }

@@ -60,6 +60,12 @@ fn fetched() -> Fetched {
                 "lastTimestamp": "2026-11-24T11:49:00Z"
             })),
             value(json!({
+                "metadata": {"name": "e0", "namespace": "prod"},
+                "involvedObject": {"kind": "Pod", "name": "shop-0"},
+                "type": "Warning", "reason": "Unhealthy", "message": "readiness probe failed",
+                "count": 2, "lastTimestamp": "2026-11-24T11:45:00Z"
+            })),
+            value(json!({
                 "metadata": {"name": "e2", "namespace": "prod"},
                 "involvedObject": {"kind": "Pod", "name": "shop-0"},
                 "type": "Warning", "reason": "Unhealthy", "message": "readiness probe failed",
@@ -97,7 +103,7 @@ Verification: last verified backup shop-manual at 2026-11-24T11:58:00Z; BackupVe
 
 Warning events (newest 5)
   AGE  OBJECT      REASON     COUNT  MESSAGE
-  10m  Pod/shop-0  Unhealthy  3      readiness probe failed
+  10m  Pod/shop-0  Unhealthy  5      readiness probe failed
 ";
     assert_eq!(text, expected);
 }
