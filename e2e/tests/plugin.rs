@@ -153,7 +153,8 @@ async fn kubectl_tusk_status_backup_wait_and_restore_dry_run(ctx: Ctx) -> Result
     Ok(())
 }
 
-/// `report` writes every object of the cluster, its Events and status, and no Secret value.
+/// `report` writes every object of the cluster, its Events and status, and no Secret value,
+/// to a directory or a `.tar.gz`.
 #[scenario]
 async fn kubectl_tusk_report_has_the_objects_and_no_secret_value(ctx: Ctx) -> Result {
     ctx.require_l4()?;
@@ -239,5 +240,25 @@ async fn kubectl_tusk_report_has_the_objects_and_no_secret_value(ctx: Ctx) -> Re
         values.len()
     ));
     std::fs::remove_dir_all(&dir).context("removing the bundle")?;
+
+    // The archive form holds the same files under one directory.
+    let archive = std::env::temp_dir().join(format!("tusk-report-{ns}.tar.gz"));
+    let archive_arg = archive.to_string_lossy().into_owned();
+    ok(&["report", "db", "-n", &ns, "-o", &archive_arg]).await?;
+    let listing = tokio::process::Command::new("tar")
+        .arg("-tzf")
+        .arg(&archive)
+        .output()
+        .await
+        .context("listing the archive")?;
+    let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+    expect_lines(
+        &listing,
+        &[
+            "tusk-report-db/secrets.yaml",
+            "tusk-report-db/logs/db-0_postgres.log",
+        ],
+    )?;
+    std::fs::remove_file(&archive).context("removing the archive")?;
     Ok(())
 }
