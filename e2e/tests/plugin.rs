@@ -108,6 +108,18 @@ async fn kubectl_tusk_status_backup_wait_and_restore_dry_run(ctx: Ctx) -> Result
         "last line is not Completed {location}: {lines:?}"
     );
 
+    // A Backup of a cluster that does not exist is refused, not left Pending.
+    let missing = kubectl_tusk(&["backup", "nosuch", "-n", &ns, "--wait"]).await?;
+    ensure!(
+        missing.code == Some(1)
+            && missing
+                .stderr
+                .contains(&format!("PostgreSQL {ns}/nosuch not found")),
+        "backup of a missing cluster: exit {:?}, {}",
+        missing.code,
+        missing.stderr
+    );
+
     let json = ok(&["status", "db", "-n", &ns, "-o", "json"]).await?;
     let summary: serde_json::Value = serde_json::from_str(&json).context("status -o json")?;
     ensure!(
