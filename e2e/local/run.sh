@@ -43,17 +43,22 @@ trap cleanup EXIT
 step "Upstream binaries (kube $(grep -o 'KUBERNETES_VERSION="[^"]*' "$here/binaries.sh" | cut -d'"' -f2), etcd, kwok)"
 eval "$("$here/binaries.sh")"
 
-step "Operator binary and scenarios (cargo build --bin tusk, cargo test -p tusk-e2e --no-run)"
-(cd "$repo" && cargo build --locked --quiet --bin tusk && cargo test --locked --quiet -p tusk-e2e --no-run)
+step "Operator and plugin binaries and scenarios (cargo build --bin tusk --bin kubectl-tusk, cargo test -p tusk-e2e --no-run)"
+(cd "$repo" && cargo build --locked --quiet -p tusk -p kubectl-tusk --bin tusk --bin kubectl-tusk && cargo test --locked --quiet -p tusk-e2e --no-run)
 target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # A private copy right after the build: a concurrent build in the same target directory cannot
 # swap it mid-run.
 operator_copy=$(mktemp /tmp/tusk-operator.XXXXXX)
 install -m 0755 "$target_dir/debug/tusk" "$operator_copy"
+# The plugin the kubectl_tusk_* scenarios run (e2e/tests/plugin.rs), copied for the same reason.
+plugin_copy=$(mktemp /tmp/kubectl-tusk.XXXXXX)
+install -m 0755 "$target_dir/debug/kubectl-tusk" "$plugin_copy"
 
 step "Control plane in $TUSK_E2E_DIR"
 eval "$("$here/up.sh")"
 mv "$operator_copy" "$TUSK_E2E_DIR/tusk"
+mv "$plugin_copy" "$TUSK_E2E_DIR/kubectl-tusk"
+export TUSK_KUBECTL_TUSK_BIN="$TUSK_E2E_DIR/kubectl-tusk"
 
 step "Operator (deploy/ applied server-side; the binary runs with the tusk-operator ServiceAccount's token)"
 "$here/operator.sh" install

@@ -71,6 +71,14 @@ fn deadline(schedule: &str, since: Timestamp) -> Option<(Timestamp, Timestamp, T
     Some((first, second, second.checked_add(grace).ok()?))
 }
 
+/// The first run of `schedule` strictly after `after`; `None` for a schedule `validate` refuses.
+/// What `kubectl tusk status` shows as the next backup.
+pub fn next_run(schedule: &str, after: Timestamp) -> Option<Timestamp> {
+    let start = DateTime::<Utc>::from_timestamp(after.as_second(), 0)?;
+    let next = parse(schedule)?.iter_after(start).next()?;
+    to_timestamp(&next)
+}
+
 /// The schedule as the CronJob controller reads it; `None` for what `validate` refuses.
 pub(super) fn parse(schedule: &str) -> Option<Cron> {
     validate_schedule(schedule).ok()?;
@@ -118,6 +126,13 @@ mod tests {
         Freshness::Fresh {
             overdue_at: at(overdue_at),
         }
+    }
+
+    #[test]
+    fn next_run_is_the_first_occurrence_after_the_moment() {
+        let next = next_run("0 2 * * *", at("2026-11-24T02:00:00Z"));
+        assert_eq!(next, Some(at("2026-11-25T02:00:00Z")));
+        assert_eq!(next_run("not a schedule", at("2026-11-24T02:00:00Z")), None);
     }
 
     #[test]

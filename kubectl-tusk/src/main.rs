@@ -1,0 +1,179 @@
+//! `kubectl tusk`: the kubectl plugin of the Tusk PostgreSQL operator. On PATH as
+//! `kubectl-tusk`, kubectl runs it for `kubectl tusk …`.
+
+mod backup;
+mod cluster;
+mod error;
+mod format;
+mod psql;
+mod report;
+mod restore;
+mod status;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use kube::Client;
+
+use error::{Error, Result};
+
+#[derive(Parser)]
+#[command(
+    name = "kubectl tusk",
+    version,
+    about = "Operate Tusk PostgreSQL clusters: status, backups, restores, psql, support bundles",
+    after_help = "`promote` (switchover) comes once replication has landed; clusters have one instance today."
+)]
+struct Cli {
+    /// Namespace; the current context's namespace when unset.
+    #[arg(short, long, global = true)]
+    namespace: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One screen: phase, conditions, instances, endpoints, backups, schedule, warnings.
+    Status {
+        name: String,
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: status::Output,
+    },
+    /// Create a Backup of cluster NAME; with --wait, follow it to Completed (exit 0) or
+    /// Failed (exit 1); a timeout exits 2.
+    Backup {
+        name: String,
+        /// Name of the Backup; `<cluster>-<UTC timestamp>` when unset.
+        #[arg(long = "name", value_name = "BACKUP")]
+        backup: Option<String>,
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, e.g. 90s, 10m, 1h.
+        #[arg(long, default_value = "10m", value_parser = backup::parse_duration)]
+        timeout: Duration,
+    },
+    /// Restore Backup BACKUP into a new cluster with its source cluster's spec.
+    Restore {
+        backup: String,
+        /// Name of the new cluster.
+        #[arg(long = "to", value_name = "NEW")]
+        to: String,
+        /// Print the PostgreSQL as YAML instead of applying it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// psql in the primary (or a replica) on the application database, through kubectl exec.
+    Psql {
+        name: String,
+        #[arg(long)]
+        replica: bool,
+        /// Act as the database owner (spec.bootstrap.owner) rather than the superuser.
+        #[arg(long)]
+        owner: bool,
+        /// Arguments for psql, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Support bundle: every object of the cluster as YAML (Secret values redacted), Events,
+    /// the status screen, instance and operator logs.
+    Report {
+        name: String,
+        /// A directory, or a file ending in .tar.gz or .tgz.
+        #[arg(short, long, value_name = "DIR|FILE")]
+        output: Option<PathBuf>,
+        #[arg(long, default_value = "tusk-system")]
+        operator_namespace: String,
+        #[arg(long, default_value = "app.kubernetes.io/name=tusk-operator")]
+        operator_selector: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e {
+                Error::BackupTimeout { .. } => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    let client = Client::try_default().await.map_err(Error::Client)?;
+    let ns = cli
+        .namespace
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    match cli.command {
+        Command::Status { name, output } => {
+            print!("{}", status::run(&client, &ns, &name, output).await?);
+        }
+        Command::Backup {
+            name,
+            backup,
+            wait,
+            timeout,
+        } => {
+            let created = backup::create(&client, &ns, &name, backup).await?;
+            println!("Backup {ns}/{created} created for PostgreSQL {name}");
+            if wait {
+                backup::follow(&client, &ns, &created, timeout, |line| println!("{line}")).await?;
+            }
+        }
+        Command::Restore {
+            backup,
+            to,
+            dry_run,
+        } => {
+            let yaml = restore::run(&client, &ns, &backup, &to, dry_run).await?;
+            if dry_run {
+                print!("{yaml}");
+            } else {
+                println!(
+                    "PostgreSQL {ns}/{to} applied, restoring Backup {backup}; follow it with \
+                     `kubectl tusk status {to} -n {ns}`"
+                );
+            }
+        }
+        Command::Psql {
+            name,
+            replica,
+            owner,
+            args,
+        } => {
+            let target = if replica {
+                psql::Target::Replica
+            } else {
+                psql::Target::Primary
+            };
+            let code = psql::run(&client, &ns, &name, target, owner, &args).await?;
+            return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        }
+        Command::Report {
+            name,
+            output,
+            operator_namespace,
+            operator_selector,
+        } => {
+            let output =
+                output.unwrap_or_else(|| PathBuf::from(format!("tusk-report-{name}.tar.gz")));
+            let operator = report::OperatorPods {
+                namespace: operator_namespace,
+                selector: operator_selector,
+            };
+            let files = report::run(&client, &ns, &name, &operator, &output).await?;
+            println!("{}: {} files", output.display(), files.len());
+            for file in files {
+                println!("  {file}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,305 @@
+//! The status screen as data: [`summarize`] turns the fetched objects into a [`Summary`] at a
+//! given moment. Pure, so every line of `kubectl tusk status` is unit-tested on plain values;
+//! `-o json` prints the same Summary.
+
+use k8s_openapi::api::core::v1::{Event, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use serde::Serialize;
+use tusk::clusters::freshness::next_run;
+use tusk::crd::conditions::BACKUP_VERIFIED;
+use tusk::crd::{Backup, PostgreSQL};
+
+use crate::cluster::event_time;
+
+/// How many Backups and Warning Events the screen lists.
+pub const RECENT: usize = 5;
+
+/// Everything `status` fetched about one cluster.
+pub struct Fetched {
+    pub pg: PostgreSQL,
+    pub pods: Vec<Pod>,
+    pub services: Vec<Service>,
+    /// Newest first.
+    pub backups: Vec<Backup>,
+    /// Oldest first.
+    pub events: Vec<Event>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub name: String,
+    pub namespace: String,
+    pub version: u32,
+    pub phase: String,
+    pub ready_instances: i32,
+    pub instances: i32,
+    pub conditions: Vec<ConditionLine>,
+    pub pods: Vec<Instance>,
+    pub endpoints: Vec<Endpoint>,
+    pub backups: Vec<BackupLine>,
+    pub schedule: Option<Schedule>,
+    pub verification: Option<VerificationLine>,
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct ConditionLine {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub age: String,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Instance {
+    pub name: String,
+    /// `primary` for ordinal 0, which the `-rw` Service selects; `replica` otherwise.
+    pub role: String,
+    pub ready: bool,
+    pub phase: String,
+    pub restarts: i32,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Endpoint {
+    pub service: String,
+    /// `host:port` inside the cluster.
+    pub address: String,
+    pub purpose: String,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupLine {
+    pub name: String,
+    pub phase: String,
+    pub size_bytes: Option<i64>,
+    pub age: String,
+    pub verification: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Schedule {
+    pub schedule: String,
+    pub suspended: bool,
+    pub next_run: Option<String>,
+    pub next_run_in: Option<String>,
+    pub last_successful: Option<String>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationLine {
+    /// The newest Backup whose verification passed.
+    pub backup: Option<String>,
+    pub verified_at: Option<String>,
+    /// The `BackupVerified` condition, as `status (reason): message`.
+    pub condition: Option<String>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Warning {
+    pub age: String,
+    pub object: String,
+    pub reason: String,
+    pub message: String,
+    pub count: i32,
+}
+
+/// The screen for `fetched` as seen at `now`.
+pub fn summarize(fetched: &Fetched, now: Timestamp) -> Summary {
+    let pg = &fetched.pg;
+    let status = pg.status.clone().unwrap_or_default();
+    let age = |t: Timestamp| crate::format::age(t, now);
+    Summary {
+        name: pg.name_any(),
+        namespace: pg.namespace().unwrap_or_default(),
+        version: pg.spec.version.major(),
+        phase: status
+            .phase
+            .map_or_else(|| "Unknown".to_owned(), |p| format!("{p:?}")),
+        ready_instances: status.ready_instances,
+        instances: pg.spec.instances,
+        conditions: status
+            .conditions
+            .iter()
+            .map(|c| condition_line(c, now))
+            .collect(),
+        pods: instances(&pg.name_any(), &fetched.pods),
+        endpoints: fetched.services.iter().map(endpoint).collect(),
+        backups: fetched
+            .backups
+            .iter()
+            .take(RECENT)
+            .map(|b| backup_line(b, now))
+            .collect(),
+        schedule: pg.spec.backup.as_ref().map(|policy| {
+            let next = (!policy.suspend)
+                .then(|| next_run(&policy.schedule, now))
+                .flatten();
+            Schedule {
+                schedule: policy.schedule.clone(),
+                suspended: policy.suspend,
+                next_run: next.map(|t| t.to_string()),
+                next_run_in: next.map(|t| crate::format::until(t, now)),
+                last_successful: status
+                    .last_successful_backup
+                    .as_ref()
+                    .map(|b| format!("{} ({} ago)", b.name, age(b.completed_at.0))),
+            }
+        }),
+        verification: verification(pg),
+        warnings: warnings(&fetched.events, now),
+    }
+}
+
+fn condition_line(c: &Condition, now: Timestamp) -> ConditionLine {
+    ConditionLine {
+        type_: c.type_.clone(),
+        status: c.status.clone(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        age: crate::format::age(c.last_transition_time.0, now),
+    }
+}
+
+fn instances(cluster: &str, pods: &[Pod]) -> Vec<Instance> {
+    let primary = format!("{cluster}-0");
+    let mut out: Vec<Instance> = pods
+        .iter()
+        .map(|pod| {
+            let status = pod.status.clone().unwrap_or_default();
+            let ready = status
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            Instance {
+                name: pod.name_any(),
+                role: if pod.name_any() == primary {
+                    "primary"
+                } else {
+                    "replica"
+                }
+                .to_owned(),
+                ready,
+                phase: status.phase.unwrap_or_else(|| "Unknown".to_owned()),
+                restarts: status
+                    .container_statuses
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| c.restart_count)
+                    .sum(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn endpoint(service: &Service) -> Endpoint {
+    let name = service.name_any();
+    let namespace = service.namespace().unwrap_or_default();
+    let port = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|p| p.first())
+        .map_or(5432, |p| p.port);
+    let purpose = if name.ends_with("-rw") {
+        "read-write (primary)"
+    } else if name.ends_with("-hl") {
+        "headless (each pod by name)"
+    } else {
+        "other"
+    };
+    Endpoint {
+        address: format!("{name}.{namespace}.svc:{port}"),
+        service: name,
+        purpose: purpose.to_owned(),
+    }
+}
+
+fn backup_line(backup: &Backup, now: Timestamp) -> BackupLine {
+    let status = backup.status.clone().unwrap_or_default();
+    let created = backup.creation_timestamp().map(|t| t.0);
+    BackupLine {
+        name: backup.name_any(),
+        phase: format!("{:?}", backup.phase()),
+        size_bytes: status.size_bytes,
+        age: created.map_or_else(|| "?".to_owned(), |t| crate::format::age(t, now)),
+        verification: status
+            .verification
+            .and_then(|v| v.phase)
+            .map(|p| format!("{p:?}")),
+        error: status.error,
+    }
+}
+
+fn verification(pg: &PostgreSQL) -> Option<VerificationLine> {
+    let status = pg.status.as_ref()?;
+    let verified = status.last_verified_backup.as_ref();
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == BACKUP_VERIFIED)
+        .map(|c| format!("{} ({}): {}", c.status, c.reason, c.message));
+    if verified.is_none() && condition.is_none() {
+        return None;
+    }
+    Some(VerificationLine {
+        backup: verified.map(|v| v.name.clone()),
+        verified_at: verified.map(|v| v.verified_at.0.to_string()),
+        condition,
+    })
+}
+
+/// The newest [`RECENT`] distinct warnings, oldest first. Events that repeat one warning (same
+/// object, reason and message: the scheduler retrying, say) are one line with their counts summed.
+fn warnings(events: &[Event], now: Timestamp) -> Vec<Warning> {
+    let mut out: Vec<Warning> = Vec::new();
+    for e in events.iter().rev() {
+        if e.type_.as_deref() != Some("Warning") {
+            continue;
+        }
+        let object = format!(
+            "{}/{}",
+            e.involved_object.kind.as_deref().unwrap_or("?"),
+            e.involved_object.name.as_deref().unwrap_or("?")
+        );
+        let reason = e.reason.clone().unwrap_or_default();
+        let message = e.message.clone().unwrap_or_default();
+        let count = e
+            .series
+            .as_ref()
+            .and_then(|s| s.count)
+            .or(e.count)
+            .unwrap_or(1);
+        if let Some(seen) = out
+            .iter_mut()
+            .find(|w| w.object == object && w.reason == reason && w.message == message)
+        {
+            seen.count += count;
+            continue;
+        }
+        if out.len() == RECENT {
+            continue;
+        }
+        out.push(Warning {
+            age: event_time(e).map_or_else(|| "?".to_owned(), |t| crate::format::age(t, now)),
+            object,
+            reason,
+            message,
+            count,
+        });
+    }
+    out.reverse();
+    out
+}
