@@ -30,11 +30,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
         Expect::apply(format!("{SERVICES}/demo-hl")),
         // Answered without status: the pods are not ready yet, so no CronJob is created.
         Expect::apply(format!("{STATEFULSETS}/demo")),
-        Expect::event(NS),
-        Expect::event(NS),
-        Expect::event(NS),
-        Expect::event(NS),
-        Expect::event(NS),
+        // One Event lists every child created.
         Expect::event(NS),
         Expect::apply_status(STATUS),
     ];
@@ -82,12 +78,8 @@ async fn create_from_empty_makes_exactly_these_calls() {
     assert_eq!(
         notes,
         [
-            "Created Secret demo-superuser",
-            "Created Secret demo-app",
-            "Created ConfigMap demo-config",
-            "Created Service demo-rw",
-            "Created Service demo-hl",
-            "Created StatefulSet demo"
+            "Created Secret demo-superuser, Secret demo-app, ConfigMap demo-config, Service demo-rw, \
+          Service demo-hl, StatefulSet demo"
         ]
     );
     assert!(

@@ -15,7 +15,7 @@ use super::children::apply_children;
 use super::cleanup;
 use super::desired::desired;
 use super::freshness::{self, Freshness};
-use super::report::{publish, report_error, update_status};
+use super::report::{publish, report_error, update_status, write_events};
 use super::restore;
 use super::scheduled_runs::record_scheduled_runs;
 use super::status::{BACKUP_OVERDUE, BackupSchedule, Outcome, RestoreProgress};
@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::resources::Cluster;
 use crate::runtime::Context;
 use crate::runtime::apply::Change;
-use crate::runtime::events::{about, normal, warning};
+use crate::runtime::events::{normal, warning};
 
 /// Healthy clusters are re-checked this often even without a watch event.
 const RESYNC: Duration = Duration::from_secs(600);
@@ -127,12 +127,13 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         .as_ref()
         .and_then(|s| s.phase)
         .is_some_and(|p| matches!(p, Phase::Ready | Phase::Degraded));
+    for event in write_events(&applied.writes) {
+        publish(ctx, pg, event).await;
+    }
     for write in &applied.writes {
         let (kind, name, action) = (write.kind(), write.name(), write.change.as_str());
         ctx.metrics.child_written(kind, &action.to_lowercase());
         info!(cluster = %cluster.name, namespace = %cluster.namespace, kind, name, action, "child written");
-        let event = normal(action, action, format!("{action} {kind} {name}"));
-        publish(ctx, pg, about(event, write.reference.clone())).await;
         if kind == "Secret" && write.change == Change::Created && previously_provisioned {
             let note = format!(
                 "Secret {name} was missing and has been re-created with a new password; the \

@@ -4,11 +4,12 @@
 use kube::runtime::events::Event;
 use tracing::warn;
 
+use super::children::Written;
 use super::status::{self, Outcome};
 use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
-use crate::runtime::events::{self, warning};
+use crate::runtime::events::{self, about, normal, warning};
 use crate::runtime::{Context, status::now};
 
 /// Writes the status for `outcome` when it differs from the current one; returns whether it did.
@@ -33,6 +34,54 @@ pub async fn publish(ctx: &Context, pg: &PostgreSQL, event: Event) {
     events::publish(&ctx.recorder, pg, event).await;
 }
 
+/// Kubernetes refuses an Event note longer than this many bytes.
+const NOTE_LIMIT: usize = 1024;
+
+/// The Events for a reconcile's `writes`: one per kind of change (Created, Updated, Deleted)
+/// listing its objects, so that creating a cluster makes one Event instead of one per child (a
+/// thousand new clusters: 1,000 Event writes, not 6,000). A change to a single object names it
+/// as the Event's related object.
+pub fn write_events(writes: &[Written]) -> Vec<Event> {
+    let mut changes: Vec<&str> = writes.iter().map(|w| w.change.as_str()).collect();
+    changes.sort_unstable();
+    changes.dedup();
+    changes
+        .into_iter()
+        .map(|change| {
+            let objects: Vec<&Written> = writes
+                .iter()
+                .filter(|w| w.change.as_str() == change)
+                .collect();
+            let listed: Vec<String> = objects
+                .iter()
+                .map(|w| format!("{} {}", w.kind(), w.name()))
+                .collect();
+            let event = normal(
+                change,
+                change,
+                bounded(format!("{change} {}", listed.join(", "))),
+            );
+            match objects.as_slice() {
+                [only] => about(event, only.reference.clone()),
+                _ => event,
+            }
+        })
+        .collect()
+}
+
+/// `note` cut to the Event limit at a character boundary.
+fn bounded(mut note: String) -> String {
+    if note.len() > NOTE_LIMIT {
+        let mut end = NOTE_LIMIT - '…'.len_utf8();
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push('…');
+    }
+    note
+}
+
 /// Makes a failed reconcile visible: a Warning Event and, when possible, a False Ready
 /// condition carrying the reason. Best effort: the error itself is what gets retried.
 pub async fn report_error(pg: &PostgreSQL, ctx: &Context, error: &Error) {
@@ -47,5 +96,73 @@ pub async fn report_error(pg: &PostgreSQL, ctx: &Context, error: &Error) {
     };
     if let Err(e) = update_status(pg, &cluster, &outcome, ctx).await {
         warn!(cluster = %cluster.name, error = %e, "could not record the failure in the status");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::ObjectMeta;
+
+    use super::*;
+    use crate::runtime::apply::Change;
+
+    fn written<K: kube::Resource<DynamicType = ()> + Default>(
+        name: &str,
+        change: Change,
+    ) -> Written {
+        let mut object = K::default();
+        *object.meta_mut() = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("prod".into()),
+            ..ObjectMeta::default()
+        };
+        Written::of(&object, change).expect("a change")
+    }
+
+    #[test]
+    fn a_new_cluster_gets_one_event_listing_its_children() {
+        let writes = [
+            written::<Secret>("demo-app", Change::Created),
+            written::<ConfigMap>("demo-config", Change::Created),
+        ];
+        let events = write_events(&writes);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, "Created");
+        assert_eq!(
+            events[0].note.as_deref(),
+            Some("Created Secret demo-app, ConfigMap demo-config")
+        );
+        assert_eq!(
+            events[0].secondary, None,
+            "several objects: none is the related one"
+        );
+    }
+
+    #[test]
+    fn one_changed_object_is_the_events_related_object_and_changes_are_not_mixed() {
+        let writes = [
+            written::<ConfigMap>("demo-config", Change::Updated),
+            written::<Secret>("demo-app", Change::Created),
+        ];
+        let events = write_events(&writes);
+        let notes: Vec<_> = events.iter().filter_map(|e| e.note.as_deref()).collect();
+        assert_eq!(
+            notes,
+            ["Created Secret demo-app", "Updated ConfigMap demo-config"]
+        );
+        let related = events[0].secondary.as_ref().and_then(|r| r.name.as_deref());
+        assert_eq!(related, Some("demo-app"));
+        assert!(write_events(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_long_list_is_cut_to_the_event_limit() {
+        let note = bounded(format!("Created {}", "é".repeat(2000)));
+        assert!(
+            note.len() <= NOTE_LIMIT && note.ends_with('…'),
+            "{}",
+            note.len()
+        );
     }
 }
