@@ -44,7 +44,7 @@ for run in "${runs[@]}"; do
   # The default info log: what a user runs.
   "$repo/e2e/local/operator.sh" start
   "$target/debug/tusk-scale" --clusters "$clusters" --namespaces "$namespaces" \
-    --rest-seconds "$rest" --build "$profile" | tee -a "$out"
+    --rest-seconds "$rest" --build "$profile" | tee >(grep '^|' >>"$out")
   "$repo/e2e/local/down.sh" >/dev/null
   trap - EXIT
 done

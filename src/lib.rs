@@ -18,6 +18,7 @@ pub mod crd;
 pub mod crdgen;
 pub mod error;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod operator;
 pub mod resources;

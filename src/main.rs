@@ -113,6 +113,7 @@ async fn run_operator(args: RunArgs) -> ExitCode {
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let metrics = Arc::new(Metrics::default());
+    tokio::spawn(tusk::memory::trim_periodically());
     let server = tokio::spawn(tusk::server::serve(
         args.listen,
         client.clone(),
