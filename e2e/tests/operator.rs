@@ -349,6 +349,32 @@ async fn wait_converged(ctx: &Ctx) -> Result {
             Ok(missing)
         },
     )
+    .await?;
+    // A cluster verifying on a schedule (the S3 sample) asks for its first verification as soon
+    // as a backup completes; its answer is written to the Backup and the cluster afterwards.
+    until_none(
+        "scheduled verifications answered and shown by their clusters",
+        ctx.timeout(),
+        || async {
+            let pending = clusters
+                .list(&Default::default())
+                .await?
+                .iter()
+                .filter(|pg| pg.spec.backup.as_ref().is_some_and(|b| b.verify.is_some()))
+                .filter(|pg| {
+                    let status = pg.status.clone().unwrap_or_default();
+                    let verified = status
+                        .conditions
+                        .iter()
+                        .find(|c| c.type_ == "BackupVerified");
+                    status.last_successful_backup.is_some()
+                        && verified.is_none_or(|c| c.reason == "NotVerifiedYet")
+                })
+                .map(qualified)
+                .collect();
+            Ok(pending)
+        },
+    )
     .await
 }
 

@@ -25,7 +25,7 @@ pub struct Report {
     /// Restart at rest: start → every cluster reconciled once, and the writes made meanwhile.
     pub restart_settled: Duration,
     pub restart_requests: Requests,
-    /// Usage after the restart settled.
+    /// Usage 90 s after the restart (its peak is the restart's burst).
     pub restarted: Usage,
     /// Deleting every PostgreSQL → none left (the operator's part: its finalizers, if any).
     pub clusters_deleted: Duration,
@@ -99,7 +99,14 @@ impl Report {
                     self.restart_requests.reads, self.restart_requests.writes
                 ),
             ),
-            ("RSS after the restart", mib(self.restarted.rss_kib)),
+            (
+                "restart: RSS peak / 90 s later",
+                format!(
+                    "{} / {}",
+                    mib(self.restarted.peak_kib),
+                    mib(self.restarted.rss_kib)
+                ),
+            ),
             (
                 "delete all → every PostgreSQL gone",
                 secs(self.clusters_deleted),
