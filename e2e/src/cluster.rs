@@ -118,9 +118,23 @@ impl Ctx {
         .await
     }
 
+    /// Waits until each cluster is Ready at its current generation: a Ready condition written
+    /// before the latest change (whose reconcile may still be on its way) does not count.
     pub async fn wait_ready_in(&self, ns: &str, names: &[&str]) -> Result {
+        let api = self.postgresqls_in(ns);
         for name in names {
-            self.wait_condition_in(ns, name, "Ready", "True").await?;
+            until(
+                format!("postgresql {ns}/{name} Ready=True at its generation"),
+                self.timeout(),
+                || async {
+                    let pg = api.get(name).await?;
+                    let current = condition(conditions(&pg), "Ready").is_some_and(|c| {
+                        c.status == "True" && c.observed_generation == pg.metadata.generation
+                    });
+                    Ok(Check::when(current, describe(conditions(&pg))))
+                },
+            )
+            .await?;
         }
         Ok(())
     }
