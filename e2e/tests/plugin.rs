@@ -65,12 +65,14 @@ async fn kubectl_tusk_status_backup_wait_and_restore_dry_run(ctx: Ctx) -> Result
     ctx.serving_lifecycle_db(5, "Retain").await?;
     ctx.wait_condition_in(&ns, "db", "BackupScheduled", "True")
         .await?;
+    // The major the cluster runs (the real node's test image replaces the suite's).
+    let version = ctx.postgresql_in(&ns, "db").await?.spec.version.major();
     let status = ok(&["status", "db", "-n", &ns]).await?;
     say(format!("kubectl tusk status db:\n{status}"));
     expect_lines(
         &status,
         &[
-            &format!("PostgreSQL {ns}/db: Ready, 1/1 instances ready, PostgreSQL 18"),
+            &format!("PostgreSQL {ns}/db: Ready, 1/1 instances ready, PostgreSQL {version}"),
             "Ready ",
             "BackupScheduled ",
             "db-0  primary  true   Running",
