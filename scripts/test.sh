@@ -12,9 +12,9 @@ started=$SECONDS
 step "System packages"
 scripts/install-deps.sh
 
-step "Upstream test binaries (MinIO, fake-gcs-server, helm, promtool)"
-eval "$(scripts/testbin.sh minio fake-gcs-server helm promtool)"
-export TUSK_MINIO_BIN TUSK_FAKE_GCS_BIN TUSK_HELM_BIN TUSK_PROMTOOL_BIN
+step "Upstream test binaries (MinIO, fake-gcs-server, helm, promtool, prometheus)"
+eval "$(scripts/testbin.sh minio fake-gcs-server helm promtool prometheus)"
+export TUSK_MINIO_BIN TUSK_FAKE_GCS_BIN TUSK_HELM_BIN TUSK_PROMTOOL_BIN TUSK_PROMETHEUS_BIN
 
 step "cargo fmt --check"
 cargo fmt --all --check

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds (or reuses) pinned upstream tools: by default MinIO and fake-gcs-server (backup-agent's
-# tests); named tools on request (helm, promtool: the chart and alert-rule checks).
+# tests); named tools on request (helm, promtool: the chart and alert-rule checks; prometheus:
+# the monitoring e2e).
 # Binaries go to a cache outside the repository; nothing here is committed.
 # Usage: eval "$(scripts/testbin.sh)"   # prints export lines on stdout, progress on stderr
 #        eval "$(scripts/testbin.sh helm promtool)"
@@ -42,6 +43,9 @@ for tool in "${tools[@]}"; do
     # remove_all_sd leaves out the cloud service discoveries rule checks never use: the cold
     # build takes less than half the time.
     promtool) echo "export TUSK_PROMTOOL_BIN=$(build promtool "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool remove_all_sd)" ;;
-    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool)" >&2; exit 1 ;;
+    # The server the monitoring e2e scrapes the operator with; without the builtinassets tag it
+    # has no web UI, which nothing here needs (the HTTP API is all).
+    prometheus) echo "export TUSK_PROMETHEUS_BIN=$(build prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus remove_all_sd)" ;;
+    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus)" >&2; exit 1 ;;
   esac
 done

@@ -18,10 +18,12 @@ pub mod metrics;
 pub mod objects;
 pub mod platform;
 pub mod pods;
+pub mod prometheus;
 pub mod samples;
 pub mod scale;
 pub mod settings;
 pub mod sql;
+pub mod testbin;
 pub mod verification;
 pub mod wait;
 

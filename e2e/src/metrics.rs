@@ -1,4 +1,5 @@
-//! The operator's Prometheus metrics: fetching the text and summing samples.
+//! The operator's Prometheus metrics: fetching the text and summing samples; plain HTTP on
+//! loopback.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -14,26 +15,38 @@ pub fn sum(text: &str, prefix: &str) -> f64 {
         .sum()
 }
 
-/// A plain HTTP/1.0 GET on loopback (the local operator's /metrics): the body.
+/// A plain HTTP/1.0 GET on loopback (the local operator's /metrics, a local Prometheus): the
+/// body of a 200 answer.
 pub async fn get(addr: impl ToSocketAddrs, path: &str) -> Result<String> {
+    request(addr, "GET", path).await
+}
+
+/// A plain HTTP/1.0 POST without a body (Prometheus's `/-/reload`).
+pub async fn post(addr: impl ToSocketAddrs, path: &str) -> Result<String> {
+    request(addr, "POST", path).await
+}
+
+async fn request(addr: impl ToSocketAddrs, method: &str, path: &str) -> Result<String> {
     let mut stream = TcpStream::connect(addr)
         .await
-        .context("connecting to the operator's metrics port")?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await?;
+        .context(format!("connecting for {method} {path}"))?;
+    let head = format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+    stream.write_all(head.as_bytes()).await?;
     let mut response = String::new();
     tokio::time::timeout(
         std::time::Duration::from_secs(5),
         stream.read_to_string(&mut response),
     )
     .await
-    .context("the metrics endpoint did not answer within 5 s")??;
+    .context(format!("{method} {path}: no answer within 5 s"))??;
     let Some((head, body)) = response.split_once("\r\n\r\n") else {
         fail!("not an HTTP response: {response:.200}");
     };
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        fail!("GET {path}: {}", head.lines().next().unwrap_or_default());
+        fail!(
+            "{method} {path}: {}: {body:.300}",
+            head.lines().next().unwrap_or_default()
+        );
     }
     Ok(body.to_string())
 }

@@ -3,8 +3,6 @@
 //! apply conflicts), and the namespace-scoped RBAC, applied for real, lets the operator's
 //! ServiceAccount read Secrets in the watched namespaces only.
 
-use std::path::{Path, PathBuf};
-
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -12,30 +10,12 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use tusk_e2e::apply::documents;
 use tusk_e2e::kubectl::kubectl;
-use tusk_e2e::{Context, Ctx, Result, ensure, fail, say, scenario};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use tusk_e2e::testbin::{repo, tool};
+use tusk_e2e::{Context, Ctx, Result, ensure, say, scenario};
 
 /// The pinned helm: TUSK_HELM_BIN (scripts/test.sh sets it), else built by scripts/testbin.sh.
 async fn helm_bin() -> Result<String> {
-    if let Ok(bin) = std::env::var("TUSK_HELM_BIN") {
-        return Ok(bin);
-    }
-    let out = tokio::process::Command::new(repo().join("scripts/testbin.sh"))
-        .arg("helm")
-        .output()
-        .await
-        .context("running scripts/testbin.sh helm")?;
-    let exports = String::from_utf8_lossy(&out.stdout);
-    match exports.trim().strip_prefix("export TUSK_HELM_BIN=") {
-        Some(bin) if out.status.success() => Ok(bin.to_owned()),
-        _ => fail!(
-            "scripts/testbin.sh helm failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-    }
+    tool("helm", "TUSK_HELM_BIN").await
 }
 
 /// `helm template` of the chart as release `fullname` in `ns`, with `--set` values `sets`.

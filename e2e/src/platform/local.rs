@@ -52,10 +52,14 @@ impl Local {
     }
 
     pub async fn operator_metrics(&self) -> Result<String> {
+        metrics::get(("127.0.0.1", self.operator_metrics_port()?), "/metrics").await
+    }
+
+    /// The loopback port the operator serves /metrics on (e2e/local/operator.sh chose it).
+    pub fn operator_metrics_port(&self) -> Result<u16> {
         let port =
             std::fs::read_to_string(self.dir.join("operator.port")).context("operator.port")?;
-        let port: u16 = port.trim().parse().context("operator.port")?;
-        metrics::get(("127.0.0.1", port), "/metrics").await
+        port.trim().parse().context("operator.port")
     }
 
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {

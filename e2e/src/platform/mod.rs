@@ -69,6 +69,16 @@ impl Platform {
     }
 
     /// Make a pod unready (false) or ready again (true).
+    /// Where a process on this host scrapes the operator's /metrics (`127.0.0.1:port`).
+    pub fn operator_metrics_target(&self) -> Result<String> {
+        match self {
+            Platform::Local(p) => Ok(format!("127.0.0.1:{}", p.operator_metrics_port()?)),
+            Platform::InCluster(_) => Err(unsupported(
+                "reach the operator's metrics port from this host (hook operator_metrics_target)",
+            )),
+        }
+    }
+
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
         match self {
             Platform::Local(p) => p.pod_set_ready(ns, pod, ready).await,
