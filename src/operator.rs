@@ -19,6 +19,7 @@ use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
 use crate::runtime::buckets::SecretBuckets;
+use crate::runtime::compact::{compact_cronjob, compact_secret, compact_statefulset};
 use crate::runtime::watch::{cached_watch, drop_managed_fields, shared_watch};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
@@ -105,16 +106,31 @@ pub async fn run(
             .predicate_filter(predicates::generation, Default::default());
         (stream, reader)
     };
-    let (secrets, secret_stream, secrets_driver) =
-        cached_watch(scope.api::<Secret>(&client), children.clone());
-    let (config_maps, config_map_stream, config_maps_driver) =
-        cached_watch(scope.api::<ConfigMap>(&client), children.clone());
-    let (services, service_stream, services_driver) =
-        cached_watch(scope.api::<Service>(&client), children.clone());
-    let (statefulsets, statefulset_stream, statefulsets_driver) =
-        cached_watch(scope.api::<StatefulSet>(&client), children.clone());
-    let (cronjobs, cronjob_stream, cronjobs_driver) =
-        cached_watch(scope.api::<CronJob>(&client), children.clone());
+    let (secrets, secret_stream, secrets_driver) = cached_watch(
+        scope.api::<Secret>(&client),
+        children.clone(),
+        compact_secret,
+    );
+    let (config_maps, config_map_stream, config_maps_driver) = cached_watch(
+        scope.api::<ConfigMap>(&client),
+        children.clone(),
+        drop_managed_fields,
+    );
+    let (services, service_stream, services_driver) = cached_watch(
+        scope.api::<Service>(&client),
+        children.clone(),
+        drop_managed_fields,
+    );
+    let (statefulsets, statefulset_stream, statefulsets_driver) = cached_watch(
+        scope.api::<StatefulSet>(&client),
+        children.clone(),
+        compact_statefulset,
+    );
+    let (cronjobs, cronjob_stream, cronjobs_driver) = cached_watch(
+        scope.api::<CronJob>(&client),
+        children.clone(),
+        compact_cronjob,
+    );
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
     let (backups, backup_events, backups_driver) =
         shared_watch(scope.api::<Backup>(&client), watcher::Config::default());

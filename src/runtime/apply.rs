@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::compact;
 use crate::error::{Error, Result};
 
 /// The single field manager of every object Tusk writes.
@@ -60,7 +61,8 @@ where
     };
     let wanted = serde_json::to_value(&desired).map_err(serialize)?;
     if let Some(cached) = cached {
-        let actual = serde_json::to_value(cached.as_ref()).map_err(serialize)?;
+        let mut actual = serde_json::to_value(cached.as_ref()).map_err(serialize)?;
+        compact::restore(&kind, &mut actual);
         if contains(&actual, &wanted) && atomic_fields_equal(&kind, &actual, &wanted) {
             return Ok(Applied {
                 object: cached,

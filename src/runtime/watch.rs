@@ -35,12 +35,14 @@ impl Scope {
 }
 
 /// A watch of `K` that keeps `Store<K>` current and yields every touched object (deletions
-/// included, so a child deleted out of band triggers its owner). The returned future drives the
-/// watch on its own: the caches must fill even while every reconcile waits for them, so they
-/// cannot depend on the controller polling its trigger streams.
+/// included, so a child deleted out of band triggers its owner). `compact` shrinks each object
+/// before it is cached (at least [`drop_managed_fields`]; see `runtime::compact`). The returned
+/// future drives the watch on its own: the caches must fill even while every reconcile waits
+/// for them, so they cannot depend on the controller polling its trigger streams.
 pub fn cached_watch<K>(
     api: Api<K>,
     config: watcher::Config,
+    compact: fn(&mut K),
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -55,7 +57,7 @@ where
     let (triggers, stream) = futures::channel::mpsc::unbounded();
     let driver = watcher(api, config)
         .default_backoff()
-        .modify(drop_managed_fields)
+        .modify(compact)
         .reflect(writer)
         .touched_objects()
         .for_each(move |object| {
