@@ -11,6 +11,8 @@ use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
+use crate::Redacted;
+
 use super::{
     ByteStream, ListBudget, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError, Upload,
     chain,
@@ -32,19 +34,10 @@ pub struct S3Config {
     pub ca_bundle: Option<String>,
 }
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct S3Credentials {
     pub access_key_id: String,
-    pub secret_access_key: String,
-}
-
-impl std::fmt::Debug for S3Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the secret, even in debug output.
-        f.debug_struct("S3Credentials")
-            .field("access_key_id", &self.access_key_id)
-            .finish_non_exhaustive()
-    }
+    pub secret_access_key: Redacted<String>,
 }
 
 pub struct S3Store {
@@ -70,7 +63,7 @@ impl S3Store {
         if let Some(c) = &config.credentials {
             loader = loader.credentials_provider(aws_sdk_s3::config::Credentials::new(
                 &c.access_key_id,
-                &c.secret_access_key,
+                c.secret_access_key.expose(),
                 None,
                 None,
                 "tusk-static",
