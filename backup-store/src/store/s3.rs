@@ -138,6 +138,25 @@ impl S3Store {
         classify(&self.location(), operation, key, err)
     }
 
+    /// PutObject; `if_absent` makes it conditional (`If-None-Match: *`).
+    async fn put_object(&self, key: &str, body: Bytes, if_absent: bool) -> Result<(), StoreError> {
+        let operation = if if_absent {
+            "PutObject (If-None-Match)"
+        } else {
+            "PutObject"
+        };
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_if_none_match(if_absent.then(|| "*".to_owned()))
+            .body(SdkByteStream::from(body))
+            .send()
+            .await
+            .map_err(|e| self.error(operation, key, e))?;
+        Ok(())
+    }
+
     async fn delete_one_by_one(&self, keys: &[String]) -> Result<(), StoreError> {
         for key in keys {
             self.client
@@ -226,30 +245,13 @@ impl ObjectStore for S3Store {
     }
 
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .body(SdkByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| self.error("PutObject", key, e))?;
-        Ok(())
+        self.put_object(key, body, false).await
     }
 
     async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
         // Conditional writes: AWS since 2024-08, MinIO since RELEASE.2024-08 (the pinned test
         // server is newer; backup-agent/tests/shared_prefixes.rs checks it against it).
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .if_none_match("*")
-            .body(SdkByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| self.error("PutObject (If-None-Match)", key, e))?;
-        Ok(())
+        self.put_object(key, body, true).await
     }
 
     async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError> {
