@@ -298,13 +298,8 @@ mod tests {
 
     /// Cluster prod/demo with `status`.
     fn demo_with_status(status: serde_json::Value) -> PostgreSQL {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "demo", "namespace": "prod"},
-            "spec": {"storage": {"size": "1Gi"}},
-            "status": status,
-        }))
-        .unwrap()
+        let spec = serde_json::json!({"storage": {"size": "1Gi"}});
+        crate::crd::fixtures::postgresql("prod", "demo", spec, status)
     }
 
     #[test]

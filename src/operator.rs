@@ -214,11 +214,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     fn cluster(name: &str, spec: serde_json::Value) -> PostgreSQL {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": name, "namespace": "prod"}, "spec": spec,
-        }))
-        .unwrap()
+        crate::crd::fixtures::postgresql("prod", name, spec, serde_json::Value::Null)
     }
 
     #[test]

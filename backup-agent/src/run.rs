@@ -270,7 +270,7 @@ fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
         host: args.host.clone(),
         port: args.port,
         user: args.username.clone(),
-        password: std::env::var("PGPASSWORD").ok(),
+        password: std::env::var("PGPASSWORD").ok().map(Into::into),
         maintenance_db: args.maintenance_database.clone(),
         bin_dir: args.pg_bin_dir.clone(),
         connect_timeout: parse_duration(&args.connect_timeout)

@@ -6,7 +6,8 @@
 //! - [`manifest`]: `manifest.json`, whose presence makes a backup exist, naming its owner;
 //! - [`claim`]: one writer per backup id; [`ownership`]: whose backups a cluster may delete;
 //! - [`catalog`]: listing, resolving, deleting and pruning the backups of one cluster;
-//! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`).
+//! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`);
+//! - [`redacted`]: secrets in configurations, never shown by `Debug`.
 //!
 //! The dump and restore pipelines are not here: they live in the agent, so the operator does
 //! not link PostgreSQL client code. Every TLS connection made here uses rustls with `ring`, the
@@ -20,6 +21,7 @@ pub mod layout;
 pub mod manifest;
 pub mod names;
 pub mod ownership;
+pub mod redacted;
 pub mod retention;
 pub mod store;
 
@@ -27,4 +29,5 @@ pub use catalog::CatalogError;
 pub use layout::{ClusterLocation, LayoutError};
 pub use manifest::{FileKind, Manifest, ManifestFile};
 pub use ownership::Owner;
+pub use redacted::Redacted;
 pub use store::{ObjectStore, StoreConfig, StoreError};

@@ -182,29 +182,22 @@ async fn kubectl_tusk_report_has_the_objects_and_no_secret_value(ctx: Ctx) -> Re
         let path: PathBuf = dir.join(file);
         std::fs::read_to_string(&path).context(format!("reading {}", path.display()))
     };
-    ensure!(
-        read("postgresql.yaml")?.contains("name: db"),
-        "no PostgreSQL db"
-    );
-    ensure!(
-        read("statefulsets.yaml")?.contains("name: db"),
-        "no StatefulSet db"
-    );
-    let services = read("services.yaml")?;
-    ensure!(
-        services.contains("name: db-rw") && services.contains("name: db-hl"),
-        "{services}"
-    );
-    ensure!(
-        read("configmaps.yaml")?.contains("name: db-config"),
-        "no ConfigMap"
-    );
-    ensure!(
-        read("cronjobs.yaml")?.contains("name: db-backup"),
-        "no CronJob"
-    );
-    ensure!(read("pvcs.yaml")?.contains("name: data-db-0"), "no PVC");
-    ensure!(read("pods.yaml")?.contains("name: db-0"), "no Pod");
+    for (file, object) in [
+        ("postgresql.yaml", "db"),
+        ("statefulsets.yaml", "db"),
+        ("services.yaml", "db-rw"),
+        ("services.yaml", "db-hl"),
+        ("configmaps.yaml", "db-config"),
+        ("cronjobs.yaml", "db-backup"),
+        ("pvcs.yaml", "data-db-0"),
+        ("pods.yaml", "db-0"),
+    ] {
+        let text = read(file)?;
+        ensure!(
+            text.contains(&format!("name: {object}")),
+            "no {object} in {file}: {text}"
+        );
+    }
     let secrets = read("secrets.yaml")?;
     ensure!(
         secrets.contains("name: db-app") && secrets.contains("password: \"<redacted: "),

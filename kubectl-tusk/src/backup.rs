@@ -140,13 +140,7 @@ mod tests {
     use super::*;
 
     fn backup(status: serde_json::Value) -> Backup {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
-            "metadata": {"name": "shop-1", "namespace": "prod"},
-            "spec": {"cluster": {"name": "shop"}},
-            "status": status,
-        }))
-        .unwrap()
+        tusk::crd::fixtures::backup("prod", "shop-1", "shop", status)
     }
 
     #[test]

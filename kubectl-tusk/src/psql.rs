@@ -116,12 +116,8 @@ mod tests {
     use super::*;
 
     fn cluster() -> PostgreSQL {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "shop", "namespace": "prod"},
-            "spec": {"storage": {"size": "1Gi"}, "bootstrap": {"database": "shop", "owner": "owner1"}}
-        }))
-        .unwrap()
+        let spec = json!({"storage": {"size": "1Gi"}, "bootstrap": {"database": "shop", "owner": "owner1"}});
+        tusk::crd::fixtures::postgresql("prod", "shop", spec, serde_json::Value::Null)
     }
 
     fn pod(name: &str, ready: bool) -> Pod {

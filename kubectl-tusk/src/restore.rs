@@ -96,13 +96,7 @@ mod tests {
     }
 
     fn backup(phase: &str) -> Backup {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
-            "metadata": {"name": "shop-manual", "namespace": "prod"},
-            "spec": {"cluster": {"name": "shop"}},
-            "status": {"phase": phase}
-        }))
-        .unwrap()
+        tusk::crd::fixtures::backup("prod", "shop-manual", "shop", json!({"phase": phase}))
     }
 
     #[test]

@@ -120,13 +120,18 @@ mod tests {
         Written::of(&object, change).expect("a change")
     }
 
+    /// The cluster's app Secret and its ConfigMap, the two children these tests write.
+    fn secret(change: Change) -> Written {
+        written::<Secret>("demo-app", change)
+    }
+
+    fn config_map(change: Change) -> Written {
+        written::<ConfigMap>("demo-config", change)
+    }
+
     #[test]
     fn a_new_cluster_gets_one_event_listing_its_children() {
-        let writes = [
-            written::<Secret>("demo-app", Change::Created),
-            written::<ConfigMap>("demo-config", Change::Created),
-        ];
-        let events = write_events(&writes);
+        let events = write_events(&[secret(Change::Created), config_map(Change::Created)]);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].reason, "Created");
         assert_eq!(
@@ -141,11 +146,7 @@ mod tests {
 
     #[test]
     fn one_changed_object_is_the_events_related_object_and_changes_are_not_mixed() {
-        let writes = [
-            written::<ConfigMap>("demo-config", Change::Updated),
-            written::<Secret>("demo-app", Change::Created),
-        ];
-        let events = write_events(&writes);
+        let events = write_events(&[config_map(Change::Updated), secret(Change::Created)]);
         let notes: Vec<_> = events.iter().filter_map(|e| e.note.as_deref()).collect();
         assert_eq!(
             notes,

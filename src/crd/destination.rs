@@ -131,17 +131,13 @@ mod tests {
     use kube::core::cel::validate_cel;
     use serde_json::{Value, json};
 
-    use crate::crd::PostgreSQL;
+    use crate::crd::fixtures;
 
     /// The CEL messages for a cluster backing up to `s3`.
     fn cel_errors(s3: Value) -> Vec<String> {
-        let pg: PostgreSQL = serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-            "metadata": {"name": "demo", "namespace": "prod"},
-            "spec": {"storage": {"size": "1Gi"}, "backup": {
-                "schedule": "0 2 * * *", "destination": {"s3": s3}}},
-        }))
-        .expect("schema");
+        let spec = json!({"storage": {"size": "1Gi"}, "backup": {
+            "schedule": "0 2 * * *", "destination": {"s3": s3}}});
+        let pg = fixtures::postgresql("prod", "demo", spec, Value::Null);
         match validate_cel(&pg) {
             Ok(()) => vec![],
             Err(errs) => errs.as_slice().iter().map(|e| e.message.clone()).collect(),

@@ -39,6 +39,8 @@ pub const GROUP: &str = "tusk.dev";
 /// label value.
 pub const MAX_CLUSTER_NAME_LEN: usize = 45;
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod validation_tests;
 

@@ -177,7 +177,10 @@ impl Buckets for SecretBuckets {
             let credentials = match &s3.credentials {
                 Some(c) => Some(AgentS3Credentials {
                     access_key_id: self.secret_value(namespace, &c.access_key_id).await?,
-                    secret_access_key: self.secret_value(namespace, &c.secret_access_key).await?,
+                    secret_access_key: self
+                        .secret_value(namespace, &c.secret_access_key)
+                        .await?
+                        .into(),
                 }),
                 None => None,
             };
@@ -195,7 +198,11 @@ impl Buckets for SecretBuckets {
             })
         } else if let Some(gcs) = &destination.gcs {
             let credentials_json = match &gcs.credentials {
-                Some(c) => Some(self.secret_value(namespace, &c.service_account_key).await?),
+                Some(c) => Some(
+                    self.secret_value(namespace, &c.service_account_key)
+                        .await?
+                        .into(),
+                ),
                 None => None,
             };
             StoreConfig::Gcs(GcsConfig {

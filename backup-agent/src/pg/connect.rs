@@ -3,36 +3,25 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use backup_store::Redacted;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
 use crate::error::AgentError;
 
 /// Where and how to connect. The password only ever comes from PGPASSWORD.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct PgParams {
     pub host: String,
     pub port: u16,
     pub user: String,
-    pub password: Option<String>,
+    pub password: Option<Redacted<String>>,
     /// Database used for catalog queries and `pg_dumpall` (PGDATABASE, default `postgres`).
     pub maintenance_db: String,
     /// Directory of pg_dump/pg_restore/psql; PATH when `None`.
     pub bin_dir: Option<PathBuf>,
     /// How long to keep retrying while the server is unreachable or starting up.
     pub connect_timeout: Duration,
-}
-
-impl std::fmt::Debug for PgParams {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Hand-written so the password can never reach a log line.
-        f.debug_struct("PgParams")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("user", &self.user)
-            .field("maintenance_db", &self.maintenance_db)
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -65,7 +54,7 @@ impl PgParams {
             .application_name("tusk-backup-agent")
             .connect_timeout(Duration::from_secs(10));
         if let Some(password) = &self.password {
-            config.password(password);
+            config.password(password.expose());
         }
         let deadline = Instant::now() + self.connect_timeout;
         let mut delay = Duration::from_millis(250);

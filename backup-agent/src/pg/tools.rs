@@ -67,7 +67,7 @@ fn command(params: &PgParams, tool: &str) -> Command {
         .env("PGAPPNAME", "tusk-backup-agent")
         .env_remove("PGPASSWORD");
     if let Some(password) = &params.password {
-        cmd.env("PGPASSWORD", password);
+        cmd.env("PGPASSWORD", password.expose());
     }
     cmd
 }

@@ -52,7 +52,7 @@ impl TestStore {
                     bucket: BUCKET.into(),
                     endpoint: Some(gateway.endpoint.clone()),
                     credentials_file: None,
-                    credentials_json: Some(gateway.account.json.clone()),
+                    credentials_json: Some(gateway.account.json.clone().into()),
                 }))
                 .await
                 .expect("gcs store");

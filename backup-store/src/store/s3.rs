@@ -11,6 +11,8 @@ use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
+use crate::Redacted;
+
 use super::{
     ByteStream, ListBudget, ObjectInfo, ObjectStore, PendingUpload, Refusal, StoreError, Upload,
     chain,
@@ -32,19 +34,10 @@ pub struct S3Config {
     pub ca_bundle: Option<String>,
 }
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct S3Credentials {
     pub access_key_id: String,
-    pub secret_access_key: String,
-}
-
-impl std::fmt::Debug for S3Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the secret, even in debug output.
-        f.debug_struct("S3Credentials")
-            .field("access_key_id", &self.access_key_id)
-            .finish_non_exhaustive()
-    }
+    pub secret_access_key: Redacted<String>,
 }
 
 pub struct S3Store {
@@ -70,7 +63,7 @@ impl S3Store {
         if let Some(c) = &config.credentials {
             loader = loader.credentials_provider(aws_sdk_s3::config::Credentials::new(
                 &c.access_key_id,
-                &c.secret_access_key,
+                c.secret_access_key.expose(),
                 None,
                 None,
                 "tusk-static",
@@ -143,6 +136,25 @@ impl S3Store {
         R: std::fmt::Debug + HttpStatus + Send + Sync + 'static,
     {
         classify(&self.location(), operation, key, err)
+    }
+
+    /// PutObject; `if_absent` makes it conditional (`If-None-Match: *`).
+    async fn put_object(&self, key: &str, body: Bytes, if_absent: bool) -> Result<(), StoreError> {
+        let operation = if if_absent {
+            "PutObject (If-None-Match)"
+        } else {
+            "PutObject"
+        };
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_if_none_match(if_absent.then(|| "*".to_owned()))
+            .body(SdkByteStream::from(body))
+            .send()
+            .await
+            .map_err(|e| self.error(operation, key, e))?;
+        Ok(())
     }
 
     async fn delete_one_by_one(&self, keys: &[String]) -> Result<(), StoreError> {
@@ -233,30 +245,13 @@ impl ObjectStore for S3Store {
     }
 
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .body(SdkByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| self.error("PutObject", key, e))?;
-        Ok(())
+        self.put_object(key, body, false).await
     }
 
     async fn put_if_absent(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
         // Conditional writes: AWS since 2024-08, MinIO since RELEASE.2024-08 (the pinned test
         // server is newer; backup-agent/tests/shared_prefixes.rs checks it against it).
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .if_none_match("*")
-            .body(SdkByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| self.error("PutObject (If-None-Match)", key, e))?;
-        Ok(())
+        self.put_object(key, body, true).await
     }
 
     async fn begin_upload(&self, key: &str) -> Result<Box<dyn Upload>, StoreError> {

@@ -7,13 +7,15 @@ pub mod redact;
 
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, LogParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::cluster::{backups_of, children_selector, events_about, get_postgresql, list};
 use crate::error::{Error, Result};
@@ -65,39 +67,23 @@ async fn collect(
     let backups = backups_of(client, namespace, name).await?;
     bundle.yaml("postgresql.yaml", &[&pg])?;
     bundle.yaml("backups.yaml", &backups)?;
-    bundle.yaml(
-        "statefulsets.yaml",
-        &list::<StatefulSet>(client, namespace, &children).await?,
-    )?;
-    bundle.yaml(
-        "services.yaml",
-        &list::<Service>(client, namespace, &children).await?,
-    )?;
-    bundle.yaml(
-        "configmaps.yaml",
-        &list::<ConfigMap>(client, namespace, &children).await?,
-    )?;
-    bundle.yaml(
-        "cronjobs.yaml",
-        &list::<CronJob>(client, namespace, &children).await?,
-    )?;
-    bundle.yaml(
-        "jobs.yaml",
-        &list::<Job>(client, namespace, &children).await?,
-    )?;
-    bundle.yaml(
-        "pvcs.yaml",
-        &list::<PersistentVolumeClaim>(client, namespace, &children).await?,
-    )?;
-    bundle.yaml(
-        "secrets.yaml",
-        &list::<Secret>(client, namespace, &children).await?,
-    )?;
+    let child = Children {
+        client,
+        namespace,
+        selector: &children,
+    };
+    bundle.yaml("statefulsets.yaml", &child.list::<StatefulSet>().await?)?;
+    bundle.yaml("services.yaml", &child.list::<Service>().await?)?;
+    bundle.yaml("configmaps.yaml", &child.list::<ConfigMap>().await?)?;
+    bundle.yaml("cronjobs.yaml", &child.list::<CronJob>().await?)?;
+    bundle.yaml("jobs.yaml", &child.list::<Job>().await?)?;
+    bundle.yaml("pvcs.yaml", &child.list::<PersistentVolumeClaim>().await?)?;
+    bundle.yaml("secrets.yaml", &child.list::<Secret>().await?)?;
     bundle.yaml(
         "events.yaml",
         &events_about(client, namespace, name, &backups).await?,
     )?;
-    let pods = list::<Pod>(client, namespace, &children).await?;
+    let pods = child.list::<Pod>().await?;
     bundle.yaml("pods.yaml", &pods)?;
     let fetched = crate::status::fetch(client, namespace, name).await?;
     let screen = crate::status::render::render(&crate::status::summary::summarize(
@@ -125,6 +111,23 @@ async fn collect(
         Err(e) => bundle.text("operator/README.txt", &format!("operator pods not listed: {e}\n"))?,
     }
     Ok(())
+}
+
+/// The cluster's labelled children, listed one kind at a time.
+struct Children<'a> {
+    client: &'a Client,
+    namespace: &'a str,
+    selector: &'a ListParams,
+}
+
+impl Children<'_> {
+    async fn list<K>(&self) -> Result<Vec<K>>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        list::<K>(self.client, self.namespace, self.selector).await
+    }
 }
 
 /// The logs of every container of `pod` into `dir/<pod>_<container>.log`.

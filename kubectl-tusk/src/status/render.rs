@@ -5,81 +5,68 @@ use std::fmt::Write;
 
 use super::summary::{RECENT, Summary};
 
+/// One row of a table: every cell as it displays.
+macro_rules! cells {
+    ($($cell:expr),+ $(,)?) => {
+        vec![$($cell.to_string()),+]
+    };
+}
+
 /// The whole screen for `summary`.
 pub fn render(s: &Summary) -> String {
     let mut out = format!(
         "PostgreSQL {}/{}: {}, {}/{} instances ready, PostgreSQL {}\n",
         s.namespace, s.name, s.phase, s.ready_instances, s.instances, s.version
     );
-    section(&mut out, "Conditions");
-    out.push_str(&table(
+    table(
+        &mut out,
+        "Conditions",
         &["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
-        s.conditions.iter().map(|c| {
-            vec![
-                c.type_.clone(),
-                c.status.clone(),
-                c.reason.clone(),
-                c.age.clone(),
-                c.message.clone(),
-            ]
-        }),
-    ));
-    section(&mut out, "Instances");
-    out.push_str(&table(
+        s.conditions
+            .iter()
+            .map(|c| cells![c.type_, c.status, c.reason, c.age, c.message]),
+    );
+    table(
+        &mut out,
+        "Instances",
         &["NAME", "ROLE", "READY", "PHASE", "RESTARTS"],
-        s.pods.iter().map(|p| {
-            vec![
-                p.name.clone(),
-                p.role.clone(),
-                p.ready.to_string(),
-                p.phase.clone(),
-                p.restarts.to_string(),
-            ]
-        }),
-    ));
-    section(&mut out, "Endpoints");
-    out.push_str(&table(
+        s.pods
+            .iter()
+            .map(|p| cells![p.name, p.role, p.ready, p.phase, p.restarts]),
+    );
+    table(
+        &mut out,
+        "Endpoints",
         &["SERVICE", "ADDRESS", "PURPOSE"],
         s.endpoints
             .iter()
-            .map(|e| vec![e.service.clone(), e.address.clone(), e.purpose.clone()]),
-    ));
-    section(&mut out, &format!("Backups (newest {RECENT})"));
-    out.push_str(&table(
+            .map(|e| cells![e.service, e.address, e.purpose]),
+    );
+    table(
+        &mut out,
+        &format!("Backups (newest {RECENT})"),
         &["NAME", "PHASE", "SIZE", "AGE", "VERIFIED", "ERROR"],
         s.backups.iter().map(|b| {
-            vec![
-                b.name.clone(),
-                b.phase.clone(),
-                b.size_bytes
-                    .map_or_else(|| "-".to_owned(), crate::format::size),
-                b.age.clone(),
-                b.verification.clone().unwrap_or_else(|| "-".to_owned()),
-                b.error.clone().unwrap_or_default(),
-            ]
+            let size = b
+                .size_bytes
+                .map_or_else(|| "-".to_owned(), crate::format::size);
+            let verified = b.verification.as_deref().unwrap_or("-");
+            let error = b.error.as_deref().unwrap_or_default();
+            cells![b.name, b.phase, size, b.age, verified, error]
         }),
-    ));
+    );
     out.push('\n');
     out.push_str(&schedule_line(s));
     out.push_str(&verification_line(s));
-    section(&mut out, &format!("Warning events (newest {RECENT})"));
-    out.push_str(&table(
+    table(
+        &mut out,
+        &format!("Warning events (newest {RECENT})"),
         &["AGE", "OBJECT", "REASON", "COUNT", "MESSAGE"],
-        s.warnings.iter().map(|w| {
-            vec![
-                w.age.clone(),
-                w.object.clone(),
-                w.reason.clone(),
-                w.count.to_string(),
-                w.message.clone(),
-            ]
-        }),
-    ));
+        s.warnings
+            .iter()
+            .map(|w| cells![w.age, w.object, w.reason, w.count, w.message]),
+    );
     out
-}
-
-fn section(out: &mut String, title: &str) {
-    let _ = write!(out, "\n{title}\n");
 }
 
 fn schedule_line(s: &Summary) -> String {
@@ -112,11 +99,14 @@ fn verification_line(s: &Summary) -> String {
     }
 }
 
-/// Rows under headers, each column as wide as its widest cell; `  (none)` without rows.
-fn table(headers: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+/// A section: its title, then the rows under headers, each column as wide as its widest cell;
+/// `  (none)` without rows.
+fn table(out: &mut String, title: &str, headers: &[&str], rows: impl Iterator<Item = Vec<String>>) {
+    let _ = write!(out, "\n{title}\n");
     let rows: Vec<Vec<String>> = rows.collect();
     if rows.is_empty() {
-        return "  (none)\n".to_owned();
+        out.push_str("  (none)\n");
+        return;
     }
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in &rows {
@@ -132,9 +122,8 @@ fn table(headers: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
         }
         text.trim_end().to_owned() + "\n"
     };
-    let mut out = line(headers.to_vec());
+    out.push_str(&line(headers.to_vec()));
     for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
-    out
 }

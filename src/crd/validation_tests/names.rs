@@ -10,17 +10,13 @@
 use kube::core::cel::validate_cel;
 use serde_json::{Value, json};
 
-use crate::crd::{Backup, PostgreSQL};
+use crate::crd::fixtures;
 
 const TABLE: &str = include_str!("../../../tests/contracts/names.json");
 
 /// CEL messages for a PostgreSQL named `name` with `spec`.
 fn postgresql_errors(name: &str, spec: Value) -> Vec<String> {
-    let pg: PostgreSQL = serde_json::from_value(json!({
-        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-        "metadata": {"name": name, "namespace": "prod"}, "spec": spec,
-    }))
-    .expect("a schema-valid PostgreSQL");
+    let pg = fixtures::postgresql("prod", name, spec, Value::Null);
     validate_cel(&pg).err().map_or(vec![], |errors| {
         errors
             .as_slice()
@@ -45,11 +41,7 @@ fn crd_verdicts(field: &str, value: &str) -> Vec<(&'static str, bool)> {
     let ok = |errors: Vec<String>| errors.is_empty();
     match field {
         "cluster" => {
-            let backup: Backup = serde_json::from_value(json!({
-                "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
-                "metadata": {"name": "b1", "namespace": "prod"}, "spec": {"cluster": {"name": value}},
-            }))
-            .expect("a schema-valid Backup");
+            let backup = fixtures::backup("prod", "b1", value, Value::Null);
             vec![
                 ("Backup spec.cluster.name", validate_cel(&backup).is_ok()),
                 (

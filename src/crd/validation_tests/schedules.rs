@@ -3,10 +3,10 @@
 //! operator's exact mirror, which refuses with `InvalidSpec` before any child is created.
 
 use kube::core::cel::validate_cel;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::clusters::validate::validate_schedule;
-use crate::crd::PostgreSQL;
+use crate::crd::fixtures;
 
 /// The CronJob API accepts it.
 const OK: Verdict = Verdict::Accepted;
@@ -80,12 +80,9 @@ const SCHEDULES: &[(&str, Verdict)] = &[
 ];
 
 fn cel_accepts(schedule: &str) -> bool {
-    let pg: PostgreSQL = serde_json::from_value(json!({
-        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-        "metadata": {"name": "demo", "namespace": "prod"},
-        "spec": {"storage": {"size": "1Gi"}, "backup": {"schedule": schedule, "destination": {"s3": {"bucket": "backups"}}}},
-    }))
-    .expect("a schema-valid PostgreSQL");
+    let spec = json!({"storage": {"size": "1Gi"},
+        "backup": {"schedule": schedule, "destination": {"s3": {"bucket": "backups"}}}});
+    let pg = fixtures::postgresql("prod", "demo", spec, Value::Null);
     match validate_cel(&pg) {
         Ok(()) => true,
         Err(errors) => {

@@ -3,16 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::super::{Backup, PostgreSQL};
+use super::super::{Backup, PostgreSQL, fixtures};
 use super::storage;
 
 /// A PostgreSQL named demo with `spec`, as stored.
 fn stored(spec: Value) -> PostgreSQL {
-    serde_json::from_value(json!({
-        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-        "metadata": {"name": "demo", "namespace": "prod"}, "spec": spec,
-    }))
-    .unwrap()
+    fixtures::postgresql("prod", "demo", spec, Value::Null)
 }
 
 /// The messages of the transition rules that refuse updating `old` to `new`.
@@ -82,13 +78,7 @@ fn storage_only_grows_and_keeps_its_class_and_bootstrap_is_immutable() {
 
 #[test]
 fn a_backup_spec_is_immutable() {
-    let backup = |cluster: &str| -> Backup {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
-            "metadata": {"name": "b1", "namespace": "prod"}, "spec": {"cluster": {"name": cluster}},
-        }))
-        .unwrap()
-    };
+    let backup = |cluster: &str| fixtures::backup("prod", "b1", cluster, Value::Null);
     assert!(kube::core::cel::validate_cel(&backup("demo")).is_ok());
     assert!(kube::core::cel::validate_cel(&backup("")).is_err());
     // The cluster's name becomes the agent's path segment and Job names: refused, not Pending.
@@ -110,13 +100,7 @@ fn a_backup_spec_is_immutable() {
 
 #[test]
 fn a_backup_name_must_work_as_job_name_and_backup_id() {
-    let named = |name: &str| -> Backup {
-        serde_json::from_value(json!({
-            "apiVersion": "tusk.dev/v1alpha1", "kind": "Backup",
-            "metadata": {"name": name, "namespace": "prod"}, "spec": {"cluster": {"name": "demo"}},
-        }))
-        .unwrap()
-    };
+    let named = |name: &str| fixtures::backup("prod", name, "demo", Value::Null);
     let messages = |b: &Backup| -> Vec<String> {
         match kube::core::cel::validate_cel(b) {
             Ok(()) => vec![],

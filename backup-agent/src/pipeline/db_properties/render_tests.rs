@@ -1,8 +1,22 @@
 use super::*;
 
+/// What pg_restore writes before each section that must run inside the database: a reconnect.
+macro_rules! reconnect {
+    () => {
+        r#"\unrestrict KEY
+\encoding SQL_ASCII
+\connect -reuse-previous=on "dbname='we\'ird db'"
+\restrict KEY
+
+SET client_encoding = 'LATIN1';
+"#
+    };
+}
+
 /// What pg_restore 15.18 rendered for a database with every kind of entry (abridged preamble;
 /// the comment spans lines and holds a fake header and a fake backslash command).
-const RENDERED: &str = r#"--
+const RENDERED: &str = concat!(
+    r#"--
 -- PostgreSQL database dump
 --
 
@@ -20,13 +34,9 @@ CREATE DATABASE "we'ird db" WITH TEMPLATE = template0 ENCODING = 'LATIN1' LOCALE
 
 ALTER DATABASE "we'ird db" OWNER TO app_owner;
 
-\unrestrict KEY
-\encoding SQL_ASCII
-\connect -reuse-previous=on "dbname='we\'ird db'"
-\restrict KEY
-
-SET client_encoding = 'LATIN1';
-
+"#,
+    reconnect!(),
+    r#"
 --
 -- Name: DATABASE "we'ird db"; Type: COMMENT; Schema: -; Owner: app_owner
 --
@@ -43,13 +53,9 @@ COMMENT ON DATABASE "we'ird db" IS 'it''s
 ALTER DATABASE "we'ird db" SET work_mem TO '7MB';
 ALTER ROLE r IN DATABASE "we'ird db" SET statement_timeout TO '5s';
 
-\unrestrict KEY
-\encoding SQL_ASCII
-\connect -reuse-previous=on "dbname='we\'ird db'"
-\restrict KEY
-
-SET client_encoding = 'LATIN1';
-
+"#,
+    reconnect!(),
+    r#"
 --
 -- Name: DATABASE "we'ird db"; Type: ACL; Schema: -; Owner: app_owner
 --
@@ -63,7 +69,8 @@ GRANT CREATE,CONNECT ON DATABASE "we'ird db" TO r;
 --
 
 \unrestrict KEY
-"#;
+"#
+);
 
 fn sql(script: &Option<Vec<u8>>) -> Vec<String> {
     String::from_utf8_lossy(script.as_deref().unwrap_or_default())

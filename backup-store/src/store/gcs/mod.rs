@@ -12,6 +12,8 @@ use futures::{StreamExt, TryStreamExt};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
+use crate::Redacted;
+
 use super::{
     ByteStream, Context, HttpStatus, ListBudget, ObjectInfo, ObjectStore, PendingUpload, Refusal,
     StoreError, Upload, read_capped,
@@ -35,7 +37,7 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct GcsConfig {
     pub bucket: String,
     /// Emulator endpoint, e.g. `http://127.0.0.1:4443`; real GCS when `None`.
@@ -44,22 +46,7 @@ pub struct GcsConfig {
     pub credentials_file: Option<String>,
     /// The key JSON itself (e.g. read by the operator from a Secret). Takes precedence over
     /// `credentials_file`: it is what the user named on the destination.
-    pub credentials_json: Option<String>,
-}
-
-impl std::fmt::Debug for GcsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the key, even in debug output.
-        f.debug_struct("GcsConfig")
-            .field("bucket", &self.bucket)
-            .field("endpoint", &self.endpoint)
-            .field("credentials_file", &self.credentials_file)
-            .field(
-                "credentials_json",
-                &self.credentials_json.as_ref().map(|_| "<redacted>"),
-            )
-            .finish()
-    }
+    pub credentials_json: Option<Redacted<String>>,
 }
 
 pub struct GcsStore {
@@ -103,7 +90,7 @@ impl GcsStore {
         let auth = match &config.credentials_json {
             Some(json) => TokenProvider::from_key_json(
                 &format!("the service-account key for gs://{}", config.bucket),
-                json,
+                json.expose(),
             )?,
             None => TokenProvider::new(
                 config.credentials_file.as_deref(),
