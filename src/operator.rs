@@ -24,6 +24,9 @@ use crate::runtime::watch::{cached_watch, drop_managed_fields, shared_watch};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
 
+/// Objects per list request when a watch (re)starts.
+const LIST_PAGE: u32 = 100;
+
 pub use crate::runtime::watch::Scope;
 
 /// The cluster a Job or Backup concerns, to reconcile it when they change.
@@ -93,17 +96,23 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Only Tusk's own children are cached: memory grows with clusters, not with the namespace.
-    let children =
-        watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"));
+    // Lists of 100, not kube's 500: a page is deserialized whole before its objects are
+    // compacted and cached, so the page size bounds the memory a (re)start needs on top.
+    let children = watcher::Config::default()
+        .labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"))
+        .page_size(LIST_PAGE);
     let (clusters, cluster_reader) = {
         let (reader, writer) = reflector::store();
         // Reconcile on spec changes, not on the operator's own status writes.
-        let stream = watcher(scope.api::<PostgreSQL>(&client), watcher::Config::default())
-            .default_backoff()
-            .modify(drop_managed_fields)
-            .reflect(writer)
-            .applied_objects()
-            .predicate_filter(predicates::generation, Default::default());
+        let stream = watcher(
+            scope.api::<PostgreSQL>(&client),
+            watcher::Config::default().page_size(LIST_PAGE),
+        )
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
         (stream, reader)
     };
     let (secrets, secret_stream, secrets_driver) = cached_watch(
@@ -132,8 +141,10 @@ pub async fn run(
         compact_cronjob,
     );
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
-    let (backups, backup_events, backups_driver) =
-        shared_watch(scope.api::<Backup>(&client), watcher::Config::default());
+    let (backups, backup_events, backups_driver) = shared_watch(
+        scope.api::<Backup>(&client),
+        watcher::Config::default().page_size(LIST_PAGE),
+    );
 
     metrics.watch_clusters(cluster_reader.clone());
     let caches = Caches {
