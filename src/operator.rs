@@ -6,9 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -20,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::{compact_cronjob, compact_secret, compact_statefulset};
-use crate::runtime::watch::{cached_watch, drop_managed_fields, shared_watch};
+use crate::runtime::watch::{ChildWatches, drop_managed_fields, shared_watch};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
 
@@ -115,31 +114,17 @@ pub async fn run(
         .predicate_filter(predicates::generation, Default::default());
         (stream, reader)
     };
-    let (secrets, secret_stream, secrets_driver) = cached_watch(
-        scope.api::<Secret>(&client),
-        children.clone(),
-        compact_secret,
-    );
-    let (config_maps, config_map_stream, config_maps_driver) = cached_watch(
-        scope.api::<ConfigMap>(&client),
-        children.clone(),
-        drop_managed_fields,
-    );
-    let (services, service_stream, services_driver) = cached_watch(
-        scope.api::<Service>(&client),
-        children.clone(),
-        drop_managed_fields,
-    );
-    let (statefulsets, statefulset_stream, statefulsets_driver) = cached_watch(
-        scope.api::<StatefulSet>(&client),
-        children.clone(),
-        compact_statefulset,
-    );
-    let (cronjobs, cronjob_stream, cronjobs_driver) = cached_watch(
-        scope.api::<CronJob>(&client),
-        children.clone(),
-        compact_cronjob,
-    );
+    let child = ChildWatches {
+        scope: &scope,
+        client: &client,
+        config: children.clone(),
+    };
+    let (secrets, secret_stream, secrets_driver) = child.cached(compact_secret);
+    let (config_maps, config_map_stream, config_maps_driver) =
+        child.cached(drop_managed_fields::<ConfigMap>);
+    let (services, service_stream, services_driver) = child.cached(drop_managed_fields::<Service>);
+    let (statefulsets, statefulset_stream, statefulsets_driver) = child.cached(compact_statefulset);
+    let (cronjobs, cronjob_stream, cronjobs_driver) = child.cached(compact_cronjob);
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
     let (backups, backup_events, backups_driver) = shared_watch(
         scope.api::<Backup>(&client),

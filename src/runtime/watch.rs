@@ -34,38 +34,53 @@ impl Scope {
     }
 }
 
-/// A watch of `K` that keeps `Store<K>` current and yields every touched object (deletions
-/// included, so a child deleted out of band triggers its owner). `compact` shrinks each object
-/// before it is cached (at least [`drop_managed_fields`]; see `runtime::compact`). The returned
-/// future drives the watch on its own: the caches must fill even while every reconcile waits
-/// for them, so they cannot depend on the controller polling its trigger streams.
-pub fn cached_watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    compact: fn(&mut K),
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-    impl Future<Output = ()> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    // Unbounded: a trigger is an object the cache already holds, so the queue is bounded by the
-    // number of changes while reconciles are busy.
-    let (triggers, stream) = futures::channel::mpsc::unbounded();
-    let driver = watcher(api, config)
-        .default_backoff()
-        .modify(compact)
-        .reflect(writer)
-        .touched_objects()
-        .for_each(move |object| {
-            // The receiver only goes away when the controller has stopped.
-            let _ = triggers.unbounded_send(object);
-            futures::future::ready(())
-        });
-    (reader, stream, driver)
+/// The watches of the clusters' children: one scope, one label selector.
+pub struct ChildWatches<'a> {
+    pub scope: &'a Scope,
+    pub client: &'a Client,
+    pub config: watcher::Config,
+}
+
+impl ChildWatches<'_> {
+    /// A watch of the children of kind `K` that keeps `Store<K>` current and yields every
+    /// touched object (deletions included, so a child deleted out of band triggers its owner).
+    /// `compact` shrinks each object before it is cached (at least [`drop_managed_fields`]; see
+    /// `runtime::compact`). The returned future drives the watch on its own: the caches must
+    /// fill even while every reconcile waits for them, so they cannot depend on the controller
+    /// polling its trigger streams.
+    pub fn cached<K>(
+        &self,
+        compact: fn(&mut K),
+    ) -> (
+        Store<K>,
+        impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+        impl Future<Output = ()> + Send + 'static,
+    )
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        // Unbounded: a trigger is an object the cache already holds, so the queue is bounded by
+        // the number of changes while reconciles are busy.
+        let (triggers, stream) = futures::channel::mpsc::unbounded();
+        let driver = watcher(self.scope.api(self.client), self.config.clone())
+            .default_backoff()
+            .modify(compact)
+            .reflect(writer)
+            .touched_objects()
+            .for_each(move |object| {
+                // The receiver only goes away when the controller has stopped.
+                let _ = triggers.unbounded_send(object);
+                futures::future::ready(())
+            });
+        (reader, stream, driver)
+    }
 }
 
 /// A watch of `K` whose cache and events are shared by both controllers. The returned future
