@@ -83,4 +83,27 @@ for run in "${runs[@]}"; do
   [[ "$run" == *:* ]] && namespaces=${run#*:}
   for op in "${operators[@]}"; do measure "$op" "$clusters" "$namespaces"; done
 done
+# Side by side: one table per N[:NAMESPACES], a column per operator (when more than one ran).
+if ((${#operators[@]} > 1)); then
+  python3 - "$out" <<'PY'
+import re, sys
+tables, current = {}, None
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) < 2 or cells[0].startswith("---"):
+        continue
+    head = re.match(r"(.*), (\d+ clusters in \d+ namespace\(s\))$", cells[0])
+    if head:
+        current = tables.setdefault(head[2], {})
+        current.setdefault("", []).append(head[1])
+        continue
+    if current is not None:
+        current.setdefault(cells[0], []).append(cells[1])
+for size, rows in tables.items():
+    print(f"\n| {size} | " + " | ".join(rows.pop("")) + " |")
+    print("|---|" + "---|" * len(next(iter(rows.values()), [])))
+    for measure, values in rows.items():
+        print(f"| {measure} | " + " | ".join(values) + " |")
+PY
+fi
 echo "tables in $out" >&2

@@ -137,7 +137,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tusk-audit-{}", std::process::id()));
         std::fs::write(&dir, lines.join("\n")).unwrap();
         let counted = requests_since(&dir, 0).unwrap();
+        // Another operator's account (a peer of the scale benchmark) is counted apart.
+        let admin = requests_of_since(&dir, "admin", 0).unwrap();
         std::fs::remove_file(&dir).unwrap();
+        assert_eq!(
+            admin,
+            Requests {
+                reads: 0,
+                writes: 1
+            }
+        );
         assert_eq!(
             counted,
             Requests {
