@@ -127,21 +127,37 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         "applied {n} clusters in {:.1} s",
         start.elapsed().as_secs_f64()
     ));
+    // Tusk must get there (the run fails otherwise); a peer on kwok may not, and is reported
+    // with how far it got by the ready timeout.
+    let must = op == Operator::Tusk;
     let children_created = census
-        .until("every cluster's children", start, timeout, |c| {
+        .until("every cluster's children", start, plan.ready_timeout, |c| {
             c.children_of(n)
         })
-        .await?;
-    say(format!("children of all: {}", census.look()));
+        .await;
+    let children_created = match children_created {
+        Err(e) if must => return Err(e),
+        Err(e) => {
+            say(format!("not every cluster's children: {e}"));
+            None
+        }
+        Ok(took) => Some(took),
+    };
+    say(format!("children: {}", census.look()));
     let all_ready = census
         .until("every cluster ready", start, plan.ready_timeout, |c| {
             c.ready >= n
         })
         .await;
-    if let Err(e) = &all_ready {
-        say(format!("not every cluster got ready: {e}"));
-    }
-    let reached = census.look().phases();
+    let all_ready = match all_ready {
+        Err(e) if must => return Err(e),
+        Err(e) => {
+            say(format!("not every cluster got ready: {e}"));
+            None
+        }
+        Ok(took) => Some(took),
+    };
+    let reached = census.look().to_string();
     let converge_requests = stand.requests_since(mark)?;
     let converged = stand.usage()?;
 
@@ -153,7 +169,7 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
     let settled = stand.usage()?;
 
     let (restart_settled, restart_requests) = restart(stand, n, timeout).await?;
-    let after_restart = census.look().phases();
+    let after_restart = census.look().to_string();
     // Resident memory once the restart's burst (every cache listed at once) is over.
     tokio::time::sleep(AFTER_RESTART).await;
     let restarted = stand.usage()?;
@@ -173,7 +189,7 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         clusters: n,
         namespaces: plan.fleet.namespaces,
         children_created,
-        all_ready: all_ready.ok(),
+        all_ready,
         ready_timeout: plan.ready_timeout,
         reached,
         after_restart,

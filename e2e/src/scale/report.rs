@@ -12,14 +12,15 @@ pub struct Report {
     pub clusters: usize,
     pub namespaces: usize,
     /// Apply of the first cluster → every cluster's children exist.
-    pub children_created: Duration,
+    pub children_created: Option<Duration>,
     /// Apply of the first cluster → every cluster ready in the operator's own terms, if that
     /// happened within `ready_timeout`.
     pub all_ready: Option<Duration>,
     pub ready_timeout: Duration,
-    /// The clusters' phases once every one was ready or the ready timeout passed.
+    /// The census (clusters by phase, children) once every one was ready or the ready timeout
+    /// passed.
     pub reached: String,
-    /// The clusters' phases once the restarted operator had been through them all.
+    /// The census once the restarted operator had been through every cluster.
     pub after_restart: String,
     /// The operator's requests from the first apply until every cluster was ready (or the
     /// ready timeout).
@@ -71,7 +72,8 @@ impl Report {
         let rows = [
             (
                 "apply → every cluster's children created",
-                secs(self.children_created),
+                self.children_created
+                    .map_or_else(|| format!("not within {}", secs(self.ready_timeout)), secs),
             ),
             ("apply → every cluster ready (operator's own terms)", ready),
             ("clusters at ready (or its timeout)", self.reached.clone()),
@@ -155,7 +157,7 @@ mod tests {
             operator: Operator::Tusk,
             clusters: 100,
             namespaces: 1,
-            children_created: Duration::from_millis(4_800),
+            children_created: Some(Duration::from_millis(4_800)),
             converged: Usage {
                 rss_kib: 30_000,
                 peak_kib: 40_960,
