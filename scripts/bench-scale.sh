@@ -44,7 +44,14 @@ if ((${#peers[@]})); then eval "$("$repo/scripts/testbin.sh" "${peers[@]}")"; fi
 (cd "$repo" && cargo build --locked --quiet -p tusk-e2e --bin tusk-scale)
 target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-operator=${operator:-$target/$profile/tusk}
+# Copies of both, taken now: the target directory may be shared, and another build there
+# must not swap the binaries between (or during) runs.
+bins=$(mktemp -d /tmp/tusk-scale-bin.XXXXXX)
+if [[ " ${operators[*]} " == *" tusk "* ]]; then
+  install -m 0755 "${operator:-$target/$profile/tusk}" "$bins/tusk"
+  operator=$bins/tusk
+fi
+install -m 0755 "$target/debug/tusk-scale" "$bins/tusk-scale"
 eval "$("$repo/e2e/local/binaries.sh")"
 
 # measure OPERATOR CLUSTERS NAMESPACES: one run on a fresh control plane.
@@ -70,7 +77,7 @@ measure() {
     version=${version#"$op"-}
     ready=(--ready-timeout-seconds "${TUSK_SCALE_READY_TIMEOUT:-600}")
   fi
-  "$target/debug/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
+  "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
     --rest-seconds "$rest" --build "$version" "${ready[@]}" \
     | tee >(grep '^|' >>"$out")
   "$repo/e2e/local/down.sh" >/dev/null
@@ -106,4 +113,5 @@ for size, rows in tables.items():
         print(f"| {measure} | " + " | ".join(values) + " |")
 PY
 fi
+rm -rf "$bins"
 echo "tables in $out" >&2
