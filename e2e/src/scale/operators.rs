@@ -168,10 +168,14 @@ impl Operator {
             Operator::Cnpg => {
                 Settled::Metric("controller_runtime_reconcile_total{controller=\"cluster\"")
             }
-            // It has no metrics; at start it syncs every cluster once and logs the outcome.
-            Operator::Zalando => {
-                Settled::LogLines(&["cluster has been synced", "could not sync cluster"])
-            }
+            // It has no metrics; at start it syncs every cluster once (creates one it had not
+            // finished creating) and logs the outcome.
+            Operator::Zalando => Settled::LogLines(&[
+                "cluster has been synced",
+                "could not sync cluster",
+                "cluster has been created",
+                "could not create cluster",
+            ]),
         }
     }
 
