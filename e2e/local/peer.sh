@@ -20,28 +20,6 @@ log() { echo "peer.sh ($peer): $*" >&2; }
 running() { [[ -f "$pidfile" ]] && kill -0 "$(<"$pidfile")" 2>/dev/null; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# token_kubeconfig NAMESPACE SERVICEACCOUNT: $DIR/peer.kubeconfig with a token of that account.
-token_kubeconfig() {
-  local token server ca
-  token=$(kubectl -n "$1" create token "$2" --duration=24h)
-  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
-  cat >"$DIR/peer.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: tusk-e2e
-  cluster: {server: "$server", certificate-authority: "$ca"}
-users:
-- name: $2
-  user: {token: "$token"}
-contexts:
-- name: $2
-  context: {cluster: tusk-e2e, user: $2}
-current-context: $2
-KC
-}
-
 # CloudNativePG: namespace cnpg-system, ServiceAccount cnpg-manager (the names its
 # config/rbac/role_binding.yaml binds), every CRD of config/crd/bases. Its admission webhooks
 # run, pointed at the process on loopback: the API server runs on this host, so a URL
@@ -84,7 +62,7 @@ for item in docs:
         path = hook["clientConfig"].pop("service")["path"]
         hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))' "$port" "$certs/ca.crt" | kubectl apply --server-side -f - >/dev/null
-  token_kubeconfig cnpg-system cnpg-manager
+  token_kubeconfig "$DIR/peer.kubeconfig" cnpg-system cnpg-manager
   log "CRDs, RBAC and webhooks (https://127.0.0.1:$port) applied; ServiceAccount cnpg-system/cnpg-manager"
 }
 
@@ -126,7 +104,7 @@ zalando_install() {
   kubectl patch configmap postgres-operator --type merge -p \
     "{\"data\": {\"api_port\": \"$port\", \"debug_logging\": \"false\", \"enable_database_access\": \"false\"}}" >/dev/null
   echo "$port" >"$DIR/operator.port"
-  token_kubeconfig default postgres-operator
+  token_kubeconfig "$DIR/peer.kubeconfig" default postgres-operator
   log "CRD, RBAC and ConfigMap applied; ServiceAccount default/postgres-operator"
 }
 
@@ -141,15 +119,7 @@ zalando_start() {
   wait_for "Zalando's API on 127.0.0.1:$port" 120 curl -fs --max-time 2 "http://127.0.0.1:$port/clusters/"
 }
 
-stop() {
-  local signal=$1
-  running || { rm -f "$pidfile"; return 0; }
-  local pid
-  pid=$(<"$pidfile")
-  kill "-$signal" "$pid"
-  wait_for "$peer pid $pid to exit" 60 bash -c "! kill -0 $pid"
-  rm -f "$pidfile"
-}
+stop() { stop_pidfile "$pidfile" "$1" 60; }
 
 case "$peer:${2:-}" in
   cnpg:install | zalando:install) "${peer}_install" ;;

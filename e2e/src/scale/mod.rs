@@ -130,33 +130,23 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
     // Tusk must get there (the run fails otherwise); a peer on kwok may not, and is reported
     // with how far it got by the ready timeout.
     let must = op == Operator::Tusk;
-    let children_created = census
-        .until("every cluster's children", start, plan.ready_timeout, |c| {
-            c.children_of(n)
-        })
-        .await;
-    let children_created = match children_created {
-        Err(e) if must => return Err(e),
-        Err(e) => {
-            say(format!("not every cluster's children: {e}"));
-            None
-        }
-        Ok(took) => Some(took),
-    };
+    let children_created = reached(
+        census
+            .until("every cluster's children", start, plan.ready_timeout, |c| {
+                c.children_of(n)
+            })
+            .await,
+        must,
+    )?;
     say(format!("children: {}", census.look()));
-    let all_ready = census
-        .until("every cluster ready", start, plan.ready_timeout, |c| {
-            c.ready >= n
-        })
-        .await;
-    let all_ready = match all_ready {
-        Err(e) if must => return Err(e),
-        Err(e) => {
-            say(format!("not every cluster got ready: {e}"));
-            None
-        }
-        Ok(took) => Some(took),
-    };
+    let all_ready = reached(
+        census
+            .until("every cluster ready", start, plan.ready_timeout, |c| {
+                c.ready >= n
+            })
+            .await,
+        must,
+    )?;
     let reached = census.look().to_string();
     let converge_requests = stand.requests_since(mark)?;
     let converged = stand.usage()?;
@@ -204,6 +194,18 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         clusters_deleted,
         all_deleted,
     })
+}
+
+/// How long a wait took, or None when it timed out and `must` is false (said, not failed).
+fn reached(waited: Result<Duration>, must: bool) -> Result<Option<Duration>> {
+    match waited {
+        Ok(took) => Ok(Some(took)),
+        Err(e) if must => Err(e),
+        Err(e) => {
+            say(format!("not reached: {e}"));
+            Ok(None)
+        }
+    }
 }
 
 /// SIGKILLs the operator at rest and starts it again: how long until it has been through every
