@@ -6,6 +6,11 @@
 # TUSK_SCALE_PROFILE=debug measures the debug build instead (CI's short run: it proves the
 # benchmark works without a release build; its figures are not the product's).
 # TUSK_SCALE_OPERATOR_BIN=PATH measures that operator binary instead (before/after comparisons).
+# TUSK_SCALE_OPERATORS="tusk cnpg zalando" measures the peers too, each on a fresh control plane
+# of its own (e2e/local/peer.sh runs them; scripts/testbin.sh builds them on first use); the
+# default is Tusk alone. A peer on kwok may never be ready in its own terms: tusk-scale waits
+# TUSK_SCALE_READY_TIMEOUT seconds (default 600) for that, then reports how far it got (Tusk
+# must get there: the run fails otherwise).
 #   scripts/bench-scale.sh [--rest SECONDS] [N[:NAMESPACES]...]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,31 +26,92 @@ case "$profile" in
   debug) build=() ;;
   *) echo "bench-scale.sh: TUSK_SCALE_PROFILE is release or debug, not $profile" >&2; exit 2 ;;
 esac
+read -r -a operators <<<"${TUSK_SCALE_OPERATORS:-tusk}"
 operator=${TUSK_SCALE_OPERATOR_BIN:-}
 echo "==> building: ${operator:+not }the operator ($profile) and tusk-scale" >&2
-if [[ -z "$operator" ]]; then (cd "$repo" && cargo build --locked --quiet "${build[@]}" --bin tusk); fi
+if [[ -z "$operator" && " ${operators[*]} " == *" tusk "* ]]; then
+  (cd "$repo" && cargo build --locked --quiet "${build[@]}" --bin tusk)
+fi
+peers=()
+for op in "${operators[@]}"; do
+  case "$op" in
+    tusk) ;;
+    cnpg | zalando) peers+=("$op") ;;
+    *) echo "bench-scale.sh: TUSK_SCALE_OPERATORS holds tusk, cnpg, zalando, not $op" >&2; exit 2 ;;
+  esac
+done
+if ((${#peers[@]})); then eval "$("$repo/scripts/testbin.sh" "${peers[@]}")"; fi
 (cd "$repo" && cargo build --locked --quiet -p tusk-e2e --bin tusk-scale)
 target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-operator=${operator:-$target/$profile/tusk}
+# Copies of both, taken now: the target directory may be shared, and another build there
+# must not swap the binaries between (or during) runs.
+bins=$(mktemp -d /tmp/tusk-scale-bin.XXXXXX)
+if [[ " ${operators[*]} " == *" tusk "* ]]; then
+  install -m 0755 "${operator:-$target/$profile/tusk}" "$bins/tusk"
+  operator=$bins/tusk
+fi
+install -m 0755 "$target/debug/tusk-scale" "$bins/tusk-scale"
 eval "$("$repo/e2e/local/binaries.sh")"
+
+# measure OPERATOR CLUSTERS NAMESPACES: one run on a fresh control plane.
+measure() {
+  local op=$1 clusters=$2 namespaces=$3 version ready=()
+  export TUSK_E2E_DIR
+  TUSK_E2E_DIR=$(mktemp -d -u /tmp/tusk-scale.XXXXXX)
+  trap '"$repo/e2e/local/down.sh" >/dev/null 2>&1 || true' EXIT
+  echo "==> $op: $clusters clusters in $namespaces namespace(s): control plane in $TUSK_E2E_DIR ($(uptime))" >&2
+  eval "$("$repo/e2e/local/up.sh")"
+  if [[ "$op" == tusk ]]; then
+    install -m 0755 "$operator" "$TUSK_E2E_DIR/tusk"
+    "$repo/e2e/local/operator.sh" install
+    # The default info log: what a user runs.
+    "$repo/e2e/local/operator.sh" start
+    version=$profile
+  else
+    "$repo/e2e/local/peer.sh" "$op" install
+    "$repo/e2e/local/peer.sh" "$op" start
+    # The version is in the cache directory's name (scripts/testbin.sh: NAME-VERSION/NAME).
+    local bin=TUSK_${op^^}_BIN
+    version=$(basename "$(dirname "${!bin}")")
+    version=${version#"$op"-}
+    ready=(--ready-timeout-seconds "${TUSK_SCALE_READY_TIMEOUT:-600}")
+  fi
+  "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
+    --rest-seconds "$rest" --build "$version" "${ready[@]}" \
+    | tee >(grep '^|' >>"$out")
+  "$repo/e2e/local/down.sh" >/dev/null
+  trap - EXIT
+}
 
 for run in "${runs[@]}"; do
   clusters=${run%%:*}
   namespaces=1
   [[ "$run" == *:* ]] && namespaces=${run#*:}
-  export TUSK_E2E_DIR
-  TUSK_E2E_DIR=$(mktemp -d -u /tmp/tusk-scale.XXXXXX)
-  trap '"$repo/e2e/local/down.sh" >/dev/null 2>&1 || true' EXIT
-  echo "==> $clusters clusters in $namespaces namespace(s): control plane in $TUSK_E2E_DIR" >&2
-  eval "$("$repo/e2e/local/up.sh")"
-  install -m 0755 "$operator" "$TUSK_E2E_DIR/tusk"
-  "$repo/e2e/local/operator.sh" install
-  # The default info log: what a user runs.
-  "$repo/e2e/local/operator.sh" start
-  "$target/debug/tusk-scale" --clusters "$clusters" --namespaces "$namespaces" \
-    --rest-seconds "$rest" --build "$profile" | tee >(grep '^|' >>"$out")
-  "$repo/e2e/local/down.sh" >/dev/null
-  trap - EXIT
+  for op in "${operators[@]}"; do measure "$op" "$clusters" "$namespaces"; done
 done
+# Side by side: one table per N[:NAMESPACES], a column per operator (when more than one ran).
+if ((${#operators[@]} > 1)); then
+  python3 - "$out" <<'PY'
+import re, sys
+tables, current = {}, None
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) < 2 or cells[0].startswith("---"):
+        continue
+    head = re.match(r"(.*), (\d+ clusters in \d+ namespace\(s\))$", cells[0])
+    if head:
+        current = tables.setdefault(head[2], {})
+        current.setdefault("", []).append(head[1])
+        continue
+    if current is not None:
+        current.setdefault(cells[0], []).append(cells[1])
+for size, rows in tables.items():
+    print(f"\n| {size} | " + " | ".join(rows.pop("")) + " |")
+    print("|---|" + "---|" * len(next(iter(rows.values()), [])))
+    for measure, values in rows.items():
+        print(f"| {measure} | " + " | ".join(values) + " |")
+PY
+fi
+rm -rf "$bins"
 echo "tables in $out" >&2

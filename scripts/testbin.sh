@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (or reuses) pinned upstream tools: by default MinIO and fake-gcs-server (backup-agent's
 # tests); named tools on request (helm, promtool: the chart and alert-rule checks; prometheus:
-# the monitoring e2e).
+# the monitoring e2e; cnpg, zalando: the peer operators of scripts/bench-scale.sh).
 # Binaries go to a cache outside the repository; nothing here is committed.
 # Usage: eval "$(scripts/testbin.sh)"   # prints export lines on stdout, progress on stderr
 #        eval "$(scripts/testbin.sh helm promtool)"
@@ -12,6 +12,10 @@ FAKE_GCS_VERSION="v1.56.1"
 HELM_VERSION="v3.22.0"
 # Prometheus tags its Go module v0.3XX.Y for release 3.XX.Y.
 PROMETHEUS_VERSION="v0.316.0"
+# The peers of the scale benchmark (scripts/bench-scale.sh): the newest releases the module proxy
+# serves here.
+CNPG_VERSION="v1.30.0"
+ZALANDO_VERSION="v1.15.1"
 CACHE="${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}"
 
 command -v go >/dev/null || { echo "testbin.sh: Go toolchain not found (needed to build the test tools)" >&2; exit 1; }
@@ -33,6 +37,32 @@ build() {
   echo "$dir/$name"
 }
 
+# build_in_module NAME VERSION MODULE PACKAGE: go build MODULE's PACKAGE (./cmd/...) at VERSION into
+# CACHE/NAME-VERSION/ unless present. `go install module@version` refuses both peers here (the
+# proxy will not list their versions, which go install reads for deprecations), so the module's
+# zip is downloaded and built in a scratch copy (the module cache is read-only).
+build_in_module() {
+  local name=$1 version=$2 module=$3 package=$4
+  local dir="$CACHE/$name-$version"
+  if [[ ! -x "$dir/$name" ]]; then
+    echo "testbin.sh: building $module@$version $package (cold builds take minutes)..." >&2
+    local src scratch
+    src=$(module_dir "$module" "$version")
+    scratch=$(mktemp -d)
+    cp -r "$src/." "$scratch" && chmod -R u+w "$scratch"
+    mkdir -p "$dir.tmp"
+    (cd "$scratch" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false nice -n 10 go build -trimpath -o "$dir.tmp/$name" "$package") >&2
+    rm -rf "$scratch" "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/$name"
+}
+
+# module_dir MODULE VERSION: the module's directory in the Go module cache (downloaded if needed);
+# the peers' CRDs and RBAC are read from there.
+module_dir() {
+  go mod download -json "$1@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+}
+
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=(minio fake-gcs-server)
 for tool in "${tools[@]}"; do
@@ -46,6 +76,12 @@ for tool in "${tools[@]}"; do
     # The server the monitoring e2e scrapes the operator with; without the builtinassets tag it
     # has no web UI, which nothing here needs (the HTTP API is all).
     prometheus) echo "export TUSK_PROMETHEUS_BIN=$(build prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus remove_all_sd)" ;;
-    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus)" >&2; exit 1 ;;
+    cnpg)
+      echo "export TUSK_CNPG_BIN=$(build_in_module cnpg "$CNPG_VERSION" github.com/cloudnative-pg/cloudnative-pg ./cmd/manager)"
+      echo "export TUSK_CNPG_MODULE=$(module_dir github.com/cloudnative-pg/cloudnative-pg "$CNPG_VERSION")" ;;
+    zalando)
+      echo "export TUSK_ZALANDO_BIN=$(build_in_module zalando "$ZALANDO_VERSION" github.com/zalando/postgres-operator ./cmd)"
+      echo "export TUSK_ZALANDO_MODULE=$(module_dir github.com/zalando/postgres-operator "$ZALANDO_VERSION")" ;;
+    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando)" >&2; exit 1 ;;
   esac
 done

@@ -38,3 +38,38 @@ else:
     raise SystemExit(f"no loopback address with a free port {port}")
 PY
 }
+
+# token_kubeconfig FILE NAMESPACE SERVICEACCOUNT: a kubeconfig in FILE for the current cluster
+# with a token of that ServiceAccount, so that a process run with it has exactly its RBAC.
+token_kubeconfig() {
+  local file=$1 namespace=$2 account=$3 token server ca
+  token=$(kubectl -n "$namespace" create token "$account" --duration=24h)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  cat >"$file" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: tusk-e2e
+  cluster: {server: "$server", certificate-authority: "$ca"}
+users:
+- name: $account
+  user: {token: "$token"}
+contexts:
+- name: $account
+  context: {cluster: tusk-e2e, user: $account}
+current-context: $account
+KC
+}
+
+# stop_pidfile FILE SIGNAL TIMEOUT: send SIGNAL to the process whose pid FILE holds, wait up to
+# TIMEOUT seconds for it to exit, and remove FILE (nothing to do if it is not running).
+stop_pidfile() {
+  local file=$1 signal=$2 timeout=$3 pid
+  if [[ -f "$file" ]] && kill -0 "$(<"$file")" 2>/dev/null; then
+    pid=$(<"$file")
+    kill "-$signal" "$pid"
+    wait_for "pid $pid to exit" "$timeout" bash -c "! kill -0 $pid"
+  fi
+  rm -f "$file"
+}

@@ -27,24 +27,7 @@ install() {
   # The operator runs as a local process here, not as the Deployment's pod.
   kubectl -n tusk-system scale deployment tusk-operator --replicas=0 >/dev/null
   kubectl wait --for=condition=Established --timeout=60s crd/postgresqls.tusk.dev crd/backups.tusk.dev >/dev/null
-  local token server ca
-  token=$(kubectl -n tusk-system create token tusk-operator --duration=24h)
-  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
-  cat >"$DIR/operator.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: tusk-e2e
-  cluster: {server: "$server", certificate-authority: "$ca"}
-users:
-- name: tusk-operator
-  user: {token: "$token"}
-contexts:
-- name: tusk-operator
-  context: {cluster: tusk-e2e, user: tusk-operator}
-current-context: tusk-operator
-KC
+  token_kubeconfig "$DIR/operator.kubeconfig" tusk-system tusk-operator
   # The port of /metrics, chosen once so that restarts keep it.
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' >"$DIR/operator.port"
   # Where this operator reaches GCS (TUSK_GCS_ENDPOINT; jobrunner.py gives the agents the same):
@@ -71,15 +54,7 @@ start() {
   log "started (pid $(<"$pidfile")), metrics on http://127.0.0.1:$port/metrics"
 }
 
-stop() {
-  local signal=$1
-  running || { rm -f "$pidfile"; return 0; }
-  local pid
-  pid=$(<"$pidfile")
-  kill "-$signal" "$pid"
-  wait_for "operator pid $pid to exit" 30 bash -c "! kill -0 $pid"
-  rm -f "$pidfile"
-}
+stop() { stop_pidfile "$pidfile" "$1" 30; }
 
 case "${1:-}" in
   install) install ;;

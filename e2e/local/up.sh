@@ -90,14 +90,16 @@ KC
 # OwnerReferencesPermissionEnforcement (off by default, on in some clusters) makes the operator's
 # owner references with blockOwnerDeletion need `update` on postgresqls/finalizers, as in deploy/.
 # The operator's ServiceAccount is audited at Metadata level so that scenarios can count its
-# writes; everything else is not logged.
+# writes (and the peers' of e2e/local/peer.sh, for scripts/bench-scale.sh); everything else is
+# not logged.
 cat >"$DIR/audit-policy.yaml" <<'AP'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
-  users: ["system:serviceaccount:tusk-system:tusk-operator"]
+  users: ["system:serviceaccount:tusk-system:tusk-operator",
+    "system:serviceaccount:cnpg-system:cnpg-manager", "system:serviceaccount:default:postgres-operator"]
 - level: None
 AP
 

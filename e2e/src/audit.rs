@@ -49,11 +49,16 @@ pub struct Requests {
 
 /// The operator's requests logged after `mark`, counted.
 pub fn requests_since(log: &Path, mark: u64) -> Result<Requests> {
+    requests_of_since(log, OPERATOR_USER, mark)
+}
+
+/// The requests of `user` (another operator's ServiceAccount) logged after `mark`, counted.
+pub fn requests_of_since(log: &Path, user: &str, mark: u64) -> Result<Requests> {
     let mut requests = Requests::default();
     for_each_since(log, mark, |event| {
-        if operator_write(event).is_some() {
+        if write_of(event, user).is_some() {
             requests.writes += 1;
-        } else if is_operator_read(event) {
+        } else if is_read_of(event, user) {
             requests.reads += 1;
         }
     })?;
@@ -80,16 +85,20 @@ fn text<'a>(event: &'a serde_json::Value, pointer: &str) -> &'a str {
         .unwrap_or_default()
 }
 
-fn is_operator_read(event: &serde_json::Value) -> bool {
-    text(event, "/user/username") == OPERATOR_USER
+fn is_read_of(event: &serde_json::Value, user: &str) -> bool {
+    text(event, "/user/username") == user
         && READ_VERBS.contains(&text(event, "/verb"))
         // A watch is logged when it starts and again when it ends: count it once.
         && text(event, "/stage") != "ResponseStarted"
 }
 
 fn operator_write(event: &serde_json::Value) -> Option<Write> {
+    write_of(event, OPERATOR_USER)
+}
+
+fn write_of(event: &serde_json::Value, user: &str) -> Option<Write> {
     let verb = text(event, "/verb");
-    if text(event, "/user/username") != OPERATOR_USER
+    if text(event, "/user/username") != user
         || !WRITE_VERBS.contains(&verb)
         || text(event, "/objectRef/resource") == "leases"
     {
@@ -128,7 +137,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tusk-audit-{}", std::process::id()));
         std::fs::write(&dir, lines.join("\n")).unwrap();
         let counted = requests_since(&dir, 0).unwrap();
+        // Another operator's account (a peer of the scale benchmark) is counted apart.
+        let admin = requests_of_since(&dir, "admin", 0).unwrap();
         std::fs::remove_file(&dir).unwrap();
+        assert_eq!(
+            admin,
+            Requests {
+                reads: 0,
+                writes: 1
+            }
+        );
         assert_eq!(
             counted,
             Requests {

@@ -1,5 +1,5 @@
-//! `tusk-scale`: the scale benchmark against the local control plane and operator that
-//! scripts/bench-scale.sh starts. Prints a Markdown table of what it measured.
+//! `tusk-scale`: the scale benchmark against the local control plane and operator (Tusk or a
+//! peer) that scripts/bench-scale.sh starts. Prints a Markdown table of what it measured.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -7,12 +7,16 @@ use std::time::Duration;
 use clap::Parser;
 use tusk_e2e::platform::Local;
 use tusk_e2e::scale::fleet::Fleet;
+use tusk_e2e::scale::operators::Operator;
 use tusk_e2e::scale::{Plan, Stand, run, stand_dir};
 use tusk_e2e::settings::Settings;
 
 #[derive(Parser)]
 #[command(about = "Applies N clusters to the local control plane and measures the operator")]
 struct Args {
+    /// The operator under test (already running: e2e/local/operator.sh or peer.sh).
+    #[arg(long, value_enum, default_value = "tusk")]
+    operator: Operator,
     /// Clusters to apply at once.
     #[arg(long, default_value_t = 100)]
     clusters: usize,
@@ -22,24 +26,33 @@ struct Args {
     /// Seconds the operator is watched at rest.
     #[arg(long, default_value_t = 600)]
     rest_seconds: u64,
-    /// Which build of the operator runs (printed with the figures).
+    /// Which build of the operator runs (printed with the figures): Tusk's profile, a peer's
+    /// version.
     #[arg(long, default_value = "release")]
     build: String,
     /// Seconds any phase may take before the run fails.
     #[arg(long, default_value_t = 1800)]
     timeout_seconds: u64,
+    /// Seconds to wait for every cluster to be ready in the operator's own terms before
+    /// reporting how far they got (default: the timeout). A peer on kwok may never get there.
+    #[arg(long)]
+    ready_timeout_seconds: Option<u64>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
     let plan = Plan {
+        operator: args.operator,
         fleet: Fleet {
             clusters: args.clusters,
             namespaces: args.namespaces.max(1),
         },
         rest: Duration::from_secs(args.rest_seconds),
         timeout: Duration::from_secs(args.timeout_seconds),
+        ready_timeout: Duration::from_secs(
+            args.ready_timeout_seconds.unwrap_or(args.timeout_seconds),
+        ),
     };
     let result = async {
         let dir = stand_dir()?;
@@ -49,6 +62,7 @@ async fn main() -> ExitCode {
             &Stand {
                 client,
                 operator,
+                under_test: args.operator,
                 dir,
             },
             &plan,

@@ -1,20 +1,23 @@
 //! Counts of what exists, kept by watches (not by polling the API server, which would add to
-//! the load being measured): the PostgreSQLs, how many are Ready, and Tusk's children by kind.
+//! the load being measured): the operator's clusters, how many are ready and where the others
+//! are, and the operator's children by kind.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use kube::api::PartialObjectMeta;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
-use tusk::crd::PostgreSQL;
 
+use super::operators::{Kind, Operator};
 use crate::{Context, Result, fail};
 
 /// How often the local caches are looked at while waiting.
@@ -24,8 +27,9 @@ type Count = Box<dyn Fn() -> usize + Send + Sync>;
 
 /// What exists, as the watches see it.
 pub struct Census {
-    clusters: Store<PostgreSQL>,
-    children: Vec<(&'static str, Count)>,
+    operator: Operator,
+    clusters: Store<DynamicObject>,
+    children: Vec<(&'static str, usize, Count)>,
     watches: Vec<JoinHandle<()>>,
 }
 
@@ -34,28 +38,37 @@ pub struct Census {
 pub struct Counts {
     pub clusters: usize,
     pub ready: usize,
-    /// Children by kind, in a fixed order (StatefulSet, Service, Secret, ConfigMap).
-    pub children: Vec<(&'static str, usize)>,
+    /// Clusters by phase, in the operator's words.
+    pub phases: BTreeMap<String, usize>,
+    /// Children by kind, in the operator's order: (kind, how many, how many per cluster).
+    pub children: Vec<(&'static str, usize, usize)>,
 }
 
 impl Counts {
-    /// Every kind has at least `per_cluster[i] * clusters` children.
-    pub fn children_of(&self, clusters: usize, per_cluster: &[usize]) -> bool {
-        self.children
+    /// Every kind has at least its per-cluster count times `clusters` children.
+    pub fn children_of(&self, clusters: usize) -> bool {
+        self.children.iter().all(|(_, n, per)| *n >= per * clusters)
+    }
+
+    /// "3 Creating, 97 Running"
+    pub fn phases(&self) -> String {
+        let phases: Vec<String> = self
+            .phases
             .iter()
-            .zip(per_cluster)
-            .all(|((_, n), per)| *n >= per * clusters)
+            .map(|(phase, n)| format!("{n} {phase}"))
+            .collect();
+        phases.join(", ")
     }
 
     pub fn no_children(&self) -> bool {
-        self.children.iter().all(|(_, n)| *n == 0)
+        self.children.iter().all(|(_, n, _)| *n == 0)
     }
 }
 
 impl std::fmt::Display for Counts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} clusters ({} Ready)", self.clusters, self.ready)?;
-        for (kind, n) in &self.children {
+        write!(f, "{} clusters ({})", self.clusters, self.phases())?;
+        for (kind, n, _) in &self.children {
             write!(f, ", {n} {kind}")?;
         }
         Ok(())
@@ -63,25 +76,38 @@ impl std::fmt::Display for Counts {
 }
 
 impl Census {
-    /// Starts the watches and waits for their first lists.
-    pub async fn start(client: &Client) -> Result<Self> {
-        let (clusters, writer) = reflector::store();
+    /// Starts the watches of `operator`'s clusters and children and waits for their first lists.
+    pub async fn start(client: &Client, operator: Operator) -> Result<Self> {
+        let resource = operator.resource();
+        let writer = reflector::store::Writer::new(resource.clone());
+        let clusters = writer.as_reader();
         let mut watches = vec![tokio::spawn(
-            watcher(Api::<PostgreSQL>::all(client.clone()), Default::default())
-                .default_backoff()
-                .reflect(writer)
-                .for_each(|_| futures::future::ready(())),
+            watcher(
+                Api::<DynamicObject>::all_with(client.clone(), &resource),
+                Default::default(),
+            )
+            .default_backoff()
+            .reflect(writer)
+            .for_each(|_| futures::future::ready(())),
         )];
         let mut children = Vec::new();
-        let mut add = |kind, (count, watch)| {
-            children.push((kind, count));
+        for child in operator.children() {
+            let (name, (count, watch)) = match child.kind {
+                Kind::StatefulSet => ("StatefulSets", count::<StatefulSet>(client, child.selector)),
+                Kind::Service => ("Services", count::<Service>(client, child.selector)),
+                Kind::Secret => ("Secrets", count::<Secret>(client, child.selector)),
+                Kind::ConfigMap => ("ConfigMaps", count::<ConfigMap>(client, child.selector)),
+                Kind::Job => ("Jobs", count::<Job>(client, child.selector)),
+                Kind::PersistentVolumeClaim => (
+                    "PVCs",
+                    count::<PersistentVolumeClaim>(client, child.selector),
+                ),
+            };
+            children.push((name, child.per_cluster, count));
             watches.push(watch);
-        };
-        add("StatefulSets", count::<StatefulSet>(client));
-        add("Services", count::<Service>(client));
-        add("Secrets", count::<Secret>(client));
-        add("ConfigMaps", count::<ConfigMap>(client));
+        }
         let census = Census {
+            operator,
             clusters,
             children,
             watches,
@@ -90,16 +116,25 @@ impl Census {
             .clusters
             .wait_until_ready()
             .await
-            .context("the PostgreSQL watch ended before its first list")?;
+            .context("the clusters' watch ended before its first list")?;
         Ok(census)
     }
 
     pub fn look(&self) -> Counts {
         let clusters = self.clusters.state();
+        let mut phases = BTreeMap::new();
+        for cluster in &clusters {
+            *phases.entry(self.operator.phase(cluster)).or_insert(0) += 1;
+        }
         Counts {
             clusters: clusters.len(),
-            ready: clusters.iter().filter(|pg| is_ready(pg)).count(),
-            children: self.children.iter().map(|(k, n)| (*k, n())).collect(),
+            ready: clusters.iter().filter(|c| self.operator.ready(c)).count(),
+            phases,
+            children: self
+                .children
+                .iter()
+                .map(|(k, per, n)| (*k, n(), *per))
+                .collect(),
         }
     }
 
@@ -130,25 +165,14 @@ impl Drop for Census {
     }
 }
 
-fn is_ready(pg: &PostgreSQL) -> bool {
-    pg.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
-}
-
-/// A metadata-only watch of Tusk's children of kind `K`, and a way to count them.
-fn count<K>(client: &Client) -> (Count, JoinHandle<()>)
+/// A metadata-only watch of the operator's children of kind `K` (those `selector` finds), and a
+/// way to count them.
+fn count<K>(client: &Client, selector: &str) -> (Count, JoinHandle<()>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store::<PartialObjectMeta<K>>();
-    let children = format!(
-        "app.kubernetes.io/managed-by={}",
-        tusk::resources::MANAGED_BY
-    );
-    let config = watcher::Config::default().labels(&children);
+    let config = watcher::Config::default().labels(selector);
     let watch = tokio::spawn(
         watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
             .default_backoff()

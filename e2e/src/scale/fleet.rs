@@ -1,13 +1,13 @@
-//! The clusters under test: N minimal PostgreSQLs spread over namespaces, the kwok nodes their
-//! pods need, and deleting them all.
+//! The clusters under test: N minimal clusters of the operator under test spread over
+//! namespaces, the kwok nodes their pods need, and deleting them all.
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use tusk::crd::PostgreSQL;
 
+use super::operators::Operator;
 use crate::{Context, Result};
 
 /// The field manager of everything the benchmark applies.
@@ -51,12 +51,14 @@ impl Fleet {
         Ok(())
     }
 
-    /// Applies every cluster, `IN_FLIGHT` at a time.
-    pub async fn apply(&self, client: &Client) -> Result {
+    /// Applies every cluster of `operator`, `IN_FLIGHT` at a time.
+    pub async fn apply(&self, client: &Client, operator: Operator) -> Result {
+        let resource = operator.resource();
+        let resource = &resource;
         futures::stream::iter(self.members())
             .map(|(ns, name)| async move {
-                let api: Api<PostgreSQL> = Api::namespaced(client.clone(), &ns);
-                apply(&api, &name, &cluster(&name)).await
+                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, resource);
+                apply(&api, &name, &operator.cluster(&name)).await
             })
             .buffer_unordered(IN_FLIGHT)
             .try_collect::<Vec<()>>()
@@ -64,13 +66,14 @@ impl Fleet {
             .map(drop)
     }
 
-    /// Deletes every PostgreSQL (one collection delete per namespace).
-    pub async fn delete(&self, client: &Client) -> Result {
+    /// Deletes every cluster of `operator` (one collection delete per namespace).
+    pub async fn delete(&self, client: &Client, operator: Operator) -> Result {
         for ns in self.namespace_names() {
-            let api: Api<PostgreSQL> = Api::namespaced(client.clone(), &ns);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &ns, &operator.resource());
             api.delete_collection(&DeleteParams::default(), &ListParams::default())
                 .await
-                .context(format!("deleting the PostgreSQLs of {ns}"))?;
+                .context(format!("deleting the clusters of {ns}"))?;
         }
         Ok(())
     }
@@ -88,16 +91,6 @@ where
     .await
     .context(format!("applying {name}"))
     .map(drop)
-}
-
-/// The smallest cluster a user would run: one instance, default storage class, no backups
-/// (backups would add Jobs kwok cannot run, and measure the bucket rather than the operator).
-fn cluster(name: &str) -> Value {
-    json!({
-        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-        "metadata": {"name": name},
-        "spec": {"version": "18", "storage": {"size": "1Gi"}},
-    })
 }
 
 /// A node kwok plays (e2e/local/up.sh's kwok-node-0, another name).

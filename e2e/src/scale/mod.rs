@@ -1,12 +1,15 @@
 //! The scale benchmark (`tusk-scale`, run by scripts/bench-scale.sh): N clusters applied at
-//! once to the local control plane (kwok plays the nodes), the operator measured from outside —
+//! once to the local control plane (kwok plays the nodes), the operator — Tusk or a peer
+//! (operators.rs) — measured from outside —
 //! its process in /proc, its requests in the API server's audit log, what exists through
 //! watches — through convergence, a rest window, a restart at rest, and deleting everything.
 
 pub mod census;
 pub mod fleet;
+pub mod operators;
 pub mod process;
 pub mod report;
+pub mod standin;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,28 +21,31 @@ use crate::platform::Local;
 use crate::{Context, Result, fail, metrics, say};
 use census::Census;
 use fleet::Fleet;
+use operators::{Operator, Settled};
 use report::Report;
 
-/// Children per cluster, in the census's order: a StatefulSet, Services rw and hl, Secrets
-/// superuser and app, a ConfigMap.
-const PER_CLUSTER: [usize; 4] = [1, 2, 2, 1];
 /// How long after a restart its resident memory is read.
 const AFTER_RESTART: Duration = Duration::from_secs(90);
 
 /// One benchmark run.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    pub operator: Operator,
     pub fleet: Fleet,
     /// How long the operator is watched at rest.
     pub rest: Duration,
     /// The longest any phase may take before the run fails.
     pub timeout: Duration,
+    /// How long to wait for every cluster to be ready before reporting how far they got (a
+    /// peer on kwok may never get there).
+    pub ready_timeout: Duration,
 }
 
-/// The local control plane and operator (e2e/local/up.sh and operator.sh) in `dir`.
+/// The local control plane and operator (e2e/local/up.sh, operator.sh, peer.sh) in `dir`.
 pub struct Stand {
     pub client: Client,
     pub operator: Local,
+    pub under_test: Operator,
     pub dir: PathBuf,
 }
 
@@ -61,7 +67,34 @@ impl Stand {
     }
 
     fn requests_since(&self, mark: u64) -> Result<Requests> {
-        audit::requests_since(&self.audit_log(), mark)
+        audit::requests_of_since(&self.audit_log(), self.under_test.user(), mark)
+    }
+
+    fn operator_log(&self) -> PathBuf {
+        self.dir.join("logs/operator.log")
+    }
+
+    /// Runs the script that manages the operator's process (kill, start).
+    async fn script(&self, command: &str) -> Result {
+        let (script, args) = self.under_test.script();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("local")
+            .join(script);
+        let out = tokio::process::Command::new(&script)
+            .args(args)
+            .arg(command)
+            .output()
+            .await
+            .context(format!("running {}", script.display()))?;
+        if !out.status.success() {
+            fail!(
+                "{} {args:?} {command} failed ({}): {}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
     }
 
     fn mark(&self) -> Result<u64> {
@@ -71,32 +104,50 @@ impl Stand {
 
 /// Runs `plan` on `stand`; every cluster it applies is deleted again at the end.
 pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
-    let (n, timeout) = (plan.fleet.clusters, plan.timeout);
+    let op = plan.operator;
     plan.fleet.prepare(&stand.client).await?;
-    let census = Census::start(&stand.client).await?;
+    let census = Census::start(&stand.client, op).await?;
     if census.look().clusters > 0 {
-        fail!(
-            "the control plane already has PostgreSQLs: {}",
-            census.look()
-        );
+        fail!("the control plane already has clusters: {}", census.look());
     }
+    let standin = standin::start(&stand.client, op);
+    let report = measure(stand, plan, &census).await;
+    if let Some(standin) = standin {
+        standin.abort();
+    }
+    report
+}
 
+async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> {
+    let (n, timeout, op) = (plan.fleet.clusters, plan.timeout, plan.operator);
     let mark = stand.mark()?;
     let start = Instant::now();
-    plan.fleet.apply(&stand.client).await?;
+    plan.fleet.apply(&stand.client, op).await?;
     say(format!(
         "applied {n} clusters in {:.1} s",
         start.elapsed().as_secs_f64()
     ));
-    let children_created = census
-        .until("every cluster's children", start, timeout, |c| {
-            c.children_of(n, &PER_CLUSTER)
-        })
-        .await?;
-    say(format!("children of all: {}", census.look()));
-    let all_ready = census
-        .until("every cluster Ready", start, timeout, |c| c.ready >= n)
-        .await?;
+    // Tusk must get there (the run fails otherwise); a peer on kwok may not, and is reported
+    // with how far it got by the ready timeout.
+    let must = op == Operator::Tusk;
+    let children_created = reached(
+        census
+            .until("every cluster's children", start, plan.ready_timeout, |c| {
+                c.children_of(n)
+            })
+            .await,
+        must,
+    )?;
+    say(format!("children: {}", census.look()));
+    let all_ready = reached(
+        census
+            .until("every cluster ready", start, plan.ready_timeout, |c| {
+                c.ready >= n
+            })
+            .await,
+        must,
+    )?;
+    let reached = census.look().to_string();
     let converge_requests = stand.requests_since(mark)?;
     let converged = stand.usage()?;
 
@@ -108,14 +159,15 @@ pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
     let settled = stand.usage()?;
 
     let (restart_settled, restart_requests) = restart(stand, n, timeout).await?;
+    let after_restart = census.look().to_string();
     // Resident memory once the restart's burst (every cache listed at once) is over.
     tokio::time::sleep(AFTER_RESTART).await;
     let restarted = stand.usage()?;
 
     let start = Instant::now();
-    plan.fleet.delete(&stand.client).await?;
+    plan.fleet.delete(&stand.client, op).await?;
     let clusters_deleted = census
-        .until("every PostgreSQL gone", start, timeout, |c| c.clusters == 0)
+        .until("every cluster gone", start, timeout, |c| c.clusters == 0)
         .await?;
     let all_deleted = census
         .until("every cluster and child gone", start, timeout, |c| {
@@ -123,10 +175,14 @@ pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
         })
         .await?;
     Ok(Report {
+        operator: op,
         clusters: n,
         namespaces: plan.fleet.namespaces,
         children_created,
         all_ready,
+        ready_timeout: plan.ready_timeout,
+        reached,
+        after_restart,
         converge_requests,
         converged,
         rest: plan.rest,
@@ -140,31 +196,58 @@ pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
     })
 }
 
-/// SIGKILLs the operator at rest and starts it again: how long until it has reconciled every
-/// cluster once (its own reconcile counter), and the requests it made by then.
+/// How long a wait took, or None when it timed out and `must` is false (said, not failed).
+fn reached(waited: Result<Duration>, must: bool) -> Result<Option<Duration>> {
+    match waited {
+        Ok(took) => Ok(Some(took)),
+        Err(e) if must => Err(e),
+        Err(e) => {
+            say(format!("not reached: {e}"));
+            Ok(None)
+        }
+    }
+}
+
+/// SIGKILLs the operator at rest and starts it again: how long until it has been through every
+/// cluster once (by its own signal, operators.rs), and the requests it made by then.
 async fn restart(
     stand: &Stand,
     clusters: usize,
     timeout: Duration,
 ) -> Result<(Duration, Requests)> {
-    stand.operator.operator_kill().await?;
+    stand.script("kill").await?;
     let mark = stand.mark()?;
+    let log_mark = std::fs::metadata(stand.operator_log())
+        .map(|m| m.len())
+        .unwrap_or_default();
     let start = Instant::now();
-    stand.operator.operator_start().await?;
+    stand.script("start").await?;
     loop {
-        let text = stand.operator.operator_metrics().await?;
-        let reconciled = metrics::sum(&text, "tusk_reconcile_total");
-        if reconciled >= clusters as f64 {
+        let done = match stand.under_test.settled() {
+            Settled::Metric(series) => {
+                metrics::sum(&stand.operator.operator_metrics().await?, series)
+            }
+            Settled::LogLines(lines) => log_lines(&stand.operator_log(), log_mark, lines)? as f64,
+        };
+        if done >= clusters as f64 {
             break;
         }
         if start.elapsed() > timeout {
-            fail!(
-                "after a restart, {reconciled} of {clusters} clusters reconciled within {timeout:?}"
-            );
+            fail!("after a restart, {done} of {clusters} clusters reconciled within {timeout:?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok((start.elapsed(), stand.requests_since(mark)?))
+}
+
+/// Lines of `log` after byte `mark` that contain one of `needles`.
+fn log_lines(log: &Path, mark: u64, needles: &[&str]) -> Result<usize> {
+    let text = std::fs::read(log).context(log.display())?;
+    let start = usize::try_from(mark).unwrap_or(usize::MAX).min(text.len());
+    Ok(String::from_utf8_lossy(&text[start..])
+        .lines()
+        .filter(|line| needles.iter().any(|n| line.contains(n)))
+        .count())
 }
 
 /// The directory of the local control plane: TUSK_E2E_DIR, as e2e/local/up.sh wrote it.
