@@ -36,7 +36,9 @@ pub struct Report {
     /// Restart at rest: start → every cluster reconciled once, and the writes made meanwhile.
     pub restart_settled: Duration,
     pub restart_requests: Requests,
-    /// Usage 90 s after the restart (its peak is the restart's burst).
+    /// How long after the restart `restarted` was read.
+    pub restart_wait: Duration,
+    /// Usage `restart_wait` after the restart (its peak is the restart's burst).
     pub restarted: Usage,
     /// Deleting every cluster → none left (the operator's part: its finalizers, if any).
     pub clusters_deleted: Duration,
@@ -119,11 +121,12 @@ impl Report {
             ),
             ("clusters after the restart", self.after_restart.clone()),
             (
-                "restart: RSS peak / 90 s later",
+                "restart: RSS peak / later",
                 format!(
-                    "{} / {}",
+                    "{} / {} ({} later)",
                     mib(self.restarted.peak_kib),
-                    mib(self.restarted.rss_kib)
+                    mib(self.restarted.rss_kib),
+                    secs(self.restart_wait)
                 ),
             ),
             (
