@@ -50,6 +50,8 @@ pub struct Metrics {
     backup_overdue_at: Family<ClusterLabels, Gauge>,
     verifications_finished: Family<ResultLabels, Counter>,
     verification_duration: Histogram,
+    failovers: Counter,
+    failover_seconds: Histogram,
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
     /// that deleted clusters leave the gauge even though nothing reconciles them.
     cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
@@ -120,8 +122,19 @@ impl Default for Metrics {
             "Duration of backup verifications (restore into a throwaway server and checks)",
             Histogram::new(exponential_buckets(5.0, 2.0, 12)),
         );
+        let failovers = add.metric(
+            "failovers",
+            "Primary Leases handed to a replica because their holder stopped renewing them",
+        );
+        let failover_seconds = add.seconds(
+            "failover_lease_idle",
+            "How long a lost primary's Lease went unrenewed before the handover",
+            Histogram::new(exponential_buckets(1.0, 2.0, 8)),
+        );
         Self {
             registry,
+            failovers,
+            failover_seconds,
             verifications_finished,
             verification_duration,
             reconciles,
@@ -183,6 +196,12 @@ impl Metrics {
             change: change.to_owned(),
         };
         self.child_writes.get_or_create(&labels).inc();
+    }
+
+    /// A failover handed the primary Lease on after it went unrenewed for `idle_seconds`.
+    pub fn failed_over(&self, idle_seconds: f64) {
+        self.failovers.inc();
+        self.failover_seconds.observe(idle_seconds);
     }
 
     /// A cluster became Ready for the first time, `elapsed` after its creation.

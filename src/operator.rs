@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -18,7 +20,7 @@ use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
 use crate::runtime::buckets::SecretBuckets;
-use crate::runtime::compact::{compact_cronjob, compact_secret, compact_statefulset};
+use crate::runtime::compact::{compact_cronjob, compact_pod, compact_secret, compact_statefulset};
 use crate::runtime::watch::{ChildWatches, drop_managed_fields, shared_watch};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
@@ -29,6 +31,11 @@ const LIST_PAGE: u32 = 100;
 pub use crate::runtime::watch::Scope;
 
 /// The cluster a Job or Backup concerns, to reconcile it when they change.
+fn cluster_of_pod(pod: Pod) -> Option<ObjectRef<PostgreSQL>> {
+    let cluster = pod.labels().get(CLUSTER_LABEL)?;
+    Some(ObjectRef::new(cluster).within(&pod.namespace()?))
+}
+
 fn cluster_of_job(job: Arc<Job>) -> Option<ObjectRef<PostgreSQL>> {
     let cluster = job.labels().get(CLUSTER_LABEL)?;
     Some(ObjectRef::new(cluster).within(&job.namespace()?))
@@ -125,6 +132,22 @@ pub async fn run(
     let (services, service_stream, services_driver) = child.cached(drop_managed_fields::<Service>);
     let (statefulsets, statefulset_stream, statefulsets_driver) = child.cached(compact_statefulset);
     let (cronjobs, cronjob_stream, cronjobs_driver) = child.cached(compact_cronjob);
+    let (service_accounts, service_account_stream, service_accounts_driver) =
+        child.cached(drop_managed_fields::<ServiceAccount>);
+    let (roles, role_stream, roles_driver) = child.cached(drop_managed_fields::<Role>);
+    let (role_bindings, role_binding_stream, role_bindings_driver) =
+        child.cached(drop_managed_fields::<RoleBinding>);
+    let (disruption_budgets, disruption_budget_stream, disruption_budgets_driver) =
+        child.cached(drop_managed_fields::<PodDisruptionBudget>);
+    // Database pods only (not the Jobs'). Their owner is the StatefulSet, so they trigger
+    // their cluster through its label instead.
+    let database_pods = ChildWatches {
+        config: children.clone().labels(&format!(
+            "app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component=database"
+        )),
+        ..child
+    };
+    let (pods, pod_stream, pods_driver) = database_pods.cached(compact_pod);
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
     let (backups, backup_events, backups_driver) = shared_watch(
         scope.api::<Backup>(&client),
@@ -139,6 +162,11 @@ pub async fn run(
         services,
         statefulsets,
         cronjobs,
+        service_accounts,
+        roles,
+        role_bindings,
+        disruption_budgets,
+        pods,
         jobs,
         backups: backups.clone(),
     };
@@ -171,6 +199,11 @@ pub async fn run(
                 .owns_stream(service_stream)
                 .owns_stream(statefulset_stream)
                 .owns_stream(cronjob_stream)
+                .owns_stream(service_account_stream)
+                .owns_stream(role_stream)
+                .owns_stream(role_binding_stream)
+                .owns_stream(disruption_budget_stream)
+                .watches_stream(pod_stream, cluster_of_pod)
                 .watches_shared_stream(job_events.clone(), cluster_of_job)
                 .watches_shared_stream(backup_events.clone(), move |backup| {
                     clusters_of_backup(&backup, &restoring_lookup)
@@ -188,7 +221,7 @@ pub async fn run(
         }
     };
     // The watch drivers never end on their own; the controllers' end ends the run.
-    let drivers = futures::future::join(
+    let drivers = futures::future::join3(
         futures::future::join4(
             secrets_driver,
             config_maps_driver,
@@ -196,6 +229,13 @@ pub async fn run(
             statefulsets_driver,
         ),
         futures::future::join3(cronjobs_driver, jobs_driver, backups_driver),
+        futures::future::join5(
+            service_accounts_driver,
+            roles_driver,
+            role_bindings_driver,
+            disruption_budgets_driver,
+            pods_driver,
+        ),
     );
     tokio::select! {
         _ = controllers => {}

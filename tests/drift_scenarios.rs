@@ -34,10 +34,7 @@ async fn a_child_deleted_out_of_band_is_recreated() {
         Expect::event(NS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(
-        seen[0].body["spec"]["selector"]["statefulset.kubernetes.io/pod-name"],
-        "demo-0"
-    );
+    assert_eq!(seen[0].body["spec"]["selector"]["tusk.dev/role"], "primary");
     assert_eq!(seen[1].body["note"], "Created Service demo-rw");
 }
 

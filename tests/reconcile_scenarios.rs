@@ -7,7 +7,10 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::paths::{CLUSTER, CONFIG_MAPS, CRONJOBS, SECRETS, SERVICES, STATEFULSETS, STATUS};
+use support::paths::{
+    CLUSTER, CONFIG_MAPS, CRONJOBS, LEASES, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS,
+    SERVICES, STATEFULSETS, STATUS,
+};
 use support::read::{condition, event_reason};
 use support::run::{scenario, scenario_result};
 use support::verifier::{self, Expect};
@@ -25,11 +28,21 @@ async fn create_from_empty_makes_exactly_these_calls() {
         Expect::create(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-app")),
         Expect::create(SECRETS),
+        Expect::get_missing(format!("{SECRETS}/demo-replication")),
+        Expect::create(SECRETS),
         Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
         Expect::apply(format!("{SERVICES}/demo-rw")),
+        Expect::apply(format!("{SERVICES}/demo-ro")),
+        Expect::apply(format!("{SERVICES}/demo-r")),
         Expect::apply(format!("{SERVICES}/demo-hl")),
+        // The database pods' identity: their Lease and nothing else.
+        Expect::apply(format!("{SERVICE_ACCOUNTS}/demo-instance")),
+        Expect::apply(format!("{ROLES}/demo-instance")),
+        Expect::apply(format!("{ROLE_BINDINGS}/demo-instance")),
         // Answered without status: the pods are not ready yet, so no CronJob is created.
         Expect::apply(format!("{STATEFULSETS}/demo")),
+        // The primary Lease, held by ordinal 0, which initialises the database.
+        Expect::create(LEASES),
         // One Event lists every child created.
         Expect::event(NS),
         Expect::apply_status(STATUS),
@@ -78,8 +91,10 @@ async fn create_from_empty_makes_exactly_these_calls() {
     assert_eq!(
         notes,
         [
-            "Created Secret demo-superuser, Secret demo-app, ConfigMap demo-config, Service demo-rw, \
-          Service demo-hl, StatefulSet demo"
+            "Created Secret demo-superuser, Secret demo-app, Secret demo-replication, ConfigMap \
+             demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
+             ServiceAccount demo-instance, Role demo-instance, RoleBinding demo-instance, \
+             StatefulSet demo, Lease demo-primary"
         ]
     );
     assert!(
@@ -93,6 +108,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
     assert_eq!(status["status"]["phase"], "Provisioning");
     assert_eq!(status["status"]["observedGeneration"], 1);
     assert_eq!(status["status"]["endpoint"], "demo-rw.prod.svc:5432");
+    assert_eq!(status["status"]["currentPrimary"], "demo-0");
     assert_eq!(condition(status, "Ready")["status"], "False");
     assert_eq!(
         condition(status, "BackupScheduled")["reason"],

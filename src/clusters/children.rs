@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::Api;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
@@ -97,6 +99,16 @@ pub async fn apply_children(
     for service in desired.services {
         apply_one(&api, &caches.services, ns, service, &mut writes).await?;
     }
+    // The pods' account exists before the StatefulSet asks for it.
+    let access = desired.access;
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let sa = access.service_account;
+    apply_one(&api, &caches.service_accounts, ns, sa, &mut writes).await?;
+    let api: Api<Role> = Api::namespaced(client.clone(), ns);
+    apply_one(&api, &caches.roles, ns, access.role, &mut writes).await?;
+    let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let binding = access.role_binding;
+    apply_one(&api, &caches.role_bindings, ns, binding, &mut writes).await?;
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
     let mut desired_statefulset = desired.statefulset;
     let existing = cached(&caches.statefulsets, ns, &desired_statefulset.name_any());
@@ -111,6 +123,7 @@ pub async fn apply_children(
         &mut writes,
     )
     .await?;
+    apply_budget(cluster, desired.disruption_budget, ctx, &mut writes).await?;
     let (storage, claims) = expand_claims(cluster, &statefulset, ctx).await?;
     writes.extend(claims);
     let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
@@ -169,6 +182,32 @@ where
     let applied = apply(api, cached, desired).await?;
     writes.extend(Written::of(applied.object.as_ref(), applied.change));
     Ok(applied.object)
+}
+
+/// Applies the PodDisruptionBudget of a replicated cluster, or deletes it when the cluster went
+/// back to one instance.
+async fn apply_budget(
+    cluster: &Cluster<'_>,
+    desired: Option<PodDisruptionBudget>,
+    ctx: &Context,
+    writes: &mut Vec<Written>,
+) -> Result<()> {
+    let ns = cluster.namespace;
+    let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
+    let cache = &ctx.caches.disruption_budgets;
+    match desired {
+        Some(budget) => {
+            apply_one(&api, cache, ns, budget, writes).await?;
+        }
+        None => {
+            let name = cluster.statefulset_name();
+            if let Some(existing) = cached(cache, ns, &name) {
+                delete(&api, &name).await?;
+                writes.extend(Written::of(existing.as_ref(), Change::Deleted));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Creates a credentials Secret once. An existing Secret, ours or one the user brought, is

@@ -3,22 +3,36 @@
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 
 use crate::resources::{self, AgentSettings, Cluster, ParameterError};
 
 /// The children of one cluster, in the order they are applied.
 #[derive(Clone, Debug)]
 pub struct Desired {
-    /// The superuser's and the application's credentials, with fresh passwords: created only
-    /// when absent, never rewritten.
-    pub secrets: [Secret; 2],
+    /// The superuser's, the application's and the replication role's credentials, with fresh
+    /// passwords: created only when absent, never rewritten.
+    pub secrets: [Secret; 3],
     pub config_map: ConfigMap,
-    /// The read-write and the headless Service.
-    pub services: [Service; 2],
+    /// The `-rw`, `-ro`, `-r` and headless Services.
+    pub services: [Service; 4],
+    /// The database pods' identity: what their instance managers may do with the API.
+    pub access: InstanceAccess,
     pub statefulset: StatefulSet,
+    /// With more than one instance: at most one of them down for a drain.
+    pub disruption_budget: Option<PodDisruptionBudget>,
     /// The backup CronJob, with `spec.backup` only.
     pub backup: Option<BackupCronJob>,
+}
+
+/// ServiceAccount, Role and RoleBinding `<name>-instance`.
+#[derive(Clone, Debug)]
+pub struct InstanceAccess {
+    pub service_account: ServiceAccount,
+    pub role: Role,
+    pub role_binding: RoleBinding,
 }
 
 /// The backup CronJob in its two states; which one applies is known only once the applied
@@ -46,13 +60,22 @@ pub fn desired(
         secrets: [
             resources::superuser_secret(cluster, &resources::generate_password()),
             resources::app_secret(cluster, &resources::generate_password()),
+            resources::replication_secret(cluster, &resources::generate_password()),
         ],
-        statefulset: resources::statefulset(cluster, &checksum),
+        statefulset: resources::statefulset(cluster, &checksum, agent),
         config_map,
         services: [
             resources::rw_service(cluster, !restore_pending),
+            resources::ro_service(cluster),
+            resources::any_service(cluster),
             resources::headless_service(cluster),
         ],
+        access: InstanceAccess {
+            service_account: resources::instance_service_account(cluster),
+            role: resources::instance_role(cluster),
+            role_binding: resources::instance_role_binding(cluster),
+        },
+        disruption_budget: resources::disruption_budget(cluster),
         backup: cluster.spec.backup.as_ref().map(|policy| BackupCronJob {
             serving: resources::backup_cronjob(cluster, policy, agent, true),
             held: resources::backup_cronjob(cluster, policy, agent, false),
@@ -81,6 +104,11 @@ mod tests {
             .map(ResourceExt::name_any)
             .chain([children.config_map.name_any()])
             .chain(children.services.iter().map(ResourceExt::name_any))
+            .chain([
+                children.access.service_account.name_any(),
+                children.access.role.name_any(),
+                children.access.role_binding.name_any(),
+            ])
             .chain([children.statefulset.name_any()])
             .collect();
         assert_eq!(
@@ -88,9 +116,15 @@ mod tests {
             [
                 "demo-superuser",
                 "demo-app",
+                "demo-replication",
                 "demo-config",
                 "demo-rw",
+                "demo-ro",
+                "demo-r",
                 "demo-hl",
+                "demo-instance",
+                "demo-instance",
+                "demo-instance",
                 "demo"
             ]
         );

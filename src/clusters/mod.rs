@@ -1,12 +1,14 @@
-//! The PostgreSQL controller: validate → build (`desired`) → apply (`children`, `restore`,
-//! `scheduled_runs`) → status (`status`, written by `report`); `cleanup` carries out the
-//! finalizer on deletion.
+//! The PostgreSQL controller: validate → build (`desired`) → apply (`children`, `primary`,
+//! `restore`, `scheduled_runs`) → status (`status`, written by `report`); `election` decides
+//! failovers; `cleanup` carries out the finalizer on deletion.
 
 pub mod backup_summary;
 pub mod children;
 pub mod cleanup;
 pub mod desired;
+pub mod election;
 pub mod freshness;
+pub mod primary;
 pub mod readiness;
 pub mod reconcile;
 pub mod report;

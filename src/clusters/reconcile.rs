@@ -15,6 +15,7 @@ use super::children::apply_children;
 use super::cleanup;
 use super::desired::desired;
 use super::freshness::{self, Freshness};
+use super::primary::{self, PrimaryState};
 use super::report::{publish, report_error, update_status, write_events};
 use super::restore;
 use super::scheduled_runs::record_scheduled_runs;
@@ -103,7 +104,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     if wants_finalizer != cleanup::has_finalizer(pg) {
         cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
     }
-    let mut applied = apply_children(&cluster, children, ctx, restore_pending).await?;
+    let mut applied = Box::pin(apply_children(&cluster, children, ctx, restore_pending)).await?;
     let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
     applied.writes.extend(restore_job);
     if matches!(restore, RestoreProgress::Finished(_)) {
@@ -118,6 +119,9 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         routed.writes.splice(0..0, applied.writes);
         applied = routed;
     }
+    // Boxed: the reconcile future is large enough to overflow a test thread's stack.
+    let primary = Box::pin(primary::step(pg, &cluster, ctx)).await?;
+    applied.writes.extend(primary.writes.iter().cloned());
     applied
         .writes
         .extend(record_scheduled_runs(&cluster, ctx).await?);
@@ -170,11 +174,13 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         restore: restore.clone(),
         backups: Box::new(backups),
         storage: applied.storage.clone(),
+        primary: Box::new(primary.clone()),
     };
     update_status(pg, &cluster, &outcome, ctx).await?;
     publish_restore(pg, ctx, &restore).await;
     publish_overdue(pg, ctx, &freshness).await;
     publish_storage(pg, ctx, applied.storage.as_ref()).await;
+    publish_primary(pg, ctx, &primary).await;
     let serving = applied.readiness.ready && restore.allows_ready();
     if serving && !was_ready {
         let note = applied.readiness.message();
@@ -197,10 +203,11 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let until_verify = verify_at
         .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
         .map(|d| d + Duration::from_secs(1));
-    let recheck = next_check(&freshness, now);
-    Ok(Action::requeue(
-        until_verify.map_or(recheck, |d| d.min(recheck)),
-    ))
+    let recheck = [until_verify, primary.recheck]
+        .into_iter()
+        .flatten()
+        .fold(next_check(&freshness, now), Duration::min);
+    Ok(Action::requeue(recheck))
 }
 
 /// The resync interval, or sooner when backups turn overdue before it: the condition changes
@@ -230,6 +237,29 @@ async fn publish_storage(pg: &PostgreSQL, ctx: &Context, storage: Option<&Storag
     if !has_reason(pg, STORAGE_RESIZED, EXPANSION_NOT_SUPPORTED) {
         let event = warning(EXPANSION_NOT_SUPPORTED, "Reconcile", message.clone());
         publish(ctx, pg, event).await;
+    }
+}
+
+/// A Warning for every failover, and one when a failover is due but cannot happen.
+async fn publish_primary(pg: &PostgreSQL, ctx: &Context, primary: &PrimaryState) {
+    if let Some(failover) = &primary.failover {
+        ctx.metrics
+            .failed_over(failover.seconds.unwrap_or_default());
+        let note = format!(
+            "primary {} stopped renewing its Lease ({:.1}s); promoted {}, the most advanced replica",
+            failover.from,
+            failover.seconds.unwrap_or_default(),
+            failover.to
+        );
+        publish(ctx, pg, warning("FailedOver", "Failover", note)).await;
+    }
+    if let Some(stuck) = &primary.stuck {
+        publish(
+            ctx,
+            pg,
+            warning("FailoverBlocked", "Failover", stuck.clone()),
+        )
+        .await;
     }
 }
 

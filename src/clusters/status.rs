@@ -3,6 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::backup_summary::Summary;
+use super::primary::PrimaryState;
 pub use super::readiness::Readiness;
 use super::storage::StorageProgress;
 use crate::crd::conditions::{BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED};
@@ -65,6 +66,7 @@ pub enum Outcome {
         restore: RestoreProgress,
         backups: Box<Summary>,
         storage: Option<StorageProgress>,
+        primary: Box<PrimaryState>,
     },
     CleanupBlocked {
         reason: &'static str,
@@ -117,9 +119,15 @@ pub fn compute(
             restore,
             backups,
             storage,
+            primary,
         } => {
             let serving = readiness.ready && restore.allows_ready();
             status.ready_instances = readiness.ready_instances;
+            status.current_primary.clone_from(&primary.current);
+            status.instance_states.clone_from(&primary.instances);
+            if let Some(failover) = &primary.failover {
+                status.last_failover = Some(failover.clone());
+            }
             status.phase = Some(phase(serving, was_up));
             let ready = match restore {
                 _ if serving => Update {
@@ -275,6 +283,7 @@ mod tests {
             restore: RestoreProgress::NotRequested,
             backups: Box::default(),
             storage: None,
+            primary: Box::default(),
         }
     }
 

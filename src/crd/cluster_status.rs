@@ -20,6 +20,16 @@ pub struct PostgreSQLStatus {
     /// Instances whose readiness probe passes.
     #[serde(default)]
     pub ready_instances: i32,
+    /// The pod that holds the primary Lease: the only instance that accepts writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_primary: Option<String>,
+    /// Every instance as its pod and instance manager last reported it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["pod"]))]
+    pub instance_states: Vec<InstanceState>,
+    /// The newest failover or switchover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failover: Option<Failover>,
     /// `host:port` of the read-write Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
@@ -40,6 +50,42 @@ pub struct PostgreSQLStatus {
     /// The newest Backup whose verification passed (with `spec.backup.verify` or on request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verified_backup: Option<super::VerifiedBackup>,
+}
+
+/// One instance, as its pod and its instance manager last reported it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceState {
+    /// The pod's name.
+    pub pod: String,
+    /// `primary` or `replica` (the pod's role label), empty while unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
+    /// The pod's readiness.
+    pub ready: bool,
+    /// The PostgreSQL timeline the instance is on, once reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
+    /// Bytes of WAL the replica has received but not replayed, or is behind the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<u64>,
+}
+
+/// A change of primary.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Failover {
+    /// The former primary.
+    pub from: String,
+    /// The promoted instance.
+    pub to: String,
+    /// Why: `PrimaryLost` (its Lease expired) or `Switchover` (requested).
+    pub reason: String,
+    /// When the operator handed the Lease to the new primary.
+    pub at: Time,
+    /// Seconds from noticing the lost primary to handing over the Lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 /// The backup a cluster was restored from.

@@ -13,7 +13,9 @@ mod rules;
 mod verification;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
-pub use cluster_status::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames, SuccessfulBackup};
+pub use cluster_status::{
+    Failover, InstanceState, Phase, PostgreSQLStatus, RestoredFrom, SecretNames, SuccessfulBackup,
+};
 pub use destination::{
     CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,
     SecretKeyRef,

@@ -31,6 +31,7 @@ use super::{parameters, rules};
     doc = "A PostgreSQL server managed by Tusk, with optional scheduled logical backups.",
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
     printcolumn(name = "Instances", type_ = "integer", json_path = ".spec.instances"),
+    printcolumn(name = "Primary", type_ = "string", json_path = ".status.currentPrimary"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Last Backup", type_ = "date", json_path = ".status.lastSuccessfulBackup.completedAt"),
@@ -53,9 +54,9 @@ pub struct PostgreSQLSpec {
     #[schemars(length(max = 512))]
     pub image: Option<String>,
 
-    /// Number of PostgreSQL instances. Only 1 is supported until replication lands.
+    /// Number of PostgreSQL instances: one primary and `instances - 1` streaming replicas.
     #[serde(default = "default_instances")]
-    #[x_kube(validation = Rule::new("self == 1").message("spec.instances must be 1: replication is not supported yet"))]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 9").message("spec.instances must be between 1 and 9"))]
     pub instances: i32,
 
     /// Persistent storage for the data directory.

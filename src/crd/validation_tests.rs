@@ -89,16 +89,16 @@ fn invalid_specs_are_rejected_with_the_field_named() {
             "unknown variant `12`",
         ),
         (
-            "two instances",
+            "ten instances",
             "demo",
-            json!({"instances": 2, "storage": storage()}),
-            "spec.instances must be 1",
+            json!({"instances": 10, "storage": storage()}),
+            "spec.instances must be between 1 and 9",
         ),
         (
             "zero instances",
             "demo",
             json!({"instances": 0, "storage": storage()}),
-            "spec.instances must be 1",
+            "spec.instances must be between 1 and 9",
         ),
         (
             "storage not a quantity",

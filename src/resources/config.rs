@@ -1,5 +1,5 @@
-//! The ConfigMap: postgresql.conf (Tusk's settings, then `spec.parameters`), pg_hba.conf, and the
-//! script that creates the application role and database on first start.
+//! The ConfigMap: postgresql.conf (Tusk's settings, then `spec.parameters`) and pg_hba.conf. The
+//! instance manager creates the application role and database on first start.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,20 +12,6 @@ use crate::crd::{OPERATOR_OWNED_PARAMETERS, parameter_refusal};
 
 /// Where the ConfigMap's configuration files are mounted in the PostgreSQL container.
 pub const CONFIG_DIR: &str = "/etc/tusk";
-/// ConfigMap key of the first-start script, run by the image's `docker-entrypoint-initdb.d` hook
-/// as the superuser over the local socket. psql variables quote the names and password, so no
-/// value is ever interpolated into SQL by the shell.
-pub const INITDB_SCRIPT_KEY: &str = "10-tusk-app.sh";
-pub const INITDB_SCRIPT: &str = r#"#!/bin/bash
-# Created by Tusk: the application role and database from spec.bootstrap.
-set -euo pipefail
-psql -v ON_ERROR_STOP=1 --no-psqlrc --username "$POSTGRES_USER" --dbname postgres \
-  --set=owner="$TUSK_APP_USER" --set=password="$TUSK_APP_PASSWORD" --set=db="$TUSK_APP_DATABASE" <<'SQL'
-CREATE ROLE :"owner" LOGIN PASSWORD :'password';
-CREATE DATABASE :"db" OWNER :"owner";
-SQL
-"#;
-
 /// A `spec.parameters` entry that cannot be written to postgresql.conf safely. CEL refuses
 /// these at `kubectl apply`; the builder checks again so that neither quoting nor what the
 /// server runs depends on the API server having had the rule (older objects, rule changes).
@@ -103,7 +89,9 @@ pub fn render_hba() -> String {
      host  all all 127.0.0.1/32 scram-sha-256\n\
      host  all all ::1/128      scram-sha-256\n\
      host  all all 0.0.0.0/0    scram-sha-256\n\
-     host  all all ::/0         scram-sha-256\n"
+     host  all all ::/0         scram-sha-256\n\
+     host  replication tusk_replication 0.0.0.0/0 scram-sha-256\n\
+     host  replication tusk_replication ::/0      scram-sha-256\n"
         .to_owned()
 }
 
@@ -119,7 +107,6 @@ pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
             "pg_ident.conf".to_owned(),
             "# Managed by Tusk.\n".to_owned(),
         ),
-        (INITDB_SCRIPT_KEY.to_owned(), INITDB_SCRIPT.to_owned()),
     ]);
     Ok(ConfigMap {
         metadata: cluster.child_meta(cluster.config_map_name(), Component::Config),
@@ -248,15 +235,10 @@ mod tests {
         let cm = config_map(&Cluster::new(&pg).unwrap()).unwrap();
         assert_eq!(cm.metadata.name.as_deref(), Some("demo-config"));
         let keys: Vec<_> = cm.data.as_ref().unwrap().keys().cloned().collect();
-        assert_eq!(
-            keys,
-            [
-                "10-tusk-app.sh",
-                "pg_hba.conf",
-                "pg_ident.conf",
-                "postgresql.conf"
-            ]
-        );
+        assert_eq!(keys, ["pg_hba.conf", "pg_ident.conf", "postgresql.conf"]);
+        // Replicas stream as tusk_replication, with a password, from any address.
+        let hba = &cm.data.as_ref().unwrap()["pg_hba.conf"];
+        assert!(hba.contains("host  replication tusk_replication 0.0.0.0/0 scram-sha-256\n"));
     }
 
     #[test]

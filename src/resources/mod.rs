@@ -5,7 +5,10 @@
 mod agent;
 mod config;
 mod cronjob;
+mod disruption;
+mod instance_access;
 mod pod;
+mod postgres_container;
 mod secrets;
 mod services;
 mod statefulset;
@@ -24,17 +27,31 @@ pub use agent::{
     backup_job_spec, restore_job, store_environment,
 };
 pub use config::{
-    CONFIG_DIR, INITDB_SCRIPT_KEY, ParameterError, config_checksum, config_map, render_hba,
-    render_postgresql_conf,
+    CONFIG_DIR, ParameterError, config_checksum, config_map, render_hba, render_postgresql_conf,
 };
 pub use cronjob::backup_cronjob;
-pub use secrets::{SUPERUSER_NAME, app_secret, generate_password, password_of, superuser_secret};
-pub use services::{CLIENTS_HELD_LABEL, headless_service, rw_service};
+pub use disruption::disruption_budget;
+pub use instance_access::{
+    LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, initial_lease, instance_role,
+    instance_role_binding, instance_service_account,
+};
+pub use postgres_container::{INSTANCE_MANAGER, STATUS_PORT};
+pub use secrets::{
+    SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,
+    superuser_secret,
+};
+pub use services::{CLIENTS_HELD_LABEL, any_service, headless_service, ro_service, rw_service};
 pub use statefulset::{
     CONFIG_CHECKSUM_ANNOTATION, DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, postgres_image,
     statefulset,
 };
 pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};
+
+/// Label the operator keeps on every database pod: `primary` on the Lease holder, `replica` on
+/// the others. The `-rw` and `-ro` Services select on it.
+pub const ROLE_LABEL: &str = "tusk.dev/role";
+pub const ROLE_PRIMARY: &str = "primary";
+pub const ROLE_REPLICA: &str = "replica";
 
 /// Label every child carries with the name of its cluster.
 pub const CLUSTER_LABEL: &str = "tusk.dev/cluster";
@@ -171,6 +188,37 @@ impl<'a> Cluster<'a> {
     }
     pub fn restore_job_name(&self) -> String {
         format!("{}-restore", self.name)
+    }
+    /// Secret `<name>-replication`: the password of role `tusk_replication`, with which
+    /// replicas stream from the primary.
+    pub fn replication_secret_name(&self) -> String {
+        format!("{}-replication", self.name)
+    }
+    /// Service `<name>-ro`: the replicas only.
+    pub fn ro_service_name(&self) -> String {
+        format!("{}-ro", self.name)
+    }
+    /// Service `<name>-r`: any instance.
+    pub fn any_service_name(&self) -> String {
+        format!("{}-r", self.name)
+    }
+    /// Lease `<name>-primary`: its holder is the only instance that may run as primary.
+    pub fn lease_name(&self) -> String {
+        format!("{}-primary", self.name)
+    }
+    /// ServiceAccount, Role and RoleBinding `<name>-instance` of the database pods.
+    pub fn instance_account_name(&self) -> String {
+        format!("{}-instance", self.name)
+    }
+    /// Names of the database pods, ordinal 0 first.
+    pub fn pod_names(&self) -> Vec<String> {
+        (0..self.spec.instances.max(1))
+            .map(|ordinal| format!("{}-{ordinal}", self.statefulset_name()))
+            .collect()
+    }
+    /// The domain under which every database pod has its own DNS name, `<pod>.<domain>`.
+    pub fn peer_domain(&self) -> String {
+        format!("{}.{}.svc", self.headless_service_name(), self.namespace)
     }
     /// In-cluster DNS name of the read-write Service.
     pub fn rw_host(&self) -> String {

@@ -17,11 +17,17 @@ pub fn plain_env(name: &str, value: impl Into<String>) -> EnvVar {
 
 /// An environment variable holding one of the pod's labels, read through the downward API.
 pub fn pod_label_env(name: &str, label: &str) -> EnvVar {
+    pod_field_env(name, &format!("metadata.labels['{label}']"))
+}
+
+/// An environment variable holding a field of the pod (`metadata.name`, …), through the
+/// downward API.
+pub fn pod_field_env(name: &str, field_path: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value_from: Some(EnvVarSource {
             field_ref: Some(ObjectFieldSelector {
-                field_path: format!("metadata.labels['{label}']"),
+                field_path: field_path.to_owned(),
                 ..ObjectFieldSelector::default()
             }),
             ..EnvVarSource::default()

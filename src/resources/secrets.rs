@@ -48,6 +48,26 @@ pub fn app_secret(cluster: &Cluster, password: &str) -> Secret {
     )
 }
 
+/// Name of the role replicas stream as (LOGIN REPLICATION, nothing else).
+pub const REPLICATION_USER: &str = "tusk_replication";
+
+/// Secret `<name>-replication` for role `tusk_replication`. Replicas reach the primary by its
+/// pod's own name, not through a Service, so the host is the headless domain.
+pub fn replication_secret(cluster: &Cluster, password: &str) -> Secret {
+    let mut secret = credentials(
+        cluster,
+        cluster.replication_secret_name(),
+        REPLICATION_USER,
+        "replication",
+        password,
+    );
+    // Only the password is used; a URI through `-rw` would invite the wrong use.
+    if let Some(data) = secret.data.as_mut() {
+        data.retain(|key, _| matches!(key.as_str(), "username" | "password"));
+    }
+    secret
+}
+
 fn credentials(
     cluster: &Cluster,
     name: String,
@@ -115,6 +135,18 @@ mod tests {
             ],
         );
         assert_eq!(password_of(&secret).as_deref(), Some("s3cr3t"));
+    }
+
+    #[test]
+    fn replication_secret_holds_only_the_role_and_its_password() {
+        let secret = built(replication_secret, "s3cret");
+        assert_eq!(secret.metadata.name.as_deref(), Some("demo-replication"));
+        let keys: Vec<&String> = secret.data.as_ref().unwrap().keys().collect();
+        assert_eq!(keys, ["password", "username"]);
+        assert_values(
+            &secret,
+            &[("username", "tusk_replication"), ("password", "s3cret")],
+        );
     }
 
     #[test]

@@ -1,15 +1,12 @@
-//! The read-write Service clients use, and the headless Service that gives the StatefulSet's pods
-//! their stable DNS names.
+//! The Services clients use — `-rw` (the primary), `-ro` (the replicas), `-r` (any instance) —
+//! and the headless Service that gives the StatefulSet's pods their stable DNS names.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{Cluster, Component, POSTGRES_PORT};
-
-/// Label the StatefulSet controller puts on each pod with the pod's own name.
-const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+use super::{Cluster, Component, POSTGRES_PORT, ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA};
 
 fn postgres_port() -> ServicePort {
     ServicePort {
@@ -25,19 +22,35 @@ fn postgres_port() -> ServicePort {
 pub const CLIENTS_HELD_LABEL: &str = "tusk.dev/clients";
 const CLIENTS_HELD_VALUE: &str = "held-until-restored";
 
-/// Service `<name>-rw`: routes to the primary, which is ordinal 0 while there is one instance.
+/// The database pods of `cluster` that carry role label `role`.
+fn role_selector(cluster: &Cluster, role: &str) -> BTreeMap<String, String> {
+    let mut selector = cluster.selector_labels(Component::Database);
+    selector.insert(ROLE_LABEL.to_owned(), role.to_owned());
+    selector
+}
+
+/// Service `<name>-rw`: routes to the pod labelled primary, which the operator labels only
+/// after handing it the primary Lease (and unlabels first when it takes the Lease away).
 /// Until a restore has finished (`clients` false) it selects no pod, so no application can
 /// write first; the restore Job reaches the primary by its own DNS name instead.
 pub fn rw_service(cluster: &Cluster, clients: bool) -> Service {
-    let mut selector = cluster.selector_labels(Component::Database);
-    selector.insert(
-        POD_NAME_LABEL.to_owned(),
-        format!("{}-0", cluster.statefulset_name()),
-    );
+    let mut selector = role_selector(cluster, ROLE_PRIMARY);
     if !clients {
         selector.insert(CLIENTS_HELD_LABEL.to_owned(), CLIENTS_HELD_VALUE.to_owned());
     }
     service(cluster, cluster.rw_service_name(), selector, false)
+}
+
+/// Service `<name>-ro`: the replicas, for read-only traffic that tolerates replication lag.
+pub fn ro_service(cluster: &Cluster) -> Service {
+    let selector = role_selector(cluster, ROLE_REPLICA);
+    service(cluster, cluster.ro_service_name(), selector, false)
+}
+
+/// Service `<name>-r`: every ready instance, primary or replica.
+pub fn any_service(cluster: &Cluster) -> Service {
+    let selector = cluster.selector_labels(Component::Database);
+    service(cluster, cluster.any_service_name(), selector, false)
 }
 
 /// Headless Service `<name>-hl`: the StatefulSet's `serviceName`; lists pods before they are
@@ -80,7 +93,7 @@ mod tests {
         let spec = svc.spec.unwrap();
         assert_eq!(spec.cluster_ip, None);
         let selector = spec.selector.unwrap();
-        assert_eq!(selector["statefulset.kubernetes.io/pod-name"], "demo-0");
+        assert_eq!(selector["tusk.dev/role"], "primary");
         assert_eq!(selector["tusk.dev/cluster"], "demo");
         assert_eq!(selector["app.kubernetes.io/component"], "database");
         assert_eq!(spec.ports.unwrap()[0].port, 5432);
@@ -95,10 +108,28 @@ mod tests {
         let open = rw_service(&cluster, true).spec.unwrap().selector.unwrap();
         assert!(!open.contains_key(CLIENTS_HELD_LABEL));
         // No pod carries the label: the StatefulSet's pod template does not.
-        let sts = crate::resources::statefulset(&cluster, "checksum");
+        let agent = crate::resources::AgentSettings {
+            image: "agent".into(),
+        };
+        let sts = crate::resources::statefulset(&cluster, "checksum", &agent);
         let labels = sts.spec.template.metadata.unwrap().labels.unwrap();
         assert!(!labels.contains_key(CLIENTS_HELD_LABEL));
         assert_eq!(cluster.primary_host(), "demo-0.demo-hl.prod.svc");
+    }
+
+    #[test]
+    fn ro_selects_the_replicas_and_r_every_instance() {
+        let pg = postgresql(MINIMAL);
+        let cluster = Cluster::new(&pg).unwrap();
+        let ro = ro_service(&cluster);
+        assert_eq!(ro.metadata.name.as_deref(), Some("demo-ro"));
+        let selector = ro.spec.unwrap().selector.unwrap();
+        assert_eq!(selector["tusk.dev/role"], "replica");
+        let any = any_service(&cluster);
+        assert_eq!(any.metadata.name.as_deref(), Some("demo-r"));
+        let selector = any.spec.unwrap().selector.unwrap();
+        assert!(!selector.contains_key("tusk.dev/role"));
+        assert_eq!(selector["app.kubernetes.io/component"], "database");
     }
 
     #[test]
@@ -109,11 +140,6 @@ mod tests {
         let spec = svc.spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.publish_not_ready_addresses, Some(true));
-        assert!(
-            !spec
-                .selector
-                .unwrap()
-                .contains_key("statefulset.kubernetes.io/pod-name")
-        );
+        assert!(!spec.selector.unwrap().contains_key("tusk.dev/role"));
     }
 }

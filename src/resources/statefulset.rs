@@ -6,16 +6,16 @@ use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, ExecAction, KeyToPath,
-    Lifecycle, LifecycleHandler, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
-    PodTemplateSpec, Probe, Volume, VolumeMount, VolumeResourceRequirements,
+    Affinity, ConfigMapVolumeSource, EmptyDirVolumeSource, KeyToPath, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Volume,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::config::{CONFIG_DIR, INITDB_SCRIPT_KEY};
-use super::pod::{plain_env, restricted_container_security, restricted_pod_security, secret_env};
-use super::{Cluster, Component, SUPERUSER_NAME};
+use super::pod::restricted_pod_security;
+use super::postgres_container::{installer_container, postgres_container};
+use super::{AgentSettings, Cluster, Component};
 use crate::crd::{PostgreSQLSpec, PostgresVersion};
 
 pub const POSTGRES_PORT: i32 = 5432;
@@ -40,8 +40,9 @@ pub fn postgres_image(spec: &PostgreSQLSpec) -> String {
         .unwrap_or_else(|| default_image(spec.version))
 }
 
-/// StatefulSet `<name>`; `config_checksum` is the ConfigMap's [`super::config_checksum`].
-pub fn statefulset(cluster: &Cluster, config_checksum: &str) -> StatefulSet {
+/// StatefulSet `<name>`; `config_checksum` is the ConfigMap's [`super::config_checksum`], `agent`
+/// the image the instance manager is copied from.
+pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettings) -> StatefulSet {
     let spec = cluster.spec;
     let selector = cluster.selector_labels(Component::Database);
     let volume_claim = PersistentVolumeClaim {
@@ -73,7 +74,9 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str) -> StatefulSet {
                 match_labels: Some(selector),
                 ..LabelSelector::default()
             },
-            pod_management_policy: Some("OrderedReady".to_owned()),
+            // Replicas clone from whichever pod holds the Lease, so they need not wait for
+            // lower ordinals; after a failover ordinal 0 may well be a replica.
+            pod_management_policy: Some("Parallel".to_owned()),
             // Deleting the PostgreSQL deletes its volumes too: backups, not PVCs, are what
             // outlives a cluster (see spec.backup.onDelete).
             persistent_volume_claim_retention_policy: Some(
@@ -82,7 +85,7 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str) -> StatefulSet {
                     when_scaled: Some("Retain".to_owned()),
                 },
             ),
-            template: pod_template(cluster, config_checksum),
+            template: pod_template(cluster, config_checksum, agent),
             volume_claim_templates: Some(vec![volume_claim]),
             ..StatefulSetSpec::default()
         },
@@ -90,7 +93,34 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str) -> StatefulSet {
     }
 }
 
-fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
+/// Prefer spreading instances over nodes: one node's loss then takes at most one of them.
+fn spread_over_nodes(cluster: &Cluster) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(cluster.selector_labels(Component::Database)),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".to_owned(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+fn pod_template(
+    cluster: &Cluster,
+    config_checksum: &str,
+    agent: &AgentSettings,
+) -> PodTemplateSpec {
     let config_volume = |name: &str, keys: &[&str], mode: i32| Volume {
         name: name.to_owned(),
         config_map: Some(ConfigMapVolumeSource {
@@ -127,8 +157,12 @@ fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
+            init_containers: Some(vec![installer_container(agent)]),
             containers: vec![postgres_container(cluster)],
-            automount_service_account_token: Some(false),
+            // The manager reads and renews the primary Lease with this account's token.
+            service_account_name: Some(cluster.instance_account_name()),
+            automount_service_account_token: Some(true),
+            affinity: Some(spread_over_nodes(cluster)),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(60),
             security_context: Some(restricted_pod_security(POSTGRES_UID, true)),
@@ -138,9 +172,7 @@ fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
                     &["postgresql.conf", "pg_hba.conf", "pg_ident.conf"],
                     0o444,
                 ),
-                // Executable, so the image's entrypoint runs it in its own shell instead of
-                // sourcing it into the entrypoint's.
-                config_volume("initdb", &[INITDB_SCRIPT_KEY], 0o555),
+                empty_dir("tusk-bin", None),
                 empty_dir("run", None),
                 empty_dir("tmp", None),
                 // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
@@ -152,110 +184,6 @@ fn pod_template(cluster: &Cluster, config_checksum: &str) -> PodTemplateSpec {
     }
 }
 
-fn pg_isready() -> ExecAction {
-    ExecAction {
-        command: Some(
-            [
-                "pg_isready",
-                "--host=127.0.0.1",
-                "--port=5432",
-                "--username=postgres",
-                "--quiet",
-            ]
-            .map(str::to_owned)
-            .to_vec(),
-        ),
-    }
-}
-
-fn probe(period: i32, failures: i32) -> Probe {
-    Probe {
-        exec: Some(pg_isready()),
-        period_seconds: Some(period),
-        timeout_seconds: Some(5),
-        failure_threshold: Some(failures),
-        ..Probe::default()
-    }
-}
-
-fn postgres_container(cluster: &Cluster) -> Container {
-    let spec = cluster.spec;
-    let mount = |name: &str, path: &str, read_only: bool| VolumeMount {
-        name: name.to_owned(),
-        mount_path: path.to_owned(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
-    };
-    Container {
-        name: "postgres".to_owned(),
-        image: Some(postgres_image(spec)),
-        image_pull_policy: Some("IfNotPresent".to_owned()),
-        args: Some(vec![
-            "-c".to_owned(),
-            format!("config_file={CONFIG_DIR}/postgresql.conf"),
-        ]),
-        env: Some(vec![
-            plain_env("PGDATA", PGDATA),
-            plain_env("POSTGRES_USER", SUPERUSER_NAME),
-            secret_env(
-                "POSTGRES_PASSWORD",
-                &cluster.superuser_secret_name(),
-                "password",
-            ),
-            plain_env("POSTGRES_INITDB_ARGS", "--data-checksums"),
-            plain_env("TUSK_APP_USER", spec.bootstrap.owner.clone()),
-            plain_env("TUSK_APP_DATABASE", spec.bootstrap.database.clone()),
-            secret_env("TUSK_APP_PASSWORD", &cluster.app_secret_name(), "password"),
-        ]),
-        ports: Some(vec![ContainerPort {
-            name: Some("postgres".to_owned()),
-            container_port: POSTGRES_PORT,
-            protocol: Some("TCP".to_owned()),
-            ..ContainerPort::default()
-        }]),
-        resources: spec.resources.clone(),
-        // Up to an hour for initdb or crash recovery before liveness takes over.
-        startup_probe: Some(probe(5, 720)),
-        readiness_probe: Some(probe(5, 3)),
-        liveness_probe: Some(probe(10, 6)),
-        // Kubernetes sends SIGTERM, which PostgreSQL treats as a "smart" shutdown that waits for
-        // every client; a fast shutdown finishes within the grace period. `--no-wait`: PostgreSQL
-        // is the container's PID 1, so the container ends with it and the runtime kills a
-        // waiting pg_ctl (exit 137: a FailedPreStopHook Warning on every pod deletion, seen on a
-        // real node). The kubelet waits for the container to exit after the hook anyway.
-        lifecycle: Some(Lifecycle {
-            pre_stop: Some(LifecycleHandler {
-                exec: Some(ExecAction {
-                    command: Some(
-                        [
-                            "pg_ctl",
-                            "stop",
-                            "--mode=fast",
-                            "--no-wait",
-                            "--pgdata",
-                            PGDATA,
-                        ]
-                        .map(str::to_owned)
-                        .to_vec(),
-                    ),
-                }),
-                ..LifecycleHandler::default()
-            }),
-            ..Lifecycle::default()
-        }),
-        security_context: Some(restricted_container_security()),
-        volume_mounts: Some(vec![
-            mount("data", DATA_MOUNT, false),
-            mount("config", CONFIG_DIR, true),
-            mount("initdb", "/docker-entrypoint-initdb.d", true),
-            mount("run", "/var/run/postgresql", false),
-            mount("tmp", "/tmp", false),
-            mount("shm", "/dev/shm", false),
-        ]),
-        ..Container::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,26 +191,10 @@ mod tests {
 
     fn build(spec: &str) -> StatefulSet {
         let pg = postgresql(spec);
-        statefulset(&Cluster::new(&pg).unwrap(), "abc123")
-    }
-
-    fn container(sts: &StatefulSet) -> Container {
-        sts.spec.template.spec.as_ref().unwrap().containers[0].clone()
-    }
-
-    #[test]
-    fn runs_the_official_image_of_the_requested_major() {
-        assert_eq!(
-            container(&build(MINIMAL)).image.unwrap(),
-            "docker.io/library/postgres:18"
-        );
-        let sts = build("version: \"16\"\nstorage: {size: 1Gi}");
-        assert_eq!(
-            container(&sts).image.unwrap(),
-            "docker.io/library/postgres:16"
-        );
-        let sts = build("image: registry.local/pg:17.2\nstorage: {size: 1Gi}");
-        assert_eq!(container(&sts).image.unwrap(), "registry.local/pg:17.2");
+        let agent = AgentSettings {
+            image: "ghcr.io/tusk/backup-agent:test".into(),
+        };
+        statefulset(&Cluster::new(&pg).unwrap(), "abc123", &agent)
     }
 
     #[test]
@@ -302,7 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn is_non_root_with_runtime_default_seccomp_and_read_only_root() {
+    fn pods_are_non_root_with_runtime_default_seccomp_and_their_own_account() {
         let sts = build(MINIMAL);
         let pod = sts.spec.template.spec.as_ref().unwrap();
         let pod_security = pod.security_context.as_ref().unwrap();
@@ -311,53 +223,39 @@ mod tests {
             pod_security.seccomp_profile.as_ref().unwrap().type_,
             "RuntimeDefault"
         );
-        let security = container(&sts).security_context.unwrap();
-        assert_eq!(security.read_only_root_filesystem, Some(true));
-        assert_eq!(security.allow_privilege_escalation, Some(false));
-        assert_eq!(security.capabilities.unwrap().drop.unwrap(), ["ALL"]);
+        assert_eq!(pod.service_account_name.as_deref(), Some("demo-instance"));
+        let init = pod.init_containers.as_ref().unwrap();
+        assert_eq!(init[0].name, "install-instance-manager");
     }
 
     #[test]
-    fn probes_use_pg_isready_and_config_checksum_is_on_the_template() {
-        let sts = build(MINIMAL);
-        let c = container(&sts);
-        let command = c.readiness_probe.unwrap().exec.unwrap().command.unwrap();
-        assert_eq!(command[0], "pg_isready");
-        assert!(c.liveness_probe.is_some() && c.startup_probe.is_some());
-        let annotations = sts.spec.template.metadata.unwrap().annotations.unwrap();
-        assert_eq!(annotations[CONFIG_CHECKSUM_ANNOTATION], "abc123");
+    fn instances_start_in_parallel_spread_over_nodes() {
+        let sts = build("instances: 3\nstorage: {size: 1Gi}");
+        assert_eq!(sts.spec.replicas, Some(3));
+        assert_eq!(sts.spec.pod_management_policy.as_deref(), Some("Parallel"));
+        let pod = sts.spec.template.spec.unwrap();
+        let anti = pod.affinity.unwrap().pod_anti_affinity.unwrap();
+        let term = &anti
+            .preferred_during_scheduling_ignored_during_execution
+            .unwrap()[0];
+        assert_eq!(
+            term.pod_affinity_term.topology_key,
+            "kubernetes.io/hostname"
+        );
     }
 
     #[test]
-    fn pre_stop_requests_a_fast_shutdown_without_waiting_for_it() {
-        let c = container(&build(MINIMAL));
-        let hook = c.lifecycle.unwrap().pre_stop.unwrap().exec.unwrap();
-        let command = hook.command.unwrap();
-        assert_eq!(command[..3], ["pg_ctl", "stop", "--mode=fast"]);
-        // A waiting pg_ctl is killed with the container when PostgreSQL (PID 1) exits.
-        assert!(command.contains(&"--no-wait".to_owned()));
-        assert!(!command.contains(&"--wait".to_owned()));
-    }
-
-    #[test]
-    fn passwords_come_from_secrets_never_literals() {
-        let env = container(&build(MINIMAL)).env.unwrap();
-        for name in ["POSTGRES_PASSWORD", "TUSK_APP_PASSWORD"] {
-            let var = env.iter().find(|e| e.name == name).unwrap();
-            assert_eq!(var.value, None);
-            assert!(var.value_from.as_ref().unwrap().secret_key_ref.is_some());
-        }
-        let pgdata = env.iter().find(|e| e.name == "PGDATA").unwrap();
-        assert_eq!(pgdata.value.as_deref(), Some("/var/lib/postgresql/data"));
-    }
-
-    #[test]
-    fn selector_matches_template_labels() {
+    fn selector_matches_template_labels_and_config_checksum_is_on_the_template() {
         let sts = build(MINIMAL);
         let selector = sts.spec.selector.match_labels.unwrap();
-        let labels = sts.spec.template.metadata.unwrap().labels.unwrap();
+        let template = sts.spec.template.metadata.unwrap();
+        let labels = template.labels.unwrap();
         assert!(selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
+        // The operator sets the role label on pods; in the template it would fight the Lease.
+        assert!(!labels.contains_key(crate::resources::ROLE_LABEL));
         assert_eq!(sts.spec.service_name.as_deref(), Some("demo-hl"));
         assert_eq!(sts.spec.replicas, Some(1));
+        let annotations = template.annotations.unwrap();
+        assert_eq!(annotations[CONFIG_CHECKSUM_ANNOTATION], "abc123");
     }
 }

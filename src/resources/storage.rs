@@ -169,7 +169,10 @@ mod tests {
 
     fn built(spec: &str) -> (crate::crd::PostgreSQL, StatefulSet) {
         let pg = postgresql(spec);
-        let sts = statefulset(&Cluster::new(&pg).unwrap(), "checksum");
+        let agent = crate::resources::AgentSettings {
+            image: "agent".into(),
+        };
+        let sts = statefulset(&Cluster::new(&pg).unwrap(), "checksum", &agent);
         (pg, sts)
     }
 

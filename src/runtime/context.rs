@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::store::WriterDropped;
@@ -13,9 +15,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
+use super::instances::{InstanceReader, LeaseClock};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
-use crate::resources::AgentSettings;
+use crate::resources::{AgentSettings, STATUS_PORT};
 
 /// The watch caches: the clusters, their children and the Backups, fed by the same watches that
 /// trigger reconciles.
@@ -27,6 +30,13 @@ pub struct Caches {
     pub services: Store<Service>,
     pub statefulsets: Store<StatefulSet>,
     pub cronjobs: Store<CronJob>,
+    /// The database pods' identity: account, Role, binding.
+    pub service_accounts: Store<ServiceAccount>,
+    pub roles: Store<Role>,
+    pub role_bindings: Store<RoleBinding>,
+    pub disruption_budgets: Store<PodDisruptionBudget>,
+    /// The database pods (compacted: labels, readiness and IP), for roles and failover.
+    pub pods: Store<Pod>,
     /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
     pub jobs: Store<Job>,
     /// Every Backup in scope.
@@ -42,6 +52,11 @@ impl Caches {
         self.services.wait_until_ready().await?;
         self.statefulsets.wait_until_ready().await?;
         self.cronjobs.wait_until_ready().await?;
+        self.service_accounts.wait_until_ready().await?;
+        self.roles.wait_until_ready().await?;
+        self.role_bindings.wait_until_ready().await?;
+        self.disruption_budgets.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
         self.jobs.wait_until_ready().await?;
         self.backups.wait_until_ready().await
     }
@@ -58,6 +73,10 @@ pub struct Context {
     pub backup_backoff: ErrorBackoff<Backup>,
     /// Opens backup buckets, for manifests, retention and cleanup.
     pub buckets: Arc<dyn Buckets>,
+    /// When each primary Lease was last seen to change.
+    pub lease_clock: LeaseClock,
+    /// The instance managers' `/status`, read during a failover.
+    pub instances: InstanceReader,
 }
 
 impl Context {
@@ -81,6 +100,8 @@ impl Context {
             backoff: ErrorBackoff::default(),
             backup_backoff: ErrorBackoff::default(),
             buckets,
+            lease_clock: LeaseClock::default(),
+            instances: InstanceReader::new(STATUS_PORT),
         }
     }
 }

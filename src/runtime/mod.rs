@@ -9,6 +9,7 @@ pub mod compact;
 pub mod conditions;
 pub mod context;
 pub mod events;
+pub mod instances;
 pub mod jobs;
 pub mod status;
 pub mod watch;

@@ -10,3 +10,7 @@ pub const BACKUPS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups";
 pub const CLUSTER: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo";
 pub const STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/postgresqls/demo/status";
 pub const NIGHTLY_STATUS: &str = "/apis/tusk.dev/v1alpha1/namespaces/prod/backups/nightly/status";
+pub const SERVICE_ACCOUNTS: &str = "/api/v1/namespaces/prod/serviceaccounts";
+pub const ROLES: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/roles";
+pub const ROLE_BINDINGS: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/rolebindings";
+pub const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/prod/leases";

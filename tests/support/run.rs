@@ -30,7 +30,9 @@ where
     let ctx = context_with(client, pg, cache, bucket);
     let (done, finished) = tokio::sync::oneshot::channel();
     let played = server.play(script, finished);
-    let output = tokio::time::timeout(Duration::from_secs(10), reconcile(ctx))
+    // On the heap, as the controller keeps it: a reconcile's future is too large for a test
+    // thread's stack in debug builds.
+    let output = tokio::time::timeout(Duration::from_secs(10), Box::pin(reconcile(ctx)))
         .await
         .expect("reconcile finished");
     let _ = done.send(());

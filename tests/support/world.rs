@@ -4,12 +4,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
+use tusk::clusters::primary::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
@@ -63,6 +66,11 @@ pub struct Cache {
     pub services: Vec<Service>,
     pub statefulsets: Vec<StatefulSet>,
     pub cronjobs: Vec<CronJob>,
+    pub service_accounts: Vec<ServiceAccount>,
+    pub roles: Vec<Role>,
+    pub role_bindings: Vec<RoleBinding>,
+    pub disruption_budgets: Vec<PodDisruptionBudget>,
+    pub pods: Vec<Pod>,
     pub jobs: Vec<Job>,
     pub backups: Vec<Backup>,
 }
@@ -77,7 +85,7 @@ impl Cache {
         let config_map = resources::config_map(&cluster).expect("valid parameters");
         let checksum = resources::config_checksum(&config_map);
         let statefulset =
-            statefulset_with_status(resources::statefulset(&cluster, &checksum), ready);
+            statefulset_with_status(resources::statefulset(&cluster, &checksum, &agent()), ready);
         let cronjobs = pg
             .spec
             .backup
@@ -89,14 +97,22 @@ impl Cache {
             secrets: vec![
                 resources::superuser_secret(&cluster, "su-password"),
                 resources::app_secret(&cluster, "app-password"),
+                resources::replication_secret(&cluster, "replication-password"),
             ],
             config_maps: vec![config_map],
             services: vec![
                 resources::rw_service(&cluster, !restore_pending),
+                resources::ro_service(&cluster),
+                resources::any_service(&cluster),
                 resources::headless_service(&cluster),
             ],
             statefulsets: vec![statefulset],
             cronjobs,
+            service_accounts: vec![resources::instance_service_account(&cluster)],
+            roles: vec![resources::instance_role(&cluster)],
+            role_bindings: vec![resources::instance_role_binding(&cluster)],
+            disruption_budgets: resources::disruption_budget(&cluster).into_iter().collect(),
+            pods: Vec::new(),
             jobs: Vec::new(),
             backups: Vec::new(),
         }
@@ -157,6 +173,11 @@ pub fn status_for(
         restore: RestoreProgress::NotRequested,
         backups: Box::default(),
         storage: None,
+        // The Lease exists and ordinal 0 holds it.
+        primary: Box::new(PrimaryState {
+            current: Some("demo-0".to_owned()),
+            ..PrimaryState::default()
+        }),
     };
     status::compute(
         pg.status.as_ref(),
@@ -200,6 +221,11 @@ pub fn context_with(
         services: store_of(cache.services).0,
         statefulsets: store_of(cache.statefulsets).0,
         cronjobs: store_of(cache.cronjobs).0,
+        service_accounts: store_of(cache.service_accounts).0,
+        roles: store_of(cache.roles).0,
+        role_bindings: store_of(cache.role_bindings).0,
+        disruption_budgets: store_of(cache.disruption_budgets).0,
+        pods: store_of(cache.pods).0,
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,
     };

@@ -1,0 +1,165 @@
+//! Who should be primary: pure decisions over what the pods, the Lease and the instance
+//! managers report. The I/O around them is in `primary`.
+
+use std::cmp::Ordering;
+use std::time::Duration;
+
+pub use crate::runtime::instances::{InstanceReport, ReportedLsns};
+
+/// A write-ahead log position, `X/Y` in PostgreSQL's notation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Lsn(pub u64);
+
+impl Lsn {
+    /// Parses `16/B374D848`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (high, low) = text.split_once('/')?;
+        let high = u64::from_str_radix(high, 16).ok()?;
+        let low = u64::from_str_radix(low, 16).ok()?;
+        (high <= u64::from(u32::MAX) && low <= u64::from(u32::MAX))
+            .then_some(Self(high << 32 | low))
+    }
+}
+
+/// How far a replica's WAL reaches: (timeline, received, replayed).
+fn progress(report: &InstanceReport) -> (u32, Lsn, Lsn) {
+    let lsn = |text: &Option<String>| text.as_deref().and_then(Lsn::parse).unwrap_or_default();
+    let replayed = lsn(&report.lsn.replayed);
+    // A replica that has not streamed since its start reports no receive position; what it
+    // replayed it has received.
+    let received = lsn(&report.lsn.received).max(replayed);
+    (report.timeline.unwrap_or(0), received, replayed)
+}
+
+/// A running standby that can be promoted.
+fn promotable(report: &InstanceReport) -> bool {
+    report.role == "replica" && report.postgres == "running"
+}
+
+/// The most advanced promotable replica, by timeline, then received WAL, then replayed WAL;
+/// ties go to the lowest pod name, so two operators (or two reconciles) agree.
+pub fn most_advanced<'a>(
+    reports: &'a [InstanceReport],
+    holder: &str,
+) -> Option<&'a InstanceReport> {
+    reports
+        .iter()
+        .filter(|report| report.pod != holder && promotable(report))
+        .max_by(|a, b| match progress(a).cmp(&progress(b)) {
+            Ordering::Equal => b.pod.cmp(&a.pod),
+            other => other,
+        })
+}
+
+/// What to do about the primary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The holder's pod serves: nothing to do.
+    Healthy,
+    /// The holder's pod does not serve but its manager still renews the Lease (a restart in
+    /// place, a crash recovery): look again after `recheck`.
+    Wait { recheck: Duration },
+    /// The Lease has not been renewed for its whole duration: the holder has fenced itself, so
+    /// the Lease can be handed to another instance.
+    Expired,
+}
+
+/// Decides from the holder pod's readiness and how long the operator has seen the Lease
+/// unchanged (on its own clock, so clock skew between nodes does not matter).
+pub fn decide(holder_serves: bool, unchanged_for: Duration, lease_duration: Duration) -> Decision {
+    if holder_serves {
+        Decision::Healthy
+    } else if unchanged_for >= lease_duration {
+        Decision::Expired
+    } else {
+        // Look again when it would expire, but at least every second: a renewal seen sooner
+        // means the holder is alive.
+        let recheck = (lease_duration - unchanged_for).min(Duration::from_secs(1));
+        Decision::Wait { recheck }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(pod: &str, timeline: u32, received: &str, replayed: &str) -> InstanceReport {
+        InstanceReport {
+            pod: pod.into(),
+            role: "replica".into(),
+            postgres: "running".into(),
+            timeline: Some(timeline),
+            lsn: ReportedLsns {
+                current: None,
+                received: Some(received.into()),
+                replayed: Some(replayed.into()),
+            },
+        }
+    }
+
+    #[test]
+    fn lsns_parse_as_postgres_writes_them() {
+        assert_eq!(Lsn::parse("0/3000060"), Some(Lsn(0x0300_0060)));
+        assert_eq!(Lsn::parse("16/B374D848"), Some(Lsn(0x16_B374_D848)));
+        assert!(Lsn::parse("1/0") > Lsn::parse("0/FFFFFFFF"));
+        for bad in ["", "0", "x/1", "1/", "100000000/0"] {
+            assert_eq!(Lsn::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_newest_timeline_wins_then_the_most_received_wal() {
+        let reports = [
+            replica("demo-1", 1, "0/9000000", "0/9000000"),
+            replica("demo-2", 2, "0/5000000", "0/5000000"),
+            replica("demo-3", 2, "0/6000000", "0/5000000"),
+        ];
+        assert_eq!(most_advanced(&reports, "demo-0").unwrap().pod, "demo-3");
+    }
+
+    #[test]
+    fn received_beats_replayed_and_ties_go_to_the_lowest_name() {
+        let reports = [
+            replica("demo-2", 1, "0/7000000", "0/7000000"),
+            replica("demo-1", 1, "0/8000000", "0/6000000"),
+        ];
+        assert_eq!(most_advanced(&reports, "demo-0").unwrap().pod, "demo-1");
+        let reports = [
+            replica("demo-2", 1, "0/7000000", "0/7000000"),
+            replica("demo-1", 1, "0/7000000", "0/7000000"),
+        ];
+        assert_eq!(most_advanced(&reports, "demo-0").unwrap().pod, "demo-1");
+    }
+
+    #[test]
+    fn never_the_holder_a_primary_or_a_stopped_instance() {
+        let mut stopped = replica("demo-1", 1, "0/9000000", "0/9000000");
+        stopped.postgres = "stopped".into();
+        let mut fenced = replica("demo-2", 1, "0/9000000", "0/9000000");
+        fenced.role = "fenced".into();
+        let holder = replica("demo-0", 1, "0/9000000", "0/9000000");
+        assert_eq!(most_advanced(&[stopped, fenced, holder], "demo-0"), None);
+    }
+
+    #[test]
+    fn a_lease_is_handed_on_only_after_its_full_duration_unrenewed() {
+        let duration = Duration::from_secs(6);
+        assert_eq!(
+            decide(true, Duration::from_secs(60), duration),
+            Decision::Healthy
+        );
+        assert_eq!(
+            decide(false, Duration::from_millis(5_500), duration),
+            Decision::Wait {
+                recheck: Duration::from_millis(500)
+            }
+        );
+        assert_eq!(
+            decide(false, Duration::ZERO, duration),
+            Decision::Wait {
+                recheck: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(decide(false, duration, duration), Decision::Expired);
+    }
+}

@@ -1,0 +1,280 @@
+//! The primary: the Lease's first creation, the handover when its holder stops renewing it
+//! (failover), and the role labels that route the `-rw` and `-ro` Services. The decisions are
+//! in `election`; docs/replication.md is the contract with the instance managers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+use super::children::Written;
+use super::election::{Decision, decide, most_advanced};
+use crate::crd::{Failover, InstanceState, Phase, PostgreSQL};
+use crate::error::{Error, Result};
+use crate::resources::{
+    CLUSTER_LABEL, Cluster, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, ROLE_LABEL, ROLE_PRIMARY,
+    ROLE_REPLICA, initial_lease,
+};
+use crate::runtime::Context;
+use crate::runtime::apply::{Change, FIELD_MANAGER, create};
+
+/// What the primary step found and did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PrimaryState {
+    /// The Lease holder: the only instance that may accept writes.
+    pub current: Option<String>,
+    /// Every database pod, with the role label it carries now.
+    pub instances: Vec<InstanceState>,
+    /// Set when this reconcile handed the Lease to another instance.
+    pub failover: Option<Failover>,
+    /// A failover is due but no replica can be promoted: why.
+    pub stuck: Option<String>,
+    /// Look again this soon: a lost primary is being watched.
+    pub recheck: Option<Duration>,
+    pub writes: Vec<Written>,
+}
+
+/// Creates the Lease once, fails over when its holder is lost, and labels every pod with its
+/// role. Failover is considered only for replicated clusters that have served before: until
+/// ordinal 0 has initialised the database there is nothing a replica could take over.
+pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Result<PrimaryState> {
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let pods = cluster_pods(ctx, cluster);
+    let status = pg.status.as_ref();
+    let mut state = PrimaryState {
+        current: status.and_then(|s| s.current_primary.clone()),
+        ..PrimaryState::default()
+    };
+    if state.current.is_none() {
+        let lease = initial_lease(cluster, MicroTime(Timestamp::now()));
+        let change = create(&leases, &lease).await?;
+        state.writes.extend(Written::of(&lease, change));
+        state.current = match change {
+            Change::Created => holder(&lease),
+            // Created before (by an earlier reconcile whose status write was lost).
+            _ => holder(&read_lease(&leases, &cluster.lease_name()).await?),
+        };
+    }
+    let served = status
+        .and_then(|s| s.phase)
+        .is_some_and(|p| matches!(p, Phase::Ready | Phase::Degraded));
+    if served && cluster.spec.instances > 1 && !serves(&pods, state.current.as_deref()) {
+        watch_lost_primary(cluster, ctx, &leases, &pods, &mut state).await?;
+    }
+    label_roles(ctx, cluster, &pods, &mut state).await?;
+    Ok(state)
+}
+
+/// The holder's pod does not serve: hand the Lease on once it has gone unrenewed for its whole
+/// duration, to the most advanced replica.
+async fn watch_lost_primary(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    leases: &Api<Lease>,
+    pods: &[Arc<Pod>],
+    state: &mut PrimaryState,
+) -> Result<()> {
+    let lease = read_lease(leases, &cluster.lease_name()).await?;
+    // The Lease is the truth: a handover whose status write was lost is adopted here.
+    state.current = holder(&lease);
+    let key = format!("{}/{}", cluster.namespace, cluster.lease_name());
+    let version = lease.metadata.resource_version.clone().unwrap_or_default();
+    let unchanged = ctx.lease_clock.observe(&key, &version);
+    let duration = lease_duration(&lease);
+    let decision = decide(serves(pods, state.current.as_deref()), unchanged, duration);
+    match decision {
+        Decision::Healthy => Ok(()),
+        Decision::Wait { recheck } => {
+            state.recheck = Some(recheck);
+            Ok(())
+        }
+        Decision::Expired => {
+            let from = state.current.clone().unwrap_or_default();
+            let reports = read_reports(ctx, pods, &from).await;
+            let Some(target) = most_advanced(&reports, &from) else {
+                state.stuck = Some(format!(
+                    "primary {from} has not renewed its Lease for {}s and no replica can be \
+                     promoted (none is running and answering)",
+                    unchanged.as_secs()
+                ));
+                state.recheck = Some(Duration::from_secs(2));
+                return Ok(());
+            };
+            let target = target.pod.clone();
+            // Out of `-rw` first: no client is routed to the old primary from here on.
+            if let Some(old) = pods.iter().find(|p| p.name_any() == from) {
+                set_role(ctx, cluster, old, ROLE_REPLICA).await?;
+            }
+            if !hand_over(leases, lease, &target, cluster).await? {
+                // The holder renewed after all (it is alive): look again at once.
+                state.recheck = Some(Duration::ZERO);
+                return Ok(());
+            }
+            ctx.lease_clock.forget(&key);
+            state.failover = Some(Failover {
+                from,
+                to: target.clone(),
+                reason: "PrimaryLost".to_owned(),
+                at: Time(Timestamp::now()),
+                seconds: Some(unchanged.as_secs_f64()),
+            });
+            state.current = Some(target);
+            Ok(())
+        }
+    }
+}
+
+/// The `/status` of every instance but `holder` that has a pod IP, read concurrently.
+async fn read_reports(
+    ctx: &Context,
+    pods: &[Arc<Pod>],
+    holder: &str,
+) -> Vec<crate::clusters::election::InstanceReport> {
+    let reads = pods
+        .iter()
+        .filter(|pod| pod.name_any() != holder)
+        .filter_map(|pod| pod.status.as_ref()?.pod_ip.clone())
+        .map(|ip| async move { ctx.instances.report(&ip).await });
+    futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Writes `target` as the holder, with the resourceVersion read: `false` when the Lease
+/// changed meanwhile.
+async fn hand_over(
+    leases: &Api<Lease>,
+    mut lease: Lease,
+    target: &str,
+    cluster: &Cluster<'_>,
+) -> Result<bool> {
+    let name = cluster.lease_name();
+    let now = MicroTime(Timestamp::now());
+    let spec = lease.spec.get_or_insert_default();
+    spec.holder_identity = Some(target.to_owned());
+    spec.acquire_time = Some(now.clone());
+    spec.renew_time = Some(now);
+    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    lease
+        .annotations_mut()
+        .insert(MEMBERS_ANNOTATION.to_owned(), cluster.pod_names().join(","));
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match leases.replace(&name, &params, &lease).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(source) => Err(Error::Apply {
+            kind: "Lease".to_owned(),
+            name,
+            source,
+        }),
+    }
+}
+
+/// Labels every pod `primary` (the holder) or `replica`, and reports the instances.
+async fn label_roles(
+    ctx: &Context,
+    cluster: &Cluster<'_>,
+    pods: &[Arc<Pod>],
+    state: &mut PrimaryState,
+) -> Result<()> {
+    for pod in pods {
+        let name = pod.name_any();
+        let role = if state.current.as_deref() == Some(name.as_str()) {
+            ROLE_PRIMARY
+        } else {
+            ROLE_REPLICA
+        };
+        if pod.labels().get(ROLE_LABEL).map(String::as_str) != Some(role) {
+            set_role(ctx, cluster, pod, role).await?;
+        }
+        state.instances.push(InstanceState {
+            pod: name,
+            role: role.to_owned(),
+            ready: is_ready(pod),
+            ..InstanceState::default()
+        });
+    }
+    Ok(())
+}
+
+/// Sets the role label of `pod` (server-side apply of that one label, Tusk's field manager).
+async fn set_role(ctx: &Context, cluster: &Cluster<'_>, pod: &Pod, role: &str) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let name = pod.name_any();
+    let patch = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {ROLE_LABEL: role}},
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api.patch(&name, &params, &Patch::Apply(&patch)).await {
+        Ok(_) => Ok(()),
+        // Deleted meanwhile: its replacement is labelled on the next reconcile.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Apply {
+            kind: "Pod".to_owned(),
+            name,
+            source,
+        }),
+    }
+}
+
+async fn read_lease(leases: &Api<Lease>, name: &str) -> Result<Lease> {
+    leases.get(name).await.map_err(|source| Error::Read {
+        kind: "Lease".to_owned(),
+        name: name.to_owned(),
+        source,
+    })
+}
+
+fn holder(lease: &Lease) -> Option<String> {
+    let holder = lease.spec.as_ref()?.holder_identity.clone()?;
+    (!holder.is_empty()).then_some(holder)
+}
+
+fn lease_duration(lease: &Lease) -> Duration {
+    let seconds = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_duration_seconds)
+        .unwrap_or(LEASE_DURATION_SECONDS);
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(0).max(1))
+}
+
+/// The cached database pods of `cluster`, by name.
+fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
+    let mut pods: Vec<Arc<Pod>> = ctx
+        .caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|pod| pod.namespace().as_deref() == Some(cluster.namespace))
+        .filter(|pod| pod.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name))
+        .collect();
+    pods.sort_by_key(|pod| pod.name_any());
+    pods
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether the pod named `holder` exists and is ready.
+fn serves(pods: &[Arc<Pod>], holder: Option<&str>) -> bool {
+    holder.is_some_and(|holder| pods.iter().any(|p| p.name_any() == holder && is_ready(p)))
+}

@@ -1,0 +1,223 @@
+//! The containers of a database pod: an init container that copies the instance manager out of
+//! the agent image, and the stock `postgres` image running that manager as PID 1
+//! (docs/replication.md is the contract between the two).
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPGetAction, Probe, VolumeMount};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::config::CONFIG_DIR;
+use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
+use super::statefulset::{DATA_MOUNT, PGDATA, POSTGRES_PORT, postgres_image};
+use super::{AgentSettings, Cluster};
+
+/// Where the init container puts the instance manager, an emptyDir shared with `postgres`.
+pub const INSTANCE_MANAGER_DIR: &str = "/tusk/bin";
+/// The instance manager's path in the `postgres` container.
+pub const INSTANCE_MANAGER: &str = "/tusk/bin/tusk-instance";
+/// The instance manager's HTTP status port (`/status`, `/healthz`, `/readyz`).
+pub const STATUS_PORT: i32 = 8000;
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// Init container `install-instance-manager`: the agent image copies its `tusk-instance` into
+/// the shared emptyDir, so the database container keeps the stock image.
+pub fn installer_container(agent: &AgentSettings) -> Container {
+    Container {
+        name: "install-instance-manager".to_owned(),
+        image: Some(agent.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec![
+            "tusk-instance".to_owned(),
+            "install".to_owned(),
+            INSTANCE_MANAGER.to_owned(),
+        ]),
+        security_context: Some(restricted_container_security()),
+        volume_mounts: Some(vec![mount("tusk-bin", INSTANCE_MANAGER_DIR, false)]),
+        ..Container::default()
+    }
+}
+
+fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::String("status".to_owned()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(1),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
+}
+
+/// Container `postgres`: the cluster's image running `tusk-instance run`.
+pub fn postgres_container(cluster: &Cluster) -> Container {
+    let spec = cluster.spec;
+    Container {
+        name: "postgres".to_owned(),
+        image: Some(postgres_image(spec)),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec![INSTANCE_MANAGER.to_owned(), "run".to_owned()]),
+        env: Some(vec![
+            plain_env("PGDATA", PGDATA),
+            pod_field_env("TUSK_POD_NAME", "metadata.name"),
+            pod_field_env("TUSK_NAMESPACE", "metadata.namespace"),
+            plain_env("TUSK_CLUSTER", cluster.name),
+            plain_env("TUSK_LEASE", cluster.lease_name()),
+            plain_env("TUSK_PEER_DOMAIN", cluster.peer_domain()),
+            plain_env("TUSK_CONFIG_FILE", format!("{CONFIG_DIR}/postgresql.conf")),
+            plain_env("TUSK_STATUS_PORT", STATUS_PORT.to_string()),
+            secret_env(
+                "POSTGRES_PASSWORD",
+                &cluster.superuser_secret_name(),
+                "password",
+            ),
+            plain_env("TUSK_APP_USER", spec.bootstrap.owner.clone()),
+            plain_env("TUSK_APP_DATABASE", spec.bootstrap.database.clone()),
+            secret_env("TUSK_APP_PASSWORD", &cluster.app_secret_name(), "password"),
+            secret_env(
+                "TUSK_REPLICATION_PASSWORD",
+                &cluster.replication_secret_name(),
+                "password",
+            ),
+        ]),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("postgres".to_owned()),
+                container_port: POSTGRES_PORT,
+                protocol: Some("TCP".to_owned()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("status".to_owned()),
+                container_port: STATUS_PORT,
+                protocol: Some("TCP".to_owned()),
+                ..ContainerPort::default()
+            },
+        ]),
+        resources: spec.resources.clone(),
+        // Ready only while PostgreSQL serves in the role the Lease gives: a fenced primary
+        // leaves the Services within one or two periods.
+        readiness_probe: Some(http_probe("/readyz", 2, 2)),
+        // The manager, not PostgreSQL: a long crash recovery or clone must not be killed.
+        liveness_probe: Some(http_probe("/healthz", 10, 6)),
+        // No preStop hook: the manager turns SIGTERM into a fast shutdown itself.
+        security_context: Some(restricted_container_security()),
+        volume_mounts: Some(vec![
+            mount("data", DATA_MOUNT, false),
+            mount("config", CONFIG_DIR, true),
+            mount("tusk-bin", INSTANCE_MANAGER_DIR, true),
+            mount("run", "/var/run/postgresql", false),
+            mount("tmp", "/tmp", false),
+            mount("shm", "/dev/shm", false),
+        ]),
+        ..Container::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::fixtures::*;
+
+    fn container(spec: &str) -> Container {
+        postgres_container(&Cluster::new(&postgresql(spec)).unwrap())
+    }
+
+    #[test]
+    fn runs_the_instance_manager_in_the_official_image_of_the_major() {
+        let c = container(MINIMAL);
+        assert_eq!(c.image.as_deref(), Some("docker.io/library/postgres:18"));
+        assert_eq!(c.command.unwrap(), [INSTANCE_MANAGER, "run"]);
+        let c = container("version: \"16\"\nstorage: {size: 1Gi}");
+        assert_eq!(c.image.as_deref(), Some("docker.io/library/postgres:16"));
+        let c = container("image: registry.local/pg:17.2\nstorage: {size: 1Gi}");
+        assert_eq!(c.image.as_deref(), Some("registry.local/pg:17.2"));
+    }
+
+    #[test]
+    fn the_installer_copies_the_manager_from_the_agent_image() {
+        let agent = AgentSettings {
+            image: "ghcr.io/tusk/backup-agent:test".into(),
+        };
+        let init = installer_container(&agent);
+        assert_eq!(
+            init.image.as_deref(),
+            Some("ghcr.io/tusk/backup-agent:test")
+        );
+        assert_eq!(
+            init.command.unwrap(),
+            ["tusk-instance", "install", INSTANCE_MANAGER]
+        );
+        let mounts = init.volume_mounts.unwrap();
+        assert_eq!(
+            (mounts[0].name.as_str(), mounts[0].read_only),
+            ("tusk-bin", None)
+        );
+    }
+
+    #[test]
+    fn the_manager_learns_its_pod_lease_and_peers_from_its_environment() {
+        let env = container(MINIMAL).env.unwrap();
+        let value = |name: &str| env.iter().find(|e| e.name == name).unwrap().clone();
+        assert_eq!(value("TUSK_LEASE").value.as_deref(), Some("demo-primary"));
+        assert_eq!(
+            value("TUSK_PEER_DOMAIN").value.as_deref(),
+            Some("demo-hl.prod.svc")
+        );
+        let pod = value("TUSK_POD_NAME")
+            .value_from
+            .unwrap()
+            .field_ref
+            .unwrap();
+        assert_eq!(pod.field_path, "metadata.name");
+        assert_eq!(
+            value("PGDATA").value.as_deref(),
+            Some("/var/lib/postgresql/data")
+        );
+    }
+
+    #[test]
+    fn passwords_come_from_secrets_never_literals() {
+        let env = container(MINIMAL).env.unwrap();
+        for name in [
+            "POSTGRES_PASSWORD",
+            "TUSK_APP_PASSWORD",
+            "TUSK_REPLICATION_PASSWORD",
+        ] {
+            let var = env.iter().find(|e| e.name == name).unwrap();
+            assert_eq!(var.value, None);
+            assert!(var.value_from.as_ref().unwrap().secret_key_ref.is_some());
+        }
+    }
+
+    #[test]
+    fn readiness_asks_the_manager_and_liveness_never_kills_a_recovering_server() {
+        let c = container(MINIMAL);
+        let ready = c.readiness_probe.unwrap().http_get.unwrap();
+        assert_eq!(ready.path.as_deref(), Some("/readyz"));
+        let live = c.liveness_probe.unwrap().http_get.unwrap();
+        assert_eq!(live.path.as_deref(), Some("/healthz"));
+        assert!(c.startup_probe.is_none() && c.lifecycle.is_none());
+    }
+
+    #[test]
+    fn is_unprivileged_with_a_read_only_root_and_a_read_only_manager() {
+        let c = container(MINIMAL);
+        let security = c.security_context.unwrap();
+        assert_eq!(security.read_only_root_filesystem, Some(true));
+        assert_eq!(security.allow_privilege_escalation, Some(false));
+        assert_eq!(security.capabilities.unwrap().drop.unwrap(), ["ALL"]);
+        let mounts = c.volume_mounts.unwrap();
+        let manager = mounts.iter().find(|m| m.name == "tusk-bin").unwrap();
+        assert_eq!(manager.read_only, Some(true));
+    }
+}
