@@ -380,6 +380,27 @@ def ensure_database(pod: dict) -> None:
         save_state(state)
 
 
+# What `tusk-instance run` does on a primary's first start, in the image's shell terms; psql
+# variables quote the names and the password.
+APP_ROLE_SCRIPT = """#!/bin/bash
+set -euo pipefail
+psql -v ON_ERROR_STOP=1 --no-psqlrc --username postgres --dbname postgres \\
+  --set=owner="$TUSK_APP_USER" --set=password="$TUSK_APP_PASSWORD" --set=db="$TUSK_APP_DATABASE" <<'SQL'
+CREATE ROLE :"owner" LOGIN PASSWORD :'password';
+CREATE DATABASE :"db" OWNER :"owner";
+SQL
+"""
+
+
+def server_args(container: dict, env: dict) -> list:
+    """The postgres arguments of the container: the instance manager passes the ConfigMap's
+    file from TUSK_CONFIG_FILE; a plain image takes them from the container's args."""
+    args = list(container.get("args", []))
+    if env.get("TUSK_CONFIG_FILE"):
+        args = ["-c", f"config_file={env['TUSK_CONFIG_FILE']}", *args]
+    return args
+
+
 def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     """initdb + start + first-start scripts, as the postgres image's entrypoint does them."""
     resolver = Resolver(pod)
@@ -418,7 +439,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         "superuser": env.get("POSTGRES_USER", "postgres"),
         "binDir": str(bin_dir),
         "image": container.get("image", ""),
-        "server_args": [rewrite_arg(a, mounts) for a in container.get("args", [])]
+        "server_args": [rewrite_arg(a, mounts) for a in server_args(container, env)]
         + ["-c", f"port={port}", "-c", "listen_addresses=127.0.0.1"],
     }
     if AS_POSTGRES:
@@ -452,7 +473,16 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         "PGPORT": str(port),
         "LANG": "C.UTF-8",
     }
-    for script in sorted(init_dir.glob("*")) if init_dir.is_dir() else []:
+    scripts = sorted(init_dir.glob("*")) if init_dir.is_dir() else []
+    if env.get("TUSK_APP_USER"):
+        # The instance manager's first start (docs/replication.md): the app role and database.
+        app_sql = root / "tusk-app.sh"
+        app_sql.write_text(APP_ROLE_SCRIPT)
+        app_sql.chmod(0o755)
+        if AS_POSTGRES:
+            shutil.chown(app_sql, "postgres", "postgres")
+        scripts.append(app_sql)
+    for script in scripts:
         if script.suffix == ".sh":
             cmd = [str(script)] if os.access(script, os.X_OK) else ["bash", str(script)]
         elif script.suffix == ".sql":

@@ -58,9 +58,27 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Pods: the database pods are watched (readiness, IP) and patched for one label, their
+# role (primary/replica), which the -rw and -ro Services select on; a failed Job's pods are
+# listed for their termination message.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "watch", "patch"]
+# The database pods' identity: a ServiceAccount whose Role may get and update its cluster's
+# Lease. Granting that Role needs the operator to hold get/update on leases itself.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["list", "watch", "create", "patch"]
+# The primary Lease of each cluster: created once, read and handed over on failover.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
