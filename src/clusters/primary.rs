@@ -37,6 +37,18 @@ pub struct PrimaryState {
     /// Look again this soon: a lost primary is being watched.
     pub recheck: Option<Duration>,
     pub writes: Vec<Written>,
+    /// Pods whose role label this reconcile already set (the cache does not show it yet).
+    relabelled: Vec<String>,
+}
+
+impl PrimaryState {
+    /// The state of a cluster whose Lease `pod` holds, with nothing else known.
+    pub fn held_by(pod: &str) -> Self {
+        Self {
+            current: Some(pod.to_owned()),
+            ..Self::default()
+        }
+    }
 }
 
 /// Creates the Lease once, fails over when its holder is lost, and labels every pod with its
@@ -109,6 +121,7 @@ async fn watch_lost_primary(
             // Out of `-rw` first: no client is routed to the old primary from here on.
             if let Some(old) = pods.iter().find(|p| p.name_any() == from) {
                 set_role(ctx, cluster, old, ROLE_REPLICA).await?;
+                state.relabelled.push(from.clone());
             }
             if !hand_over(leases, lease, &target, cluster).await? {
                 // The holder renewed after all (it is alive): look again at once.
@@ -194,7 +207,9 @@ async fn label_roles(
         } else {
             ROLE_REPLICA
         };
-        if pod.labels().get(ROLE_LABEL).map(String::as_str) != Some(role) {
+        let labelled = pod.labels().get(ROLE_LABEL).map(String::as_str) == Some(role)
+            || (role == ROLE_REPLICA && state.relabelled.contains(&name));
+        if !labelled {
             set_role(ctx, cluster, pod, role).await?;
         }
         state.instances.push(InstanceState {

@@ -15,7 +15,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
-use super::instances::{InstanceReader, LeaseClock};
+use super::instances::{InstanceReader, InstanceStatus, LeaseClock};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, STATUS_PORT};
@@ -74,9 +74,9 @@ pub struct Context {
     /// Opens backup buckets, for manifests, retention and cleanup.
     pub buckets: Arc<dyn Buckets>,
     /// When each primary Lease was last seen to change.
-    pub lease_clock: LeaseClock,
+    pub lease_clock: Arc<LeaseClock>,
     /// The instance managers' `/status`, read during a failover.
-    pub instances: InstanceReader,
+    pub instances: Arc<dyn InstanceStatus>,
 }
 
 impl Context {
@@ -100,9 +100,23 @@ impl Context {
             backoff: ErrorBackoff::default(),
             backup_backoff: ErrorBackoff::default(),
             buckets,
-            lease_clock: LeaseClock::default(),
-            instances: InstanceReader::new(STATUS_PORT),
+            lease_clock: Arc::default(),
+            instances: Arc::new(InstanceReader::new(STATUS_PORT)),
         }
+    }
+}
+
+impl Context {
+    /// The same context reading instance reports from `instances`.
+    pub fn with_instances(mut self, instances: Arc<dyn InstanceStatus>) -> Self {
+        self.instances = instances;
+        self
+    }
+
+    /// The same context remembering Leases in `clock` (shared with another context).
+    pub fn with_lease_clock(mut self, clock: Arc<LeaseClock>) -> Self {
+        self.lease_clock = clock;
+        self
     }
 }
 

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Deserialize;
 
@@ -67,6 +69,14 @@ impl LeaseClock {
     }
 }
 
+/// Where the operator reads the instance managers' reports (a trait, so that scenarios can
+/// answer for instances that do not run).
+#[async_trait::async_trait]
+pub trait InstanceStatus: Send + Sync {
+    /// The report of the manager at pod IP `ip`, or `None` when it does not answer in time.
+    async fn report(&self, ip: &str) -> Option<InstanceReport>;
+}
+
 /// Reads instance managers' `/status` over the pod network.
 pub struct InstanceReader {
     http: reqwest::Client,
@@ -82,9 +92,11 @@ impl InstanceReader {
             .unwrap_or_default();
         Self { http, port }
     }
+}
 
-    /// The report of the manager at `ip`, or `None` when it does not answer in time.
-    pub async fn report(&self, ip: &str) -> Option<InstanceReport> {
+#[async_trait::async_trait]
+impl InstanceStatus for InstanceReader {
+    async fn report(&self, ip: &str) -> Option<InstanceReport> {
         let host = if ip.contains(':') {
             format!("[{ip}]")
         } else {

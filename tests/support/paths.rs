@@ -14,3 +14,4 @@ pub const SERVICE_ACCOUNTS: &str = "/api/v1/namespaces/prod/serviceaccounts";
 pub const ROLES: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/roles";
 pub const ROLE_BINDINGS: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/rolebindings";
 pub const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/prod/leases";
+pub const PODS: &str = "/api/v1/namespaces/prod/pods";

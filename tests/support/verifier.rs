@@ -239,7 +239,20 @@ impl Verifier {
                 }
             }
             if !extra.is_empty() {
-                return Err(format!("unexpected calls after the script: {extra:#?}"));
+                let played: Vec<String> = seen
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} {} {}",
+                            s.method,
+                            s.path,
+                            s.body.get("reason").unwrap_or(&Value::Null)
+                        )
+                    })
+                    .collect();
+                return Err(format!(
+                    "unexpected calls after the script: {extra:#?}; played: {played:#?}"
+                ));
             }
             Ok(seen)
         })

@@ -174,10 +174,7 @@ pub fn status_for(
         backups: Box::default(),
         storage: None,
         // The Lease exists and ordinal 0 holds it.
-        primary: Box::new(PrimaryState {
-            current: Some("demo-0".to_owned()),
-            ..PrimaryState::default()
-        }),
+        primary: Box::new(PrimaryState::held_by("demo-0")),
     };
     status::compute(
         pg.status.as_ref(),
@@ -214,6 +211,16 @@ pub fn context_with(
     cache: Cache,
     bucket: MemoryBucket,
 ) -> Arc<Context> {
+    Arc::new(plain_context(client, pg, cache, bucket))
+}
+
+/// The context itself, for scenarios that replace parts of it.
+pub fn plain_context(
+    client: Client,
+    pg: &PostgreSQL,
+    cache: Cache,
+    bucket: MemoryBucket,
+) -> Context {
     let caches = Caches {
         clusters: store_of(vec![pg.clone()]).0,
         secrets: store_of(cache.secrets).0,
@@ -229,13 +236,13 @@ pub fn context_with(
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,
     };
-    Arc::new(Context::new(
+    Context::new(
         client,
         agent(),
         caches,
         Arc::new(Metrics::default()),
         Arc::new(bucket),
-    ))
+    )
 }
 
 /// A Backup of `demo` as the API server hands it over; `scheduled` marks an operator record.
