@@ -19,6 +19,7 @@ pub mod objects;
 pub mod platform;
 pub mod pods;
 pub mod prometheus;
+pub mod replication;
 pub mod samples;
 pub mod scale;
 pub mod settings;

@@ -1,0 +1,252 @@
+//! What the replication scenarios need: a replicated cluster, SQL in one chosen pod, and a
+//! writer that appends numbered rows through the `-rw` Service and records every acknowledged
+//! commit with its timeline and time, so a fault's write gap and any lost row can be measured.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::Api;
+use tokio::task::JoinHandle;
+use tokio_postgres::NoTls;
+
+use crate::kubectl::kubectl;
+use crate::{Context, Ctx, Result};
+
+/// A PostgreSQL with `instances` instances.
+pub fn replicated(name: &str, instances: u8) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: PostgreSQL
+metadata: {{name: {name}}}
+spec:
+  version: \"18\"
+  instances: {instances}
+  storage: {{size: 1Gi}}
+"
+    )
+}
+
+/// One acknowledged insert.
+#[derive(Clone, Copy, Debug)]
+pub struct Ack {
+    pub n: i64,
+    pub timeline: i64,
+    pub at: Instant,
+}
+
+/// A writer appending rows `1, 2, …` to table `writes` through the `-rw` Service.
+pub struct Writer {
+    acks: Arc<Mutex<Vec<Ack>>>,
+    task: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Starts writing to cluster `cluster` as its application role, over the `-rw` Service's
+    /// cluster IP (the host routes cluster IPs on the e2e node).
+    pub async fn start(ctx: &Ctx, cluster: &str) -> Result<Self> {
+        let config = rw_config(ctx, cluster).await?;
+        let client = connect(&config).await?;
+        client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS writes (n bigint PRIMARY KEY, timeline bigint)",
+            )
+            .await
+            .context("CREATE TABLE writes")?;
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let recorded = acks.clone();
+        let task = tokio::spawn(async move {
+            let mut n = 0_i64;
+            let mut session = Some(client);
+            loop {
+                let client = match session.take() {
+                    Some(client) => client,
+                    None => match connect(&config).await {
+                        Ok(client) => client,
+                        Err(_) => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    },
+                };
+                n += 1;
+                // The timeline of the WAL the row went to: the first 8 hex digits of its file.
+                let insert = "INSERT INTO writes VALUES ($1, ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint) RETURNING timeline";
+                let result =
+                    tokio::time::timeout(Duration::from_secs(2), client.query_one(insert, &[&n]))
+                        .await;
+                match result {
+                    Ok(Ok(row)) => {
+                        let ack = Ack {
+                            n,
+                            timeline: row.get(0),
+                            at: Instant::now(),
+                        };
+                        if let Ok(mut acks) = recorded.lock() {
+                            acks.push(ack);
+                        }
+                        session = Some(client);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    // Not acknowledged: the row may or may not exist; it is never counted.
+                    _ => {}
+                }
+            }
+        });
+        Ok(Self { acks, task })
+    }
+
+    /// Every acknowledgement so far.
+    pub fn acks(&self) -> Vec<Ack> {
+        self.acks.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+
+    /// Waits until a row is acknowledged after `since`.
+    pub async fn wait_ack_after(&self, since: Instant, timeout: Duration) -> Result<Ack> {
+        crate::until("a write acknowledged after the fault", timeout, || async {
+            let acks = self.acks();
+            Ok(match acks.iter().find(|a| a.at > since) {
+                Some(ack) => crate::Check::Done(*ack),
+                None => crate::Check::Pending(format!(
+                    "{} acknowledged, none after the fault",
+                    acks.len()
+                )),
+            })
+        })
+        .await
+    }
+
+    /// Stops writing; the acknowledgements.
+    pub fn stop(self) -> Vec<Ack> {
+        self.task.abort();
+        self.acks()
+    }
+}
+
+/// The longest time between two consecutive acknowledgements around `fault`: the write gap.
+pub fn write_gap(acks: &[Ack], fault: Instant) -> Option<Duration> {
+    let before = acks.iter().rev().find(|a| a.at <= fault)?;
+    let after = acks.iter().find(|a| a.at > fault)?;
+    Some(after.at.duration_since(before.at))
+}
+
+/// Acknowledged rows missing from `present` (the `n`s the new primary holds).
+pub fn lost(acks: &[Ack], present: &[i64]) -> Vec<i64> {
+    acks.iter()
+        .map(|a| a.n)
+        .filter(|n| present.binary_search(n).is_err())
+        .collect()
+}
+
+/// Whether a commit on a timeline came after the first commit on a newer one (a fork).
+pub fn forked(acks: &[Ack]) -> Option<(Ack, Ack)> {
+    acks.windows(2)
+        .find(|pair| pair[1].timeline < pair[0].timeline)
+        .map(|pair| (pair[0], pair[1]))
+}
+
+/// Every `n` in table `writes`, sorted, read through the `-rw` Service.
+pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
+    let client = connect(&rw_config(ctx, cluster).await?).await?;
+    let rows = client
+        .query("SELECT n FROM writes ORDER BY n", &[])
+        .await
+        .context("SELECT n FROM writes")?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// `sql` as the superuser in pod `pod` (over its socket), unaligned and tuples only.
+pub async fn pod_sql(ctx: &Ctx, pod: &str, sql: &str) -> Result<String> {
+    kubectl(&[
+        "-n",
+        &ctx.ns,
+        "exec",
+        pod,
+        "-c",
+        "postgres",
+        "--",
+        "psql",
+        "-U",
+        "postgres",
+        "-X",
+        "-A",
+        "-t",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-c",
+        sql,
+    ])
+    .await
+    .map(|out| out.trim().to_owned())
+}
+
+/// The pod that holds the primary Lease, as the cluster's status reports it.
+pub async fn current_primary(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
+    let pg = ctx.postgresql_in(&ctx.ns, cluster).await?;
+    Ok(pg.status.and_then(|s| s.current_primary))
+}
+
+async fn rw_config(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Config> {
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let service = services.get(&format!("{cluster}-rw")).await?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context(format!("{cluster}-rw has no cluster IP"))?;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let secret = secrets.get(&format!("{cluster}-app")).await?;
+    let field = |key: &str| -> Result<String> {
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .context(format!("{key} in {cluster}-app"))?;
+        String::from_utf8(data.0.clone()).context(key.to_owned())
+    };
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(&ip)
+        .port(5432)
+        .user(field("username")?)
+        .password(field("password")?)
+        .dbname(field("dbname")?)
+        .connect_timeout(Duration::from_secs(1));
+    Ok(config)
+}
+
+async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .context("connecting through -rw")?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(n: i64, timeline: i64, at: Instant) -> Ack {
+        Ack { n, timeline, at }
+    }
+
+    #[test]
+    fn the_gap_spans_the_last_ack_before_the_fault_to_the_first_after() {
+        let t0 = Instant::now();
+        let acks = [
+            ack(1, 1, t0),
+            ack(2, 1, t0 + Duration::from_secs(1)),
+            ack(3, 2, t0 + Duration::from_secs(5)),
+        ];
+        let fault = t0 + Duration::from_millis(1500);
+        assert_eq!(write_gap(&acks, fault), Some(Duration::from_secs(4)));
+        assert_eq!(lost(&acks, &[1, 3]), [2]);
+        assert!(forked(&acks).is_none());
+        let forked_acks = [ack(1, 1, t0), ack(2, 2, t0), ack(3, 1, t0)];
+        assert_eq!(forked(&forked_acks).map(|(a, b)| (a.n, b.n)), Some((2, 3)));
+    }
+}
