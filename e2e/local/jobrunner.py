@@ -254,7 +254,9 @@ class Resolver:
             return
         if "emptyDir" in volume or "persistentVolumeClaim" in volume:
             return  # an empty directory (a claim's data is the local instance's own directory)
-        raise ConfigError(f'volume {volume["name"]}: only secret, configMap, emptyDir and claims are supported')
+        if "projected" in volume and volume["name"].startswith("kube-api-access-"):
+            return  # the ServiceAccount token the instance manager renews its Lease with: unused here
+        raise ConfigError(f'volume {volume["name"]}: only secret, configMap, emptyDir, claims and the API token are supported')
 
 
 def rewrite_path(value: str, mounts: dict[str, Path]) -> str:
