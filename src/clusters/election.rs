@@ -51,6 +51,34 @@ pub fn most_advanced<'a>(
         })
 }
 
+/// How many replicas must report before one may be promoted. With synchronous replication
+/// (`ANY sync_number`) every acknowledged commit is on `sync_number` of the `standbys`; any
+/// `standbys - sync_number + 1` of them include one of those, so the most advanced of that many
+/// holds every acknowledged commit. Asynchronous replication promises nothing: one will do.
+pub fn reports_needed(standbys: usize, sync_number: Option<usize>) -> usize {
+    match sync_number {
+        Some(n) if n >= 1 => standbys.saturating_sub(n) + 1,
+        _ => 1,
+    }
+}
+
+/// The replica to promote: the most advanced of the promotable `reports`, provided at least
+/// `needed` replicas are promotable.
+pub fn candidate<'a>(
+    reports: &'a [InstanceReport],
+    holder: &str,
+    needed: usize,
+) -> Result<&'a InstanceReport, usize> {
+    let promotable = reports
+        .iter()
+        .filter(|report| report.pod != holder && promotable(report))
+        .count();
+    match most_advanced(reports, holder) {
+        Some(best) if promotable >= needed => Ok(best),
+        _ => Err(promotable),
+    }
+}
+
 /// What to do about the primary.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -139,6 +167,22 @@ mod tests {
         fenced.role = "fenced".into();
         let holder = replica("demo-0", 1, "0/9000000", "0/9000000");
         assert_eq!(most_advanced(&[stopped, fenced, holder], "demo-0"), None);
+    }
+
+    #[test]
+    fn synchronous_quorums_need_enough_replicas_to_include_a_confirming_one() {
+        // Two standbys, ANY 1: both must answer (the one that confirmed may be either).
+        assert_eq!(reports_needed(2, Some(1)), 2);
+        // Two standbys, ANY 2: both hold every commit, one answer suffices.
+        assert_eq!(reports_needed(2, Some(2)), 1);
+        assert_eq!(reports_needed(4, Some(2)), 3);
+        assert_eq!(reports_needed(2, None), 1);
+        let one = [replica("demo-1", 1, "0/9000000", "0/9000000")];
+        assert_eq!(candidate(&one, "demo-0", 2).map(|r| r.pod.as_str()), Err(1));
+        assert_eq!(
+            candidate(&one, "demo-0", 1).map(|r| r.pod.as_str()),
+            Ok("demo-1")
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use super::children::Written;
-use super::election::{Decision, decide, most_advanced};
+use super::election::{Decision, candidate, decide, reports_needed};
 use crate::crd::{Failover, InstanceState, Phase, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{
@@ -108,14 +108,19 @@ async fn watch_lost_primary(
         Decision::Expired => {
             let from = state.current.clone().unwrap_or_default();
             let reports = read_reports(ctx, pods, &from).await;
-            let Some(target) = most_advanced(&reports, &from) else {
-                state.stuck = Some(format!(
-                    "primary {from} has not renewed its Lease for {}s and no replica can be \
-                     promoted (none is running and answering)",
-                    unchanged.as_secs()
-                ));
-                state.recheck = Some(Duration::from_secs(2));
-                return Ok(());
+            let needed = reports_needed(standbys(cluster), sync_number(cluster));
+            let target = match candidate(&reports, &from, needed) {
+                Ok(target) => target,
+                Err(promotable) => {
+                    state.stuck = Some(format!(
+                        "primary {from} has not renewed its Lease for {}s; {promotable} replica(s) \
+                         running and answering, {needed} needed to be sure the promoted one holds \
+                         every acknowledged commit",
+                        unchanged.as_secs()
+                    ));
+                    state.recheck = Some(Duration::from_secs(2));
+                    return Ok(());
+                }
             };
             let target = target.pod.clone();
             // Out of `-rw` first: no client is routed to the old primary from here on.
@@ -140,6 +145,17 @@ async fn watch_lost_primary(
             Ok(())
         }
     }
+}
+
+/// The instances other than the primary.
+fn standbys(cluster: &Cluster<'_>) -> usize {
+    usize::try_from(cluster.spec.instances.max(1) - 1).unwrap_or(0)
+}
+
+/// `ANY n` of `spec.replication.synchronous`, if set.
+fn sync_number(cluster: &Cluster<'_>) -> Option<usize> {
+    let synchronous = cluster.spec.replication.as_ref()?.synchronous.as_ref()?;
+    usize::try_from(synchronous.number).ok()
 }
 
 /// The `/status` of every instance but `holder` that has a pod IP, read concurrently.

@@ -9,6 +9,7 @@ pub mod conditions;
 mod destination;
 mod parameters;
 mod postgresql;
+mod replication;
 mod rules;
 mod verification;
 
@@ -28,6 +29,7 @@ pub use postgresql::{
     BackupPolicy, Bootstrap, Compression, LocalName, ObjectStoreRestore, OnDelete, PostgreSQL,
     PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,
 };
+pub use replication::{Replication, Synchronous};
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
     VerifiedBackup, VerifyPolicy,

@@ -16,6 +16,7 @@ pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
     "unix_socket_permissions",
     "include",
     "include_dir",
+    "synchronous_standby_names",
     "include_if_exists",
 ];
 

@@ -41,6 +41,7 @@ use super::{parameters, rules};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("spec.restore can only be set when the cluster is created"))]
+#[x_kube(validation = Rule::new("!has(self.replication) || !has(self.replication.synchronous) || self.replication.synchronous.number < self.instances").message("spec.replication.synchronous.number must be less than spec.instances: the primary cannot wait for more replicas than the cluster has"))]
 pub struct PostgreSQLSpec {
     /// PostgreSQL major version. Changing it on an existing cluster is not supported.
     #[serde(default)]
@@ -58,6 +59,10 @@ pub struct PostgreSQLSpec {
     #[serde(default = "default_instances")]
     #[x_kube(validation = Rule::new("self >= 1 && self <= 9").message("spec.instances must be between 1 and 9"))]
     pub instances: i32,
+
+    /// How replicas follow the primary (with `instances` > 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<super::Replication>,
 
     /// Persistent storage for the data directory.
     pub storage: VolumeSpec,

@@ -95,6 +95,12 @@ fn invalid_specs_are_rejected_with_the_field_named() {
             "spec.instances must be between 1 and 9",
         ),
         (
+            "synchronous quorum as large as the cluster",
+            "demo",
+            json!({"instances": 2, "replication": {"synchronous": {"number": 2}}, "storage": storage()}),
+            "spec.replication.synchronous.number must be less than spec.instances",
+        ),
+        (
             "zero instances",
             "demo",
             json!({"instances": 0, "storage": storage()}),

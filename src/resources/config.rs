@@ -27,9 +27,24 @@ pub enum ParameterError {
     Refused { key: String, reason: String },
 }
 
-/// postgresql.conf: the settings Tusk owns first, then the user's parameters in key order.
+/// `synchronous_standby_names` for `spec.replication.synchronous`: any `number` of the
+/// cluster's instances, named as they connect (`application_name` is the pod's name). The
+/// primary's own name in the list is harmless: it never streams from itself.
+pub fn synchronous_standby_names(cluster: &Cluster) -> Option<String> {
+    let synchronous = cluster.spec.replication.as_ref()?.synchronous.as_ref()?;
+    let names: Vec<String> = cluster
+        .pod_names()
+        .iter()
+        .map(|pod| format!("\"{pod}\""))
+        .collect();
+    Some(format!("ANY {} ({})", synchronous.number, names.join(", ")))
+}
+
+/// postgresql.conf: the settings Tusk owns first (with `synchronous`, the value of
+/// `synchronous_standby_names`), then the user's parameters in key order.
 pub fn render_postgresql_conf(
     parameters: &BTreeMap<String, String>,
+    synchronous: Option<&str>,
 ) -> Result<String, ParameterError> {
     let mut conf = format!(
         "# Managed by Tusk: change spec.parameters of the PostgreSQL instead.\n\
@@ -38,8 +53,12 @@ pub fn render_postgresql_conf(
          hba_file = '{CONFIG_DIR}/pg_hba.conf'\n\
          ident_file = '{CONFIG_DIR}/pg_ident.conf'\n\
          unix_socket_directories = '/var/run/postgresql'\n\
-         password_encryption = 'scram-sha-256'\n"
+         password_encryption = 'scram-sha-256'\n\
+         wal_log_hints = on\n"
     );
+    if let Some(names) = synchronous {
+        let _ = writeln!(conf, "synchronous_standby_names = {}", quote(names));
+    }
     if !parameters.is_empty() {
         conf.push_str("# spec.parameters\n");
     }
@@ -100,7 +119,10 @@ pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
     let data = BTreeMap::from([
         (
             "postgresql.conf".to_owned(),
-            render_postgresql_conf(&cluster.spec.parameters)?,
+            render_postgresql_conf(
+                &cluster.spec.parameters,
+                synchronous_standby_names(cluster).as_deref(),
+            )?,
         ),
         ("pg_hba.conf".to_owned(), render_hba()),
         (
@@ -139,7 +161,7 @@ mod tests {
             ("max_connections".to_owned(), "200".to_owned()),
             ("search_path".to_owned(), "'$user', public".to_owned()),
         ]);
-        let conf = render_postgresql_conf(&params).unwrap();
+        let conf = render_postgresql_conf(&params, None).unwrap();
         assert!(conf.contains("port = 5432\n"));
         assert!(conf.contains("hba_file = '/etc/tusk/pg_hba.conf'\n"));
         assert!(conf.ends_with("max_connections = '200'\nsearch_path = '''$user'', public'\n"));
@@ -186,7 +208,7 @@ mod tests {
             r"\101",
         ] {
             let params = BTreeMap::from([("application_name".to_owned(), value.to_owned())]);
-            let conf = render_postgresql_conf(&params).unwrap();
+            let conf = render_postgresql_conf(&params, None).unwrap();
             let (_, line) = conf.split_once("application_name = ").unwrap();
             assert_eq!(read_back(line).as_deref(), Some(value), "{line:?}");
         }
@@ -195,7 +217,7 @@ mod tests {
     #[test]
     fn unsafe_parameters_are_refused_by_the_builder_too() {
         let render = |key: &str, value: &str| {
-            render_postgresql_conf(&BTreeMap::from([(key.to_owned(), value.to_owned())]))
+            render_postgresql_conf(&BTreeMap::from([(key.to_owned(), value.to_owned())]), None)
         };
         let refused = |key: &str, value: &str| render(key, value).unwrap_err().to_string();
         assert!(refused("work_mem", "1MB\nport = 1").contains("single line"));
@@ -227,6 +249,23 @@ mod tests {
             .is_ok()
         );
         assert!(render("shared_preload_libraries", "").is_ok());
+    }
+
+    #[test]
+    fn synchronous_replication_waits_for_any_n_of_the_instances() {
+        let pg = postgresql(
+            "instances: 3\nreplication: {synchronous: {number: 1}}\nstorage: {size: 1Gi}",
+        );
+        let cm = config_map(&Cluster::new(&pg).unwrap()).unwrap();
+        let conf = &cm.data.unwrap()["postgresql.conf"];
+        assert!(
+            conf.contains(
+                "synchronous_standby_names = 'ANY 1 (\"demo-0\", \"demo-1\", \"demo-2\")'\n"
+            ),
+            "{conf}"
+        );
+        let plain = config_map(&Cluster::new(&postgresql(MINIMAL)).unwrap()).unwrap();
+        assert!(!plain.data.unwrap()["postgresql.conf"].contains("synchronous_standby_names"));
     }
 
     #[test]
