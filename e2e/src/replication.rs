@@ -75,21 +75,19 @@ impl Writer {
                 let result =
                     tokio::time::timeout(Duration::from_secs(2), client.query_one(insert, &[&n]))
                         .await;
-                match result {
-                    Ok(Ok(row)) => {
-                        let ack = Ack {
-                            n,
-                            timeline: row.get(0),
-                            at: Instant::now(),
-                        };
-                        if let Ok(mut acks) = recorded.lock() {
-                            acks.push(ack);
-                        }
-                        session = Some(client);
-                        tokio::time::sleep(Duration::from_millis(20)).await;
+                // Not acknowledged (an error or no answer): the row may or may not exist; it
+                // is never counted, and the next attempt opens a new session.
+                if let Ok(Ok(row)) = result {
+                    let ack = Ack {
+                        n,
+                        timeline: row.get(0),
+                        at: Instant::now(),
+                    };
+                    if let Ok(mut acks) = recorded.lock() {
+                        acks.push(ack);
                     }
-                    // Not acknowledged: the row may or may not exist; it is never counted.
-                    _ => {}
+                    session = Some(client);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
         });

@@ -1,0 +1,117 @@
+//! The failover benchmark (scripts/bench-failover.sh): repeated faults on one three-instance
+//! cluster on real pods, each measured by the writer's gap between the last acknowledged row
+//! before the fault and the first after it. Prints the figures; asserts only the invariants
+//! (no acknowledged row lost, no forked timeline), never a speed. Skipped unless
+//! TUSK_FAILOVER_TRIALS is set.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::DeleteParams;
+use tusk_e2e::replication::{
+    Writer, current_primary, forked, lost, pod_sql, replicated, rows, write_gap,
+};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, skip, until};
+
+const NAME: &str = "bench";
+
+/// p50 and the maximum (with 20 trials p99 is the maximum), in seconds.
+fn summary(gaps: &[Duration]) -> String {
+    let mut sorted: Vec<f64> = gaps.iter().map(Duration::as_secs_f64).collect();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize];
+    format!(
+        "n={} p50={:.2}s p99={:.2}s max={:.2}s",
+        sorted.len(),
+        at(0.5),
+        at(0.99),
+        sorted.last().copied().unwrap_or_default()
+    )
+}
+
+/// Waits until every instance is Ready again and `pod` is a replica or the primary it should be.
+async fn settled(ctx: &Ctx) -> Result<String> {
+    ctx.wait_ready(&[NAME]).await?;
+    until("a primary in status", ctx.timeout(), || async {
+        let primary = current_primary(ctx, NAME).await?.unwrap_or_default();
+        let recovering = pod_sql(ctx, &primary, "SELECT pg_is_in_recovery()").await;
+        Ok(match recovering {
+            Ok(r) if r == "f" => Check::Done(primary),
+            other => Check::Pending(format!("{primary}: {other:?}")),
+        })
+    })
+    .await
+}
+
+/// One fault, measured: the write gap, after checking no acknowledged row was lost.
+async fn trial(ctx: &Ctx, fault: impl AsyncFnOnce(&str) -> Result) -> Result<Duration> {
+    let primary = settled(ctx).await?;
+    let writer = Writer::start(ctx, NAME).await?;
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
+    let at = Instant::now();
+    fault(&primary).await?;
+    writer
+        .wait_ack_after(at + Duration::from_millis(200), ctx.timeout())
+        .await?;
+    let acks = writer.stop();
+    let missing = lost(&acks, &rows(ctx, NAME).await?);
+    ensure!(missing.is_empty(), "acknowledged rows lost: {missing:?}");
+    ensure!(
+        forked(&acks).is_none(),
+        "a commit on an old timeline after a newer one"
+    );
+    let gap = write_gap(&acks, at).unwrap_or_default();
+    say(format!(
+        "  {primary}: gap {:.2}s, {} rows acknowledged",
+        gap.as_secs_f64(),
+        acks.len()
+    ));
+    Ok(gap)
+}
+
+#[scenario]
+async fn ha_failover_benchmark(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    let Ok(trials) = std::env::var("TUSK_FAILOVER_TRIALS") else {
+        return Err(skip(
+            "a benchmark: set TUSK_FAILOVER_TRIALS (scripts/bench-failover.sh)",
+        ));
+    };
+    let trials: usize = trials.parse().context("TUSK_FAILOVER_TRIALS")?;
+    ctx.apply(&replicated(NAME, 3)).await?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+
+    say("kill -9 of the primary's postmaster (restart in place):");
+    let mut killed = Vec::new();
+    for _ in 0..trials {
+        killed.push(
+            trial(&ctx, async |primary: &str| {
+                let kill = "kill -9 $(head -1 /var/lib/postgresql/data/postmaster.pid)";
+                ctx.exec_postgres(primary, &["bash", "-c", kill]).await?;
+                Ok(())
+            })
+            .await?,
+        );
+    }
+    say("the primary's pod force-deleted (failover):");
+    let mut deleted = Vec::new();
+    for _ in 0..trials {
+        deleted.push(
+            trial(&ctx, async |primary: &str| {
+                pods.delete(primary, &DeleteParams::default().grace_period(0))
+                    .await?;
+                Ok(())
+            })
+            .await?,
+        );
+    }
+    say("| fault | write gap | lost acknowledged rows |");
+    say("|---|---|---|");
+    say(format!("| kill -9 postmaster | {} | 0 |", summary(&killed)));
+    say(format!(
+        "| primary pod force-deleted | {} | 0 |",
+        summary(&deleted)
+    ));
+    Ok(())
+}
