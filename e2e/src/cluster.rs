@@ -43,14 +43,18 @@ pub fn backup_conditions(backup: &Backup) -> &[Condition] {
 }
 
 /// The children the operator keeps for a cluster: Secrets, ConfigMap, Services, StatefulSet,
-/// and the backup CronJob when a schedule is set.
+/// and the backup CronJob when a schedule is set (its ServiceAccount, Role, RoleBinding and
+/// Lease are not among the kinds the suite lists).
 pub fn children(pg: &PostgreSQL) -> Vec<Obj> {
     let name = pg.metadata.name.as_deref().unwrap_or_default();
     let mut all = vec![
         Obj::new(Kind::Secret, format!("{name}-superuser")),
         Obj::new(Kind::Secret, format!("{name}-app")),
+        Obj::new(Kind::Secret, format!("{name}-replication")),
         Obj::new(Kind::ConfigMap, format!("{name}-config")),
         Obj::new(Kind::Service, format!("{name}-rw")),
+        Obj::new(Kind::Service, format!("{name}-ro")),
+        Obj::new(Kind::Service, format!("{name}-r")),
         Obj::new(Kind::Service, format!("{name}-hl")),
         Obj::new(Kind::StatefulSet, name),
     ];

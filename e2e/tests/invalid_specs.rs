@@ -13,7 +13,11 @@ const GCS: &str =
 fn cases() -> Vec<(&'static str, &'static str, String)> {
     let bad = |field, spec: &str| (field, "bad", spec.to_string());
     vec![
-        bad("spec.instances", "{storage: {size: 1Gi}, instances: 2}"),
+        bad("spec.instances", "{storage: {size: 1Gi}, instances: 10}"),
+        bad(
+            "spec.replication.synchronous.number",
+            "{storage: {size: 1Gi}, instances: 2, replication: {synchronous: {number: 2}}}",
+        ),
         bad("spec.version", r#"{storage: {size: 1Gi}, version: "13"}"#),
         bad("spec.storage", r#"{version: "18"}"#),
         bad("spec.storage.size", r#"{storage: {size: "-1Gi"}}"#),

@@ -82,9 +82,9 @@ async fn operator_restart(ctx: Ctx) -> Result {
         restarted.elapsed().as_secs()
     ));
     let expected = [
-        (Kind::Secret, 2),
+        (Kind::Secret, 3),
         (Kind::ConfigMap, 1),
-        (Kind::Service, 2),
+        (Kind::Service, 4),
         (Kind::StatefulSet, 1),
         (Kind::CronJob, 1),
         (Kind::Pod, 1),
