@@ -18,10 +18,10 @@ pub enum Target {
     Replica,
 }
 
-/// The instance pod of `pg` for `target` among `pods` (ordinal 0 is the primary: the `-rw`
-/// Service selects it).
+/// The instance pod of `pg` for `target` among `pods`: the primary is the Lease holder the
+/// status reports (`-rw` selects it); a replica is any other ready instance.
 pub fn pick_pod(pg: &PostgreSQL, pods: &[Pod], target: Target) -> Result<String> {
-    let primary = format!("{}-0", pg.name_any());
+    let primary = crate::status::summary::primary_of(pg);
     let ready = |p: &&Pod| {
         p.status
             .as_ref()
@@ -39,7 +39,7 @@ pub fn pick_pod(pg: &PostgreSQL, pods: &[Pod], target: Target) -> Result<String>
         Error::Invalid(match target {
             Target::Primary => format!("the primary {primary} is not ready"),
             Target::Replica => format!(
-                "no ready replica of {} (spec.instances: {}; replication has not landed yet)",
+                "no ready replica of {} (spec.instances: {})",
                 pg.name_any(),
                 pg.spec.instances
             ),
@@ -151,6 +151,18 @@ mod tests {
             args.join(" "),
             "exec -n prod shop-0 -c postgres -i -- env PGOPTIONS=-c role=owner1 psql -U postgres -d shop"
         );
+    }
+
+    #[test]
+    fn the_primary_is_the_lease_holder_the_status_reports() {
+        let mut pg = cluster();
+        pg.status = Some(tusk::crd::PostgreSQLStatus {
+            current_primary: Some("shop-1".into()),
+            ..Default::default()
+        });
+        let pods = [pod("shop-0", true), pod("shop-1", true)];
+        assert_eq!(pick_pod(&pg, &pods, Target::Primary).unwrap(), "shop-1");
+        assert_eq!(pick_pod(&pg, &pods, Target::Replica).unwrap(), "shop-0");
     }
 
     #[test]

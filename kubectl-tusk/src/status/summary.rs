@@ -58,7 +58,8 @@ pub struct ConditionLine {
 #[derive(Serialize, Debug, PartialEq)]
 pub struct Instance {
     pub name: String,
-    /// `primary` for ordinal 0, which the `-rw` Service selects; `replica` otherwise.
+    /// `primary` for the Lease holder (`status.currentPrimary`), which `-rw` selects; `replica`
+    /// otherwise.
     pub role: String,
     pub ready: bool,
     pub phase: String,
@@ -132,7 +133,7 @@ pub fn summarize(fetched: &Fetched, now: Timestamp) -> Summary {
             .iter()
             .map(|c| condition_line(c, now))
             .collect(),
-        pods: instances(&pg.name_any(), &fetched.pods),
+        pods: instances(&primary_of(pg), &fetched.pods),
         endpoints: fetched.services.iter().map(endpoint).collect(),
         backups: fetched
             .backups
@@ -170,8 +171,16 @@ fn condition_line(c: &Condition, now: Timestamp) -> ConditionLine {
     }
 }
 
-fn instances(cluster: &str, pods: &[Pod]) -> Vec<Instance> {
-    let primary = format!("{cluster}-0");
+/// The pod holding the primary Lease (`status.currentPrimary`), or ordinal 0 before the
+/// operator reported one.
+pub fn primary_of(pg: &PostgreSQL) -> String {
+    pg.status
+        .as_ref()
+        .and_then(|s| s.current_primary.clone())
+        .unwrap_or_else(|| format!("{}-0", pg.name_any()))
+}
+
+fn instances(primary: &str, pods: &[Pod]) -> Vec<Instance> {
     let mut out: Vec<Instance> = pods
         .iter()
         .map(|pod| {
@@ -215,6 +224,10 @@ fn endpoint(service: &Service) -> Endpoint {
         .map_or(5432, |p| p.port);
     let purpose = if name.ends_with("-rw") {
         "read-write (primary)"
+    } else if name.ends_with("-ro") {
+        "read-only (replicas)"
+    } else if name.ends_with("-r") {
+        "any instance"
     } else if name.ends_with("-hl") {
         "headless (each pod by name)"
     } else {
