@@ -9,7 +9,8 @@ use std::time::Duration;
 /// The contract's PostgreSQL port: members reach each other on it.
 pub const PG_PORT: u16 = 5432;
 
-#[derive(clap::Args, Debug, Clone)]
+// No Debug: it holds passwords, and nothing should be able to print them.
+#[derive(clap::Args, Clone)]
 pub struct RunArgs {
     #[arg(long, env = "PGDATA")]
     pub pgdata: PathBuf,

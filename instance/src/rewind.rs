@@ -33,6 +33,6 @@ async fn rewind(ctx: &Context, from: &str) -> Result<(), Error> {
         .arg(ctx.pgdata())
         .arg(format!("--source-server={source}"));
     let out = ctx.reaper.run(cmd, "pg_rewind").await?;
-    tracing::info!(output = out.stdout.trim(), "pg_rewind done");
+    tracing::info!(output = out.stderr.trim(), "pg_rewind done");
     write_standby_config(ctx, from)
 }

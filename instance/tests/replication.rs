@@ -35,7 +35,7 @@ fn replica_clones_and_streams_from_the_holder() {
         primary
             .psql("SELECT slot_name || ':' || active FROM pg_replication_slots")
             .unwrap(),
-        "tusk_demo_1:t"
+        "tusk_demo_1:true"
     );
     let _ = cluster.member("demo-0");
 }

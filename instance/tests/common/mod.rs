@@ -55,11 +55,12 @@ fn chown(path: &Path) {
     }
 }
 
+// Fields drop in order: the managers stop (and dump their logs) before the directory goes.
 pub struct Cluster {
-    pub dir: tempfile::TempDir,
+    pub members: Vec<Instance>,
     pub role_file: PathBuf,
     pub binary: PathBuf,
-    pub members: Vec<Instance>,
+    pub dir: tempfile::TempDir,
 }
 
 pub struct Instance {
@@ -157,7 +158,12 @@ impl Cluster {
                 }
             })
             .collect();
-        Cluster { dir, role_file, binary, members }
+        Cluster {
+            members,
+            role_file,
+            binary,
+            dir,
+        }
     }
 
     /// Writes the stand-in Lease atomically: holder, members, and whether renews succeed.
