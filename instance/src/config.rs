@@ -43,7 +43,12 @@ pub struct RunArgs {
     #[arg(long, env = "TUSK_PG_PORT", default_value_t = PG_PORT, hide = true)]
     pub pg_port: u16,
     /// Unix socket directory; the passfile lives here too (outside PGDATA).
-    #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql", hide = true)]
+    #[arg(
+        long,
+        env = "TUSK_SOCKET_DIR",
+        default_value = "/var/run/postgresql",
+        hide = true
+    )]
     pub socket_dir: PathBuf,
     /// Directory of initdb, postgres, pg_basebackup, pg_rewind; empty: found on PATH, as in
     /// the official images.
@@ -56,7 +61,12 @@ pub struct RunArgs {
     #[arg(long, env = "TUSK_ROLE_FILE", hide = true)]
     pub role_file: Option<PathBuf>,
     /// How often the role source is polled (and the Lease renewed), in milliseconds.
-    #[arg(long, env = "TUSK_RENEW_INTERVAL_MS", default_value_t = 1000, hide = true)]
+    #[arg(
+        long,
+        env = "TUSK_RENEW_INTERVAL_MS",
+        default_value_t = 1000,
+        hide = true
+    )]
     pub renew_interval_ms: u64,
 }
 
@@ -80,7 +90,11 @@ pub struct Peers {
 impl Peers {
     pub fn new(domain: &str, overrides: &str) -> Result<Peers, String> {
         let mut map = BTreeMap::new();
-        for entry in overrides.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        for entry in overrides
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
             let (pod, addr) = entry
                 .split_once('=')
                 .ok_or_else(|| format!("TUSK_PEER_HOSTS entry {entry:?} is not pod=host:port"))?;

@@ -38,7 +38,8 @@ impl Context {
         };
         let mut cmd = Command::new(program);
         // Tools read passwords from the passfile, never from the command line.
-        cmd.env("PGPASSFILE", self.passfile()).env_remove("PGPASSWORD");
+        cmd.env("PGPASSFILE", self.passfile())
+            .env_remove("PGPASSWORD");
         cmd
     }
 

@@ -133,10 +133,19 @@ mod tests {
         let now = Instant::now();
         let l = lease(Some("demo-0"));
         let fresh = at(now, 0.5);
-        assert_eq!(decide(Some(&l), "demo-0", now, fresh, &Local::NoData), Action::Initdb);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::NoData),
+            Action::Initdb
+        );
         let stopped = Local::Stopped { standby: false };
-        assert_eq!(decide(Some(&l), "demo-0", now, fresh, &stopped), Action::StartPrimary);
-        assert_eq!(decide(Some(&l), "demo-0", now, fresh, &Local::Primary), Action::Wait);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &stopped),
+            Action::StartPrimary
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::Primary),
+            Action::Wait
+        );
     }
 
     #[test]
@@ -144,9 +153,18 @@ mod tests {
         let now = Instant::now();
         let l = lease(Some("demo-0"));
         // Deadline = 6 s - 2 s.
-        assert_eq!(decide(Some(&l), "demo-0", now, at(now, 3.9), &Local::Primary), Action::Wait);
-        assert_eq!(decide(Some(&l), "demo-0", now, at(now, 4.0), &Local::Primary), Action::Fence);
-        assert_eq!(decide(Some(&l), "demo-0", now, None, &Local::Primary), Action::Fence);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, at(now, 3.9), &Local::Primary),
+            Action::Wait
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, at(now, 4.0), &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &Local::Primary),
+            Action::Fence
+        );
     }
 
     #[test]
@@ -170,7 +188,10 @@ mod tests {
         let local = Local::Standby {
             upstream: Some("demo-0".into()),
         };
-        assert_eq!(decide(Some(&l), "demo-1", now, at(now, 0.1), &local), Action::Promote);
+        assert_eq!(
+            decide(Some(&l), "demo-1", now, at(now, 0.1), &local),
+            Action::Promote
+        );
     }
 
     #[test]
@@ -187,11 +208,23 @@ mod tests {
             Action::Fence
         );
         assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &Local::Stopped { standby: false }),
+            decide(
+                Some(&l),
+                "demo-0",
+                now,
+                None,
+                &Local::Stopped { standby: false }
+            ),
             Action::Rewind { from: from() }
         );
         assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &Local::Stopped { standby: true }),
+            decide(
+                Some(&l),
+                "demo-0",
+                now,
+                None,
+                &Local::Stopped { standby: true }
+            ),
             Action::StartStandby { upstream: from() }
         );
         let old = Local::Standby {
@@ -204,7 +237,10 @@ mod tests {
         let following = Local::Standby {
             upstream: Some(from()),
         };
-        assert_eq!(decide(Some(&l), "demo-0", now, None, &following), Action::Wait);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &following),
+            Action::Wait
+        );
     }
 
     #[test]
@@ -212,11 +248,26 @@ mod tests {
         let now = Instant::now();
         let l = lease(None);
         let fresh = at(now, 0.1);
-        assert_eq!(decide(Some(&l), "demo-0", now, fresh, &Local::Primary), Action::Fence);
-        assert_eq!(decide(Some(&l), "demo-0", now, fresh, &Local::NoData), Action::Wait);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::NoData),
+            Action::Wait
+        );
         let standby = Local::Standby { upstream: None };
-        assert_eq!(decide(Some(&l), "demo-0", now, fresh, &standby), Action::Wait);
-        assert_eq!(decide(None, "demo-0", now, fresh, &Local::Primary), Action::Fence);
-        assert_eq!(decide(None, "demo-0", now, fresh, &Local::NoData), Action::Wait);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &standby),
+            Action::Wait
+        );
+        assert_eq!(
+            decide(None, "demo-0", now, fresh, &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(None, "demo-0", now, fresh, &Local::NoData),
+            Action::Wait
+        );
     }
 }

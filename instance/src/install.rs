@@ -19,7 +19,11 @@ pub fn install(dest: &Path) -> Result<(), Error> {
     let name = dest
         .file_name()
         .ok_or_else(|| Error::Config(format!("{} is not a file path", dest.display())))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(&bytes)?;

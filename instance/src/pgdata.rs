@@ -141,7 +141,14 @@ pub async fn clone_from(ctx: &Context, from: &str) -> Result<(), Error> {
         let mut cmd = ctx.tool("pg_basebackup");
         cmd.arg("-D")
             .arg(pgdata)
-            .args(["-h", &host, "-p", &port.to_string(), "-U", "tusk_replication"])
+            .args([
+                "-h",
+                &host,
+                "-p",
+                &port.to_string(),
+                "-U",
+                "tusk_replication",
+            ])
             .args(["-X", "stream", "-S", &slot, "--checkpoint=fast", "-w"]);
         if create_slot {
             cmd.arg("-C");
@@ -179,7 +186,8 @@ fn prepare_empty(pgdata: &Path) -> Result<(), Error> {
 }
 
 /// Moves PGDATA aside to `<PGDATA>.old` (replacing an older one) so a re-clone starts empty
-/// while the diverged copy is kept for inspection.
+/// while the diverged copy is kept for inspection. When PGDATA is a volume's mount point it
+/// cannot be renamed: the re-clone then clears it instead.
 pub fn move_aside(pgdata: &Path) -> Result<(), Error> {
     let mut old = pgdata.as_os_str().to_owned();
     old.push(".old");
@@ -187,11 +195,17 @@ pub fn move_aside(pgdata: &Path) -> Result<(), Error> {
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(Error::io(format!("removing {}", old.display())))?;
     }
-    std::fs::rename(pgdata, &old).map_err(Error::io(format!(
-        "moving {} aside to {}",
-        pgdata.display(),
-        old.display()
-    )))
+    match std::fs::rename(pgdata, &old) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EXDEV)) => {
+            tracing::warn!(error = %e, "PGDATA cannot be moved aside: it will be cleared");
+            Ok(())
+        }
+        Err(e) => Err(Error::Io {
+            what: format!("moving {} aside to {}", pgdata.display(), old.display()),
+            source: e,
+        }),
+    }
 }
 
 /// `standby.signal` plus the manager's keys in `postgresql.auto.conf`, pointing at `upstream`.
@@ -288,7 +302,10 @@ mod tests {
     #[test]
     fn conninfo_quotes_every_value() {
         assert_eq!(
-            conninfo(&[("host", "demo-0.demo-hl.ns.svc"), ("passfile", r"/tmp/it's\x")]),
+            conninfo(&[
+                ("host", "demo-0.demo-hl.ns.svc"),
+                ("passfile", r"/tmp/it's\x")
+            ]),
             r"host='demo-0.demo-hl.ns.svc' passfile='/tmp/it\'s\\x'"
         );
     }

@@ -72,9 +72,7 @@ impl Reaper {
 
     pub fn spawn(&self, cmd: &mut Command, what: &str) -> Result<Spawned, Error> {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        let child = cmd
-            .spawn()
-            .map_err(Error::io(format!("starting {what}")))?;
+        let child = cmd.spawn().map_err(Error::io(format!("starting {what}")))?;
         let pid = child.id() as i32;
         let (tx, exit) = oneshot::channel();
         waiting.insert(pid, tx);
@@ -110,9 +108,7 @@ impl Reaper {
     }
 }
 
-fn read_all<R: std::io::Read + Send + 'static>(
-    pipe: Option<R>,
-) -> tokio::task::JoinHandle<String> {
+fn read_all<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> tokio::task::JoinHandle<String> {
     tokio::task::spawn_blocking(move || {
         let mut text = String::new();
         if let Some(mut pipe) = pipe {

@@ -30,7 +30,7 @@ pub struct Poll {
 }
 
 pub enum RoleSource {
-    Lease { api: Api<Lease>, name: String },
+    Lease { api: Box<Api<Lease>>, name: String },
     File { path: PathBuf },
 }
 
@@ -42,7 +42,7 @@ impl RoleSource {
         };
         let client = kube::Client::try_default().await.map_err(kube_error)?;
         Ok(RoleSource::Lease {
-            api: Api::namespaced(client, namespace),
+            api: Box::new(Api::namespaced(client, namespace)),
             name: name.to_string(),
         })
     }

@@ -52,7 +52,9 @@ pub fn quote_literal(value: &str) -> Result<String, Error> {
 
 fn reject_nul(value: &str) -> Result<(), Error> {
     if value.contains('\0') {
-        return Err(Error::Config("a name or password contains a NUL byte".into()));
+        return Err(Error::Config(
+            "a name or password contains a NUL byte".into(),
+        ));
     }
     Ok(())
 }

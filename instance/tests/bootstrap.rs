@@ -16,7 +16,11 @@ fn install_copies_the_executable_with_mode_0755() {
         .arg(&dest)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mode = std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o755);
     assert_eq!(
@@ -38,7 +42,12 @@ fn primary_initdb_has_checksums_app_role_and_replication_role() {
     assert_eq!(primary.psql("SHOW data_checksums").unwrap(), "on");
     assert_eq!(
         primary
-            .psql_as("app", APP_PASSWORD, "appdb", "SELECT current_user || '@' || current_database()")
+            .psql_as(
+                "app",
+                APP_PASSWORD,
+                "appdb",
+                "SELECT current_user || '@' || current_database()"
+            )
             .unwrap(),
         "app@appdb"
     );
@@ -56,14 +65,29 @@ fn primary_initdb_has_checksums_app_role_and_replication_role() {
     );
     assert_eq!(
         primary
-            .psql_as("tusk_replication", REPLICATION_PASSWORD, "postgres", "SELECT 1")
+            .psql_as(
+                "tusk_replication",
+                REPLICATION_PASSWORD,
+                "postgres",
+                "SELECT 1"
+            )
             .unwrap(),
         "1"
     );
-    assert!(primary.psql_as("app", "wrong", "appdb", "SELECT 1").is_err());
+    assert!(
+        primary
+            .psql_as("app", "wrong", "appdb", "SELECT 1")
+            .is_err()
+    );
     let status = primary.status().unwrap();
     assert_eq!(status["timeline"], 1);
     assert_eq!(status["leaseHolder"], "demo-0");
-    assert_eq!(common::http_get(primary.status_port, "/healthz").as_deref(), Some("ok"));
-    assert_eq!(common::http_get(primary.status_port, "/readyz").as_deref(), Some("ready"));
+    assert_eq!(
+        common::http_get(primary.status_port, "/healthz").as_deref(),
+        Some("ok")
+    );
+    assert_eq!(
+        common::http_get(primary.status_port, "/readyz").as_deref(),
+        Some("ready")
+    );
 }

@@ -11,7 +11,9 @@ fn holder_that_cannot_renew_is_fenced_within_the_deadline() {
     let mut cluster = Cluster::new(&["demo-0"]);
     cluster.set_lease("demo-0", true);
     cluster.member("demo-0").start();
-    cluster.member("demo-0").wait_ready_as("primary", Duration::from_secs(90));
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(90));
 
     let refused = Instant::now();
     cluster.set_lease("demo-0", false);
@@ -23,7 +25,10 @@ fn holder_that_cannot_renew_is_fenced_within_the_deadline() {
     });
     eprintln!("fenced {:?} after renews began to fail", refused.elapsed());
     let status = primary.status().unwrap();
-    assert_eq!((&status["postgres"], &status["fenced"]), (&"stopped".into(), &true.into()));
+    assert_eq!(
+        (&status["postgres"], &status["fenced"]),
+        (&"stopped".into(), &true.into())
+    );
 
     // No start as primary while renews keep failing...
     std::thread::sleep(Duration::from_secs(2));
@@ -48,8 +53,30 @@ fn killed_postmaster_of_the_holder_is_restarted_in_place() {
         primary.psql("INSERT INTO w VALUES (1)").is_ok()
     });
     eprintln!("write gap after kill -9 of the postmaster: {gap:?}");
+    // The killed postmaster's backends were orphans of the manager (PID 1 in the pod), which
+    // reaped them.
+    wait_for("no zombie children", Duration::from_secs(10), || {
+        primary.zombie_children().is_empty()
+    });
     let new_pid = primary.postmaster_pid().expect("restarted postmaster");
     assert_ne!(new_pid, pid);
     let status = primary.status().unwrap();
-    assert_eq!((&status["role"], &status["timeline"]), (&"primary".into(), &1.into()));
+    assert_eq!(
+        (&status["role"], &status["timeline"]),
+        (&"primary".into(), &1.into())
+    );
+}
+
+#[test]
+fn sigterm_shuts_postgres_down_fast_and_exits_cleanly() {
+    let mut cluster = Cluster::new(&["demo-0"]);
+    cluster.set_lease("demo-0", true);
+    let primary = cluster.member("demo-0");
+    primary.start();
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    let status = primary.terminate(Duration::from_secs(30));
+    assert!(status.success(), "manager exit: {status}");
+    assert!(primary.postmaster_pid().is_none());
+    let log = std::fs::read_to_string(&primary.log).unwrap();
+    assert!(log.contains("received fast shutdown request"), "{log}");
 }

@@ -43,8 +43,14 @@ fn postgres_ids() -> Option<(u32, u32)> {
         return None;
     }
     let id = |flag: &str| {
-        let out = Command::new("id").args([flag, "postgres"]).output().expect("id");
-        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("postgres id")
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .expect("id");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .expect("postgres id")
     };
     Some((id("-u"), id("-g")))
 }
@@ -76,7 +82,10 @@ pub struct Instance {
 
 impl Cluster {
     pub fn new(names: &[&str]) -> Cluster {
-        let dir = tempfile::Builder::new().prefix("tusk-inst-").tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix("tusk-inst-")
+            .tempdir()
+            .expect("temp dir");
         chown(dir.path());
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
@@ -89,9 +98,15 @@ impl Cluster {
             .arg(&binary)
             .output()
             .expect("tusk-instance install");
-        assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
-        let ports: Vec<(u16, u16)> =
-            names.iter().map(|_| (tusk_testkit::free_port(), tusk_testkit::free_port())).collect();
+        assert!(
+            out.status.success(),
+            "install: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ports: Vec<(u16, u16)> = names
+            .iter()
+            .map(|_| (tusk_testkit::free_port(), tusk_testkit::free_port()))
+            .collect();
         let peers = names
             .iter()
             .zip(&ports)
@@ -180,7 +195,10 @@ impl Cluster {
     }
 
     pub fn member(&mut self, name: &str) -> &mut Instance {
-        self.members.iter_mut().find(|m| m.name == name).expect("member")
+        self.members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .expect("member")
     }
 }
 
@@ -220,6 +238,42 @@ impl Instance {
         }
     }
 
+    /// Sends SIGTERM to the manager and waits for its exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("manager running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut status = None;
+        wait_for(
+            &format!("{} exits after SIGTERM", self.name),
+            timeout,
+            || {
+                status = child.try_wait().expect("try_wait");
+                status.is_some()
+            },
+        );
+        status.expect("exit status")
+    }
+
+    /// Zombies whose parent is the manager: orphans it failed to reap.
+    pub fn zombie_children(&self) -> Vec<i32> {
+        let Some(manager) = self.child.as_ref().map(|c| c.id().to_string()) else {
+            return Vec::new();
+        };
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                // After the ")" that ends the command name: state, then the parent's pid.
+                let mut fields = stat.rsplit_once(") ")?.1.split(' ');
+                let (state, ppid) = (fields.next()?, fields.next()?);
+                (state == "Z" && ppid == manager).then_some(pid)
+            })
+            .collect()
+    }
+
     /// The live postmaster's pid (from postmaster.pid), if any.
     pub fn postmaster_pid(&self) -> Option<i32> {
         let text = std::fs::read_to_string(self.pgdata.join("postmaster.pid")).ok()?;
@@ -241,10 +295,34 @@ impl Instance {
     }
 
     /// Runs SQL over TCP with a password; Err carries psql's stderr.
-    pub fn psql_as(&self, user: &str, password: &str, db: &str, sql: &str) -> Result<String, String> {
+    pub fn psql_as(
+        &self,
+        user: &str,
+        password: &str,
+        db: &str,
+        sql: &str,
+    ) -> Result<String, String> {
         let out = Command::new(pg_bin_dir().join("psql"))
-            .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1"])
-            .args(["-p", &self.port.to_string(), "-U", user, "-d", db, "-c", sql])
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+            ])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                user,
+                "-d",
+                db,
+                "-c",
+                sql,
+            ])
             .env("PGPASSWORD", password)
             .env("PGCONNECT_TIMEOUT", "3")
             .output()
@@ -263,7 +341,8 @@ impl Instance {
     /// Waits until /status shows `role` and ready.
     pub fn wait_ready_as(&self, role: &str, timeout: Duration) {
         wait_for(&format!("{} ready as {role}", self.name), timeout, || {
-            self.status().is_some_and(|s| s["role"] == role && s["ready"] == true)
+            self.status()
+                .is_some_and(|s| s["role"] == role && s["ready"] == true)
         });
     }
 }
@@ -279,7 +358,10 @@ impl Drop for Instance {
 
 pub fn dump(name: &str, log: &Path) {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    eprintln!("===== {name} ({}) =====\n{text}===== end of {name} =====", log.display());
+    eprintln!(
+        "===== {name} ({}) =====\n{text}===== end of {name} =====",
+        log.display()
+    );
 }
 
 /// Polls `ready` every 100 ms until it holds, panicking after `timeout`.
@@ -299,7 +381,9 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
 }
 
 /// Two members, `demo-0` primary and `demo-1` streaming from it.
@@ -307,7 +391,9 @@ pub fn streaming_pair() -> Cluster {
     let mut cluster = Cluster::new(&["demo-0", "demo-1"]);
     cluster.set_lease("demo-0", true);
     cluster.member("demo-0").start();
-    cluster.member("demo-0").wait_ready_as("primary", Duration::from_secs(90));
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(90));
     cluster.member("demo-1").start();
     let replica = cluster.member("demo-1");
     replica.wait_ready_as("replica", Duration::from_secs(90));
@@ -328,7 +414,8 @@ pub fn fail_over(cluster: &mut Cluster) -> Duration {
     cluster.set_lease("demo-1", true);
     let new = cluster.member("demo-1");
     let took = wait_for("demo-1 promoted", Duration::from_secs(60), || {
-        new.status().is_some_and(|s| s["role"] == "primary" && s["ready"] == true && s["timeline"] == 2)
+        new.status()
+            .is_some_and(|s| s["role"] == "primary" && s["ready"] == true && s["timeline"] == 2)
     });
     eprintln!("promotion: demo-1 primary on timeline 2 {took:?} after the handover");
     took
@@ -336,7 +423,9 @@ pub fn fail_over(cluster: &mut Cluster) -> Duration {
 
 /// Waits until `sql` returns `expected` on `member`.
 pub fn wait_for_value(member: &Instance, sql: &str, expected: &str, timeout: Duration) {
-    wait_for(&format!("{} returns {expected:?} for {sql}", member.name), timeout, || {
-        member.psql(sql).is_ok_and(|v| v == expected)
-    });
+    wait_for(
+        &format!("{} returns {expected:?} for {sql}", member.name),
+        timeout,
+        || member.psql(sql).is_ok_and(|v| v == expected),
+    );
 }
