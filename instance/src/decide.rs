@@ -1,0 +1,273 @@
+//! What the manager should do next, as a pure function of what it knows: the Lease as last
+//! read, when it last renewed it, and the local PostgreSQL. Kept free of I/O so every rule of
+//! docs/replication.md is unit-tested on plain values.
+
+use std::time::{Duration, Instant};
+
+/// The Lease as the manager last read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseView {
+    /// `holderIdentity`; `None` when empty.
+    pub holder: Option<String>,
+    pub duration: Duration,
+    /// The `tusk.dev/instances` annotation (empty when absent).
+    pub instances: Vec<String>,
+}
+
+impl LeaseView {
+    /// How long after its last successful renew a holder may still act as primary: two
+    /// seconds less than the Lease duration, so the holder has fenced itself before the
+    /// operator can hand the Lease to someone else.
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration
+            .saturating_sub(Duration::from_secs(2))
+            .max(Duration::from_secs(1))
+    }
+}
+
+/// The local PostgreSQL as the supervisor sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Local {
+    /// No data directory yet (or initdb's bootstrap did not finish).
+    NoData,
+    /// Data but no postmaster; `standby`: `standby.signal` is present.
+    Stopped { standby: bool },
+    /// A postmaster running as primary.
+    Primary,
+    /// A postmaster running as standby of `upstream` (`None`: not known to follow anyone).
+    Standby { upstream: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing to change.
+    Wait,
+    /// First start of the holder: initdb and the roles.
+    Initdb,
+    /// Start as primary (a stopped standby is started and then promoted).
+    StartPrimary,
+    /// Start as a standby streaming from `upstream`.
+    StartStandby { upstream: String },
+    /// First start of a non-holder: `pg_basebackup` from the holder.
+    Clone { from: String },
+    /// A former primary that is not the holder: `pg_rewind` from the holder.
+    Rewind { from: String },
+    /// A running standby that became the holder.
+    Promote,
+    /// A running standby whose upstream is not the holder.
+    Repoint { upstream: String },
+    /// Immediate stop: only a holder with a fresh Lease may run as primary.
+    Fence,
+}
+
+/// Decides the next step for pod `me`. `last_renew`: when the last successful renew started.
+pub fn decide(
+    lease: Option<&LeaseView>,
+    me: &str,
+    now: Instant,
+    last_renew: Option<Instant>,
+    local: &Local,
+) -> Action {
+    let Some(lease) = lease else {
+        // Never read the Lease: nobody told us to be primary.
+        return match local {
+            Local::Primary => Action::Fence,
+            _ => Action::Wait,
+        };
+    };
+    match lease.holder.as_deref() {
+        Some(holder) if holder == me => {
+            let fresh = last_renew
+                .is_some_and(|at| now.saturating_duration_since(at) < lease.renew_deadline());
+            match (local, fresh) {
+                (Local::Primary, true) => Action::Wait,
+                (Local::Primary, false) => Action::Fence,
+                (_, false) => Action::Wait,
+                (Local::NoData, true) => Action::Initdb,
+                (Local::Stopped { .. }, true) => Action::StartPrimary,
+                (Local::Standby { .. }, true) => Action::Promote,
+            }
+        }
+        Some(holder) => match local {
+            Local::Primary => Action::Fence,
+            Local::NoData => Action::Clone {
+                from: holder.to_string(),
+            },
+            Local::Stopped { standby: false } => Action::Rewind {
+                from: holder.to_string(),
+            },
+            Local::Stopped { standby: true } => Action::StartStandby {
+                upstream: holder.to_string(),
+            },
+            Local::Standby { upstream } if upstream.as_deref() == Some(holder) => Action::Wait,
+            Local::Standby { .. } => Action::Repoint {
+                upstream: holder.to_string(),
+            },
+        },
+        // No holder: no primary anywhere; replicas keep what they have.
+        None => match local {
+            Local::Primary => Action::Fence,
+            _ => Action::Wait,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: Option<&str>) -> LeaseView {
+        LeaseView {
+            holder: holder.map(str::to_string),
+            duration: Duration::from_secs(6),
+            instances: vec!["demo-0".into(), "demo-1".into()],
+        }
+    }
+
+    fn at(now: Instant, secs_ago: f64) -> Option<Instant> {
+        now.checked_sub(Duration::from_secs_f64(secs_ago))
+    }
+
+    #[test]
+    fn fresh_holder_initializes_starts_and_keeps_running_as_primary() {
+        let now = Instant::now();
+        let l = lease(Some("demo-0"));
+        let fresh = at(now, 0.5);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::NoData),
+            Action::Initdb
+        );
+        let stopped = Local::Stopped { standby: false };
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &stopped),
+            Action::StartPrimary
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::Primary),
+            Action::Wait
+        );
+    }
+
+    #[test]
+    fn holder_fences_once_the_renew_deadline_passes() {
+        let now = Instant::now();
+        let l = lease(Some("demo-0"));
+        // Deadline = 6 s - 2 s.
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, at(now, 3.9), &Local::Primary),
+            Action::Wait
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, at(now, 4.0), &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &Local::Primary),
+            Action::Fence
+        );
+    }
+
+    #[test]
+    fn stale_holder_starts_nothing() {
+        let now = Instant::now();
+        let l = lease(Some("demo-0"));
+        let stale = at(now, 10.0);
+        for local in [
+            Local::NoData,
+            Local::Stopped { standby: false },
+            Local::Standby { upstream: None },
+        ] {
+            assert_eq!(decide(Some(&l), "demo-0", now, stale, &local), Action::Wait);
+        }
+    }
+
+    #[test]
+    fn standby_that_becomes_fresh_holder_promotes() {
+        let now = Instant::now();
+        let l = lease(Some("demo-1"));
+        let local = Local::Standby {
+            upstream: Some("demo-0".into()),
+        };
+        assert_eq!(
+            decide(Some(&l), "demo-1", now, at(now, 0.1), &local),
+            Action::Promote
+        );
+    }
+
+    #[test]
+    fn non_holder_clones_follows_rewinds_and_fences() {
+        let now = Instant::now();
+        let l = lease(Some("demo-1"));
+        let from = || "demo-1".to_string();
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &Local::NoData),
+            Action::Clone { from: from() }
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(
+                Some(&l),
+                "demo-0",
+                now,
+                None,
+                &Local::Stopped { standby: false }
+            ),
+            Action::Rewind { from: from() }
+        );
+        assert_eq!(
+            decide(
+                Some(&l),
+                "demo-0",
+                now,
+                None,
+                &Local::Stopped { standby: true }
+            ),
+            Action::StartStandby { upstream: from() }
+        );
+        let old = Local::Standby {
+            upstream: Some("demo-2".into()),
+        };
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &old),
+            Action::Repoint { upstream: from() }
+        );
+        let following = Local::Standby {
+            upstream: Some(from()),
+        };
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, None, &following),
+            Action::Wait
+        );
+    }
+
+    #[test]
+    fn without_holder_or_lease_nobody_is_primary() {
+        let now = Instant::now();
+        let l = lease(None);
+        let fresh = at(now, 0.1);
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &Local::NoData),
+            Action::Wait
+        );
+        let standby = Local::Standby { upstream: None };
+        assert_eq!(
+            decide(Some(&l), "demo-0", now, fresh, &standby),
+            Action::Wait
+        );
+        assert_eq!(
+            decide(None, "demo-0", now, fresh, &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide(None, "demo-0", now, fresh, &Local::NoData),
+            Action::Wait
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! `tusk-instance`: PID 1 of a Tusk database pod. It obeys the primary Lease: initdb or clone,
+//! run as primary or standby, promote, fence, rewind, and report on HTTP. The contract is
+//! docs/replication.md.
+
+pub mod config;
+pub mod context;
+pub mod decide;
+pub mod error;
+pub mod install;
+pub mod pgdata;
+pub mod postmaster;
+pub mod promote;
+pub mod reaper;
+pub mod rewind;
+pub mod role_source;
+pub mod slots;
+pub mod sql;
+pub mod status;
+pub mod supervisor;

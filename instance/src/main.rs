@@ -1,0 +1,39 @@
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "tusk-instance", version, about = "Tusk's instance manager")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Copy this executable to DEST (the init container's job).
+    Install { dest: PathBuf },
+    /// Run as PID 1 of the postgres container.
+    Run(Box<tusk_instance::config::RunArgs>),
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let result = match Cli::parse().command {
+        Command::Install { dest } => tusk_instance::install::install(&dest),
+        Command::Run(args) => tusk_instance::supervisor::run(*args).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "tusk-instance failed");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The data directory: initdb with checksums and the first-start roles, a clone with
+//! `pg_basebackup`, and the standby settings.
+//!
+//! Standby settings go into `postgresql.auto.conf`, not an include file: the server reads
+//! `config_file` from the ConfigMap (which the manager cannot extend), while `auto.conf` is
+//! always read from PGDATA last and is where `pg_basebackup -R` / `pg_rewind -R` put them too.
+//! Only the manager's own keys are replaced; `ALTER SYSTEM` settings are kept.
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::slot_name;
+use crate::context::Context;
+use crate::error::Error;
+use crate::postmaster::{Listen, Postmaster};
+use crate::sql::{connect, quote_ident, quote_literal};
+
+/// Present from initdb until the first-start SQL has run, so an interrupted bootstrap is
+/// redone instead of leaving a primary without its roles.
+const BOOTSTRAP_PENDING: &str = "tusk.bootstrap-pending";
+const MANAGED_KEYS: [&str; 3] = [
+    "primary_conninfo",
+    "primary_slot_name",
+    "recovery_target_timeline",
+];
+
+/// Whether PGDATA holds a finished data directory.
+pub fn initialized(pgdata: &Path) -> bool {
+    pgdata.join("PG_VERSION").exists() && !pgdata.join(BOOTSTRAP_PENDING).exists()
+}
+
+pub fn is_standby(pgdata: &Path) -> bool {
+    pgdata.join("standby.signal").exists()
+}
+
+/// First start of the holder: initdb (unless a previous attempt got that far), then the roles
+/// on a server listening only on its socket.
+pub async fn initdb(ctx: &Context) -> Result<(), Error> {
+    let pgdata = ctx.pgdata();
+    if !pgdata.join("PG_VERSION").exists() {
+        prepare_empty(pgdata)?;
+        let pwfile = ctx.args.socket_dir.join("tusk.initdb-pw");
+        write_private(&pwfile, ctx.args.postgres_password.as_bytes())?;
+        let mut cmd = ctx.tool("initdb");
+        cmd.arg("-D")
+            .arg(pgdata)
+            .arg("--data-checksums")
+            .args(["-U", "postgres", "-E", "UTF8"])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .args(["--auth-local=peer", "--auth-host=scram-sha-256"]);
+        let result = ctx.reaper.run(cmd, "initdb").await;
+        let _ = std::fs::remove_file(&pwfile);
+        result?;
+        write_private(&pgdata.join(BOOTSTRAP_PENDING), b"")?;
+        tracing::info!("initdb done (data checksums on)");
+    }
+    let mut server = Postmaster::start(ctx, Listen::SocketOnly, None)?;
+    let result = match server.wait_ready(ctx, Duration::from_secs(120)).await {
+        Ok(()) => create_roles(ctx).await,
+        Err(e) => Err(e),
+    };
+    server.stop(libc::SIGINT, Duration::from_secs(60)).await;
+    result?;
+    std::fs::remove_file(pgdata.join(BOOTSTRAP_PENDING))
+        .map_err(Error::io("removing the bootstrap marker"))?;
+    tracing::info!("first-start roles created");
+    Ok(())
+}
+
+/// `tusk_replication` and the app role and database; idempotent, so a retried bootstrap
+/// completes. Statements with passwords are kept out of the server log.
+async fn create_roles(ctx: &Context) -> Result<(), Error> {
+    let client = connect(ctx, "postgres").await?;
+    client
+        .batch_execute("SET log_statement = 'none'; SET log_min_duration_statement = -1")
+        .await
+        .map_err(Error::sql("silencing statement logging"))?;
+    ensure_role(
+        &client,
+        "tusk_replication",
+        "LOGIN REPLICATION",
+        &ctx.args.replication_password,
+    )
+    .await?;
+    if let (Some(user), Some(password)) = (&ctx.args.app_user, &ctx.args.app_password) {
+        ensure_role(&client, user, "LOGIN", password).await?;
+        if let Some(database) = &ctx.args.app_database {
+            let exists = client
+                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[database])
+                .await
+                .map_err(Error::sql("looking up the app database"))?;
+            if exists.is_none() {
+                let sql = format!(
+                    "CREATE DATABASE {} OWNER {}",
+                    quote_ident(database)?,
+                    quote_ident(user)?
+                );
+                client
+                    .batch_execute(&sql)
+                    .await
+                    .map_err(Error::sql("creating the app database"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn ensure_role(
+    client: &tokio_postgres::Client,
+    role: &str,
+    options: &str,
+    password: &str,
+) -> Result<(), Error> {
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role])
+        .await
+        .map_err(Error::sql(format!("looking up role {role}")))?;
+    let verb = if exists.is_some() { "ALTER" } else { "CREATE" };
+    let sql = format!(
+        "{verb} ROLE {} {options} PASSWORD {}",
+        quote_ident(role)?,
+        quote_literal(password)?
+    );
+    client
+        .batch_execute(&sql)
+        .await
+        .map_err(Error::sql(format!("{verb} ROLE {role}")))
+}
+
+/// First start of a non-holder: a copy of `from` streamed with its WAL, through the slot kept
+/// for this pod (created by `-C` when the primary has not made it yet).
+pub async fn clone_from(ctx: &Context, from: &str) -> Result<(), Error> {
+    let pgdata = ctx.pgdata();
+    write_passfile(ctx)?;
+    let (host, port) = ctx.peers.address(from);
+    let slot = slot_name(ctx.me());
+    let attempt = |create_slot: bool| {
+        prepare_empty(pgdata)?;
+        let mut cmd = ctx.tool("pg_basebackup");
+        cmd.arg("-D")
+            .arg(pgdata)
+            .args([
+                "-h",
+                &host,
+                "-p",
+                &port.to_string(),
+                "-U",
+                "tusk_replication",
+            ])
+            .args(["-X", "stream", "-S", &slot, "--checkpoint=fast", "-w"]);
+        if create_slot {
+            cmd.arg("-C");
+        }
+        Ok::<_, Error>(cmd)
+    };
+    tracing::info!(from, slot, "cloning with pg_basebackup");
+    match ctx.reaper.run(attempt(true)?, "pg_basebackup").await {
+        Err(Error::Tool { stderr, .. }) if stderr.contains("already exists") => {
+            ctx.reaper.run(attempt(false)?, "pg_basebackup").await?;
+        }
+        other => {
+            other?;
+        }
+    }
+    write_standby_config(ctx, from)?;
+    tracing::info!(from, "clone done");
+    Ok(())
+}
+
+/// Makes PGDATA an empty 0700 directory, removing what a failed attempt left behind.
+fn prepare_empty(pgdata: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(pgdata).map_err(Error::io(format!("creating {}", pgdata.display())))?;
+    for entry in std::fs::read_dir(pgdata).map_err(Error::io("listing PGDATA"))? {
+        let path = entry.map_err(Error::io("listing PGDATA"))?.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(Error::io(format!("clearing {}", path.display())))?;
+    }
+    std::fs::set_permissions(pgdata, std::fs::Permissions::from_mode(0o700))
+        .map_err(Error::io("setting PGDATA to 0700"))
+}
+
+/// Moves PGDATA aside to `<PGDATA>.old` (replacing an older one) so a re-clone starts empty
+/// while the diverged copy is kept for inspection. When PGDATA is a volume's mount point it
+/// cannot be renamed: the re-clone then clears it instead.
+pub fn move_aside(pgdata: &Path) -> Result<(), Error> {
+    let mut old = pgdata.as_os_str().to_owned();
+    old.push(".old");
+    let old = std::path::PathBuf::from(old);
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(Error::io(format!("removing {}", old.display())))?;
+    }
+    match std::fs::rename(pgdata, &old) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EXDEV)) => {
+            tracing::warn!(error = %e, "PGDATA cannot be moved aside: it will be cleared");
+            Ok(())
+        }
+        Err(e) => Err(Error::Io {
+            what: format!("moving {} aside to {}", pgdata.display(), old.display()),
+            source: e,
+        }),
+    }
+}
+
+/// `standby.signal` plus the manager's keys in `postgresql.auto.conf`, pointing at `upstream`.
+pub fn write_standby_config(ctx: &Context, upstream: &str) -> Result<(), Error> {
+    let pgdata = ctx.pgdata();
+    write_passfile(ctx)?;
+    let (host, port) = ctx.peers.address(upstream);
+    let conninfo = conninfo(&[
+        ("host", &host),
+        ("port", &port.to_string()),
+        ("user", "tusk_replication"),
+        ("application_name", ctx.me()),
+        ("passfile", &ctx.passfile().to_string_lossy()),
+    ]);
+    let settings = [
+        ("primary_conninfo", conninfo),
+        ("primary_slot_name", slot_name(ctx.me())),
+        ("recovery_target_timeline", "latest".to_string()),
+    ];
+    let auto = pgdata.join("postgresql.auto.conf");
+    let current = std::fs::read_to_string(&auto).unwrap_or_default();
+    let updated = replace_managed_settings(&current, &settings);
+    let tmp = pgdata.join("postgresql.auto.conf.tusk-tmp");
+    write_private(&tmp, updated.as_bytes())?;
+    std::fs::rename(&tmp, &auto).map_err(Error::io("replacing postgresql.auto.conf"))?;
+    write_private(&pgdata.join("standby.signal"), b"")
+}
+
+fn replace_managed_settings(current: &str, settings: &[(&str, String)]) -> String {
+    let mut out: String = current
+        .lines()
+        .filter(|line| {
+            let key = line.split('=').next().unwrap_or("").trim();
+            !MANAGED_KEYS.contains(&key)
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    for (key, value) in settings {
+        out.push_str(&format!("{key} = {}\n", conf_string(value)));
+    }
+    out
+}
+
+/// A postgresql.conf string: quotes doubled, backslashes escaped.
+fn conf_string(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// A libpq conninfo string, every value single-quoted with `\` and `'` escaped.
+pub fn conninfo(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The passfile (0600) for `tusk_replication` (streaming, cloning) and `postgres` (rewind
+/// source), written atomically.
+pub fn write_passfile(ctx: &Context) -> Result<(), Error> {
+    let content = format!(
+        "*:*:*:tusk_replication:{}\n*:*:*:postgres:{}\n",
+        passfile_escape(&ctx.args.replication_password),
+        passfile_escape(&ctx.args.postgres_password)
+    );
+    let path = ctx.passfile();
+    let tmp = path.with_extension("tmp");
+    write_private(&tmp, content.as_bytes())?;
+    std::fs::rename(&tmp, &path).map_err(Error::io("installing the passfile"))
+}
+
+fn passfile_escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace(':', "\\:")
+}
+
+/// Creates `path` with mode 0600 (from the start: never briefly readable by others).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(Error::io(format!("creating {}", path.display())))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(Error::io(format!("writing {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conninfo_quotes_every_value() {
+        assert_eq!(
+            conninfo(&[
+                ("host", "demo-0.demo-hl.ns.svc"),
+                ("passfile", r"/tmp/it's\x")
+            ]),
+            r"host='demo-0.demo-hl.ns.svc' passfile='/tmp/it\'s\\x'"
+        );
+    }
+
+    #[test]
+    fn managed_settings_replace_old_ones_and_keep_the_rest() {
+        let current = "# Do not edit\nwork_mem = '8MB'\nprimary_conninfo = 'host=old'\n\
+                       primary_slot_name = 'x'\n";
+        let updated = replace_managed_settings(
+            current,
+            &[("primary_conninfo", "host='new' port='5432'".to_string())],
+        );
+        assert_eq!(
+            updated,
+            "# Do not edit\nwork_mem = '8MB'\nprimary_conninfo = 'host=''new'' port=''5432'''\n"
+        );
+    }
+
+    #[test]
+    fn passfile_fields_escape_colons_and_backslashes() {
+        assert_eq!(passfile_escape(r"a:b\c"), r"a\:b\\c");
+    }
+}

@@ -1,0 +1,206 @@
+//! Where the manager learns its role: the Lease in production (read, and renewed while this
+//! pod holds it), or a JSON file standing in for it in tests. A background task polls the
+//! source and publishes what it saw and when the last successful renew *started* (so network
+//! time counts against the holder, not for it).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+
+use crate::decide::LeaseView;
+use crate::error::Error;
+
+pub const INSTANCES_ANNOTATION: &str = "tusk.dev/instances";
+
+/// What the supervisor reads: the Lease as last seen and the start of the last good renew.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub lease: Option<LeaseView>,
+    pub last_renew: Option<Instant>,
+}
+
+/// One poll's outcome: the Lease, and whether this pod renewed it.
+pub struct Poll {
+    pub view: LeaseView,
+    pub renewed: bool,
+}
+
+pub enum RoleSource {
+    Lease { api: Box<Api<Lease>>, name: String },
+    File { path: PathBuf },
+}
+
+impl RoleSource {
+    pub async fn in_cluster(namespace: &str, name: &str) -> Result<RoleSource, Error> {
+        let kube_error = |source| Error::Kube {
+            name: name.to_string(),
+            source: Box::new(source),
+        };
+        let client = kube::Client::try_default().await.map_err(kube_error)?;
+        Ok(RoleSource::Lease {
+            api: Box::new(Api::namespaced(client, namespace)),
+            name: name.to_string(),
+        })
+    }
+
+    async fn poll(&self, me: &str) -> Result<Poll, Error> {
+        match self {
+            RoleSource::Lease { api, name } => poll_lease(api, name, me).await,
+            RoleSource::File { path } => poll_file(path, me).await,
+        }
+    }
+}
+
+/// Reads the Lease and, when this pod holds it, renews it with the read `resourceVersion` (a
+/// concurrent handover makes the update fail instead of being overwritten).
+async fn poll_lease(api: &Api<Lease>, name: &str, me: &str) -> Result<Poll, Error> {
+    let kube_error = |source| Error::Kube {
+        name: name.to_string(),
+        source: Box::new(source),
+    };
+    let mut lease = api.get(name).await.map_err(kube_error)?;
+    let view = view_of(&lease);
+    let renewed = view.holder.as_deref() == Some(me);
+    if renewed {
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        api.replace(name, &PostParams::default(), &lease)
+            .await
+            .map_err(kube_error)?;
+    }
+    Ok(Poll { view, renewed })
+}
+
+pub fn view_of(lease: &Lease) -> LeaseView {
+    let spec = lease.spec.clone().unwrap_or_default();
+    let instances = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INSTANCES_ANNOTATION))
+        .map(|list| parse_instances(list))
+        .unwrap_or_default();
+    LeaseView {
+        holder: spec.holder_identity.filter(|h| !h.is_empty()),
+        duration: Duration::from_secs(spec.lease_duration_seconds.unwrap_or(6).max(1) as u64),
+        instances,
+    }
+}
+
+fn parse_instances(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// The test stand-in: `{"holder": "a", "instances": "a,b", "leaseDurationSeconds": 6,
+/// "renew": true}`; `renew: false` (or an unreadable file) is a renew that fails.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileLease {
+    #[serde(default)]
+    holder: String,
+    #[serde(default)]
+    instances: String,
+    #[serde(default = "six")]
+    lease_duration_seconds: u64,
+    #[serde(default = "yes")]
+    renew: bool,
+}
+
+fn six() -> u64 {
+    6
+}
+
+fn yes() -> bool {
+    true
+}
+
+async fn poll_file(path: &PathBuf, me: &str) -> Result<Poll, Error> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(Error::io(format!("reading {}", path.display())))?;
+    let file: FileLease = serde_json::from_str(&text)
+        .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+    let view = LeaseView {
+        holder: Some(file.holder).filter(|h| !h.is_empty()),
+        duration: Duration::from_secs(file.lease_duration_seconds.max(1)),
+        instances: parse_instances(&file.instances),
+    };
+    let holder = view.holder.as_deref() == Some(me);
+    if holder && !file.renew {
+        return Err(Error::State("renew refused by the role file".into()));
+    }
+    Ok(Poll {
+        view,
+        renewed: holder,
+    })
+}
+
+/// Polls `source` every `interval` and publishes the result.
+pub fn spawn(source: RoleSource, me: String, interval: Duration) -> watch::Receiver<Observed> {
+    let (tx, rx) = watch::channel(Observed::default());
+    tokio::spawn(async move {
+        let mut observed = Observed::default();
+        let mut failing = false;
+        loop {
+            let started = Instant::now();
+            match tokio::time::timeout(interval * 2, source.poll(&me)).await {
+                Ok(Ok(poll)) => {
+                    if failing {
+                        tracing::info!("role source reachable again");
+                        failing = false;
+                    }
+                    if poll.renewed {
+                        observed.last_renew = Some(started);
+                    }
+                    observed.lease = Some(poll.view);
+                }
+                Ok(Err(e)) if !failing => {
+                    tracing::warn!(error = %e, "reading or renewing the Lease failed");
+                    failing = true;
+                }
+                Err(_) if !failing => {
+                    tracing::warn!("reading or renewing the Lease timed out");
+                    failing = true;
+                }
+                _ => {}
+            }
+            if tx.send(observed.clone()).is_err() {
+                return;
+            }
+            tokio::time::sleep_until((started + interval).into()).await;
+        }
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_view_reads_holder_duration_and_members() {
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo-primary",
+                         "annotations": {"tusk.dev/instances": "demo-0, demo-1,demo-2"}},
+            "spec": {"holderIdentity": "demo-1", "leaseDurationSeconds": 6}
+        }))
+        .unwrap();
+        let view = view_of(&lease);
+        assert_eq!(view.holder.as_deref(), Some("demo-1"));
+        assert_eq!(view.duration, Duration::from_secs(6));
+        assert_eq!(view.instances, ["demo-0", "demo-1", "demo-2"]);
+        let empty: Lease = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo-primary"}, "spec": {"holderIdentity": ""}
+        }))
+        .unwrap();
+        assert_eq!(view_of(&empty).holder, None);
+    }
+}

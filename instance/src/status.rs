@@ -1,0 +1,239 @@
+//! The HTTP endpoint the operator reads: `GET /status` (JSON, docs/replication.md),
+//! `GET /healthz` (the manager runs), `GET /readyz` (PostgreSQL accepts connections in the role
+//! the Lease gives).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::routing::get;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Primary,
+    Replica,
+    Fenced,
+    #[default]
+    Initializing,
+    Stopped,
+}
+
+/// What the supervisor publishes after every step.
+#[derive(Debug, Clone, Default)]
+pub struct ManagerState {
+    pub role: Role,
+    pub postgres_running: bool,
+    pub lease_holder: Option<String>,
+    pub fenced: bool,
+}
+
+pub type SharedState = Arc<Mutex<ManagerState>>;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Lsns {
+    pub current: Option<String>,
+    pub received: Option<String>,
+    pub replayed: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    pub pod: String,
+    pub role: Role,
+    /// `running` or `stopped`.
+    pub postgres: &'static str,
+    pub ready: bool,
+    pub lease_holder: Option<String>,
+    pub timeline: Option<i64>,
+    pub system_identifier: Option<String>,
+    pub lsn: Lsns,
+    pub wal_receiver: Option<String>,
+    pub fenced: bool,
+}
+
+/// What the local server says about itself.
+#[derive(Debug, Default)]
+struct ServerFacts {
+    in_recovery: bool,
+    timeline: Option<i64>,
+    system_identifier: Option<String>,
+    lsn: Lsns,
+    wal_receiver: Option<String>,
+}
+
+// The timeline: a primary's from its current WAL file name (the last checkpoint may predate a
+// promotion), a standby's from its WAL receiver, else from the last checkpoint.
+const FACTS: &str = "SELECT pg_is_in_recovery(), \
+    (SELECT system_identifier::text FROM pg_control_system()), \
+    CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END, \
+    pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, \
+    (SELECT status FROM pg_stat_wal_receiver), \
+    CASE WHEN pg_is_in_recovery() \
+      THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), \
+                    (SELECT timeline_id FROM pg_control_checkpoint()))::int8 \
+      ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END";
+
+async fn server_facts(ctx: &Context) -> Result<ServerFacts, Error> {
+    let client = crate::sql::connect(ctx, "postgres").await?;
+    let row = client
+        .query_one(FACTS, &[])
+        .await
+        .map_err(Error::sql("reading the server's status"))?;
+    Ok(ServerFacts {
+        in_recovery: row.get(0),
+        system_identifier: row.get(1),
+        lsn: Lsns {
+            current: row.get(2),
+            received: row.get(3),
+            replayed: row.get(4),
+        },
+        wal_receiver: row.get(5),
+        timeline: row.get(6),
+    })
+}
+
+pub async fn report(ctx: &Context, state: &ManagerState) -> StatusReport {
+    let facts = if state.postgres_running {
+        match tokio::time::timeout(Duration::from_secs(3), server_facts(ctx)).await {
+            Ok(Ok(facts)) => Some(facts),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    build_report(ctx.me(), state, facts)
+}
+
+fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> StatusReport {
+    let ready = match (&facts, state.role) {
+        (Some(f), Role::Primary) => !f.in_recovery,
+        (Some(f), Role::Replica) => f.in_recovery,
+        _ => false,
+    };
+    let facts = facts.unwrap_or_default();
+    StatusReport {
+        pod: pod.to_string(),
+        role: state.role,
+        postgres: if state.postgres_running {
+            "running"
+        } else {
+            "stopped"
+        },
+        ready,
+        lease_holder: state.lease_holder.clone(),
+        timeline: facts.timeline,
+        system_identifier: facts.system_identifier,
+        lsn: facts.lsn,
+        wal_receiver: facts.wal_receiver,
+        fenced: state.fenced,
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    ctx: Arc<Context>,
+    state: SharedState,
+}
+
+impl App {
+    fn snapshot(&self) -> ManagerState {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Binds the status port (failing now, not later, when it is taken) and serves it.
+pub async fn serve(ctx: Arc<Context>, state: SharedState) -> Result<(), Error> {
+    let port = ctx.args.status_port;
+    let listener = tokio::net::TcpListener::bind(("0.0.0.0", port))
+        .await
+        .map_err(Error::io(format!("binding the status port {port}")))?;
+    let app = axum::Router::new()
+        .route("/status", get(status))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(App { ctx, state });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "status server stopped");
+        }
+    });
+    Ok(())
+}
+
+// Serialized here rather than with axum's `json` feature, which would add crates to the tree.
+async fn status(State(app): State<App>) -> ([(header::HeaderName, &'static str); 1], String) {
+    let report = report(&app.ctx, &app.snapshot()).await;
+    let body = serde_json::to_string(&report).unwrap_or_else(|_| "{}".into());
+    ([(header::CONTENT_TYPE, "application/json")], body)
+}
+
+async fn readyz(State(app): State<App>) -> (StatusCode, &'static str) {
+    if report(&app.ctx, &app.snapshot()).await.ready {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_json_has_the_contract_shape() {
+        let state = ManagerState {
+            role: Role::Replica,
+            postgres_running: true,
+            lease_holder: Some("demo-0".into()),
+            fenced: false,
+        };
+        let facts = ServerFacts {
+            in_recovery: true,
+            timeline: Some(2),
+            system_identifier: Some("7401".into()),
+            lsn: Lsns {
+                current: None,
+                received: Some("0/3000060".into()),
+                replayed: Some("0/3000060".into()),
+            },
+            wal_receiver: Some("streaming".into()),
+        };
+        let json = serde_json::to_value(build_report("demo-1", &state, Some(facts))).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"pod": "demo-1", "role": "replica", "postgres": "running",
+                "ready": true, "leaseHolder": "demo-0", "timeline": 2,
+                "systemIdentifier": "7401",
+                "lsn": {"current": null, "received": "0/3000060", "replayed": "0/3000060"},
+                "walReceiver": "streaming", "fenced": false})
+        );
+    }
+
+    #[test]
+    fn a_primary_in_recovery_is_not_ready() {
+        let state = ManagerState {
+            role: Role::Primary,
+            postgres_running: true,
+            ..Default::default()
+        };
+        let facts = ServerFacts {
+            in_recovery: true,
+            ..Default::default()
+        };
+        assert!(!build_report("demo-0", &state, Some(facts)).ready);
+        let fenced = ManagerState {
+            role: Role::Fenced,
+            fenced: true,
+            ..Default::default()
+        };
+        let report = build_report("demo-0", &fenced, None);
+        assert_eq!((report.postgres, report.ready), ("stopped", false));
+    }
+}

@@ -1,0 +1,246 @@
+//! The manager's loop: every tick it looks at the Lease (as the role source last saw it) and
+//! the local postmaster, asks [`decide`] what to do, and does it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::config::RunArgs;
+use crate::context::Context;
+use crate::decide::{Action, Local, decide};
+use crate::error::Error;
+use crate::pgdata;
+use crate::postmaster::{Listen, Postmaster};
+use crate::reaper::Reaper;
+use crate::role_source::{self, Observed, RoleSource};
+use crate::status::{ManagerState, Role, SharedState};
+
+const TICK: Duration = Duration::from_millis(250);
+const SLOT_SYNC_EVERY: Duration = Duration::from_secs(5);
+/// Pause after a failed step, so a broken peer or config is not hammered every tick.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+struct Supervisor {
+    ctx: Arc<Context>,
+    state: SharedState,
+    observed: watch::Receiver<Observed>,
+    postmaster: Option<Postmaster>,
+    fenced: bool,
+    last_slot_sync: Option<Instant>,
+}
+
+pub async fn run(args: RunArgs) -> Result<(), Error> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Err(Error::Config(
+            "PostgreSQL refuses to run as root: run the container as the image's postgres user"
+                .into(),
+        ));
+    }
+    std::fs::create_dir_all(&args.socket_dir)
+        .map_err(Error::io(format!("creating {}", args.socket_dir.display())))?;
+    let reaper = Reaper::start()?;
+    let source = match &args.role_file {
+        Some(path) => RoleSource::File { path: path.clone() },
+        None => RoleSource::in_cluster(&args.namespace, &args.lease).await?,
+    };
+    let observed = role_source::spawn(source, args.pod_name.clone(), args.renew_interval());
+    let ctx = Arc::new(Context::new(args, reaper)?);
+    let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
+    crate::status::serve(ctx.clone(), state.clone()).await?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(Error::io("SIGINT handler"))?;
+    let mut sup = Supervisor {
+        ctx,
+        state,
+        observed,
+        postmaster: None,
+        fenced: false,
+        last_slot_sync: None,
+    };
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let stop = tokio::select! {
+            _ = tick.tick() => false,
+            _ = sigterm.recv() => true,
+            _ = sigint.recv() => true,
+        };
+        if stop {
+            break;
+        }
+        let stop = tokio::select! {
+            _ = sup.step() => false,
+            _ = sigterm.recv() => true,
+            _ = sigint.recv() => true,
+        };
+        if stop {
+            break;
+        }
+    }
+    tracing::info!("shutting down");
+    if let Some(pm) = sup.postmaster.take() {
+        // Fast shutdown: disconnect clients, checkpoint, exit.
+        let status = pm.stop(libc::SIGINT, Duration::from_secs(120)).await;
+        tracing::info!(%status, "postmaster stopped");
+    }
+    Ok(())
+}
+
+impl Supervisor {
+    async fn step(&mut self) {
+        if let Some(pm) = &mut self.postmaster
+            && let Some(status) = pm.exited()
+        {
+            let early = pm.started.elapsed() < Duration::from_secs(2);
+            tracing::warn!(%status, "postmaster exited");
+            self.postmaster = None;
+            self.publish(None);
+            if early {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+        let observed = self.observed.borrow().clone();
+        let local = self.local();
+        let action = decide(
+            observed.lease.as_ref(),
+            self.ctx.me(),
+            Instant::now(),
+            observed.last_renew,
+            &local,
+        );
+        self.publish(Some(&observed));
+        if action != Action::Wait {
+            tracing::info!(?action, ?local, "acting");
+        }
+        if let Err(e) = self.execute(&action).await {
+            tracing::error!(?action, error = %e, "step failed");
+            self.publish(Some(&observed));
+            tokio::time::sleep(RETRY_PAUSE).await;
+            return;
+        }
+        if action == Action::Wait && local == Local::Primary {
+            self.sync_slots(&observed).await;
+        }
+        self.publish(Some(&observed));
+    }
+
+    fn local(&self) -> Local {
+        let pgdata = self.ctx.pgdata();
+        match &self.postmaster {
+            Some(pm) if pm.standby => Local::Standby {
+                upstream: pm.upstream.clone(),
+            },
+            Some(_) => Local::Primary,
+            None if !pgdata::initialized(pgdata) => Local::NoData,
+            None => Local::Stopped {
+                standby: pgdata::is_standby(pgdata),
+            },
+        }
+    }
+
+    async fn execute(&mut self, action: &Action) -> Result<(), Error> {
+        let ctx = self.ctx.clone();
+        match action {
+            Action::Wait => {}
+            Action::Initdb => {
+                self.set_role(Role::Initializing);
+                pgdata::initdb(&ctx).await?;
+            }
+            Action::StartPrimary => {
+                // A stopped standby starts as one and is promoted next tick: starting it
+                // without standby.signal would continue its timeline instead of forking one.
+                self.start(Listen::Configured, None)?;
+            }
+            Action::StartStandby { upstream } => {
+                pgdata::write_standby_config(&ctx, upstream)?;
+                self.start(Listen::Configured, Some(upstream.clone()))?;
+            }
+            Action::Clone { from } => {
+                self.set_role(Role::Initializing);
+                pgdata::clone_from(&ctx, from).await?;
+            }
+            Action::Rewind { from } => {
+                self.set_role(Role::Initializing);
+                crate::rewind::rejoin(&ctx, from).await?;
+            }
+            Action::Promote => {
+                if let Some(pm) = &mut self.postmaster {
+                    pm.wait_ready(&ctx, Duration::from_secs(120)).await?;
+                    let started = Instant::now();
+                    crate::promote::promote(&ctx).await?;
+                    pm.standby = false;
+                    pm.upstream = None;
+                    self.last_slot_sync = None;
+                    tracing::info!(took = ?started.elapsed(), "promoted");
+                }
+            }
+            Action::Repoint { upstream } => {
+                pgdata::write_standby_config(&ctx, upstream)?;
+                if let Some(pm) = &mut self.postmaster {
+                    // primary_conninfo is reloadable: the WAL receiver restarts toward it.
+                    pm.reload();
+                    pm.upstream = Some(upstream.clone());
+                }
+                tracing::info!(upstream, "following a new upstream");
+            }
+            Action::Fence => {
+                self.fenced = true;
+                if let Some(pm) = self.postmaster.take() {
+                    self.set_role(Role::Fenced);
+                    let status = pm.stop(libc::SIGQUIT, Duration::from_secs(10)).await;
+                    tracing::warn!(%status, "fenced: postmaster stopped immediately");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, listen: Listen, upstream: Option<String>) -> Result<(), Error> {
+        let pm = Postmaster::start(&self.ctx, listen, upstream)?;
+        self.postmaster = Some(pm);
+        self.fenced = false;
+        self.last_slot_sync = None;
+        Ok(())
+    }
+
+    async fn sync_slots(&mut self, observed: &Observed) {
+        if self
+            .last_slot_sync
+            .is_some_and(|at| at.elapsed() < SLOT_SYNC_EVERY)
+        {
+            return;
+        }
+        let Some(lease) = &observed.lease else {
+            return;
+        };
+        match crate::slots::sync(&self.ctx, &lease.instances).await {
+            Ok(()) => self.last_slot_sync = Some(Instant::now()),
+            Err(e) => tracing::warn!(error = %e, "syncing replication slots"),
+        }
+    }
+
+    fn set_role(&self, role: Role) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.role = role;
+    }
+
+    /// Publishes the role for /status: what runs, not what the Lease wishes.
+    fn publish(&self, observed: Option<&Observed>) {
+        let role = match &self.postmaster {
+            _ if self.fenced => Role::Fenced,
+            Some(pm) if pm.standby => Role::Replica,
+            Some(_) => Role::Primary,
+            None => Role::Stopped,
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.role = role;
+        state.postgres_running = self.postmaster.is_some();
+        state.fenced = self.fenced;
+        if let Some(observed) = observed {
+            state.lease_holder = observed.lease.as_ref().and_then(|l| l.holder.clone());
+        }
+    }
+}

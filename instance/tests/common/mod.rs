@@ -1,0 +1,431 @@
+//! A cluster of `tusk-instance run` processes on loopback, each with its own PGDATA, port and
+//! status port, all obeying one JSON role file that stands in for the Lease. When the tests run
+//! as root the managers run as `postgres` (the server refuses root), as in the image.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SUPERUSER_PASSWORD: &str = "super:pw\\1";
+pub const APP_PASSWORD: &str = "app pw with 'quotes'";
+pub const REPLICATION_PASSWORD: &str = "repl-pw";
+
+pub fn pg_bin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("TUSK_PG_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((major, bin))
+        })
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .map(|(_, p)| p)
+        .expect("no PostgreSQL under /usr/lib/postgresql (or set TUSK_PG_BIN_DIR)")
+}
+
+/// uid/gid of `postgres` when running as root, else None.
+fn postgres_ids() -> Option<(u32, u32)> {
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    if uid.ok() != Some(0) {
+        return None;
+    }
+    let id = |flag: &str| {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .expect("id");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .expect("postgres id")
+    };
+    Some((id("-u"), id("-g")))
+}
+
+fn chown(path: &Path) {
+    if let Some((uid, gid)) = postgres_ids() {
+        std::os::unix::fs::chown(path, Some(uid), Some(gid)).expect("chown to postgres");
+    }
+}
+
+// Fields drop in order: the managers stop (and dump their logs) before the directory goes.
+pub struct Cluster {
+    pub members: Vec<Instance>,
+    pub role_file: PathBuf,
+    pub binary: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Instance {
+    pub name: String,
+    pub port: u16,
+    pub status_port: u16,
+    pub pgdata: PathBuf,
+    pub log: PathBuf,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    binary: PathBuf,
+}
+
+impl Cluster {
+    pub fn new(names: &[&str]) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("tusk-inst-")
+            .tempdir()
+            .expect("temp dir");
+        chown(dir.path());
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        // The managers must be able to execute the binary (the target dir may be private):
+        // copy it with its own `install`, as the init container does.
+        let binary = dir.path().join("bin/tusk-instance");
+        std::fs::create_dir_all(binary.parent().unwrap()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_tusk-instance"))
+            .arg("install")
+            .arg(&binary)
+            .output()
+            .expect("tusk-instance install");
+        assert!(
+            out.status.success(),
+            "install: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ports: Vec<(u16, u16)> = names
+            .iter()
+            .map(|_| (tusk_testkit::free_port(), tusk_testkit::free_port()))
+            .collect();
+        let peers = names
+            .iter()
+            .zip(&ports)
+            .map(|(n, (p, _))| format!("{n}=127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let hba = dir.path().join("pg_hba.conf");
+        std::fs::write(
+            &hba,
+            "local all all peer\nhost all all 127.0.0.1/32 scram-sha-256\n\
+             host replication tusk_replication 127.0.0.1/32 scram-sha-256\n",
+        )
+        .unwrap();
+        let role_file = dir.path().join("lease.json");
+        let members = names
+            .iter()
+            .zip(&ports)
+            .map(|(name, &(port, status_port))| {
+                let home = dir.path().join(name);
+                let run = home.join("run");
+                std::fs::create_dir_all(&run).unwrap();
+                chown(&home);
+                chown(&run);
+                let conf = home.join("postgresql.conf");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "listen_addresses = '127.0.0.1'\nhba_file = '{}'\nfsync = off\n\
+                         shared_buffers = 16MB\nwal_keep_size = '128MB'\n\
+                         password_encryption = 'scram-sha-256'\n",
+                        hba.display()
+                    ),
+                )
+                .unwrap();
+                let pgdata = home.join("data");
+                let env = [
+                    ("PGDATA", pgdata.display().to_string()),
+                    ("TUSK_POD_NAME", name.to_string()),
+                    ("TUSK_CONFIG_FILE", conf.display().to_string()),
+                    ("POSTGRES_PASSWORD", SUPERUSER_PASSWORD.into()),
+                    ("TUSK_APP_USER", "app".into()),
+                    ("TUSK_APP_DATABASE", "appdb".into()),
+                    ("TUSK_APP_PASSWORD", APP_PASSWORD.into()),
+                    ("TUSK_REPLICATION_PASSWORD", REPLICATION_PASSWORD.into()),
+                    ("TUSK_STATUS_PORT", status_port.to_string()),
+                    ("TUSK_PG_PORT", port.to_string()),
+                    ("TUSK_SOCKET_DIR", run.display().to_string()),
+                    ("TUSK_PG_BIN_DIR", pg_bin_dir().display().to_string()),
+                    ("TUSK_PEER_HOSTS", peers.clone()),
+                    ("TUSK_ROLE_FILE", role_file.display().to_string()),
+                    ("RUST_LOG", "info".into()),
+                ]
+                .map(|(k, v)| (k.to_string(), v))
+                .to_vec();
+                Instance {
+                    name: name.to_string(),
+                    port,
+                    status_port,
+                    pgdata,
+                    log: home.join("manager.log"),
+                    env,
+                    child: None,
+                    binary: binary.clone(),
+                }
+            })
+            .collect();
+        Cluster {
+            members,
+            role_file,
+            binary,
+            dir,
+        }
+    }
+
+    /// Writes the stand-in Lease atomically: holder, members, and whether renews succeed.
+    pub fn set_lease(&self, holder: &str, renew: bool) {
+        let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+        let json = serde_json::json!({
+            "holder": holder, "instances": names.join(","),
+            "leaseDurationSeconds": 6, "renew": renew,
+        });
+        let tmp = self.role_file.with_extension("tmp");
+        std::fs::write(&tmp, json.to_string()).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::rename(&tmp, &self.role_file).unwrap();
+    }
+
+    pub fn member(&mut self, name: &str) -> &mut Instance {
+        self.members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .expect("member")
+    }
+}
+
+impl Instance {
+    pub fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("manager log");
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("run")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env_remove("PGPASSWORD")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if let Some((uid, gid)) = postgres_ids() {
+            cmd.uid(uid).gid(gid);
+        }
+        self.child = Some(cmd.spawn().expect("start tusk-instance"));
+    }
+
+    /// SIGTERM (fast shutdown of its postmaster), then SIGKILL of whatever is left.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(pid) = self.postmaster_pid() {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Sends SIGTERM to the manager and waits for its exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("manager running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut status = None;
+        wait_for(
+            &format!("{} exits after SIGTERM", self.name),
+            timeout,
+            || {
+                status = child.try_wait().expect("try_wait");
+                status.is_some()
+            },
+        );
+        status.expect("exit status")
+    }
+
+    /// Zombies whose parent is the manager: orphans it failed to reap.
+    pub fn zombie_children(&self) -> Vec<i32> {
+        let Some(manager) = self.child.as_ref().map(|c| c.id().to_string()) else {
+            return Vec::new();
+        };
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                // After the ")" that ends the command name: state, then the parent's pid.
+                let mut fields = stat.rsplit_once(") ")?.1.split(' ');
+                let (state, ppid) = (fields.next()?, fields.next()?);
+                (state == "Z" && ppid == manager).then_some(pid)
+            })
+            .collect()
+    }
+
+    /// The live postmaster's pid (from postmaster.pid), if any.
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.pgdata.join("postmaster.pid")).ok()?;
+        let pid: i32 = text.lines().next()?.trim().parse().ok()?;
+        // Signal 0: is it alive (and not a zombie we never see, as it is not our child)?
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "));
+        alive.then_some(pid)
+    }
+
+    pub fn status(&self) -> Option<serde_json::Value> {
+        let body = http_get(self.status_port, "/status")?;
+        serde_json::from_str(&body).ok()
+    }
+
+    pub fn status_field(&self, field: &str) -> serde_json::Value {
+        self.status().map(|s| s[field].clone()).unwrap_or_default()
+    }
+
+    /// Runs SQL over TCP with a password; Err carries psql's stderr.
+    pub fn psql_as(
+        &self,
+        user: &str,
+        password: &str,
+        db: &str,
+        sql: &str,
+    ) -> Result<String, String> {
+        let out = Command::new(pg_bin_dir().join("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+            ])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                user,
+                "-d",
+                db,
+                "-c",
+                sql,
+            ])
+            .env("PGPASSWORD", password)
+            .env("PGCONNECT_TIMEOUT", "3")
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    }
+
+    pub fn psql(&self, sql: &str) -> Result<String, String> {
+        self.psql_as("postgres", SUPERUSER_PASSWORD, "postgres", sql)
+    }
+
+    /// Waits until /status shows `role` and ready.
+    pub fn wait_ready_as(&self, role: &str, timeout: Duration) {
+        wait_for(&format!("{} ready as {role}", self.name), timeout, || {
+            self.status()
+                .is_some_and(|s| s["role"] == role && s["ready"] == true)
+        });
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            dump(&self.name, &self.log);
+        }
+        self.stop();
+    }
+}
+
+pub fn dump(name: &str, log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    eprintln!(
+        "===== {name} ({}) =====\n{text}===== end of {name} =====",
+        log.display()
+    );
+}
+
+/// Polls `ready` every 100 ms until it holds, panicking after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < timeout, "{what}: not after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
+}
+
+/// A minimal HTTP/1.0 GET: the body, or None when the server is not answering.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// Two members, `demo-0` primary and `demo-1` streaming from it.
+pub fn streaming_pair() -> Cluster {
+    let mut cluster = Cluster::new(&["demo-0", "demo-1"]);
+    cluster.set_lease("demo-0", true);
+    cluster.member("demo-0").start();
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(90));
+    cluster.member("demo-1").start();
+    let replica = cluster.member("demo-1");
+    replica.wait_ready_as("replica", Duration::from_secs(90));
+    wait_for("demo-1 streaming", Duration::from_secs(30), || {
+        replica.status_field("walReceiver") == "streaming"
+    });
+    cluster
+}
+
+/// Fences demo-0 (renews refused), then hands the Lease to demo-1 and waits for its promotion;
+/// returns how long the promotion took after the handover.
+pub fn fail_over(cluster: &mut Cluster) -> Duration {
+    cluster.set_lease("demo-0", false);
+    let old = cluster.member("demo-0");
+    wait_for("demo-0 fenced", Duration::from_secs(10), || {
+        old.postmaster_pid().is_none() && old.status_field("role") == "fenced"
+    });
+    cluster.set_lease("demo-1", true);
+    let new = cluster.member("demo-1");
+    let took = wait_for("demo-1 promoted", Duration::from_secs(60), || {
+        new.status()
+            .is_some_and(|s| s["role"] == "primary" && s["ready"] == true && s["timeline"] == 2)
+    });
+    eprintln!("promotion: demo-1 primary on timeline 2 {took:?} after the handover");
+    took
+}
+
+/// Waits until `sql` returns `expected` on `member`.
+pub fn wait_for_value(member: &Instance, sql: &str, expected: &str, timeout: Duration) {
+    wait_for(
+        &format!("{} returns {expected:?} for {sql}", member.name),
+        timeout,
+        || member.psql(sql).is_ok_and(|v| v == expected),
+    );
+}

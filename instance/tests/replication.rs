@@ -1,0 +1,133 @@
+//! Cloning, promotion on a Lease handover, and the old primary's rejoin.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn replica_clones_and_streams_from_the_holder() {
+    let mut cluster = streaming_pair();
+    let primary = &cluster.members[0];
+    primary
+        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('from primary')")
+        .unwrap();
+    let replica = &cluster.members[1];
+    wait_for_value(
+        replica,
+        "SELECT string_agg(v, ',') FROM t",
+        "from primary",
+        Duration::from_secs(30),
+    );
+
+    let p = primary.status().unwrap();
+    assert_eq!(
+        (
+            &p["pod"],
+            &p["role"],
+            &p["postgres"],
+            &p["ready"],
+            &p["fenced"]
+        ),
+        (
+            &"demo-0".into(),
+            &"primary".into(),
+            &"running".into(),
+            &true.into(),
+            &false.into()
+        )
+    );
+    assert_eq!(p["timeline"], 1);
+    assert!(p["lsn"]["current"].is_string(), "{p}");
+    let r = replica.status().unwrap();
+    assert_eq!(
+        (&r["role"], &r["leaseHolder"]),
+        (&"replica".into(), &"demo-0".into())
+    );
+    assert_eq!(r["timeline"], 1);
+    assert_eq!(r["walReceiver"], "streaming");
+    assert!(r["lsn"]["current"].is_null(), "{r}");
+    assert!(
+        r["lsn"]["received"].is_string() && r["lsn"]["replayed"].is_string(),
+        "{r}"
+    );
+    assert_eq!(r["systemIdentifier"], p["systemIdentifier"]);
+    // The replica streams through its slot, kept by the primary.
+    assert_eq!(
+        primary
+            .psql("SELECT slot_name || ':' || active FROM pg_replication_slots")
+            .unwrap(),
+        "tusk_demo_1:true"
+    );
+    let _ = cluster.member("demo-0");
+}
+
+#[test]
+fn handover_promotes_the_replica_after_the_old_primary_is_fenced() {
+    let mut cluster = streaming_pair();
+    fail_over(&mut cluster);
+    let new = cluster.member("demo-1");
+    new.psql("CREATE TABLE after_failover (v int); INSERT INTO after_failover VALUES (1)")
+        .unwrap();
+    assert_eq!(new.psql("SELECT pg_is_in_recovery()").unwrap(), "f");
+}
+
+#[test]
+fn old_primary_rewinds_and_streams_from_the_new_primary() {
+    let mut cluster = streaming_pair();
+    cluster.members[0]
+        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('timeline 1')")
+        .unwrap();
+    fail_over(&mut cluster);
+    let old = &cluster.members[0];
+    wait_for(
+        "demo-0 rejoined as replica",
+        Duration::from_secs(90),
+        || {
+            old.status().is_some_and(|s| {
+                s["role"] == "replica"
+                    && s["walReceiver"] == "streaming"
+                    && s["leaseHolder"] == "demo-1"
+            })
+        },
+    );
+    cluster.members[1]
+        .psql("INSERT INTO t VALUES ('timeline 2')")
+        .unwrap();
+    wait_for_value(
+        &cluster.members[0],
+        "SELECT string_agg(v, ',' ORDER BY v) FROM t",
+        "timeline 1,timeline 2",
+        Duration::from_secs(30),
+    );
+    assert_eq!(cluster.members[0].status_field("timeline"), 2);
+}
+
+#[test]
+fn old_primary_is_cloned_again_when_pg_rewind_fails() {
+    let mut cluster = streaming_pair();
+    cluster.set_lease("demo-0", false);
+    let old = &cluster.members[0];
+    wait_for("demo-0 fenced", Duration::from_secs(10), || {
+        old.postmaster_pid().is_none() && old.status_field("role") == "fenced"
+    });
+    // A control file pg_rewind cannot read: the rewind fails, the re-clone must not.
+    std::fs::write(old.pgdata.join("global/pg_control"), b"").unwrap();
+    cluster.set_lease("demo-1", true);
+    cluster.members[1].wait_ready_as("primary", Duration::from_secs(60));
+    cluster.members[1]
+        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('after re-clone')")
+        .unwrap();
+    let old = &cluster.members[0];
+    wait_for_value(
+        old,
+        "SELECT v FROM t",
+        "after re-clone",
+        Duration::from_secs(90),
+    );
+    assert_eq!(old.status_field("walReceiver"), "streaming");
+    let mut aside = old.pgdata.clone().into_os_string();
+    aside.push(".old");
+    assert!(std::path::Path::new(&aside).join("PG_VERSION").exists());
+}
