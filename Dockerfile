@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# One file, two images:
+# One file, two images (the agent image also carries the instance manager, tusk-instance):
 #   docker build --target operator     -t ghcr.io/tusk-operator/tusk:dev .
 #   docker build --target backup-agent -t ghcr.io/tusk-operator/backup-agent:dev .
 
@@ -13,9 +13,9 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p tusk -p backup-agent \
+    cargo build --release --locked -p tusk -p backup-agent -p tusk-instance \
  && mkdir -p /out \
- && cp target/release/tusk target/release/backup-agent /out/
+ && cp target/release/tusk target/release/backup-agent target/release/tusk-instance /out/
 
 # The operator: one static-ish binary on distroless, as an unprivileged user.
 FROM gcr.io/distroless/cc-debian12:nonroot AS operator
@@ -40,5 +40,9 @@ RUN apt-get update \
 ENV PATH="/usr/lib/postgresql/${PG_MAJOR}/bin:${PATH}" \
     HOME=/tmp
 COPY --from=build /out/backup-agent /usr/local/bin/backup-agent
+# The instance manager rides along: an init container of every database pod copies it into the
+# stock postgres image (docs/replication.md). It links only glibc (bookworm's), which every
+# official Debian-based postgres image has.
+COPY --from=build /out/tusk-instance /usr/local/bin/tusk-instance
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/backup-agent"]
