@@ -121,11 +121,16 @@ impl Writer {
     }
 }
 
-/// The longest time between two consecutive acknowledgements around `fault`: the write gap.
+/// The write gap of a fault injected at `fault`: the longest time between two consecutive
+/// acknowledgements from the last one before `fault` on. (The fault lands a little after
+/// `fault`, when `kubectl exec` or the API server has acted, so "the first acknowledgement
+/// after `fault`" can precede it; a healthy writer acknowledges every few tens of ms.)
 pub fn write_gap(acks: &[Ack], fault: Instant) -> Option<Duration> {
-    let before = acks.iter().rev().find(|a| a.at <= fault)?;
-    let after = acks.iter().find(|a| a.at > fault)?;
-    Some(after.at.duration_since(before.at))
+    let first = acks.iter().rposition(|a| a.at <= fault)?;
+    acks[first..]
+        .windows(2)
+        .map(|pair| pair[1].at.duration_since(pair[0].at))
+        .max()
 }
 
 /// Acknowledged rows missing from `present` (the `n`s the new primary holds).
@@ -242,6 +247,16 @@ mod tests {
         ];
         let fault = t0 + Duration::from_millis(1500);
         assert_eq!(write_gap(&acks, fault), Some(Duration::from_secs(4)));
+        // The fault took effect after an acknowledgement that followed its injection.
+        let late = [
+            ack(1, 1, t0),
+            ack(2, 1, t0 + Duration::from_millis(100)),
+            ack(3, 1, t0 + Duration::from_millis(3100)),
+        ];
+        assert_eq!(
+            write_gap(&late, t0 + Duration::from_millis(50)),
+            Some(Duration::from_secs(3))
+        );
         assert_eq!(lost(&acks, &[1, 3]), [2]);
         assert!(forked(&acks).is_none());
         let forked_acks = [ack(1, 1, t0), ack(2, 2, t0), ack(3, 1, t0)];

@@ -27,11 +27,16 @@ async fn three_with_writer(ctx: &Ctx, name: &str) -> Result<(String, Writer)> {
     Ok((primary, writer))
 }
 
-/// After a fault: every acknowledged row on the primary, no forked timeline; the gap.
-async fn check_writes(ctx: &Ctx, name: &str, writer: Writer, fault: Instant) -> Result<Duration> {
-    writer
-        .wait_ack_after(fault + Duration::from_millis(500), ctx.timeout())
-        .await?;
+/// After a fault injected at `fault` whose effect was certain by `landed` (the kill had run,
+/// the promotion was seen): every acknowledged row on the primary, no forked timeline; the gap.
+async fn check_writes(
+    ctx: &Ctx,
+    name: &str,
+    writer: Writer,
+    fault: Instant,
+    landed: Instant,
+) -> Result<Duration> {
+    writer.wait_ack_after(landed, ctx.timeout()).await?;
     let acks = writer.stop();
     let present = rows(ctx, name).await?;
     let missing = lost(&acks, &present);
@@ -124,7 +129,7 @@ async fn ha_postmaster_killed_restarts_in_place(ctx: Ctx) -> Result {
         ],
     )
     .await?;
-    let gap = check_writes(&ctx, "crash", writer, fault).await?;
+    let gap = check_writes(&ctx, "crash", writer, fault, Instant::now()).await?;
     let after = current_primary(&ctx, "crash").await?.unwrap_or_default();
     ensure!(
         after == primary,
@@ -137,29 +142,63 @@ async fn ha_postmaster_killed_restarts_in_place(ctx: Ctx) -> Result {
     Ok(())
 }
 
-/// The primary's pod force-deleted (no grace): its Lease expires, the most advanced replica is
-/// promoted, writes resume through `-rw`, and the old primary's new pod rejoins as a replica.
+/// The primary's pod force-deleted (no grace): the StatefulSet recreates it at once, so on one
+/// node its manager is back before the Lease expires and keeps the primary role (a restart,
+/// not a failover: nothing to promote). Writes resume through `-rw`, nothing is lost.
 #[scenario]
-async fn ha_primary_pod_force_deleted_fails_over(ctx: Ctx) -> Result {
+async fn ha_primary_pod_force_deleted(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
     let (primary, writer) = three_with_writer(&ctx, "lost").await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let old = ctx.pod_state(&primary).await?;
     let fault = Instant::now();
     pods.delete(&primary, &DeleteParams::default().grace_period(0))
         .await?;
+    ctx.wait_pod(&primary, "a new pod", |p| p.uid != old.uid)
+        .await?;
+    let gap = check_writes(&ctx, "lost", writer, fault, Instant::now()).await?;
+    let now = current_primary(&ctx, "lost").await?.unwrap_or_default();
+    say(format!(
+        "{primary} force-deleted: primary now {now}; write gap {:.2}s; 0 rows lost",
+        gap.as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// The primary frozen (every process of its container stopped, as on a hung node): it cannot
+/// renew its Lease, the operator waits the Lease out and promotes the most advanced replica,
+/// writes resume through `-rw`. Thawed, the old primary finds it no longer holds the Lease,
+/// fences, rewinds and rejoins as a replica.
+#[scenario]
+async fn ha_frozen_primary_fails_over(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    let (primary, writer) = three_with_writer(&ctx, "frozen").await?;
+    let fault = Instant::now();
+    ctx.platform.pod_freeze(&ctx.ns, &primary, true).await?;
     let promoted = until("another instance promoted", ctx.timeout(), || async {
-        let now = current_primary(&ctx, "lost").await?.unwrap_or_default();
+        let now = current_primary(&ctx, "frozen").await?.unwrap_or_default();
         Ok(if now != primary && !now.is_empty() {
             Check::Done(now)
         } else {
             Check::Pending(format!("primary {now}"))
         })
     })
-    .await?;
-    let gap = check_writes(&ctx, "lost", writer, fault).await?;
+    .await;
+    let promoted_at = Instant::now();
+    let checked = match promoted {
+        Ok(promoted) => check_writes(&ctx, "frozen", writer, fault, promoted_at)
+            .await
+            .map(|gap| (promoted, gap)),
+        Err(e) => Err(e),
+    };
+    // Thawed whatever happened: a frozen container would also hold up the namespace's deletion.
+    ctx.platform.pod_freeze(&ctx.ns, &primary, false).await?;
+    let (promoted, gap) = checked?;
     rejoined(&ctx, &primary).await?;
     say(format!(
-        "{primary} force-deleted: {promoted} promoted; write gap {:.2}s; 0 rows lost; {primary} rejoined as a replica",
+        "{primary} frozen: {promoted} promoted {:.1}s after the freeze; write gap {:.2}s; 0 rows \
+         lost; {primary} thawed, fenced and rejoined as a replica",
+        promoted_at.duration_since(fault).as_secs_f64(),
         gap.as_secs_f64()
     ));
     Ok(())

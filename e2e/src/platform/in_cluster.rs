@@ -84,6 +84,37 @@ impl InCluster {
         Ok(())
     }
 
+    /// Freezes every process of the pod's `postgres` container (the instance manager and
+    /// PostgreSQL: a hung node, a stopped VM) or thaws them, through the node's containerd
+    /// (`ctr tasks pause`/`resume`, the cgroup freezer). Root on e2e/local's node only.
+    pub async fn pod_freeze(&self, ns: &str, pod: &str, frozen: bool) -> Result {
+        let dir = self.local_node.as_ref().context("not e2e/local's node")?;
+        let status = Api::<Pod>::namespaced(self.client.clone(), ns)
+            .get(pod)
+            .await?
+            .status
+            .unwrap_or_default();
+        let id = status
+            .container_statuses
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.name == "postgres")
+            .and_then(|c| c.container_id)
+            .context(format!("pod {ns}/{pod} has no running postgres container"))?;
+        let id = id.rsplit("://").next().unwrap_or(&id).to_owned();
+        let socket = dir.join("node/containerd/containerd.sock");
+        let mut command = tokio::process::Command::new("ctr");
+        command.arg("--address").arg(&socket).args([
+            "-n",
+            "k8s.io",
+            "tasks",
+            if frozen { "pause" } else { "resume" },
+            &id,
+        ]);
+        run_command(&mut command).await?;
+        Ok(())
+    }
+
     /// Every key under `prefix`, through the MinIO Service's cluster IP.
     pub async fn bucket_keys(&self, prefix: &str) -> Result<Vec<String>> {
         bucket::keys(&self.minio_endpoint().await?, prefix).await

@@ -87,6 +87,14 @@ impl Platform {
         }
     }
 
+    /// Freezes (or thaws) the processes of a database pod's `postgres` container.
+    pub async fn pod_freeze(&self, ns: &str, pod: &str, frozen: bool) -> Result {
+        match self {
+            Platform::InCluster(p) if p.is_local_node() => p.pod_freeze(ns, pod, frozen).await,
+            _ => Err(unsupported("freeze a pod's processes (hook pod_freeze)")),
+        }
+    }
+
     /// A mark in the audit trail of the operator's requests.
     pub fn operator_writes_mark(&self) -> Result<u64> {
         match self {
