@@ -52,7 +52,7 @@ pub struct PostgreSQLStatus {
     pub last_verified_backup: Option<super::VerifiedBackup>,
 }
 
-/// One instance, as its pod and its instance manager last reported it.
+/// One instance: its pod, the role label the operator gave it, its readiness.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceState {
@@ -63,12 +63,6 @@ pub struct InstanceState {
     pub role: String,
     /// The pod's readiness.
     pub ready: bool,
-    /// The PostgreSQL timeline the instance is on, once reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeline: Option<u32>,
-    /// Bytes of WAL the replica has received but not replayed, or is behind the primary.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lag_bytes: Option<u64>,
 }
 
 /// A change of primary.
