@@ -158,7 +158,8 @@ pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// `sql` as the superuser in pod `pod` (over its socket), unaligned and tuples only.
+/// `sql` as the superuser in pod `pod` (over its socket) on the application database (`app`,
+/// where the writer's table is), unaligned and tuples only.
 pub async fn pod_sql(ctx: &Ctx, pod: &str, sql: &str) -> Result<String> {
     kubectl(&[
         "-n",
@@ -171,6 +172,8 @@ pub async fn pod_sql(ctx: &Ctx, pod: &str, sql: &str) -> Result<String> {
         "psql",
         "-U",
         "postgres",
+        "-d",
+        "app",
         "-X",
         "-A",
         "-t",
