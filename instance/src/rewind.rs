@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::pgdata::{clone_from, conninfo, move_aside, write_passfile, write_standby_config};
+use crate::pgdata::{clone_from, move_aside, peer_conninfo, write_passfile, write_standby_config};
 
 pub async fn rejoin(ctx: &Context, from: &str) -> Result<(), Error> {
     match rewind(ctx, from).await {
@@ -18,14 +18,7 @@ pub async fn rejoin(ctx: &Context, from: &str) -> Result<(), Error> {
 
 async fn rewind(ctx: &Context, from: &str) -> Result<(), Error> {
     write_passfile(ctx)?;
-    let (host, port) = ctx.peers.address(from);
-    let source = conninfo(&[
-        ("host", &host),
-        ("port", &port.to_string()),
-        ("user", "postgres"),
-        ("dbname", "postgres"),
-        ("passfile", &ctx.passfile().to_string_lossy()),
-    ]);
+    let source = peer_conninfo(ctx, from, &[("user", "postgres"), ("dbname", "postgres")]);
     tracing::info!(from, "rewinding with pg_rewind");
     let mut cmd = ctx.tool("pg_rewind");
     // After a fence (immediate stop) pg_rewind first runs crash recovery in single-user mode.

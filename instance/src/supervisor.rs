@@ -62,22 +62,15 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A signal also interrupts a step in progress (a clone, say): the pod is going away.
     loop {
-        let stop = tokio::select! {
-            _ = tick.tick() => false,
-            _ = sigterm.recv() => true,
-            _ = sigint.recv() => true,
-        };
-        if stop {
-            break;
-        }
-        let stop = tokio::select! {
-            _ = sup.step() => false,
-            _ = sigterm.recv() => true,
-            _ = sigint.recv() => true,
-        };
-        if stop {
-            break;
+        tokio::select! {
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+            _ = async {
+                tick.tick().await;
+                sup.step().await;
+            } => {}
         }
     }
     tracing::info!("shutting down");

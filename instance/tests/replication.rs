@@ -8,18 +8,9 @@ use common::*;
 
 #[test]
 fn replica_clones_and_streams_from_the_holder() {
-    let mut cluster = streaming_pair();
-    let primary = &cluster.members[0];
-    primary
-        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('from primary')")
-        .unwrap();
-    let replica = &cluster.members[1];
-    wait_for_value(
-        replica,
-        "SELECT string_agg(v, ',') FROM t",
-        "from primary",
-        Duration::from_secs(30),
-    );
+    let cluster = streaming_pair();
+    let (primary, replica) = (&cluster.members[0], &cluster.members[1]);
+    write_and_see_replicated(primary, replica, "from primary");
 
     let p = primary.status().unwrap();
     assert_eq!(
@@ -60,7 +51,6 @@ fn replica_clones_and_streams_from_the_holder() {
             .unwrap(),
         "tusk_demo_1:true"
     );
-    let _ = cluster.member("demo-0");
 }
 
 #[test]
@@ -107,25 +97,14 @@ fn old_primary_rewinds_and_streams_from_the_new_primary() {
 #[test]
 fn old_primary_is_cloned_again_when_pg_rewind_fails() {
     let mut cluster = streaming_pair();
-    cluster.set_lease("demo-0", false);
+    fence_demo_0(&mut cluster);
     let old = &cluster.members[0];
-    wait_for("demo-0 fenced", Duration::from_secs(10), || {
-        old.postmaster_pid().is_none() && old.status_field("role") == "fenced"
-    });
     // A control file pg_rewind cannot read: the rewind fails, the re-clone must not.
     std::fs::write(old.pgdata.join("global/pg_control"), b"").unwrap();
     cluster.set_lease("demo-1", true);
     cluster.members[1].wait_ready_as("primary", Duration::from_secs(60));
-    cluster.members[1]
-        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('after re-clone')")
-        .unwrap();
     let old = &cluster.members[0];
-    wait_for_value(
-        old,
-        "SELECT v FROM t",
-        "after re-clone",
-        Duration::from_secs(90),
-    );
+    write_and_see_replicated(&cluster.members[1], old, "after re-clone");
     assert_eq!(old.status_field("walReceiver"), "streaming");
     let mut aside = old.pgdata.clone().into_os_string();
     aside.push(".old");
