@@ -252,13 +252,22 @@ mod tests {
         Some(body)
     }
 
+    /// `me` polls a Lease held by `holder`; a renew is answered with `put_status`.
+    async fn poll_as(
+        me: &str,
+        holder: &str,
+        put_status: u16,
+    ) -> (Result<Poll, Error>, Option<serde_json::Value>) {
+        let (api, handle) = mock_api();
+        tokio::join!(
+            poll_lease(&api, "demo-primary", me),
+            serve(handle, holder, put_status)
+        )
+    }
+
     #[tokio::test]
     async fn the_holder_renews_with_the_read_resource_version() {
-        let (api, handle) = mock_api();
-        let (poll, put) = tokio::join!(
-            poll_lease(&api, "demo-primary", "demo-0"),
-            serve(handle, "demo-0", 200)
-        );
+        let (poll, put) = poll_as("demo-0", "demo-0", 200).await;
         assert!(poll.unwrap().renewed);
         let put = put.expect("a renew");
         assert_eq!(put["metadata"]["resourceVersion"], "41");
@@ -268,22 +277,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_conflicting_renew_is_a_failed_renew() {
-        let (api, handle) = mock_api();
-        let (poll, put) = tokio::join!(
-            poll_lease(&api, "demo-primary", "demo-0"),
-            serve(handle, "demo-0", 409)
-        );
+        let (poll, put) = poll_as("demo-0", "demo-0", 409).await;
         assert!(put.is_some());
         assert!(poll.is_err());
     }
 
     #[tokio::test]
     async fn a_non_holder_only_reads() {
-        let (api, handle) = mock_api();
-        let (poll, put) = tokio::join!(
-            poll_lease(&api, "demo-primary", "demo-1"),
-            serve(handle, "demo-0", 200)
-        );
+        let (poll, put) = poll_as("demo-1", "demo-0", 200).await;
         let poll = poll.unwrap();
         assert!(!poll.renewed);
         assert_eq!(poll.view.holder.as_deref(), Some("demo-0"));

@@ -182,10 +182,11 @@ impl Supervisor {
             Action::Fence => {
                 self.fenced = true;
                 if let Some(pm) = self.postmaster.take() {
-                    self.set_role(Role::Fenced);
                     let status = pm.stop(libc::SIGQUIT, Duration::from_secs(10)).await;
                     tracing::warn!(%status, "fenced: postmaster stopped immediately");
                 }
+                // Only now: /status says `fenced` once the postmaster is gone, not before.
+                self.publish(None);
             }
         }
         Ok(())
