@@ -29,7 +29,14 @@ struct Supervisor {
     postmaster: Option<Postmaster>,
     fenced: bool,
     last_slot_sync: Option<Instant>,
+    /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
+    short_lives: u32,
 }
+
+/// A postmaster that exits sooner than this is restarted with a growing pause (250 ms, then
+/// doubling up to 8 s), so a broken configuration is not restarted four times a second while
+/// a killed one comes back at once.
+const SHORT_LIFE: Duration = Duration::from_secs(2);
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
     // SAFETY: geteuid has no preconditions.
@@ -59,6 +66,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         postmaster: None,
         fenced: false,
         last_slot_sync: None,
+        short_lives: 0,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -87,12 +95,17 @@ impl Supervisor {
         if let Some(pm) = &mut self.postmaster
             && let Some(status) = pm.exited()
         {
-            let early = pm.started.elapsed() < Duration::from_secs(2);
             tracing::warn!(%status, "postmaster exited");
+            self.short_lives = if pm.started.elapsed() < SHORT_LIFE {
+                self.short_lives.saturating_add(1)
+            } else {
+                0
+            };
             self.postmaster = None;
             self.publish(None);
-            if early {
-                tokio::time::sleep(RETRY_PAUSE).await;
+            if self.short_lives > 0 {
+                let pause = Duration::from_millis(250) * 2u32.pow(self.short_lives.min(6) - 1);
+                tokio::time::sleep(pause).await;
             }
         }
         let observed = self.observed.borrow().clone();
@@ -114,7 +127,12 @@ impl Supervisor {
             tokio::time::sleep(RETRY_PAUSE).await;
             return;
         }
-        if action == Action::Wait && local == Local::Primary {
+        // Slots once the server has had a moment to accept connections.
+        let settled = self
+            .postmaster
+            .as_ref()
+            .is_some_and(|pm| pm.started.elapsed() > SHORT_LIFE);
+        if action == Action::Wait && local == Local::Primary && settled {
             self.sync_slots(&observed).await;
         }
         self.publish(Some(&observed));
