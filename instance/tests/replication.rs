@@ -110,3 +110,35 @@ fn old_primary_is_cloned_again_when_pg_rewind_fails() {
     aside.push(".old");
     assert!(std::path::Path::new(&aside).join("PG_VERSION").exists());
 }
+
+#[test]
+fn other_replicas_follow_the_new_primary() {
+    let mut cluster = Cluster::new(&["demo-0", "demo-1", "demo-2"]);
+    cluster.set_lease("demo-0", true);
+    cluster.member("demo-0").start();
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(90));
+    for name in ["demo-1", "demo-2"] {
+        cluster.member(name).start();
+    }
+    for name in ["demo-1", "demo-2"] {
+        cluster
+            .member(name)
+            .wait_ready_as("replica", Duration::from_secs(90));
+    }
+    write_and_see_replicated(&cluster.members[0], &cluster.members[2], "timeline 1");
+    fail_over(&mut cluster);
+    // demo-2 is pointed at demo-1 by a reload, without a restart, and follows it to timeline 2.
+    let third = &cluster.members[2];
+    wait_for("demo-2 follows demo-1", Duration::from_secs(60), || {
+        third.status().is_some_and(|s| {
+            s["leaseHolder"] == "demo-1" && s["walReceiver"] == "streaming" && s["timeline"] == 2
+        })
+    });
+    write_and_see_replicated(&cluster.members[1], third, "timeline 2");
+    let upstream = cluster.members[1]
+        .psql("SELECT application_name FROM pg_stat_replication WHERE application_name = 'demo-2'")
+        .unwrap();
+    assert_eq!(upstream, "demo-2");
+}
