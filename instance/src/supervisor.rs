@@ -29,6 +29,7 @@ struct Supervisor {
     postmaster: Option<Postmaster>,
     fenced: bool,
     last_slot_sync: Option<Instant>,
+    slot_sync: Option<tokio::task::JoinHandle<()>>,
     /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
     short_lives: u32,
 }
@@ -67,6 +68,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         fenced: false,
         last_slot_sync: None,
         short_lives: 0,
+        slot_sync: None,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -133,7 +135,7 @@ impl Supervisor {
             .as_ref()
             .is_some_and(|pm| pm.started.elapsed() > SHORT_LIFE);
         if action == Action::Wait && local == Local::Primary && settled {
-            self.sync_slots(&observed).await;
+            self.sync_slots(&observed);
         }
         self.publish(Some(&observed));
     }
@@ -218,7 +220,15 @@ impl Supervisor {
         Ok(())
     }
 
-    async fn sync_slots(&mut self, observed: &Observed) {
+    /// Runs the slot sync as a background task: a slow or hung query on the primary must never
+    /// hold up the loop that fences it.
+    fn sync_slots(&mut self, observed: &Observed) {
+        if let Some(task) = &self.slot_sync {
+            if !task.is_finished() {
+                return;
+            }
+            self.slot_sync = None;
+        }
         if self
             .last_slot_sync
             .is_some_and(|at| at.elapsed() < SLOT_SYNC_EVERY)
@@ -228,10 +238,17 @@ impl Supervisor {
         let Some(lease) = &observed.lease else {
             return;
         };
-        match crate::slots::sync(&self.ctx, &lease.instances).await {
-            Ok(()) => self.last_slot_sync = Some(Instant::now()),
-            Err(e) => tracing::warn!(error = %e, "syncing replication slots"),
-        }
+        // Attempts are spaced whether or not they succeed; a failure is logged and retried.
+        self.last_slot_sync = Some(Instant::now());
+        let (ctx, members) = (self.ctx.clone(), lease.instances.clone());
+        self.slot_sync = Some(tokio::spawn(async move {
+            let sync = crate::slots::sync(&ctx, &members);
+            match tokio::time::timeout(SLOT_SYNC_EVERY, sync).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "syncing replication slots"),
+                Err(_) => tracing::warn!("syncing replication slots timed out"),
+            }
+        }));
     }
 
     fn set_role(&self, role: Role) {
