@@ -116,157 +116,92 @@ pub fn decide(
 mod tests {
     use super::*;
 
-    fn lease(holder: Option<&str>) -> LeaseView {
-        LeaseView {
+    /// `decide` for pod `demo-0` with a 6 s Lease held by `holder`, renewed `renewed` seconds
+    /// ago (None: never).
+    fn check(holder: Option<&str>, renewed: Option<f64>, local: Local, expected: Action) {
+        let now = Instant::now();
+        let lease = LeaseView {
             holder: holder.map(str::to_string),
             duration: Duration::from_secs(6),
             instances: vec!["demo-0".into(), "demo-1".into()],
+        };
+        let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
+        let got = decide(Some(&lease), "demo-0", now, last_renew, &local);
+        assert_eq!(
+            got, expected,
+            "holder {holder:?}, renewed {renewed:?}, {local:?}"
+        );
+    }
+
+    fn standby(upstream: Option<&str>) -> Local {
+        Local::Standby {
+            upstream: upstream.map(str::to_string),
         }
     }
 
-    fn at(now: Instant, secs_ago: f64) -> Option<Instant> {
-        now.checked_sub(Duration::from_secs_f64(secs_ago))
-    }
+    const ME: Option<&str> = Some("demo-0");
+    const OTHER: Option<&str> = Some("demo-1");
+    const FRESH: Option<f64> = Some(0.5);
 
     #[test]
     fn fresh_holder_initializes_starts_and_keeps_running_as_primary() {
-        let now = Instant::now();
-        let l = lease(Some("demo-0"));
-        let fresh = at(now, 0.5);
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, fresh, &Local::NoData),
-            Action::Initdb
-        );
+        check(ME, FRESH, Local::NoData, Action::Initdb);
         let stopped = Local::Stopped { standby: false };
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, fresh, &stopped),
-            Action::StartPrimary
-        );
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, fresh, &Local::Primary),
-            Action::Wait
-        );
+        check(ME, FRESH, stopped, Action::StartPrimary);
+        check(ME, FRESH, Local::Primary, Action::Wait);
     }
 
     #[test]
     fn holder_fences_once_the_renew_deadline_passes() {
-        let now = Instant::now();
-        let l = lease(Some("demo-0"));
-        // Deadline = 6 s - 2 s.
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, at(now, 3.9), &Local::Primary),
-            Action::Wait
-        );
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, at(now, 4.0), &Local::Primary),
-            Action::Fence
-        );
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &Local::Primary),
-            Action::Fence
-        );
+        // Deadline: 6 s - 2 s.
+        check(ME, Some(3.9), Local::Primary, Action::Wait);
+        check(ME, Some(4.0), Local::Primary, Action::Fence);
+        check(ME, None, Local::Primary, Action::Fence);
     }
 
     #[test]
     fn stale_holder_starts_nothing() {
-        let now = Instant::now();
-        let l = lease(Some("demo-0"));
-        let stale = at(now, 10.0);
         for local in [
             Local::NoData,
             Local::Stopped { standby: false },
-            Local::Standby { upstream: None },
+            standby(None),
         ] {
-            assert_eq!(decide(Some(&l), "demo-0", now, stale, &local), Action::Wait);
+            check(ME, Some(10.0), local, Action::Wait);
         }
     }
 
     #[test]
     fn standby_that_becomes_fresh_holder_promotes() {
-        let now = Instant::now();
-        let l = lease(Some("demo-1"));
-        let local = Local::Standby {
-            upstream: Some("demo-0".into()),
-        };
-        assert_eq!(
-            decide(Some(&l), "demo-1", now, at(now, 0.1), &local),
-            Action::Promote
-        );
+        check(ME, FRESH, standby(Some("demo-1")), Action::Promote);
     }
 
     #[test]
     fn non_holder_clones_follows_rewinds_and_fences() {
-        let now = Instant::now();
-        let l = lease(Some("demo-1"));
         let from = || "demo-1".to_string();
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &Local::NoData),
-            Action::Clone { from: from() }
-        );
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &Local::Primary),
-            Action::Fence
-        );
-        assert_eq!(
-            decide(
-                Some(&l),
-                "demo-0",
-                now,
-                None,
-                &Local::Stopped { standby: false }
-            ),
-            Action::Rewind { from: from() }
-        );
-        assert_eq!(
-            decide(
-                Some(&l),
-                "demo-0",
-                now,
-                None,
-                &Local::Stopped { standby: true }
-            ),
-            Action::StartStandby { upstream: from() }
-        );
-        let old = Local::Standby {
-            upstream: Some("demo-2".into()),
-        };
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &old),
-            Action::Repoint { upstream: from() }
-        );
-        let following = Local::Standby {
-            upstream: Some(from()),
-        };
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, None, &following),
-            Action::Wait
-        );
+        check(OTHER, None, Local::NoData, Action::Clone { from: from() });
+        check(OTHER, None, Local::Primary, Action::Fence);
+        let former_primary = Local::Stopped { standby: false };
+        check(OTHER, None, former_primary, Action::Rewind { from: from() });
+        let stopped_standby = Local::Stopped { standby: true };
+        let start = Action::StartStandby { upstream: from() };
+        check(OTHER, None, stopped_standby, start);
+        let repoint = Action::Repoint { upstream: from() };
+        check(OTHER, None, standby(Some("demo-2")), repoint);
+        check(OTHER, None, standby(Some("demo-1")), Action::Wait);
     }
 
     #[test]
     fn without_holder_or_lease_nobody_is_primary() {
+        check(None, FRESH, Local::Primary, Action::Fence);
+        check(None, FRESH, Local::NoData, Action::Wait);
+        check(None, FRESH, standby(None), Action::Wait);
         let now = Instant::now();
-        let l = lease(None);
-        let fresh = at(now, 0.1);
         assert_eq!(
-            decide(Some(&l), "demo-0", now, fresh, &Local::Primary),
+            decide(None, "demo-0", now, Some(now), &Local::Primary),
             Action::Fence
         );
         assert_eq!(
-            decide(Some(&l), "demo-0", now, fresh, &Local::NoData),
-            Action::Wait
-        );
-        let standby = Local::Standby { upstream: None };
-        assert_eq!(
-            decide(Some(&l), "demo-0", now, fresh, &standby),
-            Action::Wait
-        );
-        assert_eq!(
-            decide(None, "demo-0", now, fresh, &Local::Primary),
-            Action::Fence
-        );
-        assert_eq!(
-            decide(None, "demo-0", now, fresh, &Local::NoData),
+            decide(None, "demo-0", now, Some(now), &Local::NoData),
             Action::Wait
         );
     }

@@ -24,6 +24,8 @@ async fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
+        // Colours only for a person at a terminal, not in container logs.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let result = match Cli::parse().command {
         Command::Install { dest } => tusk_instance::install::install(&dest),

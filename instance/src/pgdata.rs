@@ -212,14 +212,11 @@ pub fn move_aside(pgdata: &Path) -> Result<(), Error> {
 pub fn write_standby_config(ctx: &Context, upstream: &str) -> Result<(), Error> {
     let pgdata = ctx.pgdata();
     write_passfile(ctx)?;
-    let (host, port) = ctx.peers.address(upstream);
-    let conninfo = conninfo(&[
-        ("host", &host),
-        ("port", &port.to_string()),
-        ("user", "tusk_replication"),
-        ("application_name", ctx.me()),
-        ("passfile", &ctx.passfile().to_string_lossy()),
-    ]);
+    let conninfo = peer_conninfo(
+        ctx,
+        upstream,
+        &[("user", "tusk_replication"), ("application_name", ctx.me())],
+    );
     let settings = [
         ("primary_conninfo", conninfo),
         ("primary_slot_name", slot_name(ctx.me())),
@@ -252,6 +249,18 @@ fn replace_managed_settings(current: &str, settings: &[(&str, String)]) -> Strin
 /// A postgresql.conf string: quotes doubled, backslashes escaped.
 fn conf_string(value: &str) -> String {
     format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// The conninfo of member `peer`'s server: its address, `extra`, and the passfile (never a
+/// password).
+pub fn peer_conninfo(ctx: &Context, peer: &str, extra: &[(&str, &str)]) -> String {
+    let (host, port) = ctx.peers.address(peer);
+    let (port, passfile) = (port.to_string(), ctx.passfile());
+    let passfile = passfile.to_string_lossy();
+    let mut pairs = vec![("host", host.as_str()), ("port", port.as_str())];
+    pairs.extend_from_slice(extra);
+    pairs.push(("passfile", &passfile));
+    conninfo(&pairs)
 }
 
 /// A libpq conninfo string, every value single-quoted with `\` and `'` escaped.

@@ -4,8 +4,8 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::sql::connect;
 
-/// `pg_promote(wait => true)`: returns once the server accepts writes on its new timeline and
-/// has checkpointed it.
+/// `pg_promote(wait => true)`: returns once the server accepts writes on its new timeline. The
+/// checkpoint that follows runs in the background: the supervisor must be free to fence.
 pub async fn promote(ctx: &Context) -> Result<(), Error> {
     let client = connect(ctx, "postgres").await?;
     let promoted: bool = client
@@ -19,8 +19,12 @@ pub async fn promote(ctx: &Context) -> Result<(), Error> {
     // Promotion does not checkpoint, so the control file still names the old timeline; before
     // PostgreSQL 16, pg_rewind against such a source finds "the same timeline" and rewinds
     // nothing, leaving the former primary unable to follow.
-    client
-        .batch_execute("CHECKPOINT")
-        .await
-        .map_err(Error::sql("checkpoint after promotion"))
+    // Members wait for it before rewinding (rewind.rs).
+    tokio::spawn(async move {
+        match client.batch_execute("CHECKPOINT").await {
+            Ok(()) => tracing::info!("checkpointed the new timeline"),
+            Err(e) => tracing::warn!(error = %e, "checkpoint after promotion"),
+        }
+    });
+    Ok(())
 }

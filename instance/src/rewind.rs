@@ -3,9 +3,12 @@
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::pgdata::{clone_from, conninfo, move_aside, write_passfile, write_standby_config};
+use crate::pgdata::{clone_from, move_aside, peer_conninfo, write_passfile, write_standby_config};
+use crate::sql::connect_peer;
 
 pub async fn rejoin(ctx: &Context, from: &str) -> Result<(), Error> {
+    // Not ready is not a failed rewind: retried later, never a reason to re-clone.
+    source_ready(ctx, from).await?;
     match rewind(ctx, from).await {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -16,16 +19,35 @@ pub async fn rejoin(ctx: &Context, from: &str) -> Result<(), Error> {
     }
 }
 
+/// pg_rewind reads the source's timeline from its control file. The Lease can name the new
+/// holder before it has promoted and checkpointed (promote.rs); rewinding from it then finds
+/// "the same timeline", rewinds nothing, and the former primary can never follow. So the source
+/// must be out of recovery with its last checkpoint on its current timeline.
+async fn source_ready(ctx: &Context, from: &str) -> Result<(), Error> {
+    let client = connect_peer(ctx, from).await?;
+    let row = client
+        .query_one(
+            "SELECT pg_is_in_recovery(), \
+               (SELECT timeline_id FROM pg_control_checkpoint())::int8, \
+               CASE WHEN pg_is_in_recovery() THEN NULL ELSE \
+                 ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END",
+            &[],
+        )
+        .await
+        .map_err(Error::sql(format!("reading {from}'s timeline")))?;
+    let (in_recovery, checkpointed, current): (bool, Option<i64>, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2));
+    if in_recovery || current.is_none() || checkpointed != current {
+        return Err(Error::State(format!(
+            "{from} is not yet a primary with a checkpoint on its timeline: not rewinding yet"
+        )));
+    }
+    Ok(())
+}
+
 async fn rewind(ctx: &Context, from: &str) -> Result<(), Error> {
     write_passfile(ctx)?;
-    let (host, port) = ctx.peers.address(from);
-    let source = conninfo(&[
-        ("host", &host),
-        ("port", &port.to_string()),
-        ("user", "postgres"),
-        ("dbname", "postgres"),
-        ("passfile", &ctx.passfile().to_string_lossy()),
-    ]);
+    let source = peer_conninfo(ctx, from, &[("user", "postgres"), ("dbname", "postgres")]);
     tracing::info!(from, "rewinding with pg_rewind");
     let mut cmd = ctx.tool("pg_rewind");
     // After a fence (immediate stop) pg_rewind first runs crash recovery in single-user mode.

@@ -203,4 +203,91 @@ mod tests {
         .unwrap();
         assert_eq!(view_of(&empty).holder, None);
     }
+
+    type Handle = tower_test::mock::Handle<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >;
+
+    fn mock_api() -> (Api<Lease>, Handle) {
+        let (service, handle) = tower_test::mock::pair();
+        (
+            Api::namespaced(kube::Client::new(service, "ns"), "ns"),
+            handle,
+        )
+    }
+
+    fn lease_json(holder: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "demo-primary", "namespace": "ns", "resourceVersion": "41"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 6}
+        })
+    }
+
+    fn respond(status: u16, body: &serde_json::Value) -> http::Response<kube::client::Body> {
+        http::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body.to_string().into_bytes()))
+            .unwrap()
+    }
+
+    /// Answers the GET with a Lease held by `holder`, then the PUT (if one comes within a
+    /// moment) with `put_status`; returns the PUT's body.
+    async fn serve(mut handle: Handle, holder: &str, put_status: u16) -> Option<serde_json::Value> {
+        let (get, send) = handle.next_request().await.expect("a GET");
+        assert_eq!(get.method(), http::Method::GET);
+        assert_eq!(
+            get.uri().path(),
+            "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-primary"
+        );
+        send.send_response(respond(200, &lease_json(holder)));
+        let next = tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await;
+        let (put, send) = next.ok().flatten()?;
+        assert_eq!(put.method(), http::Method::PUT);
+        let bytes = put.into_body().collect_bytes().await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        send.send_response(respond(put_status, &body));
+        Some(body)
+    }
+
+    /// `me` polls a Lease held by `holder`; a renew is answered with `put_status`.
+    async fn poll_as(
+        me: &str,
+        holder: &str,
+        put_status: u16,
+    ) -> (Result<Poll, Error>, Option<serde_json::Value>) {
+        let (api, handle) = mock_api();
+        tokio::join!(
+            poll_lease(&api, "demo-primary", me),
+            serve(handle, holder, put_status)
+        )
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_with_the_read_resource_version() {
+        let (poll, put) = poll_as("demo-0", "demo-0", 200).await;
+        assert!(poll.unwrap().renewed);
+        let put = put.expect("a renew");
+        assert_eq!(put["metadata"]["resourceVersion"], "41");
+        assert!(put["spec"]["renewTime"].is_string(), "{put}");
+        assert_eq!(put["spec"]["holderIdentity"], "demo-0");
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_renew_is_a_failed_renew() {
+        let (poll, put) = poll_as("demo-0", "demo-0", 409).await;
+        assert!(put.is_some());
+        assert!(poll.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_non_holder_only_reads() {
+        let (poll, put) = poll_as("demo-1", "demo-0", 200).await;
+        let poll = poll.unwrap();
+        assert!(!poll.renewed);
+        assert_eq!(poll.view.holder.as_deref(), Some("demo-0"));
+        assert!(put.is_none(), "a non-holder wrote the Lease");
+    }
 }

@@ -31,6 +31,30 @@ pub async fn connect(ctx: &Context, database: &str) -> Result<Client, Error> {
     Ok(client)
 }
 
+/// Connects as `postgres` to member `peer`'s server over the network.
+pub async fn connect_peer(ctx: &Context, peer: &str) -> Result<Client, Error> {
+    let (host, port) = ctx.peers.address(peer);
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(&host)
+        .port(port)
+        .user("postgres")
+        .password(&ctx.args.postgres_password)
+        .dbname("postgres")
+        .application_name("tusk-instance")
+        .connect_timeout(Duration::from_secs(3));
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(Error::sql(format!("connecting to {peer}")))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "peer connection ended");
+        }
+    });
+    Ok(client)
+}
+
 /// `"name"` with embedded quotes doubled: an identifier that is always taken literally.
 pub fn quote_ident(name: &str) -> Result<String, Error> {
     reject_nul(name)?;

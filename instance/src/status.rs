@@ -112,9 +112,12 @@ pub async fn report(ctx: &Context, state: &ManagerState) -> StatusReport {
 }
 
 fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> StatusReport {
+    // Ready: serving in the role the Lease gives, so a standby about to be promoted is not
+    // (yet) ready, and neither is a primary that lost the Lease.
+    let holder = state.lease_holder.as_deref() == Some(pod);
     let ready = match (&facts, state.role) {
-        (Some(f), Role::Primary) => !f.in_recovery,
-        (Some(f), Role::Replica) => f.in_recovery,
+        (Some(f), Role::Primary) => !f.in_recovery && holder,
+        (Some(f), Role::Replica) => f.in_recovery && !holder,
         _ => false,
     };
     let facts = facts.unwrap_or_default();
@@ -217,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn a_primary_in_recovery_is_not_ready() {
+    fn ready_only_in_the_role_the_lease_gives() {
         let state = ManagerState {
             role: Role::Primary,
             postgres_running: true,
@@ -228,6 +231,13 @@ mod tests {
             ..Default::default()
         };
         assert!(!build_report("demo-0", &state, Some(facts)).ready);
+        let writable = || ServerFacts::default();
+        assert!(!build_report("demo-0", &state, Some(writable())).ready);
+        let holder = ManagerState {
+            lease_holder: Some("demo-0".into()),
+            ..state.clone()
+        };
+        assert!(build_report("demo-0", &holder, Some(writable())).ready);
         let fenced = ManagerState {
             role: Role::Fenced,
             fenced: true,

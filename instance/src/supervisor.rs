@@ -29,7 +29,15 @@ struct Supervisor {
     postmaster: Option<Postmaster>,
     fenced: bool,
     last_slot_sync: Option<Instant>,
+    slot_sync: Option<tokio::task::JoinHandle<()>>,
+    /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
+    short_lives: u32,
 }
+
+/// A postmaster that exits sooner than this is restarted with a growing pause (250 ms, then
+/// doubling up to 8 s), so a broken configuration is not restarted four times a second while
+/// a killed one comes back at once.
+const SHORT_LIFE: Duration = Duration::from_secs(2);
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
     // SAFETY: geteuid has no preconditions.
@@ -59,25 +67,20 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         postmaster: None,
         fenced: false,
         last_slot_sync: None,
+        short_lives: 0,
+        slot_sync: None,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A signal also interrupts a step in progress (a clone, say): the pod is going away.
     loop {
-        let stop = tokio::select! {
-            _ = tick.tick() => false,
-            _ = sigterm.recv() => true,
-            _ = sigint.recv() => true,
-        };
-        if stop {
-            break;
-        }
-        let stop = tokio::select! {
-            _ = sup.step() => false,
-            _ = sigterm.recv() => true,
-            _ = sigint.recv() => true,
-        };
-        if stop {
-            break;
+        tokio::select! {
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+            _ = async {
+                tick.tick().await;
+                sup.step().await;
+            } => {}
         }
     }
     tracing::info!("shutting down");
@@ -94,12 +97,17 @@ impl Supervisor {
         if let Some(pm) = &mut self.postmaster
             && let Some(status) = pm.exited()
         {
-            let early = pm.started.elapsed() < Duration::from_secs(2);
             tracing::warn!(%status, "postmaster exited");
+            self.short_lives = if pm.started.elapsed() < SHORT_LIFE {
+                self.short_lives.saturating_add(1)
+            } else {
+                0
+            };
             self.postmaster = None;
             self.publish(None);
-            if early {
-                tokio::time::sleep(RETRY_PAUSE).await;
+            if self.short_lives > 0 {
+                let pause = Duration::from_millis(250) * 2u32.pow(self.short_lives.min(6) - 1);
+                tokio::time::sleep(pause).await;
             }
         }
         let observed = self.observed.borrow().clone();
@@ -121,8 +129,13 @@ impl Supervisor {
             tokio::time::sleep(RETRY_PAUSE).await;
             return;
         }
-        if action == Action::Wait && local == Local::Primary {
-            self.sync_slots(&observed).await;
+        // Slots once the server has had a moment to accept connections.
+        let settled = self
+            .postmaster
+            .as_ref()
+            .is_some_and(|pm| pm.started.elapsed() > SHORT_LIFE);
+        if action == Action::Wait && local == Local::Primary && settled {
+            self.sync_slots(&observed);
         }
         self.publish(Some(&observed));
     }
@@ -189,10 +202,11 @@ impl Supervisor {
             Action::Fence => {
                 self.fenced = true;
                 if let Some(pm) = self.postmaster.take() {
-                    self.set_role(Role::Fenced);
                     let status = pm.stop(libc::SIGQUIT, Duration::from_secs(10)).await;
                     tracing::warn!(%status, "fenced: postmaster stopped immediately");
                 }
+                // Only now: /status says `fenced` once the postmaster is gone, not before.
+                self.publish(None);
             }
         }
         Ok(())
@@ -206,7 +220,15 @@ impl Supervisor {
         Ok(())
     }
 
-    async fn sync_slots(&mut self, observed: &Observed) {
+    /// Runs the slot sync as a background task: a slow or hung query on the primary must never
+    /// hold up the loop that fences it.
+    fn sync_slots(&mut self, observed: &Observed) {
+        if let Some(task) = &self.slot_sync {
+            if !task.is_finished() {
+                return;
+            }
+            self.slot_sync = None;
+        }
         if self
             .last_slot_sync
             .is_some_and(|at| at.elapsed() < SLOT_SYNC_EVERY)
@@ -216,10 +238,17 @@ impl Supervisor {
         let Some(lease) = &observed.lease else {
             return;
         };
-        match crate::slots::sync(&self.ctx, &lease.instances).await {
-            Ok(()) => self.last_slot_sync = Some(Instant::now()),
-            Err(e) => tracing::warn!(error = %e, "syncing replication slots"),
-        }
+        // Attempts are spaced whether or not they succeed; a failure is logged and retried.
+        self.last_slot_sync = Some(Instant::now());
+        let (ctx, members) = (self.ctx.clone(), lease.instances.clone());
+        self.slot_sync = Some(tokio::spawn(async move {
+            let sync = crate::slots::sync(&ctx, &members);
+            match tokio::time::timeout(SLOT_SYNC_EVERY, sync).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "syncing replication slots"),
+                Err(_) => tracing::warn!("syncing replication slots timed out"),
+            }
+        }));
     }
 
     fn set_role(&self, role: Role) {

@@ -3,7 +3,6 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 use common::*;
 
@@ -33,11 +32,8 @@ fn install_copies_the_executable_with_mode_0755() {
 
 #[test]
 fn primary_initdb_has_checksums_app_role_and_replication_role() {
-    let mut cluster = Cluster::new(&["demo-0"]);
-    cluster.set_lease("demo-0", true);
+    let mut cluster = single_primary();
     let primary = cluster.member("demo-0");
-    primary.start();
-    primary.wait_ready_as("primary", Duration::from_secs(90));
 
     assert_eq!(primary.psql("SHOW data_checksums").unwrap(), "on");
     assert_eq!(

@@ -8,12 +8,7 @@ use common::*;
 
 #[test]
 fn holder_that_cannot_renew_is_fenced_within_the_deadline() {
-    let mut cluster = Cluster::new(&["demo-0"]);
-    cluster.set_lease("demo-0", true);
-    cluster.member("demo-0").start();
-    cluster
-        .member("demo-0")
-        .wait_ready_as("primary", Duration::from_secs(90));
+    let cluster = single_primary();
 
     let refused = Instant::now();
     cluster.set_lease("demo-0", false);
@@ -40,11 +35,8 @@ fn holder_that_cannot_renew_is_fenced_within_the_deadline() {
 
 #[test]
 fn killed_postmaster_of_the_holder_is_restarted_in_place() {
-    let mut cluster = Cluster::new(&["demo-0"]);
-    cluster.set_lease("demo-0", true);
+    let mut cluster = single_primary();
     let primary = cluster.member("demo-0");
-    primary.start();
-    primary.wait_ready_as("primary", Duration::from_secs(90));
     primary.psql("CREATE TABLE w (n int)").unwrap();
     let pid = primary.postmaster_pid().expect("postmaster pid");
 
@@ -69,11 +61,8 @@ fn killed_postmaster_of_the_holder_is_restarted_in_place() {
 
 #[test]
 fn sigterm_shuts_postgres_down_fast_and_exits_cleanly() {
-    let mut cluster = Cluster::new(&["demo-0"]);
-    cluster.set_lease("demo-0", true);
+    let mut cluster = single_primary();
     let primary = cluster.member("demo-0");
-    primary.start();
-    primary.wait_ready_as("primary", Duration::from_secs(90));
     let status = primary.terminate(Duration::from_secs(30));
     assert!(status.success(), "manager exit: {status}");
     assert!(primary.postmaster_pid().is_none());

@@ -8,18 +8,9 @@ use common::*;
 
 #[test]
 fn replica_clones_and_streams_from_the_holder() {
-    let mut cluster = streaming_pair();
-    let primary = &cluster.members[0];
-    primary
-        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('from primary')")
-        .unwrap();
-    let replica = &cluster.members[1];
-    wait_for_value(
-        replica,
-        "SELECT string_agg(v, ',') FROM t",
-        "from primary",
-        Duration::from_secs(30),
-    );
+    let cluster = streaming_pair();
+    let (primary, replica) = (&cluster.members[0], &cluster.members[1]);
+    write_and_see_replicated(primary, replica, "from primary");
 
     let p = primary.status().unwrap();
     assert_eq!(
@@ -60,7 +51,6 @@ fn replica_clones_and_streams_from_the_holder() {
             .unwrap(),
         "tusk_demo_1:true"
     );
-    let _ = cluster.member("demo-0");
 }
 
 #[test]
@@ -107,27 +97,48 @@ fn old_primary_rewinds_and_streams_from_the_new_primary() {
 #[test]
 fn old_primary_is_cloned_again_when_pg_rewind_fails() {
     let mut cluster = streaming_pair();
-    cluster.set_lease("demo-0", false);
+    fence_demo_0(&mut cluster);
     let old = &cluster.members[0];
-    wait_for("demo-0 fenced", Duration::from_secs(10), || {
-        old.postmaster_pid().is_none() && old.status_field("role") == "fenced"
-    });
     // A control file pg_rewind cannot read: the rewind fails, the re-clone must not.
     std::fs::write(old.pgdata.join("global/pg_control"), b"").unwrap();
     cluster.set_lease("demo-1", true);
     cluster.members[1].wait_ready_as("primary", Duration::from_secs(60));
-    cluster.members[1]
-        .psql("CREATE TABLE t (v text); INSERT INTO t VALUES ('after re-clone')")
-        .unwrap();
     let old = &cluster.members[0];
-    wait_for_value(
-        old,
-        "SELECT v FROM t",
-        "after re-clone",
-        Duration::from_secs(90),
-    );
+    write_and_see_replicated(&cluster.members[1], old, "after re-clone");
     assert_eq!(old.status_field("walReceiver"), "streaming");
     let mut aside = old.pgdata.clone().into_os_string();
     aside.push(".old");
     assert!(std::path::Path::new(&aside).join("PG_VERSION").exists());
+}
+
+#[test]
+fn other_replicas_follow_the_new_primary() {
+    let mut cluster = Cluster::new(&["demo-0", "demo-1", "demo-2"]);
+    cluster.set_lease("demo-0", true);
+    cluster.member("demo-0").start();
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(90));
+    for name in ["demo-1", "demo-2"] {
+        cluster.member(name).start();
+    }
+    for name in ["demo-1", "demo-2"] {
+        cluster
+            .member(name)
+            .wait_ready_as("replica", Duration::from_secs(90));
+    }
+    write_and_see_replicated(&cluster.members[0], &cluster.members[2], "timeline 1");
+    fail_over(&mut cluster);
+    // demo-2 is pointed at demo-1 by a reload, without a restart, and follows it to timeline 2.
+    let third = &cluster.members[2];
+    wait_for("demo-2 follows demo-1", Duration::from_secs(60), || {
+        third.status().is_some_and(|s| {
+            s["leaseHolder"] == "demo-1" && s["walReceiver"] == "streaming" && s["timeline"] == 2
+        })
+    });
+    write_and_see_replicated(&cluster.members[1], third, "timeline 2");
+    let upstream = cluster.members[1]
+        .psql("SELECT application_name FROM pg_stat_replication WHERE application_name = 'demo-2'")
+        .unwrap();
+    assert_eq!(upstream, "demo-2");
 }

@@ -103,10 +103,7 @@ impl Cluster {
             "install: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let ports: Vec<(u16, u16)> = names
-            .iter()
-            .map(|_| (tusk_testkit::free_port(), tusk_testkit::free_port()))
-            .collect();
+        let ports: Vec<(u16, u16)> = names.iter().map(|_| (free_port(), free_port())).collect();
         let peers = names
             .iter()
             .zip(&ports)
@@ -349,7 +346,7 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("TUSK_DUMP_LOGS").is_some() {
             dump(&self.name, &self.log);
         }
         self.stop();
@@ -403,14 +400,29 @@ pub fn streaming_pair() -> Cluster {
     cluster
 }
 
-/// Fences demo-0 (renews refused), then hands the Lease to demo-1 and waits for its promotion;
-/// returns how long the promotion took after the handover.
-pub fn fail_over(cluster: &mut Cluster) -> Duration {
+/// One member, `demo-0`, holding the Lease and running as primary.
+pub fn single_primary() -> Cluster {
+    let mut cluster = Cluster::new(&["demo-0"]);
+    cluster.set_lease("demo-0", true);
+    let primary = cluster.member("demo-0");
+    primary.start();
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    cluster
+}
+
+/// Refuses demo-0's renews and waits until it has fenced itself (postmaster gone).
+pub fn fence_demo_0(cluster: &mut Cluster) {
     cluster.set_lease("demo-0", false);
     let old = cluster.member("demo-0");
     wait_for("demo-0 fenced", Duration::from_secs(10), || {
         old.postmaster_pid().is_none() && old.status_field("role") == "fenced"
     });
+}
+
+/// Fences demo-0 (renews refused), then hands the Lease to demo-1 and waits for its promotion;
+/// returns how long the promotion took after the handover.
+pub fn fail_over(cluster: &mut Cluster) -> Duration {
+    fence_demo_0(cluster);
     cluster.set_lease("demo-1", true);
     let new = cluster.member("demo-1");
     let took = wait_for("demo-1 promoted", Duration::from_secs(60), || {
@@ -428,4 +440,36 @@ pub fn wait_for_value(member: &Instance, sql: &str, expected: &str, timeout: Dur
         timeout,
         || member.psql(sql).is_ok_and(|v| v == expected),
     );
+}
+
+/// Inserts `value` into table `t` (created when missing) on `writer` and waits until `reader`
+/// has replayed it.
+pub fn write_and_see_replicated(writer: &Instance, reader: &Instance, value: &str) {
+    writer
+        .psql(&format!(
+            "CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ('{value}')"
+        ))
+        .unwrap();
+    let sql = format!("SELECT count(*) FROM t WHERE v = '{value}'");
+    wait_for_value(reader, &sql, "1", Duration::from_secs(60));
+}
+
+/// A free port below the ephemeral range: an ephemeral one (what binding port 0 gives) can be
+/// taken meanwhile by any outgoing connection (pg_basebackup's, say), and then the postmaster
+/// cannot listen on it.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    loop {
+        let n = seed.wrapping_add(NEXT.fetch_add(7919, Ordering::Relaxed));
+        let port = 20000 + (n % 12000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
