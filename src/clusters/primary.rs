@@ -232,7 +232,6 @@ async fn label_roles(
             pod: name,
             role: role.to_owned(),
             ready: is_ready(pod),
-            ..InstanceState::default()
         });
     }
     Ok(())

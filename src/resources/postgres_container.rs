@@ -104,9 +104,9 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
             },
         ]),
         resources: spec.resources.clone(),
-        // Ready only while PostgreSQL serves in the role the Lease gives: a fenced primary
-        // leaves the Services within one or two periods.
-        readiness_probe: Some(http_probe("/readyz", 2, 2)),
+        // Ready only while PostgreSQL serves in the role the Lease gives: a fenced or hung
+        // primary leaves the Services, and the operator starts watching its Lease, within 2-3 s.
+        readiness_probe: Some(http_probe("/readyz", 1, 2)),
         // The manager, not PostgreSQL: a long crash recovery or clone must not be killed.
         liveness_probe: Some(http_probe("/healthz", 10, 6)),
         // No preStop hook: the manager turns SIGTERM into a fast shutdown itself.

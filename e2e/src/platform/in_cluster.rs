@@ -111,8 +111,14 @@ impl InCluster {
             if frozen { "pause" } else { "resume" },
             &id,
         ]);
-        run_command(&mut command).await?;
-        Ok(())
+        match run_command(&mut command).await {
+            // The kubelet replaced the frozen container (its liveness probe failed): the new
+            // one was never frozen.
+            Err(e) if !frozen && e.to_string().contains("cannot resume a running process") => {
+                Ok(())
+            }
+            other => other.map(drop),
+        }
     }
 
     /// Every key under `prefix`, through the MinIO Service's cluster IP.
