@@ -97,6 +97,28 @@ pub async fn wait_for_http(
     .await;
 }
 
+/// The `bin` directory of the newest PostgreSQL server installed under /usr/lib/postgresql
+/// (Debian's layout), or `TUSK_PG_BIN_DIR`.
+pub fn pg_bin_dir() -> std::path::PathBuf {
+    if let Ok(dir) = std::env::var("TUSK_PG_BIN_DIR") {
+        return std::path::PathBuf::from(dir);
+    }
+    let mut found: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((major, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p).expect(
+        "no PostgreSQL server found under /usr/lib/postgresql: apt-get install postgresql (or set TUSK_PG_BIN_DIR)",
+    )
+}
+
 /// Path of a Go-built test binary: env var, else the testbin.sh cache.
 pub fn testbin(env: &str, name: &str, version: &str) -> std::path::PathBuf {
     if let Ok(path) = std::env::var(env) {

@@ -14,24 +14,7 @@ pub struct PgServer {
 }
 
 pub fn bin_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("TUSK_PG_BIN_DIR") {
-        return PathBuf::from(dir);
-    }
-    let mut candidates: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let major: u32 = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").is_file().then_some((major, bin))
-        })
-        .collect();
-    candidates.sort();
-    candidates
-        .pop()
-        .map(|(_, p)| p)
-        .expect("no PostgreSQL server found under /usr/lib/postgresql: apt-get install postgresql (or set TUSK_PG_BIN_DIR)")
+    tusk_testkit::pg_bin_dir()
 }
 
 pub fn running_as_root() -> bool {

@@ -16,24 +16,7 @@ pub const APP_PASSWORD: &str = "app pw with 'quotes'";
 pub const REPLICATION_PASSWORD: &str = "repl-pw";
 
 pub fn pg_bin_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("TUSK_PG_BIN_DIR") {
-        return PathBuf::from(dir);
-    }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let major: u32 = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").is_file().then_some((major, bin))
-        })
-        .collect();
-    found.sort();
-    found
-        .pop()
-        .map(|(_, p)| p)
-        .expect("no PostgreSQL under /usr/lib/postgresql (or set TUSK_PG_BIN_DIR)")
+    tusk_testkit::pg_bin_dir()
 }
 
 /// uid/gid of `postgres` when running as root, else None.
