@@ -60,9 +60,10 @@ impl InCluster {
     }
 
     /// Makes the pod's readiness probe fail (`ready` false) or pass again, for real: in the pod's
-    /// network namespace TCP connections to PostgreSQL are refused. The probes use
-    /// 127.0.0.1:5432; `kubectl exec psql` uses the socket and keeps working. The liveness probe
-    /// gives a minute before it would restart the container. Root on e2e/local's node only.
+    /// network namespace TCP connections to PostgreSQL and to the instance manager's status port
+    /// (the kubelet's probes) are refused; `kubectl exec psql` uses the socket and keeps working.
+    /// The liveness probe gives a minute before it would restart the container. Root on
+    /// e2e/local's node only.
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
         let pod_ip = Api::<Pod>::namespaced(self.client.clone(), ns)
             .get(pod)
@@ -71,16 +72,18 @@ impl InCluster {
             .and_then(|s| s.pod_ip)
             .context(format!("pod {ns}/{pod} has no IP"))?;
         let netns = netns_with(&pod_ip).await?;
-        let rule = ["INPUT", "-p", "tcp", "--dport", "5432", "-j", "REJECT"];
-        let mut command = tokio::process::Command::new("ip");
-        command.args([
-            "netns",
-            "exec",
-            &netns,
-            "iptables",
-            if ready { "-D" } else { "-I" },
-        ]);
-        run_command(command.args(rule)).await?;
+        for port in ["5432", "8000"] {
+            let rule = ["INPUT", "-p", "tcp", "--dport", port, "-j", "REJECT"];
+            let mut command = tokio::process::Command::new("ip");
+            command.args([
+                "netns",
+                "exec",
+                &netns,
+                "iptables",
+                if ready { "-D" } else { "-I" },
+            ]);
+            run_command(command.args(rule)).await?;
+        }
         Ok(())
     }
 
