@@ -70,11 +70,16 @@ pub async fn initdb(ctx: &Context) -> Result<(), Error> {
 }
 
 /// `tusk_replication` and the app role and database; idempotent, so a retried bootstrap
-/// completes. Statements with passwords are kept out of the server log.
+/// completes. Statements with passwords are kept out of the server log. Commits are local: with
+/// synchronous replication configured they would otherwise wait for a standby that cannot
+/// exist before this first start has finished (the e2e samples' HA cluster hung here).
 async fn create_roles(ctx: &Context) -> Result<(), Error> {
     let client = connect(ctx, "postgres").await?;
     client
-        .batch_execute("SET log_statement = 'none'; SET log_min_duration_statement = -1")
+        .batch_execute(
+            "SET log_statement = 'none'; SET log_min_duration_statement = -1; \
+             SET synchronous_commit = 'local'",
+        )
         .await
         .map_err(Error::sql("silencing statement logging"))?;
     ensure_role(

@@ -65,6 +65,11 @@ pub struct Instance {
 
 impl Cluster {
     pub fn new(names: &[&str]) -> Cluster {
+        Self::with_settings(names, "")
+    }
+
+    /// Members whose postgresql.conf also holds `extra` (lines of settings).
+    pub fn with_settings(names: &[&str], extra: &str) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("tusk-inst-")
             .tempdir()
@@ -116,7 +121,7 @@ impl Cluster {
                     format!(
                         "listen_addresses = '127.0.0.1'\nhba_file = '{}'\nfsync = off\n\
                          shared_buffers = 16MB\nwal_keep_size = '128MB'\n\
-                         password_encryption = 'scram-sha-256'\n",
+                         password_encryption = 'scram-sha-256'\n{extra}",
                         hba.display()
                     ),
                 )
