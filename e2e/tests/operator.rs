@@ -208,14 +208,30 @@ async fn clusters_gauge_after_delete(ctx: Ctx) -> Result {
     const READY: &str = r#"tusk_clusters{phase="Ready"}"#;
     ctx.apply(&cluster("gauge", None)).await?;
     ctx.wait_ready(&["gauge"]).await?;
-    let before = metric(&ctx, READY).await?;
     ctx.delete_postgresql_and_wait_in(&ctx.ns, "gauge").await?;
+    // Compared with the API server's own count, not with the gauge before the deletion: other
+    // scenarios' clusters may come and go meanwhile.
+    let all: kube::Api<tusk::crd::PostgreSQL> = kube::Api::all(ctx.client.clone());
     until(
-        format!("{READY} to drop from {before} to {}", before - 1.0),
+        format!("{READY} to match the Ready clusters the API server lists"),
         Duration::from_secs(30),
         || async {
             let now = metric(&ctx, READY).await?;
-            Ok(Check::when(now == before - 1.0, now))
+            let listed = all.list(&Default::default()).await?;
+            let ready = listed
+                .iter()
+                .filter(|pg| {
+                    pg.status.as_ref().and_then(|s| s.phase) == Some(tusk::crd::Phase::Ready)
+                })
+                .count();
+            let gauge_lists_gauge = listed.iter().any(|pg| {
+                pg.metadata.name.as_deref() == Some("gauge")
+                    && pg.metadata.namespace.as_deref() == Some(ctx.ns.as_str())
+            });
+            Ok(Check::when(
+                now == ready as f64 && !gauge_lists_gauge,
+                format!("gauge {now}, {ready} Ready listed"),
+            ))
         },
     )
     .await?;
