@@ -425,6 +425,12 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     for conf in root.glob("volumes/*/postgresql.conf"):
         conf.chmod(0o644)
         text = re.sub(r"'(/[^']*)'", lambda m: f"'{rewrite_path(m[1], mounts)}'", conf.read_text())
+        # One local server plays the whole cluster: with no standby, synchronous replication
+        # would make every commit (the first start's included) wait forever.
+        text = "".join(
+            line for line in text.splitlines(keepends=True)
+            if not line.startswith("synchronous_standby_names")
+        )
         conf.write_text(text)
     socket_dir = rewrite_path("/var/run/postgresql", mounts)
     Path(socket_dir).mkdir(parents=True, exist_ok=True)
