@@ -149,17 +149,8 @@ fn other_replicas_follow_the_new_primary() {
 #[test]
 fn synchronous_replication_bootstraps_and_then_confirms_commits() {
     let sync = "synchronous_standby_names = 'ANY 1 (\"demo-0\", \"demo-1\")'\n";
-    let mut cluster = Cluster::with_settings(&["demo-0", "demo-1"], sync);
-    cluster.set_lease("demo-0", true);
-    cluster.member("demo-0").start();
-    cluster
-        .member("demo-0")
-        .wait_ready_as("primary", Duration::from_secs(90));
-    cluster.member("demo-1").start();
-    cluster
-        .member("demo-1")
-        .wait_ready_as("replica", Duration::from_secs(90));
-    let primary = cluster.member("demo-0");
+    let cluster = streaming_pair_with(sync);
+    let primary = &cluster.members[0];
     wait_for_value(
         primary,
         "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'demo-1'",

@@ -373,7 +373,12 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
 
 /// Two members, `demo-0` primary and `demo-1` streaming from it.
 pub fn streaming_pair() -> Cluster {
-    let mut cluster = Cluster::new(&["demo-0", "demo-1"]);
+    streaming_pair_with("")
+}
+
+/// Like [`streaming_pair`], with `settings` added to both members' postgresql.conf.
+pub fn streaming_pair_with(settings: &str) -> Cluster {
+    let mut cluster = Cluster::with_settings(&["demo-0", "demo-1"], settings);
     cluster.set_lease("demo-0", true);
     cluster.member("demo-0").start();
     cluster
