@@ -16,6 +16,9 @@ pub struct RunArgs {
     pub pgdata: PathBuf,
     #[arg(long, env = "TUSK_POD_NAME")]
     pub pod_name: String,
+    /// The pod's uid, for the Events about it.
+    #[arg(long, env = "TUSK_POD_UID", default_value = "")]
+    pub pod_uid: String,
     #[arg(long, env = "TUSK_NAMESPACE", default_value = "")]
     pub namespace: String,
     #[arg(long, env = "TUSK_CLUSTER", default_value = "")]
@@ -38,6 +41,14 @@ pub struct RunArgs {
     pub replication_password: String,
     #[arg(long, env = "TUSK_STATUS_PORT", default_value_t = 8000)]
     pub status_port: u16,
+    /// `preferred`: while primary, this manager keeps `synchronous_standby_names` at
+    /// `ANY min(TUSK_SYNC_NUMBER, streaming replicas)`; absent or `required`: postgresql.conf
+    /// (the ConfigMap) decides.
+    #[arg(long, env = "TUSK_SYNC_DURABILITY", value_enum)]
+    pub sync_durability: Option<SyncDurability>,
+    /// The `ANY n` of preferred synchronous durability.
+    #[arg(long, env = "TUSK_SYNC_NUMBER")]
+    pub sync_number: Option<u32>,
 
     /// Local PostgreSQL port (tests run several instances on one host).
     #[arg(long, env = "TUSK_PG_PORT", default_value_t = PG_PORT, hide = true)]
@@ -78,6 +89,26 @@ impl RunArgs {
     pub fn peers(&self) -> Result<Peers, String> {
         Peers::new(&self.peer_domain, &self.peer_hosts)
     }
+
+    /// `Some(n)` when this manager owns `synchronous_standby_names` (preferred durability).
+    pub fn preferred_sync_number(&self) -> Result<Option<u32>, String> {
+        match (self.sync_durability, self.sync_number) {
+            (Some(SyncDurability::Preferred), Some(n)) if n >= 1 => Ok(Some(n)),
+            (Some(SyncDurability::Preferred), _) => Err(
+                "TUSK_SYNC_DURABILITY=preferred needs TUSK_SYNC_NUMBER of at least 1".to_string(),
+            ),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// `spec.replication.synchronous.durability`, as far as the manager is concerned.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncDurability {
+    /// postgresql.conf holds `synchronous_standby_names`; the manager leaves it alone.
+    Required,
+    /// The primary's manager sets it from the replicas that stream.
+    Preferred,
 }
 
 /// Where a member's PostgreSQL listens: its pod's stable DNS name, never the `-rw` Service.

@@ -12,6 +12,9 @@ pub struct LeaseView {
     pub duration: Duration,
     /// The `tusk.dev/instances` annotation (empty when absent).
     pub instances: Vec<String>,
+    /// The `tusk.dev/switchover-to` annotation: the operator asks the holder to hand over to
+    /// this member (docs/replication.md, Switchover).
+    pub switchover_to: Option<String>,
 }
 
 impl LeaseView {
@@ -58,6 +61,9 @@ pub enum Action {
     Repoint { upstream: String },
     /// Immediate stop: only a holder with a fresh Lease may run as primary.
     Fence,
+    /// Switchover: checkpoint, fast shutdown (which waits until connected standbys have the
+    /// last WAL), then release the Lease naming the final checkpoint's location.
+    Demote,
 }
 
 /// Decides the next step for pod `me`. `last_renew`: when the last successful renew started.
@@ -76,6 +82,15 @@ pub fn decide(
         };
     };
     match lease.holder.as_deref() {
+        Some(holder) if holder == me && lease.switchover_to.as_deref().is_some_and(|t| t != me) => {
+            let fresh = last_renew
+                .is_some_and(|at| now.saturating_duration_since(at) < lease.renew_deadline());
+            match local {
+                Local::Primary if !fresh => Action::Fence,
+                Local::Primary | Local::Stopped { standby: false } => Action::Demote,
+                _ => Action::Wait,
+            }
+        }
         Some(holder) if holder == me => {
             let fresh = last_renew
                 .is_some_and(|at| now.saturating_duration_since(at) < lease.renew_deadline());
@@ -124,6 +139,7 @@ mod tests {
             holder: holder.map(str::to_string),
             duration: Duration::from_secs(6),
             instances: vec!["demo-0".into(), "demo-1".into()],
+            switchover_to: None,
         };
         let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
         let got = decide(Some(&lease), "demo-0", now, last_renew, &local);
@@ -188,6 +204,31 @@ mod tests {
         let repoint = Action::Repoint { upstream: from() };
         check(OTHER, None, standby(Some("demo-2")), repoint);
         check(OTHER, None, standby(Some("demo-1")), Action::Wait);
+    }
+
+    #[test]
+    fn asked_to_switch_over_the_holder_demotes_unless_it_must_fence() {
+        let now = Instant::now();
+        let lease = LeaseView {
+            holder: ME.map(str::to_string),
+            duration: Duration::from_secs(6),
+            instances: vec!["demo-0".into(), "demo-1".into()],
+            switchover_to: OTHER.map(str::to_string),
+        };
+        let fresh = now.checked_sub(Duration::from_millis(500));
+        let stale = now.checked_sub(Duration::from_secs(5));
+        let decide_as =
+            |renewed, local: Local| decide(Some(&lease), "demo-0", now, renewed, &local);
+        assert_eq!(decide_as(fresh, Local::Primary), Action::Demote);
+        assert_eq!(decide_as(stale, Local::Primary), Action::Fence);
+        // Stopped after the fast shutdown: the release is (re)tried, fresh or not.
+        let shut_down = Local::Stopped { standby: false };
+        assert_eq!(decide_as(stale, shut_down), Action::Demote);
+        assert_eq!(decide_as(fresh, standby(None)), Action::Wait);
+        assert_eq!(decide_as(fresh, Local::NoData), Action::Wait);
+        // The target of a switchover is not asked to do anything until it holds the Lease.
+        let target = decide(Some(&lease), "demo-1", now, None, &standby(Some("demo-0")));
+        assert_eq!(target, Action::Wait);
     }
 
     #[test]

@@ -5,10 +5,14 @@
 pub mod config;
 pub mod context;
 pub mod decide;
+pub mod demote;
 pub mod error;
+pub mod events;
 pub mod install;
+pub mod metrics;
 pub mod pgdata;
 pub mod postmaster;
+pub mod preferred_sync;
 pub mod promote;
 pub mod reaper;
 pub mod rewind;

@@ -20,6 +20,7 @@ use crate::sql::{connect, quote_ident, quote_literal};
 /// Present from initdb until the first-start SQL has run, so an interrupted bootstrap is
 /// redone instead of leaving a primary without its roles.
 const BOOTSTRAP_PENDING: &str = "tusk.bootstrap-pending";
+const AUTO_CONF: &str = "postgresql.auto.conf";
 const MANAGED_KEYS: [&str; 3] = [
     "primary_conninfo",
     "primary_slot_name",
@@ -227,24 +228,49 @@ pub fn write_standby_config(ctx: &Context, upstream: &str) -> Result<(), Error> 
         ("primary_slot_name", slot_name(ctx.me())),
         ("recovery_target_timeline", "latest".to_string()),
     ];
-    let auto = pgdata.join("postgresql.auto.conf");
-    let current = std::fs::read_to_string(&auto).unwrap_or_default();
-    let updated = replace_managed_settings(&current, &settings);
-    let tmp = pgdata.join("postgresql.auto.conf.tusk-tmp");
-    write_private(&tmp, updated.as_bytes())?;
-    std::fs::rename(&tmp, &auto).map_err(Error::io("replacing postgresql.auto.conf"))?;
+    let current = std::fs::read_to_string(pgdata.join(AUTO_CONF)).unwrap_or_default();
+    replace_auto_conf(pgdata, &replace_managed_settings(&current, &settings))?;
     write_private(&pgdata.join("standby.signal"), b"")
 }
 
-fn replace_managed_settings(current: &str, settings: &[(&str, String)]) -> String {
-    let mut out: String = current
+/// Drops `keys` from `postgresql.auto.conf`; the file is left untouched when none is there.
+/// Only while no server runs: `ALTER SYSTEM` rewrites the file from the server's copy.
+pub fn remove_auto_conf_settings(pgdata: &Path, keys: &[&str]) -> Result<bool, Error> {
+    let current = match std::fs::read_to_string(pgdata.join(AUTO_CONF)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("reading postgresql.auto.conf")(e)),
+    };
+    let kept = without_keys(&current, keys);
+    if kept == current {
+        return Ok(false);
+    }
+    replace_auto_conf(pgdata, &kept)?;
+    Ok(true)
+}
+
+/// Replaces `postgresql.auto.conf` atomically.
+fn replace_auto_conf(pgdata: &Path, content: &str) -> Result<(), Error> {
+    let tmp = pgdata.join("postgresql.auto.conf.tusk-tmp");
+    write_private(&tmp, content.as_bytes())?;
+    std::fs::rename(&tmp, pgdata.join(AUTO_CONF))
+        .map_err(Error::io("replacing postgresql.auto.conf"))
+}
+
+/// `current`'s lines but those setting one of `keys`, each ending in a newline.
+fn without_keys(current: &str, keys: &[&str]) -> String {
+    current
         .lines()
         .filter(|line| {
             let key = line.split('=').next().unwrap_or("").trim();
-            !MANAGED_KEYS.contains(&key)
+            !keys.contains(&key)
         })
         .map(|line| format!("{line}\n"))
-        .collect();
+        .collect()
+}
+
+fn replace_managed_settings(current: &str, settings: &[(&str, String)]) -> String {
+    let mut out = without_keys(current, &MANAGED_KEYS);
     for (key, value) in settings {
         out.push_str(&format!("{key} = {}\n", conf_string(value)));
     }
@@ -336,6 +362,18 @@ mod tests {
             updated,
             "# Do not edit\nwork_mem = '8MB'\nprimary_conninfo = 'host=''new'' port=''5432'''\n"
         );
+    }
+
+    #[test]
+    fn removing_settings_keeps_the_other_lines_and_leaves_a_clean_file_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let auto = dir.path().join(AUTO_CONF);
+        assert!(!remove_auto_conf_settings(dir.path(), &["a"]).unwrap());
+        std::fs::write(&auto, "# Do not edit\nwork_mem = '8MB'\na = 'x'\n").unwrap();
+        assert!(remove_auto_conf_settings(dir.path(), &["a"]).unwrap());
+        let kept = std::fs::read_to_string(&auto).unwrap();
+        assert_eq!(kept, "# Do not edit\nwork_mem = '8MB'\n");
+        assert!(!remove_auto_conf_settings(dir.path(), &["a"]).unwrap());
     }
 
     #[test]

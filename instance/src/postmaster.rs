@@ -28,6 +28,7 @@ pub enum Listen {
 
 impl Postmaster {
     pub fn start(ctx: &Context, listen: Listen, upstream: Option<String>) -> Result<Self, Error> {
+        crate::preferred_sync::drop_stale(ctx.pgdata())?;
         let mut cmd = ctx.tool("postgres");
         cmd.arg("-D").arg(ctx.pgdata());
         if let Some(conf) = &ctx.args.config_file {

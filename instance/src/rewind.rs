@@ -6,15 +6,23 @@ use crate::error::Error;
 use crate::pgdata::{clone_from, move_aside, peer_conninfo, write_passfile, write_standby_config};
 use crate::sql::connect_peer;
 
-pub async fn rejoin(ctx: &Context, from: &str) -> Result<(), Error> {
+/// How a former primary rejoined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejoined {
+    Rewound,
+    Recloned,
+}
+
+pub async fn rejoin(ctx: &Context, from: &str) -> Result<Rejoined, Error> {
     // Not ready is not a failed rewind: retried later, never a reason to re-clone.
     source_ready(ctx, from).await?;
     match rewind(ctx, from).await {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(Rejoined::Rewound),
         Err(e) => {
             tracing::warn!(from, error = %e, "pg_rewind failed: moving PGDATA aside and cloning again");
             move_aside(ctx.pgdata())?;
-            clone_from(ctx, from).await
+            clone_from(ctx, from).await?;
+            Ok(Rejoined::Recloned)
         }
     }
 }

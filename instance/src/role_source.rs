@@ -1,7 +1,8 @@
 //! Where the manager learns its role: the Lease in production (read, and renewed while this
 //! pod holds it), or a JSON file standing in for it in tests. A background task polls the
 //! source and publishes what it saw and when the last successful renew *started* (so network
-//! time counts against the holder, not for it).
+//! time counts against the holder, not for it). During a switchover it polls faster, and the
+//! holder releases the Lease instead of renewing it once the supervisor has demoted it.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,6 +16,15 @@ use crate::decide::LeaseView;
 use crate::error::Error;
 
 pub const INSTANCES_ANNOTATION: &str = "tusk.dev/instances";
+/// Written by the operator: the holder is asked to hand over to this member.
+pub const SWITCHOVER_TO_ANNOTATION: &str = "tusk.dev/switchover-to";
+/// Written by the holder when it releases the Lease in a switchover: the location of its
+/// final (shutdown) checkpoint, which the target must have replayed past before promotion.
+pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
+
+/// How much faster the Lease is polled while a switchover is in progress: the target learns it
+/// holds the Lease within a fifth of the renew interval, which is most of the write gap.
+const SWITCHOVER_POLL_DIVISOR: u32 = 5;
 
 /// What the supervisor reads: the Lease as last seen and the start of the last good renew.
 #[derive(Debug, Clone, Default)]
@@ -35,59 +45,97 @@ pub enum RoleSource {
 }
 
 impl RoleSource {
-    pub async fn in_cluster(namespace: &str, name: &str) -> Result<RoleSource, Error> {
-        let kube_error = |source| Error::Kube {
-            name: name.to_string(),
-            source: Box::new(source),
-        };
-        let client = kube::Client::try_default().await.map_err(kube_error)?;
-        Ok(RoleSource::Lease {
+    pub fn lease(client: kube::Client, namespace: &str, name: &str) -> RoleSource {
+        RoleSource::Lease {
             api: Box::new(Api::namespaced(client, namespace)),
             name: name.to_string(),
-        })
+        }
     }
 
-    async fn poll(&self, me: &str) -> Result<Poll, Error> {
+    async fn poll(&self, me: &str, release: Option<&str>) -> Result<Poll, Error> {
         match self {
-            RoleSource::Lease { api, name } => poll_lease(api, name, me).await,
-            RoleSource::File { path } => poll_file(path, me).await,
+            RoleSource::Lease { api, name } => poll_lease(api, name, me, release).await,
+            RoleSource::File { path } => poll_file(path, me, release).await,
         }
     }
 }
 
+/// Whether the holder `me` of the Lease seen as `view` gives it up now: it was asked to switch
+/// over to another member and the supervisor has demoted it (`release`: the final LSN).
+fn releases(view: &LeaseView, me: &str, release: Option<&str>) -> bool {
+    release.is_some()
+        && view.holder.as_deref() == Some(me)
+        && view
+            .switchover_to
+            .as_deref()
+            .is_some_and(|target| target != me)
+}
+
 /// Reads the Lease and, when this pod holds it, renews it with the read `resourceVersion` (a
-/// concurrent handover makes the update fail instead of being overwritten).
-async fn poll_lease(api: &Api<Lease>, name: &str, me: &str) -> Result<Poll, Error> {
+/// concurrent handover makes the update fail instead of being overwritten) — or, demoted in a
+/// switchover, releases it: no holder, and the final LSN for the operator.
+async fn poll_lease(
+    api: &Api<Lease>,
+    name: &str,
+    me: &str,
+    release: Option<&str>,
+) -> Result<Poll, Error> {
     let kube_error = |source| Error::Kube {
         name: name.to_string(),
         source: Box::new(source),
     };
     let mut lease = api.get(name).await.map_err(kube_error)?;
-    let view = view_of(&lease);
-    let renewed = view.holder.as_deref() == Some(me);
-    if renewed {
+    let mut view = view_of(&lease);
+    let holder = view.holder.as_deref() == Some(me);
+    if let (true, Some(lsn)) = (releases(&view, me, release), release) {
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = None;
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(FINAL_LSN_ANNOTATION.to_string(), lsn.to_string());
+        api.replace(name, &PostParams::default(), &lease)
+            .await
+            .map_err(kube_error)?;
+        tracing::info!(final_lsn = lsn, "released the Lease for the switchover");
+        view.holder = None;
+        return Ok(Poll {
+            view,
+            renewed: false,
+        });
+    }
+    if holder {
         let spec = lease.spec.get_or_insert_with(Default::default);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         api.replace(name, &PostParams::default(), &lease)
             .await
             .map_err(kube_error)?;
     }
-    Ok(Poll { view, renewed })
+    Ok(Poll {
+        view,
+        renewed: holder,
+    })
 }
 
 pub fn view_of(lease: &Lease) -> LeaseView {
     let spec = lease.spec.clone().unwrap_or_default();
-    let instances = lease
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INSTANCES_ANNOTATION))
-        .map(|list| parse_instances(list))
-        .unwrap_or_default();
+    let annotation = |key: &str| {
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .filter(|value| !value.is_empty())
+            .cloned()
+    };
     LeaseView {
         holder: spec.holder_identity.filter(|h| !h.is_empty()),
         duration: Duration::from_secs(spec.lease_duration_seconds.unwrap_or(6).max(1) as u64),
-        instances,
+        instances: annotation(INSTANCES_ANNOTATION)
+            .map(|list| parse_instances(&list))
+            .unwrap_or_default(),
+        switchover_to: annotation(SWITCHOVER_TO_ANNOTATION),
     }
 }
 
@@ -100,8 +148,9 @@ fn parse_instances(list: &str) -> Vec<String> {
 }
 
 /// The test stand-in: `{"holder": "a", "instances": "a,b", "leaseDurationSeconds": 6,
-/// "renew": true}`; `renew: false` (or an unreadable file) is a renew that fails.
-#[derive(serde::Deserialize)]
+/// "renew": true, "switchoverTo": "b"}`; `renew: false` (or an unreadable file) is a renew that
+/// fails. A release rewrites the file with no holder and `finalLsn`.
+#[derive(serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct FileLease {
     #[serde(default)]
@@ -112,6 +161,10 @@ struct FileLease {
     lease_duration_seconds: u64,
     #[serde(default = "yes")]
     renew: bool,
+    #[serde(default)]
+    switchover_to: String,
+    #[serde(default)]
+    final_lsn: String,
 }
 
 fn six() -> u64 {
@@ -122,17 +175,31 @@ fn yes() -> bool {
     true
 }
 
-async fn poll_file(path: &PathBuf, me: &str) -> Result<Poll, Error> {
+async fn poll_file(path: &PathBuf, me: &str, release: Option<&str>) -> Result<Poll, Error> {
     let text = tokio::fs::read_to_string(path)
         .await
         .map_err(Error::io(format!("reading {}", path.display())))?;
-    let file: FileLease = serde_json::from_str(&text)
+    let mut file: FileLease = serde_json::from_str(&text)
         .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
-    let view = LeaseView {
-        holder: Some(file.holder).filter(|h| !h.is_empty()),
+    let mut view = LeaseView {
+        holder: Some(file.holder.clone()).filter(|h| !h.is_empty()),
         duration: Duration::from_secs(file.lease_duration_seconds.max(1)),
         instances: parse_instances(&file.instances),
+        switchover_to: Some(file.switchover_to.clone()).filter(|t| !t.is_empty()),
     };
+    if let (true, Some(lsn)) = (releases(&view, me, release), release) {
+        file.holder.clear();
+        file.final_lsn = lsn.to_string();
+        let text = serde_json::to_string(&file).map_err(|e| Error::Config(e.to_string()))?;
+        tokio::fs::write(path, text)
+            .await
+            .map_err(Error::io(format!("writing {}", path.display())))?;
+        view.holder = None;
+        return Ok(Poll {
+            view,
+            renewed: false,
+        });
+    }
     let holder = view.holder.as_deref() == Some(me);
     if holder && !file.renew {
         return Err(Error::State("renew refused by the role file".into()));
@@ -143,15 +210,24 @@ async fn poll_file(path: &PathBuf, me: &str) -> Result<Poll, Error> {
     })
 }
 
-/// Polls `source` every `interval` and publishes the result.
-pub fn spawn(source: RoleSource, me: String, interval: Duration) -> watch::Receiver<Observed> {
+/// Polls `source` every `interval` (a fifth of it during a switchover) and publishes the
+/// result. The returned sender is the supervisor's release request: the final LSN once it has
+/// demoted the holder in a switchover, honoured only while the Lease still asks for one.
+pub fn spawn(
+    source: RoleSource,
+    me: String,
+    interval: Duration,
+) -> (watch::Receiver<Observed>, watch::Sender<Option<String>>) {
     let (tx, rx) = watch::channel(Observed::default());
+    let (release_tx, release_rx) = watch::channel(None::<String>);
     tokio::spawn(async move {
         let mut observed = Observed::default();
         let mut failing = false;
         loop {
             let started = Instant::now();
-            match tokio::time::timeout(interval * 2, source.poll(&me)).await {
+            let release = release_rx.borrow().clone();
+            let poll = source.poll(&me, release.as_deref());
+            match tokio::time::timeout(interval * 2, poll).await {
                 Ok(Ok(poll)) => {
                     if failing {
                         tracing::info!("role source reachable again");
@@ -175,10 +251,19 @@ pub fn spawn(source: RoleSource, me: String, interval: Duration) -> watch::Recei
             if tx.send(observed.clone()).is_err() {
                 return;
             }
-            tokio::time::sleep_until((started + interval).into()).await;
+            let switching = observed
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.switchover_to.is_some());
+            let pause = if switching {
+                interval / SWITCHOVER_POLL_DIVISOR
+            } else {
+                interval
+            };
+            tokio::time::sleep_until((started + pause).into()).await;
         }
     });
-    rx
+    (rx, release_tx)
 }
 
 #[cfg(test)]
@@ -260,7 +345,7 @@ mod tests {
     ) -> (Result<Poll, Error>, Option<serde_json::Value>) {
         let (api, handle) = mock_api();
         tokio::join!(
-            poll_lease(&api, "demo-primary", me),
+            poll_lease(&api, "demo-primary", me, None),
             serve(handle, holder, put_status)
         )
     }

@@ -1,6 +1,6 @@
 //! The HTTP endpoint the operator reads: `GET /status` (JSON, docs/replication.md),
 //! `GET /healthz` (the manager runs), `GET /readyz` (PostgreSQL accepts connections in the role
-//! the Lease gives).
+//! the Lease gives), `GET /metrics` (Prometheus, `metrics`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -161,6 +161,7 @@ pub async fn serve(ctx: Arc<Context>, state: SharedState) -> Result<(), Error> {
         .route("/status", get(status))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(App { ctx, state });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
@@ -175,6 +176,19 @@ async fn status(State(app): State<App>) -> ([(header::HeaderName, &'static str);
     let report = report(&app.ctx, &app.snapshot()).await;
     let body = serde_json::to_string(&report).unwrap_or_else(|_| "{}".into());
     ([(header::CONTENT_TYPE, "application/json")], body)
+}
+
+async fn metrics(State(app): State<App>) -> ([(header::HeaderName, &'static str); 1], String) {
+    let report = report(&app.ctx, &app.snapshot()).await;
+    let standbys = match crate::metrics::standbys(&app.ctx, &report).await {
+        Ok(standbys) => standbys,
+        Err(e) => {
+            tracing::debug!(error = %e, "standbys for /metrics");
+            Vec::new()
+        }
+    };
+    let body = crate::metrics::render(&report, &standbys);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }
 
 async fn readyz(State(app): State<App>) -> (StatusCode, &'static str) {

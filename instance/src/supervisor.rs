@@ -11,9 +11,11 @@ use crate::config::RunArgs;
 use crate::context::Context;
 use crate::decide::{Action, Local, decide};
 use crate::error::Error;
+use crate::events::Events;
 use crate::pgdata;
 use crate::postmaster::{Listen, Postmaster};
 use crate::reaper::Reaper;
+use crate::rewind::Rejoined;
 use crate::role_source::{self, Observed, RoleSource};
 use crate::status::{ManagerState, Role, SharedState};
 
@@ -26,6 +28,9 @@ struct Supervisor {
     ctx: Arc<Context>,
     state: SharedState,
     observed: watch::Receiver<Observed>,
+    /// The release request to the role source: the final LSN once demoted in a switchover.
+    release: watch::Sender<Option<String>>,
+    events: Events,
     postmaster: Option<Postmaster>,
     fenced: bool,
     last_slot_sync: Option<Instant>,
@@ -50,12 +55,29 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     std::fs::create_dir_all(&args.socket_dir)
         .map_err(Error::io(format!("creating {}", args.socket_dir.display())))?;
     let reaper = Reaper::start()?;
-    let source = match &args.role_file {
-        Some(path) => RoleSource::File { path: path.clone() },
-        None => RoleSource::in_cluster(&args.namespace, &args.lease).await?,
+    let client = match &args.role_file {
+        Some(_) => None,
+        None => Some(
+            kube::Client::try_default()
+                .await
+                .map_err(|source| Error::Kube {
+                    name: args.lease.clone(),
+                    source: Box::new(source),
+                })?,
+        ),
     };
-    let observed = role_source::spawn(source, args.pod_name.clone(), args.renew_interval());
+    let events = Events::new(client.clone(), &args);
+    let source = match (&args.role_file, client) {
+        (Some(path), _) => RoleSource::File { path: path.clone() },
+        (None, Some(client)) => RoleSource::lease(client, &args.namespace, &args.lease),
+        (None, None) => return Err(Error::Config("no role source".into())),
+    };
+    let (observed, release) =
+        role_source::spawn(source, args.pod_name.clone(), args.renew_interval());
     let ctx = Arc::new(Context::new(args, reaper)?);
+    if let Some(number) = ctx.args.preferred_sync_number().map_err(Error::Config)? {
+        crate::preferred_sync::spawn(ctx.clone(), observed.clone(), number);
+    }
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
     crate::status::serve(ctx.clone(), state.clone()).await?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
@@ -64,6 +86,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         ctx,
         state,
         observed,
+        release,
+        events,
         postmaster: None,
         fenced: false,
         last_slot_sync: None,
@@ -98,6 +122,10 @@ impl Supervisor {
             && let Some(status) = pm.exited()
         {
             tracing::warn!(%status, "postmaster exited");
+            if !self.fenced {
+                let note = format!("PostgreSQL exited ({status}); the manager decides its restart");
+                self.events.warning("PostgreSQLExited", "Restart", note);
+            }
             self.short_lives = if pm.started.elapsed() < SHORT_LIFE {
                 self.short_lives.saturating_add(1)
             } else {
@@ -111,6 +139,7 @@ impl Supervisor {
             }
         }
         let observed = self.observed.borrow().clone();
+        self.withdraw_release(&observed);
         let local = self.local();
         let action = decide(
             observed.lease.as_ref(),
@@ -120,7 +149,9 @@ impl Supervisor {
             &local,
         );
         self.publish(Some(&observed));
-        if action != Action::Wait {
+        // A demoted holder repeats Demote until its release is written: logged once.
+        let releasing = action == Action::Demote && self.release.borrow().is_some();
+        if action != Action::Wait && !releasing {
             tracing::info!(?action, ?local, "acting");
         }
         if let Err(e) = self.execute(&action).await {
@@ -174,10 +205,24 @@ impl Supervisor {
             Action::Clone { from } => {
                 self.set_role(Role::Initializing);
                 pgdata::clone_from(&ctx, from).await?;
+                let note = format!("cloned from {from} with pg_basebackup");
+                self.events.normal("Cloned", "Clone", note);
             }
             Action::Rewind { from } => {
                 self.set_role(Role::Initializing);
-                crate::rewind::rejoin(&ctx, from).await?;
+                match crate::rewind::rejoin(&ctx, from).await? {
+                    Rejoined::Rewound => {
+                        let note = format!("rewound with pg_rewind to follow {from}");
+                        self.events.normal("Rewound", "Rejoin", note);
+                    }
+                    Rejoined::Recloned => {
+                        let note = format!(
+                            "pg_rewind failed: moved the data directory aside and cloned {from} \
+                             again"
+                        );
+                        self.events.warning("Recloned", "Rejoin", note);
+                    }
+                }
             }
             Action::Promote => {
                 if let Some(pm) = &mut self.postmaster {
@@ -188,6 +233,11 @@ impl Supervisor {
                     pm.upstream = None;
                     self.last_slot_sync = None;
                     tracing::info!(took = ?started.elapsed(), "promoted");
+                    let note = format!(
+                        "promoted to primary: this pod holds the Lease ({:.2}s)",
+                        started.elapsed().as_secs_f64()
+                    );
+                    self.events.normal("Promoted", "Promote", note);
                 }
             }
             Action::Repoint { upstream } => {
@@ -199,17 +249,44 @@ impl Supervisor {
                 }
                 tracing::info!(upstream, "following a new upstream");
             }
+            Action::Demote => {
+                if self.release.borrow().is_none() {
+                    let lsn = crate::demote::demote(&ctx, self.postmaster.take()).await?;
+                    self.publish(None);
+                    tracing::info!(final_lsn = lsn, "demoted: releasing the Lease");
+                    let note = format!(
+                        "shut down cleanly for a switchover; releasing the Lease at final LSN {lsn}"
+                    );
+                    self.events.normal("Demoted", "Switchover", note);
+                    self.release.send_replace(Some(lsn));
+                }
+            }
             Action::Fence => {
                 self.fenced = true;
                 if let Some(pm) = self.postmaster.take() {
                     let status = pm.stop(libc::SIGQUIT, Duration::from_secs(10)).await;
                     tracing::warn!(%status, "fenced: postmaster stopped immediately");
+                    let note = "stopped PostgreSQL immediately: this pod may not run as primary \
+                                (the Lease is another's, or was not renewed in time)"
+                        .to_owned();
+                    self.events.warning("Fenced", "Fence", note);
                 }
                 // Only now: /status says `fenced` once the postmaster is gone, not before.
                 self.publish(None);
             }
         }
         Ok(())
+    }
+
+    /// A release request outlives its switchover only until the Lease no longer asks for one
+    /// (the operator aborted it, or the Lease has moved on): then the holder renews again.
+    fn withdraw_release(&self, observed: &Observed) {
+        let asked = observed.lease.as_ref().is_some_and(|lease| {
+            lease.holder.as_deref() == Some(self.ctx.me()) && lease.switchover_to.is_some()
+        });
+        if !asked && self.release.borrow().is_some() {
+            self.release.send_replace(None);
+        }
     }
 
     fn start(&mut self, listen: Listen, upstream: Option<String>) -> Result<(), Error> {

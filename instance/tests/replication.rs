@@ -71,17 +71,7 @@ fn old_primary_rewinds_and_streams_from_the_new_primary() {
         .unwrap();
     fail_over(&mut cluster);
     let old = &cluster.members[0];
-    wait_for(
-        "demo-0 rejoined as replica",
-        Duration::from_secs(90),
-        || {
-            old.status().is_some_and(|s| {
-                s["role"] == "replica"
-                    && s["walReceiver"] == "streaming"
-                    && s["leaseHolder"] == "demo-1"
-            })
-        },
-    );
+    old.wait_streaming_from("demo-1", Duration::from_secs(90));
     cluster.members[1]
         .psql("INSERT INTO t VALUES ('timeline 2')")
         .unwrap();
@@ -114,19 +104,7 @@ fn old_primary_is_cloned_again_when_pg_rewind_fails() {
 #[test]
 fn other_replicas_follow_the_new_primary() {
     let mut cluster = Cluster::new(&["demo-0", "demo-1", "demo-2"]);
-    cluster.set_lease("demo-0", true);
-    cluster.member("demo-0").start();
-    cluster
-        .member("demo-0")
-        .wait_ready_as("primary", Duration::from_secs(90));
-    for name in ["demo-1", "demo-2"] {
-        cluster.member(name).start();
-    }
-    for name in ["demo-1", "demo-2"] {
-        cluster
-            .member(name)
-            .wait_ready_as("replica", Duration::from_secs(90));
-    }
+    start_streaming(&mut cluster);
     write_and_see_replicated(&cluster.members[0], &cluster.members[2], "timeline 1");
     fail_over(&mut cluster);
     // demo-2 is pointed at demo-1 by a reload, without a restart, and follows it to timeline 2.

@@ -4,7 +4,10 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+mod tools;
+
+pub use tools::*;
+
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -169,13 +172,33 @@ impl Cluster {
     /// Writes the stand-in Lease atomically: holder, members, and whether renews succeed.
     pub fn set_lease(&self, holder: &str, renew: bool) {
         let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
-        let json = serde_json::json!({
+        self.write_lease(serde_json::json!({
             "holder": holder, "instances": names.join(","),
             "leaseDurationSeconds": 6, "renew": renew,
-        });
+        }));
+    }
+
+    /// Asks `holder` (the Lease's holder, renews accepted) to switch over to `target`, as the
+    /// operator's Lease annotation does.
+    pub fn request_switchover(&self, holder: &str, target: &str) {
+        let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+        self.write_lease(serde_json::json!({
+            "holder": holder, "instances": names.join(","),
+            "leaseDurationSeconds": 6, "renew": true, "switchoverTo": target,
+        }));
+    }
+
+    /// The stand-in Lease as it is now (a demoted holder rewrites it when it releases).
+    pub fn lease(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(&self.role_file).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or_default()
+    }
+
+    fn write_lease(&self, json: serde_json::Value) {
         let tmp = self.role_file.with_extension("tmp");
         std::fs::write(&tmp, json.to_string()).unwrap();
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // Writable by the managers (the postgres user): a demoted holder releases it.
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o666)).unwrap();
         std::fs::rename(&tmp, &self.role_file).unwrap();
     }
 
@@ -287,40 +310,35 @@ impl Instance {
         db: &str,
         sql: &str,
     ) -> Result<String, String> {
-        let out = Command::new(pg_bin_dir().join("psql"))
-            .args([
-                "-X",
-                "-A",
-                "-t",
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                "127.0.0.1",
-            ])
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                user,
-                "-d",
-                db,
-                "-c",
-                sql,
-            ])
-            .env("PGPASSWORD", password)
-            .env("PGCONNECT_TIMEOUT", "3")
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        psql_on(self.port, user, password, db, sql)
     }
 
     pub fn psql(&self, sql: &str) -> Result<String, String> {
         self.psql_as("postgres", SUPERUSER_PASSWORD, "postgres", sql)
+    }
+
+    /// Sets (`Some`) or removes (`None`) a variable of the manager's environment, for its
+    /// next start.
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != key);
+        if let Some(value) = value {
+            self.env.push((key.to_string(), value.to_string()));
+        }
+    }
+
+    /// Waits until /status shows a replica streaming from the Lease holder `holder`.
+    pub fn wait_streaming_from(&self, holder: &str, timeout: Duration) {
+        wait_for(
+            &format!("{} streams from {holder}", self.name),
+            timeout,
+            || {
+                self.status().is_some_and(|s| {
+                    s["role"] == "replica"
+                        && s["walReceiver"] == "streaming"
+                        && s["leaseHolder"] == holder
+                })
+            },
+        );
     }
 
     /// Waits until /status shows `role` and ready.
@@ -341,36 +359,6 @@ impl Drop for Instance {
     }
 }
 
-pub fn dump(name: &str, log: &Path) {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    eprintln!(
-        "===== {name} ({}) =====\n{text}===== end of {name} =====",
-        log.display()
-    );
-}
-
-/// Polls `ready` every 100 ms until it holds, panicking after `timeout`.
-pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < timeout, "{what}: not after {timeout:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    start.elapsed()
-}
-
-/// A minimal HTTP/1.0 GET: the body, or None when the server is not answering.
-pub fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-}
-
 /// Two members, `demo-0` primary and `demo-1` streaming from it.
 pub fn streaming_pair() -> Cluster {
     streaming_pair_with("")
@@ -379,18 +367,28 @@ pub fn streaming_pair() -> Cluster {
 /// Like [`streaming_pair`], with `settings` added to both members' postgresql.conf.
 pub fn streaming_pair_with(settings: &str) -> Cluster {
     let mut cluster = Cluster::with_settings(&["demo-0", "demo-1"], settings);
-    cluster.set_lease("demo-0", true);
-    cluster.member("demo-0").start();
+    start_streaming(&mut cluster);
     cluster
-        .member("demo-0")
+}
+
+/// Starts the first member as the Lease holder, then the others, and waits until every other
+/// one streams from it.
+pub fn start_streaming(cluster: &mut Cluster) {
+    let names: Vec<String> = cluster.members.iter().map(|m| m.name.clone()).collect();
+    let (holder, others) = names.split_first().expect("a member");
+    cluster.set_lease(holder, true);
+    cluster.member(holder).start();
+    cluster
+        .member(holder)
         .wait_ready_as("primary", Duration::from_secs(90));
-    cluster.member("demo-1").start();
-    let replica = cluster.member("demo-1");
-    replica.wait_ready_as("replica", Duration::from_secs(90));
-    wait_for("demo-1 streaming", Duration::from_secs(30), || {
-        replica.status_field("walReceiver") == "streaming"
-    });
-    cluster
+    for name in others {
+        cluster.member(name).start();
+    }
+    for name in others {
+        let replica = cluster.member(name);
+        replica.wait_ready_as("replica", Duration::from_secs(90));
+        replica.wait_streaming_from(holder, Duration::from_secs(30));
+    }
 }
 
 /// One member, `demo-0`, holding the Lease and running as primary.
@@ -445,24 +443,4 @@ pub fn write_and_see_replicated(writer: &Instance, reader: &Instance, value: &st
         .unwrap();
     let sql = format!("SELECT count(*) FROM t WHERE v = '{value}'");
     wait_for_value(reader, &sql, "1", Duration::from_secs(60));
-}
-
-/// A free port below the ephemeral range: an ephemeral one (what binding port 0 gives) can be
-/// taken meanwhile by any outgoing connection (pg_basebackup's, say), and then the postmaster
-/// cannot listen on it.
-pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let seed = std::process::id()
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-    loop {
-        let n = seed.wrapping_add(NEXT.fetch_add(7919, Ordering::Relaxed));
-        let port = 20000 + (n % 12000) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
 }

@@ -1,0 +1,90 @@
+//! Helpers of the instance tests that know nothing of clusters: psql and HTTP against a port,
+//! waiting on a condition, free ports, logs.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::pg_bin_dir;
+
+/// Runs SQL over TCP on 127.0.0.1:`port` with a password; Err carries psql's stderr.
+pub fn psql_on(
+    port: u16,
+    user: &str,
+    password: &str,
+    db: &str,
+    sql: &str,
+) -> Result<String, String> {
+    let out = Command::new(pg_bin_dir().join("psql"))
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ])
+        .args(["-p", &port.to_string(), "-U", user, "-d", db, "-c", sql])
+        .env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "3")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+pub fn dump(name: &str, log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    eprintln!(
+        "===== {name} ({}) =====\n{text}===== end of {name} =====",
+        log.display()
+    );
+}
+
+/// Polls `ready` every 100 ms until it holds, panicking after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < timeout, "{what}: not after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
+}
+
+/// A minimal HTTP/1.0 GET: the body, or None when the server is not answering.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// A free port below the ephemeral range: an ephemeral one (what binding port 0 gives) can be
+/// taken meanwhile by any outgoing connection (pg_basebackup's, say), and then the postmaster
+/// cannot listen on it.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    loop {
+        let n = seed.wrapping_add(NEXT.fetch_add(7919, Ordering::Relaxed));
+        let port = 20000 + (n % 12000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
