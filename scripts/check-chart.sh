@@ -16,8 +16,8 @@ chart=deploy/helm/tusk
 
 "$helm" lint --strict "$chart"
 "$helm" lint --strict "$chart" --set 'watchNamespaces={a,b}' \
-  --set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true \
-  --set grafanaDashboard.enabled=true
+  --set metrics.serviceMonitor.enabled=true --set metrics.podMonitor.enabled=true \
+  --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true
 
 render() { "$helm" template tusk "$chart" --namespace tusk-system --include-crds "$@"; }
 # summary: "N objects: kinds..." of a rendered stream.
@@ -43,8 +43,10 @@ done
 render "${scoped[@]}" --show-only templates/deployment.yaml | grep -q -- '- --namespace=team-a,team-b$' \
   || { echo "namespace-scoped mode: the operator is not given --namespace=team-a,team-b" >&2; exit 1; }
 echo "namespace-scoped: no ClusterRole grants Secrets; Roles in team-a and team-b; --namespace=team-a,team-b"
-monitoring=$(render --set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true \
-  --set grafanaDashboard.enabled=true)
+monitoring=$(render --set metrics.serviceMonitor.enabled=true --set metrics.podMonitor.enabled=true \
+  --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true)
+grep -q '^kind: PodMonitor$' <<<"$monitoring" \
+  || { echo "monitoring enabled: no PodMonitor for the instance managers" >&2; exit 1; }
 echo "monitoring enabled: $(summary <<<"$monitoring")"
 
 "$promtool" check rules "$chart/files/prometheus-rules.yaml"

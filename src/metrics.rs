@@ -51,6 +51,7 @@ pub struct Metrics {
     verifications_finished: Family<ResultLabels, Counter>,
     verification_duration: Histogram,
     failovers: Counter,
+    switchovers: Counter,
     failover_seconds: Histogram,
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
     /// that deleted clusters leave the gauge even though nothing reconciles them.
@@ -126,6 +127,10 @@ impl Default for Metrics {
             "failovers",
             "Primary Leases handed to a replica because their holder stopped renewing them",
         );
+        let switchovers = add.metric(
+            "switchovers",
+            "Primary Leases handed to a requested replica after the old primary shut down cleanly",
+        );
         let failover_seconds = add.seconds(
             "failover_lease_idle",
             "How long a lost primary's Lease went unrenewed before the handover",
@@ -134,6 +139,7 @@ impl Default for Metrics {
         Self {
             registry,
             failovers,
+            switchovers,
             failover_seconds,
             verifications_finished,
             verification_duration,
@@ -202,6 +208,11 @@ impl Metrics {
     pub fn failed_over(&self, idle_seconds: f64) {
         self.failovers.inc();
         self.failover_seconds.observe(idle_seconds);
+    }
+
+    /// A requested switchover handed the primary Lease to its target.
+    pub fn switched_over(&self) {
+        self.switchovers.inc();
     }
 
     /// A cluster became Ready for the first time, `elapsed` after its creation.

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
-use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY};
+use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNOTATION};
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::{compact_cronjob, compact_pod, compact_secret, compact_statefulset};
 use crate::runtime::watch::{ChildWatches, drop_managed_fields, shared_watch};
@@ -109,7 +109,8 @@ pub async fn run(
         .page_size(LIST_PAGE);
     let (clusters, cluster_reader) = {
         let (reader, writer) = reflector::store();
-        // Reconcile on spec changes, not on the operator's own status writes.
+        // Reconcile on spec changes and switchover requests, not on the operator's own status
+        // writes.
         let stream = watcher(
             scope.api::<PostgreSQL>(&client),
             watcher::Config::default().page_size(LIST_PAGE),
@@ -118,7 +119,7 @@ pub async fn run(
         .modify(drop_managed_fields)
         .reflect(writer)
         .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
+        .predicate_filter(spec_or_request, Default::default());
         (stream, reader)
     };
     let child = ChildWatches {
@@ -244,6 +245,18 @@ pub async fn run(
     info!("the controllers stopped");
 }
 
+/// What a change to a PostgreSQL must touch to be reconciled: its spec (the generation) or the
+/// switchover request annotation. Status writes touch neither.
+fn spec_or_request(pg: &PostgreSQL) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    predicates::generation(pg).hash(&mut hasher);
+    pg.annotations()
+        .get(SWITCHOVER_ANNOTATION)
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +264,22 @@ mod tests {
 
     fn cluster(name: &str, spec: serde_json::Value) -> PostgreSQL {
         crate::crd::fixtures::postgresql("prod", name, spec, serde_json::Value::Null)
+    }
+
+    #[test]
+    fn a_switchover_request_is_reconciled_and_a_status_write_is_not() {
+        let mut pg = cluster("shop", serde_json::json!({"storage": {"size": "1Gi"}}));
+        pg.metadata.generation = Some(3);
+        let before = spec_or_request(&pg);
+        pg.status.get_or_insert_default().current_primary = Some("shop-0".into());
+        assert_eq!(
+            spec_or_request(&pg),
+            before,
+            "a status write triggered a reconcile"
+        );
+        pg.annotations_mut()
+            .insert(SWITCHOVER_ANNOTATION.into(), "shop-1".into());
+        assert_ne!(spec_or_request(&pg), before);
     }
 
     #[test]

@@ -7,125 +7,48 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Method, StatusCode};
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
-use support::memory_store::MemoryBucket;
-use support::paths::{LEASES, PODS, STATUS};
+use support::paths::{PODS, STATUS};
 use support::read::event_reason;
-use support::verifier::{self, Expect, Seen};
+use support::replicas::{self, managers, three_instances, three_instances_of, three_pods};
+use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::PostgreSQL;
-use tusk::clusters::election::{InstanceReport, ReportedLsns};
-use tusk::clusters::status::BackupSchedule;
-use tusk::runtime::instances::{InstanceStatus, LeaseClock};
+use tusk::runtime::instances::LeaseClock;
 
-const THREE: &str = "instances: 3\nstorage: {size: 1Gi}";
-
-/// Instance managers answering by pod IP, as the replicas would.
-struct Managers(Vec<(&'static str, InstanceReport)>);
-
-#[async_trait::async_trait]
-impl InstanceStatus for Managers {
-    async fn report(&self, ip: &str) -> Option<InstanceReport> {
-        self.0
-            .iter()
-            .find(|(at, _)| *at == ip)
-            .map(|(_, r)| r.clone())
-    }
-}
-
-fn replica(pod: &str, received: &str) -> InstanceReport {
-    InstanceReport {
-        pod: pod.into(),
-        role: "replica".into(),
-        postgres: "running".into(),
-        timeline: Some(1),
-        lsn: ReportedLsns {
-            current: None,
-            received: Some(received.into()),
-            replayed: Some(received.into()),
-        },
-    }
-}
-
-fn pod(name: &str, role: &str, ready: bool, ip: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {
-            "tusk.dev/cluster": "demo", "app.kubernetes.io/component": "database",
-            "tusk.dev/role": role}},
-        "status": {"podIP": ip, "conditions": [
-            {"type": "Ready", "status": if ready { "True" } else { "False" }}]},
-    }))
-    .expect("a valid Pod")
-}
-
-/// The primary Lease as the API server returns it: held by demo-0, never renewed again.
-fn lease() -> Value {
-    json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "demo-primary", "namespace": NS, "resourceVersion": "41"},
-        "spec": {"holderIdentity": "demo-0", "leaseDurationSeconds": 6,
-                 "renewTime": "2026-11-24T08:00:00.000000Z", "leaseTransitions": 0},
-    })
-}
-
+/// The primary Lease held by demo-0, never renewed again.
 fn read_lease() -> Expect {
-    Expect::new(Method::GET, format!("{LEASES}/demo-primary"), |_| {
-        (StatusCode::OK, lease())
-    })
-}
-
-/// A converged three-instance cluster whose StatefulSet counts `ready` ready pods.
-fn three_instances(ready: i32) -> (PostgreSQL, Cache) {
-    let (pg, mut cache) = converged(THREE, true, BackupSchedule::NotConfigured);
-    let status = cache.statefulsets[0].status.as_mut().expect("status");
-    status.replicas = 3;
-    status.ready_replicas = Some(ready);
-    status.updated_replicas = Some(3);
-    (pg, cache)
+    replicas::read_lease(Some("demo-0"), serde_json::json!({}))
 }
 
 /// A Ready three-instance cluster whose primary, demo-0, just became unready.
 fn lost_primary() -> (PostgreSQL, Cache) {
     let (pg, mut cache) = three_instances(2);
-    cache.pods = vec![
-        pod("demo-0", "primary", false, "10.0.0.10"),
-        pod("demo-1", "replica", true, "10.0.0.11"),
-        pod("demo-2", "replica", true, "10.0.0.12"),
-    ];
+    cache.pods = three_pods(false);
     (pg, cache)
 }
 
-/// One reconcile of `pg` against `script`, with the given Lease memory.
+/// The calls of a failover from demo-0 to `to`: demo-0 leaves `-rw`, the Lease is handed
+/// over, `to` joins `-rw`, then the status and two Events.
+fn handover_to(to: &str) -> Vec<Expect> {
+    vec![
+        read_lease(),
+        Expect::apply(format!("{PODS}/demo-0")),
+        replicas::write_lease(),
+        Expect::apply(format!("{PODS}/{to}")),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+        Expect::event(NS),
+    ]
+}
+
+/// One reconcile with demo-2 the most advanced replica.
 async fn reconcile(
     pg: &PostgreSQL,
     cache: Cache,
     clock: &Arc<LeaseClock>,
     script: Vec<Expect>,
 ) -> (kube::runtime::controller::Action, Vec<Seen>) {
-    let (client, server) = verifier::client();
-    let managers = Managers(vec![
-        ("10.0.0.11", replica("demo-1", "0/5000000")),
-        ("10.0.0.12", replica("demo-2", "0/6000000")),
-    ]);
-    let ctx = plain_context(client, pg, cache, MemoryBucket::default())
-        .with_instances(Arc::new(managers))
-        .with_lease_clock(clock.clone());
-    let (done, finished) = tokio::sync::oneshot::channel();
-    let played = server.play(script, finished);
-    let action = Box::pin(tusk::clusters::reconcile(
-        Arc::new(pg.clone()),
-        Arc::new(ctx),
-    ))
-    .await
-    .expect("reconcile succeeded");
-    let _ = done.send(());
-    let seen = played
-        .await
-        .expect("verifier ran")
-        .unwrap_or_else(|e| panic!("{e}"));
-    (action, seen)
+    replicas::reconcile(pg, cache, clock, managers("0/5000000", "0/6000000"), script).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -149,17 +72,7 @@ async fn a_lost_primary_is_replaced_by_the_most_advanced_replica_after_its_lease
 
     // Unchanged for longer than its duration: demo-0 has fenced itself; demo-2 received most.
     tokio::time::advance(Duration::from_secs(7)).await;
-    let script = vec![
-        read_lease(),
-        Expect::apply(format!("{PODS}/demo-0")),
-        Expect::new(Method::PUT, format!("{LEASES}/demo-primary"), |body| {
-            (StatusCode::OK, body.clone())
-        }),
-        Expect::apply(format!("{PODS}/demo-2")),
-        Expect::apply_status(STATUS),
-        Expect::event(NS),
-        Expect::event(NS),
-    ];
+    let script = handover_to("demo-2");
     let (_, seen) = reconcile(&pg, cache, &clock, script).await;
     assert_eq!(
         seen[1].body["metadata"]["labels"]["tusk.dev/role"],
@@ -218,14 +131,50 @@ async fn no_replica_answering_blocks_the_failover_with_a_warning() {
     );
 }
 
+/// `ANY 1` of two standbys with only demo-1 answering (demo-2 has no IP): `required` cannot be
+/// sure demo-1 confirmed the last commits and waits; `preferred` promotes demo-1.
+#[tokio::test(start_paused = true)]
+async fn preferred_durability_promotes_the_one_answering_replica_where_required_waits() {
+    let watch_only = || {
+        vec![
+            read_lease(),
+            Expect::apply_status(STATUS),
+            Expect::event(NS),
+        ]
+    };
+    for durability in ["required", "preferred"] {
+        let spec = format!(
+            "instances: 3\nstorage: {{size: 1Gi}}\n\
+             replication: {{synchronous: {{number: 1, durability: {durability}}}}}"
+        );
+        let (pg, mut cache) = three_instances_of(&spec, 2);
+        cache.pods = three_pods(false);
+        if let Some(status) = cache.pods[2].status.as_mut() {
+            status.pod_ip = None;
+        }
+        let clock = Arc::new(LeaseClock::default());
+        reconcile(&pg, cache.clone(), &clock, watch_only()).await;
+        tokio::time::advance(Duration::from_secs(7)).await;
+        if durability == "required" {
+            let mut script = watch_only();
+            script.push(Expect::event(NS));
+            let (_, seen) = reconcile(&pg, cache, &clock, script).await;
+            assert_eq!(seen[1].body["status"]["currentPrimary"], "demo-0");
+            assert_eq!(event_reason(&seen[2]), "FailoverBlocked");
+            continue;
+        }
+        let script = handover_to("demo-1");
+        let (_, seen) = reconcile(&pg, cache, &clock, script).await;
+        assert_eq!(seen[2].body["spec"]["holderIdentity"], "demo-1");
+        assert_eq!(seen[4].body["status"]["currentPrimary"], "demo-1");
+        assert_eq!(event_reason(&seen[5]), "FailedOver");
+    }
+}
+
 #[tokio::test]
 async fn a_serving_primary_costs_no_lease_read() {
     let (pg, mut cache) = three_instances(3);
-    cache.pods = vec![
-        pod("demo-0", "primary", true, "10.0.0.10"),
-        pod("demo-1", "replica", true, "10.0.0.11"),
-        pod("demo-2", "replica", true, "10.0.0.12"),
-    ];
+    cache.pods = three_pods(true);
     let clock = Arc::new(LeaseClock::default());
     // Only the status (the instances appear in it); no Lease read, no label write.
     let (_, seen) = reconcile(&pg, cache, &clock, vec![Expect::apply_status(STATUS)]).await;

@@ -5,6 +5,7 @@ mod backup;
 mod cluster;
 mod error;
 mod format;
+mod promote;
 mod psql;
 mod report;
 mod restore;
@@ -23,8 +24,7 @@ use error::{Error, Result};
 #[command(
     name = "kubectl tusk",
     version,
-    about = "Operate Tusk PostgreSQL clusters: status, backups, restores, psql, support bundles",
-    after_help = "`promote` (switchover) comes once replication has landed; clusters have one instance today."
+    about = "Operate Tusk PostgreSQL clusters: status, backups, restores, switchovers, psql, support bundles"
 )]
 struct Cli {
     /// Namespace; the current context's namespace when unset.
@@ -64,6 +64,18 @@ enum Command {
         /// Print the PostgreSQL as YAML instead of applying it.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Planned switchover: make INSTANCE (`NAME-N` or `N`) the primary. The old primary shuts
+    /// down cleanly and INSTANCE is promoted once it has replayed all of its WAL; with --wait,
+    /// follow it to the end (exit 0) or the operator's refusal (exit 1).
+    Promote {
+        name: String,
+        instance: String,
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, e.g. 90s, 10m.
+        #[arg(long, default_value = "2m", value_parser = backup::parse_duration)]
+        timeout: Duration,
     },
     /// psql in the primary (or a replica) on the application database, through kubectl exec.
     Psql {
@@ -140,6 +152,19 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     "PostgreSQL {ns}/{to} applied, restoring Backup {backup}; follow it with \
                      `kubectl tusk status {to} -n {ns}`"
                 );
+            }
+        }
+        Command::Promote {
+            name,
+            instance,
+            wait,
+            timeout,
+        } => {
+            let target = promote::request(&client, &ns, &name, &instance).await?;
+            println!("switchover of PostgreSQL {ns}/{name} to {target} requested");
+            if wait {
+                promote::follow(&client, &ns, &name, &target, timeout).await?;
+                println!("{target} is the primary of {name}");
             }
         }
         Command::Psql {

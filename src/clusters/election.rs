@@ -6,6 +6,8 @@ use std::time::Duration;
 
 pub use crate::runtime::instances::{InstanceReport, ReportedLsns};
 
+use crate::crd::Synchronous;
+
 /// A write-ahead log position, `X/Y` in PostgreSQL's notation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Lsn(pub u64);
@@ -49,6 +51,14 @@ pub fn most_advanced<'a>(
             Ordering::Equal => b.pod.cmp(&a.pod),
             other => other,
         })
+}
+
+/// The `ANY n` a failover must respect: only `required` durability promises that `n` replicas
+/// hold every acknowledged commit. `preferred` may have acknowledged commits that no replica
+/// confirmed (while degraded), so, like asynchronous replication, it promises nothing.
+pub fn quorum(synchronous: Option<&Synchronous>) -> Option<usize> {
+    let synchronous = synchronous.filter(|s| s.is_required())?;
+    usize::try_from(synchronous.number).ok()
 }
 
 /// How many replicas must report before one may be promoted. With synchronous replication
@@ -122,6 +132,7 @@ mod tests {
                 received: Some(received.into()),
                 replayed: Some(replayed.into()),
             },
+            wal_receiver: Some("streaming".into()),
         }
     }
 
@@ -182,6 +193,27 @@ mod tests {
         assert_eq!(
             candidate(&one, "demo-0", 1).map(|r| r.pod.as_str()),
             Ok("demo-1")
+        );
+    }
+
+    #[test]
+    fn only_required_durability_makes_a_failover_wait_for_a_quorum() {
+        use crate::crd::Durability;
+        let sync = |durability| Synchronous {
+            number: 1,
+            durability,
+        };
+        let required = quorum(Some(&sync(Durability::Required)));
+        let preferred = quorum(Some(&sync(Durability::Preferred)));
+        assert_eq!((required, preferred, quorum(None)), (Some(1), None, None));
+        // Three standbys, ANY 1: required waits for all three, preferred takes the one answering.
+        assert_eq!(reports_needed(3, required), 3);
+        assert_eq!(reports_needed(3, preferred), 1);
+        let one = [replica("demo-2", 1, "0/9000000", "0/9000000")];
+        let needed = reports_needed(3, preferred);
+        assert_eq!(
+            candidate(&one, "demo-0", needed).map(|r| r.pod.as_str()),
+            Ok("demo-2")
         );
     }
 

@@ -14,11 +14,14 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use super::children::Written;
 use super::election::{Decision, candidate, decide, reports_needed};
+use super::rollout;
+use super::rollout_plan::Move;
+use super::switchover;
 use crate::crd::{Failover, InstanceState, Phase, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{
     CLUSTER_LABEL, Cluster, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, ROLE_LABEL, ROLE_PRIMARY,
-    ROLE_REPLICA, initial_lease,
+    ROLE_REPLICA, SWITCHOVER_LEASE_ANNOTATIONS, initial_lease,
 };
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, FIELD_MANAGER, create};
@@ -32,13 +35,33 @@ pub struct PrimaryState {
     pub instances: Vec<InstanceState>,
     /// Set when this reconcile handed the Lease to another instance.
     pub failover: Option<Failover>,
+    /// The instance a switchover in progress hands the Lease to.
+    pub target: Option<String>,
+    /// What this reconcile's switchover step started, refused or abandoned.
+    pub switchover: Option<SwitchoverNote>,
+    /// The replica this reconcile restarted on the StatefulSet's new revision.
+    pub restarted: Option<String>,
     /// A failover is due but no replica can be promoted: why.
     pub stuck: Option<String>,
     /// Look again this soon: a lost primary is being watched.
     pub recheck: Option<Duration>,
     pub writes: Vec<Written>,
     /// Pods whose role label this reconcile already set (the cache does not show it yet).
-    relabelled: Vec<String>,
+    pub(super) relabelled: Vec<String>,
+}
+
+/// A switchover step worth an Event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SwitchoverNote {
+    Started {
+        from: String,
+        to: String,
+        why: String,
+    },
+    Rejected(String),
+    Aborted(String),
+    /// The operator's own switchover cannot start (no replica to take over).
+    Blocked(String),
 }
 
 impl PrimaryState {
@@ -72,13 +95,37 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
             _ => holder(&read_lease(&leases, &cluster.lease_name()).await?),
         };
     }
+    if status.is_some_and(|s| s.instances != cluster.spec.instances) {
+        sync_members(cluster, &leases).await?;
+    }
     let served = status
         .and_then(|s| s.phase)
         .is_some_and(|p| matches!(p, Phase::Ready | Phase::Degraded));
-    if served && cluster.spec.instances > 1 && !serves(&pods, state.current.as_deref()) {
+    let next = match state.current.as_deref() {
+        Some(primary) if served => rollout::next(cluster, ctx, &pods, primary),
+        _ => Move::Idle,
+    };
+    let planned = match &next {
+        Move::Switchover { candidates, why } => Some((candidates.as_slice(), why.as_str())),
+        _ => None,
+    };
+    let switching = served
+        && Box::pin(switchover::step(
+            pg, cluster, ctx, &pods, &mut state, planned,
+        ))
+        .await?;
+    if served
+        && !switching
+        && cluster.spec.instances > 1
+        && !serves(&pods, state.current.as_deref())
+    {
         watch_lost_primary(cluster, ctx, &leases, &pods, &mut state).await?;
     }
     label_roles(ctx, cluster, &pods, &mut state).await?;
+    if let (Move::Restart { pod }, false, None) = (&next, switching, &state.failover) {
+        rollout::restart(ctx, cluster, pod).await?;
+        state.restarted = Some(pod.clone());
+    }
     Ok(state)
 }
 
@@ -128,7 +175,7 @@ async fn watch_lost_primary(
                 set_role(ctx, cluster, old, ROLE_REPLICA).await?;
                 state.relabelled.push(from.clone());
             }
-            if !hand_over(leases, lease, &target, cluster).await? {
+            if !hand_over(leases, lease, Some(&target), cluster).await? {
                 // The holder renewed after all (it is alive): look again at once.
                 state.recheck = Some(Duration::ZERO);
                 return Ok(());
@@ -147,15 +194,37 @@ async fn watch_lost_primary(
     }
 }
 
+/// Brings the Lease's member list (the primary keeps one replication slot per member) up to
+/// date after `instances` changed; retried on a conflict with a renewal.
+async fn sync_members(cluster: &Cluster<'_>, leases: &Api<Lease>) -> Result<()> {
+    let name = cluster.lease_name();
+    let members = cluster.pod_names().join(",");
+    for _ in 0..3 {
+        let mut lease = read_lease(leases, &name).await?;
+        if lease.annotations().get(MEMBERS_ANNOTATION) == Some(&members) {
+            return Ok(());
+        }
+        lease
+            .annotations_mut()
+            .insert(MEMBERS_ANNOTATION.to_owned(), members.clone());
+        if replace_lease(leases, &name, &lease).await? {
+            return Ok(());
+        }
+    }
+    Err(Error::Invariant(format!(
+        "Lease {name}: three conflicting writes while updating its members; retrying"
+    )))
+}
+
 /// The instances other than the primary.
 fn standbys(cluster: &Cluster<'_>) -> usize {
     usize::try_from(cluster.spec.instances.max(1) - 1).unwrap_or(0)
 }
 
-/// `ANY n` of `spec.replication.synchronous`, if set.
+/// `ANY n` of `spec.replication.synchronous`, if set with `required` durability.
 fn sync_number(cluster: &Cluster<'_>) -> Option<usize> {
-    let synchronous = cluster.spec.replication.as_ref()?.synchronous.as_ref()?;
-    usize::try_from(synchronous.number).ok()
+    let replication = cluster.spec.replication.as_ref()?;
+    crate::clusters::election::quorum(replication.synchronous.as_ref())
 }
 
 /// The `/status` of every instance but `holder` that has a pod IP, read concurrently.
@@ -176,34 +245,45 @@ async fn read_reports(
         .collect()
 }
 
-/// Writes `target` as the holder, with the resourceVersion read: `false` when the Lease
-/// changed meanwhile.
-async fn hand_over(
+/// Writes `target` as the holder (`None`: leaves the holder as it is), with the resourceVersion
+/// read, and ends any switchover recorded on the Lease: `false` when the Lease changed
+/// meanwhile.
+pub(super) async fn hand_over(
     leases: &Api<Lease>,
     mut lease: Lease,
-    target: &str,
+    target: Option<&str>,
     cluster: &Cluster<'_>,
 ) -> Result<bool> {
     let name = cluster.lease_name();
     let now = MicroTime(Timestamp::now());
     let spec = lease.spec.get_or_insert_default();
-    spec.holder_identity = Some(target.to_owned());
-    spec.acquire_time = Some(now.clone());
-    spec.renew_time = Some(now);
-    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-    lease
-        .annotations_mut()
-        .insert(MEMBERS_ANNOTATION.to_owned(), cluster.pod_names().join(","));
+    if let Some(target) = target {
+        spec.holder_identity = Some(target.to_owned());
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    }
+    let annotations = lease.annotations_mut();
+    annotations.insert(MEMBERS_ANNOTATION.to_owned(), cluster.pod_names().join(","));
+    for key in SWITCHOVER_LEASE_ANNOTATIONS {
+        annotations.remove(key);
+    }
+    replace_lease(leases, &name, &lease).await
+}
+
+/// Writes `lease` back with the resourceVersion it was read at: `false` when it changed
+/// meanwhile (a conflict), so no write ever overwrites a renewal or another handover.
+pub(super) async fn replace_lease(leases: &Api<Lease>, name: &str, lease: &Lease) -> Result<bool> {
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
-    match leases.replace(&name, &params, &lease).await {
+    match leases.replace(name, &params, lease).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(source) => Err(Error::Apply {
             kind: "Lease".to_owned(),
-            name,
+            name: name.to_owned(),
             source,
         }),
     }
@@ -259,7 +339,7 @@ async fn set_role(ctx: &Context, cluster: &Cluster<'_>, pod: &Pod, role: &str) -
     }
 }
 
-async fn read_lease(leases: &Api<Lease>, name: &str) -> Result<Lease> {
+pub(super) async fn read_lease(leases: &Api<Lease>, name: &str) -> Result<Lease> {
     leases.get(name).await.map_err(|source| Error::Read {
         kind: "Lease".to_owned(),
         name: name.to_owned(),
@@ -267,7 +347,7 @@ async fn read_lease(leases: &Api<Lease>, name: &str) -> Result<Lease> {
     })
 }
 
-fn holder(lease: &Lease) -> Option<String> {
+pub(super) fn holder(lease: &Lease) -> Option<String> {
     let holder = lease.spec.as_ref()?.holder_identity.clone()?;
     (!holder.is_empty()).then_some(holder)
 }
@@ -282,7 +362,7 @@ fn lease_duration(lease: &Lease) -> Duration {
 }
 
 /// The cached database pods of `cluster`, by name.
-fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
+pub(super) fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
     let mut pods: Vec<Arc<Pod>> = ctx
         .caches
         .pods
@@ -295,7 +375,7 @@ fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
     pods
 }
 
-fn is_ready(pod: &Pod) -> bool {
+pub(super) fn is_ready(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && pod
             .status

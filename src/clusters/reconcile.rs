@@ -15,7 +15,8 @@ use super::children::apply_children;
 use super::cleanup;
 use super::desired::desired;
 use super::freshness::{self, Freshness};
-use super::primary::{self, PrimaryState};
+use super::primary;
+use super::primary_events::publish_primary;
 use super::report::{publish, report_error, update_status, write_events};
 use super::restore;
 use super::scheduled_runs::record_scheduled_runs;
@@ -237,29 +238,6 @@ async fn publish_storage(pg: &PostgreSQL, ctx: &Context, storage: Option<&Storag
     if !has_reason(pg, STORAGE_RESIZED, EXPANSION_NOT_SUPPORTED) {
         let event = warning(EXPANSION_NOT_SUPPORTED, "Reconcile", message.clone());
         publish(ctx, pg, event).await;
-    }
-}
-
-/// A Warning for every failover, and one when a failover is due but cannot happen.
-async fn publish_primary(pg: &PostgreSQL, ctx: &Context, primary: &PrimaryState) {
-    if let Some(failover) = &primary.failover {
-        ctx.metrics
-            .failed_over(failover.seconds.unwrap_or_default());
-        let note = format!(
-            "primary {} stopped renewing its Lease ({:.1}s); promoted {}, the most advanced replica",
-            failover.from,
-            failover.seconds.unwrap_or_default(),
-            failover.to
-        );
-        publish(ctx, pg, warning("FailedOver", "Failover", note)).await;
-    }
-    if let Some(stuck) = &primary.stuck {
-        publish(
-            ctx,
-            pg,
-            warning("FailoverBlocked", "Failover", stuck.clone()),
-        )
-        .await;
     }
 }
 

@@ -87,7 +87,6 @@ pub fn compute(
     let was_up =
         conditions::is_true(&status.conditions, READY) || status.phase == Some(Phase::Degraded);
     status.observed_generation = generation;
-    status.instances = cluster.spec.instances;
     status.endpoint = Some(format!("{}:{POSTGRES_PORT}", cluster.rw_host()));
     status.secrets = Some(SecretNames {
         app: cluster.app_secret_name(),
@@ -122,8 +121,12 @@ pub fn compute(
             primary,
         } => {
             let serving = readiness.ready && restore.allows_ready();
+            // Only once applied: a change of `instances` is also what makes the primary step
+            // bring the Lease's member list up to date, and a failed reconcile must not hide it.
+            status.instances = cluster.spec.instances;
             status.ready_instances = readiness.ready_instances;
             status.current_primary.clone_from(&primary.current);
+            status.target_primary.clone_from(&primary.target);
             status.instance_states.clone_from(&primary.instances);
             if let Some(failover) = &primary.failover {
                 status.last_failover = Some(failover.clone());

@@ -23,6 +23,10 @@ pub struct PostgreSQLStatus {
     /// The pod that holds the primary Lease: the only instance that accepts writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_primary: Option<String>,
+    /// The instance a switchover in progress hands the Lease to (requested with the
+    /// `tusk.dev/switchover-to` annotation); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_primary: Option<String>,
     /// Every instance as its pod and instance manager last reported it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["pod"]))]
@@ -77,7 +81,8 @@ pub struct Failover {
     pub reason: String,
     /// When the operator handed the Lease to the new primary.
     pub at: Time,
-    /// Seconds from noticing the lost primary to handing over the Lease.
+    /// Seconds from noticing the lost primary (from asking the old primary, for a switchover)
+    /// to handing over the Lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
 }

@@ -26,10 +26,10 @@ pub use parameters::{
     refusal as parameter_refusal,
 };
 pub use postgresql::{
-    BackupPolicy, Bootstrap, Compression, LocalName, ObjectStoreRestore, OnDelete, PostgreSQL,
-    PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,
+    BackupPolicy, Bootstrap, Compression, LocalName, MAX_INSTANCES, ObjectStoreRestore, OnDelete,
+    PostgreSQL, PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,
 };
-pub use replication::{Replication, Synchronous};
+pub use replication::{Durability, Replication, Synchronous};
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
     VerifiedBackup, VerifyPolicy,

@@ -12,6 +12,9 @@ use super::PostgreSQLStatus;
 use super::destination::Destination;
 use super::{parameters, rules};
 
+/// The most instances a cluster may have (the CEL rule on `spec.instances`).
+pub const MAX_INSTANCES: i32 = 9;
+
 /// A PostgreSQL server managed by Tusk: a StatefulSet with storage, Services, credentials in
 /// Secrets, configuration in a ConfigMap and, optionally, scheduled logical backups.
 // Clippy mistakes repeated `printcolumn(type_ = …)` arguments for duplicated attributes.
@@ -56,6 +59,7 @@ pub struct PostgreSQLSpec {
     pub image: Option<String>,
 
     /// Number of PostgreSQL instances: one primary and `instances - 1` streaming replicas.
+    // 9 is MAX_INSTANCES (a test holds them equal).
     #[serde(default = "default_instances")]
     #[x_kube(validation = Rule::new("self >= 1 && self <= 9").message("spec.instances must be between 1 and 9"))]
     pub instances: i32,

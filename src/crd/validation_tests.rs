@@ -64,6 +64,17 @@ fn valid_specs_pass() {
     assert_eq!(rejections("demo", resources), Vec::<String>::new());
     let no_class = json!({"storage": {"size": "1Gi", "storageClassName": ""}});
     assert_eq!(rejections("demo", no_class), Vec::<String>::new());
+    let preferred = json!({"storage": storage(), "instances": 3,
+        "replication": {"synchronous": {"number": 2, "durability": "preferred"}}});
+    assert_eq!(rejections("demo", preferred), Vec::<String>::new());
+}
+
+#[test]
+fn the_instances_rule_allows_exactly_max_instances() {
+    let allowed =
+        |n: i32| rejections("demo", json!({"instances": n, "storage": storage()})).is_empty();
+    assert!(allowed(crate::crd::MAX_INSTANCES));
+    assert!(!allowed(crate::crd::MAX_INSTANCES + 1));
 }
 
 #[test]
@@ -99,6 +110,12 @@ fn invalid_specs_are_rejected_with_the_field_named() {
             "demo",
             json!({"instances": 2, "replication": {"synchronous": {"number": 2}}, "storage": storage()}),
             "spec.replication.synchronous.number must be less than spec.instances",
+        ),
+        (
+            "synchronous durability neither required nor preferred",
+            "demo",
+            json!({"instances": 3, "replication": {"synchronous": {"number": 1, "durability": "eventual"}}, "storage": storage()}),
+            "unknown variant `eventual`",
         ),
         (
             "zero instances",

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use sha2::{Digest, Sha256};
 
 use super::{Cluster, Component, POSTGRES_PORT};
-use crate::crd::{OPERATOR_OWNED_PARAMETERS, parameter_refusal};
+use crate::crd::{MAX_INSTANCES, OPERATOR_OWNED_PARAMETERS, parameter_refusal};
 
 /// Where the ConfigMap's configuration files are mounted in the PostgreSQL container.
 pub const CONFIG_DIR: &str = "/etc/tusk";
@@ -27,15 +27,20 @@ pub enum ParameterError {
     Refused { key: String, reason: String },
 }
 
-/// `synchronous_standby_names` for `spec.replication.synchronous`: any `number` of the
-/// cluster's instances, named as they connect (`application_name` is the pod's name). The
-/// primary's own name in the list is harmless: it never streams from itself.
+/// `synchronous_standby_names` for `spec.replication.synchronous` with `required` durability:
+/// any `number` of the cluster's instances, named as they connect (`application_name` is the
+/// pod's name). Every name the cluster could ever have is listed, not just today's `instances`,
+/// so scaling does not change the configuration (which would restart every pod); names that do
+/// not connect count for nothing, and the primary never streams from itself. With `preferred`
+/// durability the primary's instance manager sets it instead, from the replicas that stream
+/// (docs/replication.md).
 pub fn synchronous_standby_names(cluster: &Cluster) -> Option<String> {
     let synchronous = cluster.spec.replication.as_ref()?.synchronous.as_ref()?;
-    let names: Vec<String> = cluster
-        .pod_names()
-        .iter()
-        .map(|pod| format!("\"{pod}\""))
+    if !synchronous.is_required() {
+        return None;
+    }
+    let names: Vec<String> = (0..MAX_INSTANCES)
+        .map(|ordinal| format!("\"{}-{ordinal}\"", cluster.statefulset_name()))
         .collect();
     Some(format!("ANY {} ({})", synchronous.number, names.join(", ")))
 }
@@ -260,12 +265,29 @@ mod tests {
         let conf = &cm.data.unwrap()["postgresql.conf"];
         assert!(
             conf.contains(
-                "synchronous_standby_names = 'ANY 1 (\"demo-0\", \"demo-1\", \"demo-2\")'\n"
+                "synchronous_standby_names = 'ANY 1 (\"demo-0\", \"demo-1\", \"demo-2\", \
+                 \"demo-3\", \"demo-4\", \"demo-5\", \"demo-6\", \"demo-7\", \"demo-8\")'\n"
             ),
             "{conf}"
         );
+        // Scaling leaves the configuration (and so the pods) alone.
+        let scaled = postgresql(
+            "instances: 5\nreplication: {synchronous: {number: 1}}\nstorage: {size: 1Gi}",
+        );
+        let scaled = config_map(&Cluster::new(&scaled).unwrap()).unwrap();
+        assert_eq!(scaled.data.unwrap()["postgresql.conf"], *conf);
         let plain = config_map(&Cluster::new(&postgresql(MINIMAL)).unwrap()).unwrap();
         assert!(!plain.data.unwrap()["postgresql.conf"].contains("synchronous_standby_names"));
+    }
+
+    #[test]
+    fn preferred_durability_leaves_synchronous_standby_names_to_the_primary_manager() {
+        let pg = postgresql(
+            "instances: 3\nreplication: {synchronous: {number: 1, durability: preferred}}\n\
+             storage: {size: 1Gi}",
+        );
+        let cm = config_map(&Cluster::new(&pg).unwrap()).unwrap();
+        assert!(!cm.data.unwrap()["postgresql.conf"].contains("synchronous_standby_names"));
     }
 
     #[test]

@@ -17,6 +17,22 @@ pub const LEASE_DURATION_SECONDS: i32 = 6;
 /// Lease annotation: the cluster's member pods, comma-separated. The primary keeps a
 /// replication slot for each of the others.
 pub const MEMBERS_ANNOTATION: &str = "tusk.dev/instances";
+/// On the PostgreSQL resource: a request to switch over to this instance. On the Lease: the
+/// switchover in progress, which the holder obeys (docs/replication.md).
+pub const SWITCHOVER_ANNOTATION: &str = "tusk.dev/switchover-to";
+/// On the Lease: the holder when the switchover started.
+pub const SWITCHOVER_FROM_ANNOTATION: &str = "tusk.dev/switchover-from";
+/// On the Lease: when the switchover started (RFC 3339), for its timeout.
+pub const SWITCHOVER_STARTED_ANNOTATION: &str = "tusk.dev/switchover-started";
+/// On the Lease, written by the releasing holder: its final checkpoint's LSN.
+pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
+/// Every Lease annotation of a switchover, removed when it ends.
+pub const SWITCHOVER_LEASE_ANNOTATIONS: [&str; 4] = [
+    SWITCHOVER_ANNOTATION,
+    SWITCHOVER_FROM_ANNOTATION,
+    SWITCHOVER_STARTED_ANNOTATION,
+    FINAL_LSN_ANNOTATION,
+];
 
 /// ServiceAccount `<name>-instance`, the identity of the database pods.
 pub fn instance_service_account(cluster: &Cluster) -> ServiceAccount {
@@ -28,17 +44,26 @@ pub fn instance_service_account(cluster: &Cluster) -> ServiceAccount {
     }
 }
 
-/// Role `<name>-instance`: `get` and `update` of the cluster's own Lease, nothing else.
+/// Role `<name>-instance`: `get` and `update` of the cluster's own Lease, and creating Events
+/// (about its pod: promoted, fenced, rewound; creation cannot be limited by name).
 pub fn instance_role(cluster: &Cluster) -> Role {
     Role {
         metadata: cluster.child_meta(cluster.instance_account_name(), Component::Database),
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
-            resources: Some(vec!["leases".to_owned()]),
-            resource_names: Some(vec![cluster.lease_name()]),
-            verbs: vec!["get".to_owned(), "update".to_owned()],
-            ..PolicyRule::default()
-        }]),
+        rules: Some(vec![
+            PolicyRule {
+                api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
+                resources: Some(vec!["leases".to_owned()]),
+                resource_names: Some(vec![cluster.lease_name()]),
+                verbs: vec!["get".to_owned(), "update".to_owned()],
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec!["events.k8s.io".to_owned()]),
+                resources: Some(vec!["events".to_owned()]),
+                verbs: vec!["create".to_owned()],
+                ..PolicyRule::default()
+            },
+        ]),
     }
 }
 
@@ -93,11 +118,16 @@ mod tests {
     }
 
     #[test]
-    fn the_role_grants_get_and_update_of_its_own_lease_only() {
+    fn the_role_grants_get_and_update_of_its_own_lease_and_creating_events_only() {
         let pg = postgresql(MINIMAL);
         let role = instance_role(&Cluster::new(&pg).unwrap());
         let rules = role.rules.unwrap();
-        assert_eq!(rules.len(), 1);
+        assert_eq!(rules.len(), 2);
+        assert_eq!(
+            rules[1].resources.as_deref(),
+            Some(&["events".to_owned()][..])
+        );
+        assert_eq!(rules[1].verbs, ["create"]);
         assert_eq!(
             rules[0].resources.as_deref(),
             Some(&["leases".to_owned()][..])

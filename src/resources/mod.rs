@@ -32,8 +32,9 @@ pub use config::{
 pub use cronjob::backup_cronjob;
 pub use disruption::disruption_budget;
 pub use instance_access::{
-    LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, initial_lease, instance_role,
-    instance_role_binding, instance_service_account,
+    FINAL_LSN_ANNOTATION, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION,
+    SWITCHOVER_FROM_ANNOTATION, SWITCHOVER_LEASE_ANNOTATIONS, SWITCHOVER_STARTED_ANNOTATION,
+    initial_lease, instance_role, instance_role_binding, instance_service_account,
 };
 pub use postgres_container::{INSTANCE_MANAGER, STATUS_PORT};
 pub use secrets::{
@@ -93,6 +94,8 @@ pub struct Cluster<'a> {
     pub name: &'a str,
     pub namespace: &'a str,
     pub spec: &'a PostgreSQLSpec,
+    /// The primary as the status last recorded it (`status.currentPrimary`).
+    pub primary: Option<&'a str>,
     owner: OwnerReference,
 }
 
@@ -121,6 +124,10 @@ impl<'a> Cluster<'a> {
             name: pg.metadata.name.as_deref().ok_or(incomplete("name"))?,
             namespace,
             spec: &pg.spec,
+            primary: pg
+                .status
+                .as_ref()
+                .and_then(|s| s.current_primary.as_deref()),
             owner,
         })
     }
@@ -209,6 +216,18 @@ impl<'a> Cluster<'a> {
     /// ServiceAccount, Role and RoleBinding `<name>-instance` of the database pods.
     pub fn instance_account_name(&self) -> String {
         format!("{}-instance", self.name)
+    }
+    /// How many pods the StatefulSet keeps: `spec.instances`, unless the primary sits on an
+    /// ordinal that lowering `instances` removes — then up to it, until a switchover has moved
+    /// the primary to a kept ordinal (scale-down never takes the primary's pod).
+    pub fn kept_pods(&self) -> i32 {
+        let primary_ordinal = self.primary.and_then(|pod| self.ordinal(pod));
+        let instances = self.spec.instances.max(1);
+        primary_ordinal.map_or(instances, |ordinal| instances.max(ordinal + 1))
+    }
+    /// Ordinal of a database pod of this cluster, from its name.
+    pub fn ordinal(&self, pod: &str) -> Option<i32> {
+        pod.strip_prefix(self.name)?.strip_prefix('-')?.parse().ok()
     }
     /// Names of the database pods, ordinal 0 first.
     pub fn pod_names(&self) -> Vec<String> {

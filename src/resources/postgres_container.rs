@@ -2,7 +2,9 @@
 //! the agent image, and the stock `postgres` image running that manager as PID 1
 //! (docs/replication.md is the contract between the two).
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPGetAction, Probe, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, HTTPGetAction, Probe, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::config::CONFIG_DIR;
@@ -66,29 +68,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         image: Some(postgres_image(spec)),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         command: Some(vec![INSTANCE_MANAGER.to_owned(), "run".to_owned()]),
-        env: Some(vec![
-            plain_env("PGDATA", PGDATA),
-            pod_field_env("TUSK_POD_NAME", "metadata.name"),
-            pod_field_env("TUSK_NAMESPACE", "metadata.namespace"),
-            plain_env("TUSK_CLUSTER", cluster.name),
-            plain_env("TUSK_LEASE", cluster.lease_name()),
-            plain_env("TUSK_PEER_DOMAIN", cluster.peer_domain()),
-            plain_env("TUSK_CONFIG_FILE", format!("{CONFIG_DIR}/postgresql.conf")),
-            plain_env("TUSK_STATUS_PORT", STATUS_PORT.to_string()),
-            secret_env(
-                "POSTGRES_PASSWORD",
-                &cluster.superuser_secret_name(),
-                "password",
-            ),
-            plain_env("TUSK_APP_USER", spec.bootstrap.owner.clone()),
-            plain_env("TUSK_APP_DATABASE", spec.bootstrap.database.clone()),
-            secret_env("TUSK_APP_PASSWORD", &cluster.app_secret_name(), "password"),
-            secret_env(
-                "TUSK_REPLICATION_PASSWORD",
-                &cluster.replication_secret_name(),
-                "password",
-            ),
-        ]),
+        env: Some(manager_env(cluster)),
         ports: Some(vec![
             ContainerPort {
                 name: Some("postgres".to_owned()),
@@ -121,6 +101,49 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         ]),
         ..Container::default()
     }
+}
+
+/// The manager's environment (docs/replication.md).
+fn manager_env(cluster: &Cluster) -> Vec<EnvVar> {
+    let spec = cluster.spec;
+    let mut env = vec![
+        plain_env("PGDATA", PGDATA),
+        pod_field_env("TUSK_POD_NAME", "metadata.name"),
+        pod_field_env("TUSK_POD_UID", "metadata.uid"),
+        pod_field_env("TUSK_NAMESPACE", "metadata.namespace"),
+        plain_env("TUSK_CLUSTER", cluster.name),
+        plain_env("TUSK_LEASE", cluster.lease_name()),
+        plain_env("TUSK_PEER_DOMAIN", cluster.peer_domain()),
+        plain_env("TUSK_CONFIG_FILE", format!("{CONFIG_DIR}/postgresql.conf")),
+        plain_env("TUSK_STATUS_PORT", STATUS_PORT.to_string()),
+        secret_env(
+            "POSTGRES_PASSWORD",
+            &cluster.superuser_secret_name(),
+            "password",
+        ),
+        plain_env("TUSK_APP_USER", spec.bootstrap.owner.clone()),
+        plain_env("TUSK_APP_DATABASE", spec.bootstrap.database.clone()),
+        secret_env("TUSK_APP_PASSWORD", &cluster.app_secret_name(), "password"),
+        secret_env(
+            "TUSK_REPLICATION_PASSWORD",
+            &cluster.replication_secret_name(),
+            "password",
+        ),
+    ];
+    // Preferred durability: the primary's manager owns `synchronous_standby_names`. Set only
+    // then, so clusters without it keep their pod template (no restart on upgrade).
+    let synchronous = spec
+        .replication
+        .as_ref()
+        .and_then(|r| r.synchronous.as_ref());
+    if let Some(synchronous) = synchronous.filter(|s| !s.is_required()) {
+        env.push(plain_env(
+            "TUSK_SYNC_NUMBER",
+            synchronous.number.to_string(),
+        ));
+        env.push(plain_env("TUSK_SYNC_DURABILITY", "preferred"));
+    }
+    env
 }
 
 #[cfg(test)]
@@ -183,6 +206,33 @@ mod tests {
             value("PGDATA").value.as_deref(),
             Some("/var/lib/postgresql/data")
         );
+    }
+
+    #[test]
+    fn only_preferred_durability_hands_the_synchronous_setting_to_the_manager() {
+        let sync_env = |spec: &str| -> Vec<(String, Option<String>)> {
+            let env = container(spec).env.unwrap();
+            env.into_iter()
+                .filter(|e| e.name.starts_with("TUSK_SYNC_"))
+                .map(|e| (e.name, e.value))
+                .collect()
+        };
+        let preferred = "instances: 3\nstorage: {size: 1Gi}\n\
+                         replication: {synchronous: {number: 2, durability: preferred}}";
+        assert_eq!(
+            sync_env(preferred),
+            [
+                ("TUSK_SYNC_NUMBER".to_owned(), Some("2".to_owned())),
+                (
+                    "TUSK_SYNC_DURABILITY".to_owned(),
+                    Some("preferred".to_owned())
+                ),
+            ]
+        );
+        let required =
+            "instances: 3\nstorage: {size: 1Gi}\nreplication: {synchronous: {number: 2}}";
+        assert!(sync_env(required).is_empty());
+        assert!(sync_env(MINIMAL).is_empty());
     }
 
     #[test]

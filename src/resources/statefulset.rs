@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMapVolumeSource, EmptyDirVolumeSource, KeyToPath, PersistentVolumeClaim,
@@ -68,7 +69,7 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
     StatefulSet {
         metadata: cluster.child_meta(cluster.statefulset_name(), Component::Database),
         spec: StatefulSetSpec {
-            replicas: Some(spec.instances),
+            replicas: Some(cluster.kept_pods()),
             service_name: Some(cluster.headless_service_name()),
             selector: LabelSelector {
                 match_labels: Some(selector),
@@ -85,6 +86,20 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
                     when_scaled: Some("Retain".to_owned()),
                 },
             ),
+            // A replicated cluster restarts its pods itself, replicas first and the primary
+            // last after a switchover (clusters/rollout_plan.rs): the StatefulSet's own rolling
+            // update goes by ordinal and knows nothing of roles.
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some(
+                    if spec.instances > 1 {
+                        "OnDelete"
+                    } else {
+                        "RollingUpdate"
+                    }
+                    .to_owned(),
+                ),
+                rolling_update: None,
+            }),
             template: pod_template(cluster, config_checksum, agent),
             volume_claim_templates: Some(vec![volume_claim]),
             ..StatefulSetSpec::default()
@@ -232,6 +247,16 @@ mod tests {
     fn instances_start_in_parallel_spread_over_nodes() {
         let sts = build("instances: 3\nstorage: {size: 1Gi}");
         assert_eq!(sts.spec.replicas, Some(3));
+        let strategy = sts
+            .spec
+            .update_strategy
+            .as_ref()
+            .and_then(|s| s.type_.as_deref());
+        assert_eq!(
+            strategy,
+            Some("OnDelete"),
+            "the operator rolls replicas first"
+        );
         assert_eq!(sts.spec.pod_management_policy.as_deref(), Some("Parallel"));
         let pod = sts.spec.template.spec.unwrap();
         let anti = pod.affinity.unwrap().pod_anti_affinity.unwrap();
@@ -257,5 +282,22 @@ mod tests {
         assert_eq!(sts.spec.replicas, Some(1));
         let annotations = template.annotations.unwrap();
         assert_eq!(annotations[CONFIG_CHECKSUM_ANNOTATION], "abc123");
+    }
+
+    #[test]
+    fn scale_down_keeps_the_primarys_pod_until_a_switchover_moved_it() {
+        let mut pg = postgresql("instances: 1\nstorage: {size: 1Gi}");
+        let status = pg.status.get_or_insert_default();
+        status.current_primary = Some("demo-2".into());
+        let agent = AgentSettings {
+            image: "ghcr.io/tusk/backup-agent:test".into(),
+        };
+        let sts = statefulset(&Cluster::new(&pg).unwrap(), "abc123", &agent);
+        assert_eq!(sts.spec.replicas, Some(3));
+        if let Some(status) = pg.status.as_mut() {
+            status.current_primary = Some("demo-0".into());
+        }
+        let sts = statefulset(&Cluster::new(&pg).unwrap(), "abc123", &agent);
+        assert_eq!(sts.spec.replicas, Some(1));
     }
 }

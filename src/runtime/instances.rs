@@ -27,6 +27,9 @@ pub struct InstanceReport {
     pub timeline: Option<u32>,
     #[serde(default)]
     pub lsn: ReportedLsns,
+    /// The WAL receiver's state (`streaming` while a replica follows its primary).
+    #[serde(default)]
+    pub wal_receiver: Option<String>,
 }
 
 /// When each Lease was last seen to change, by the operator's monotonic clock. A Lease never

@@ -5,6 +5,7 @@
 pub mod memory_store;
 pub mod paths;
 pub mod read;
+pub mod replicas;
 pub mod run;
 pub mod scripts;
 pub mod verifier;

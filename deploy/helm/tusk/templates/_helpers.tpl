@@ -59,13 +59,14 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Pods: the database pods are watched (readiness, IP) and patched for one label, their
-# role (primary/replica), which the -rw and -ro Services select on; a failed Job's pods are
-# listed for their termination message.
+# role (primary/replica), which the -rw and -ro Services select on, and deleted one at a
+# time to roll a replicated cluster replicas-first (its StatefulSet uses OnDelete); a failed
+# Job's pods are listed for their termination message.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["list", "watch", "patch", "delete"]
 # The database pods' identity: a ServiceAccount whose Role may get and update its cluster's
-# Lease. Granting that Role needs the operator to hold get/update on leases itself.
+# Lease and create Events. Granting that Role needs the operator to hold those itself.
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["list", "watch", "create", "patch"]

@@ -1,0 +1,74 @@
+//! Restarts of a replicated cluster's pods, replicas first (the I/O around `rollout_plan`):
+//! reads the cached pods and the StatefulSet's update revision, and deletes the pod the plan
+//! names. The primary's own move is a switchover, carried out by `switchover`.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+
+use super::primary::is_ready;
+use super::rollout_plan::{Member, Move, next_move};
+use crate::error::{Error, Result};
+use crate::resources::Cluster;
+use crate::runtime::Context;
+
+/// The label the StatefulSet controller puts on each pod: the revision it was created from.
+const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// The next move for `cluster`, from the caches; `primary`: the Lease holder.
+pub fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &str) -> Move {
+    let revision = ctx
+        .caches
+        .statefulsets
+        .state()
+        .into_iter()
+        .find(|sts| {
+            sts.namespace().as_deref() == Some(cluster.namespace)
+                && sts.name_any() == cluster.statefulset_name()
+        })
+        .and_then(update_revision);
+    let kept = cluster.kept_pods();
+    let members: Vec<Member> = pods
+        .iter()
+        .filter_map(|pod| {
+            let name = pod.name_any();
+            let ordinal = cluster.ordinal(&name).filter(|o| *o < kept)?;
+            let updated = revision.as_deref().is_none_or(|rev| {
+                pod.labels().get(REVISION_LABEL).map(String::as_str) == Some(rev)
+            });
+            Some(Member {
+                pod: name,
+                ordinal,
+                ready: is_ready(pod),
+                updated,
+            })
+        })
+        .collect();
+    next_move(
+        &members,
+        primary,
+        cluster.spec.instances,
+        cluster.spec.instances > 1,
+    )
+}
+
+fn update_revision(sts: Arc<StatefulSet>) -> Option<String> {
+    sts.status.as_ref()?.update_revision.clone()
+}
+
+/// Deletes `pod` so the StatefulSet recreates it on its update revision.
+pub async fn restart(ctx: &Context, cluster: &Cluster<'_>, pod: &str) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    match api.delete(pod, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Apply {
+            kind: "Pod".to_owned(),
+            name: pod.to_owned(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,162 @@
+//! Which pod to restart next, decided: a pure function of the database pods, which of them
+//! run the StatefulSet's current revision, and the primary. A replicated cluster's StatefulSet
+//! uses `OnDelete`, so nothing restarts until this says so: replicas first, one at a time, each
+//! only once every instance is ready again; then a switchover to an updated replica, after
+//! which the old primary is an outdated replica like the others. The same switchover moves the
+//! primary off an ordinal that lowering `instances` removes.
+
+/// A database pod as the plan sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub pod: String,
+    pub ordinal: i32,
+    pub ready: bool,
+    /// Runs the StatefulSet's update revision.
+    pub updated: bool,
+}
+
+/// The next move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// Nothing to restart or move.
+    Idle,
+    /// An instance is not ready (a restart under way): nothing else restarts until it is.
+    Wait,
+    /// Delete this replica's pod: the StatefulSet recreates it at the update revision.
+    Restart { pod: String },
+    /// The primary must move first (it is outdated, or on a removed ordinal): switch over to
+    /// one of `candidates`, ready replicas that may take it.
+    Switchover {
+        candidates: Vec<String>,
+        why: String,
+    },
+}
+
+/// Decides the next move. `rolling`: the cluster restarts its own pods (replicated, `OnDelete`).
+pub fn next_move(members: &[Member], primary: &str, instances: i32, rolling: bool) -> Move {
+    let Some(holder) = members.iter().find(|m| m.pod == primary) else {
+        return Move::Idle;
+    };
+    let replicas = || members.iter().filter(|m| m.pod != primary);
+    if holder.ordinal >= instances {
+        return Move::Switchover {
+            candidates: replicas()
+                .filter(|m| m.ready && m.ordinal < instances)
+                .map(|m| m.pod.clone())
+                .collect(),
+            why: format!("scale-down: ordinal {} is removed", holder.ordinal),
+        };
+    }
+    if !rolling {
+        return Move::Idle;
+    }
+    let highest = |pick: &dyn Fn(&Member) -> bool| {
+        replicas()
+            .filter(|m| pick(m))
+            .max_by_key(|m| m.ordinal)
+            .map(|m| Move::Restart { pod: m.pod.clone() })
+    };
+    // An outdated replica that does not serve anyway goes first: the new revision may be the
+    // fix for whatever keeps it unready.
+    if let Some(restart) = highest(&|m| !m.updated && !m.ready) {
+        return restart;
+    }
+    if members.iter().any(|m| !m.ready) {
+        return Move::Wait;
+    }
+    if let Some(restart) = highest(&|m| !m.updated) {
+        return restart;
+    }
+    if !holder.updated {
+        return Move::Switchover {
+            candidates: replicas().map(|m| m.pod.clone()).collect(),
+            why: "rolling update: the primary restarts last".to_owned(),
+        };
+    }
+    Move::Idle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// demo-0..demo-(n-1); `outdated`/`unready` list ordinals.
+    fn members(n: i32, outdated: &[i32], unready: &[i32]) -> Vec<Member> {
+        (0..n)
+            .map(|ordinal| Member {
+                pod: format!("demo-{ordinal}"),
+                ordinal,
+                ready: !unready.contains(&ordinal),
+                updated: !outdated.contains(&ordinal),
+            })
+            .collect()
+    }
+
+    fn restart(pod: &str) -> Move {
+        Move::Restart { pod: pod.into() }
+    }
+
+    #[test]
+    fn replicas_restart_first_one_at_a_time_highest_ordinal_first() {
+        let all_outdated = members(3, &[0, 1, 2], &[]);
+        assert_eq!(
+            next_move(&all_outdated, "demo-0", 3, true),
+            restart("demo-2")
+        );
+        // demo-2 restarting: wait for it.
+        let restarting = members(3, &[0, 1], &[2]);
+        assert_eq!(next_move(&restarting, "demo-0", 3, true), Move::Wait);
+        let next = members(3, &[0, 1], &[]);
+        assert_eq!(next_move(&next, "demo-0", 3, true), restart("demo-1"));
+        // The primary on ordinal 1: the others go first.
+        assert_eq!(
+            next_move(&all_outdated, "demo-1", 3, true),
+            restart("demo-2")
+        );
+    }
+
+    #[test]
+    fn the_primary_restarts_last_after_a_switchover() {
+        let only_primary = members(3, &[0], &[]);
+        let Move::Switchover { candidates, why } = next_move(&only_primary, "demo-0", 3, true)
+        else {
+            panic!("the outdated primary was not moved");
+        };
+        assert_eq!(candidates, ["demo-1", "demo-2"]);
+        assert!(why.contains("rolling update"), "{why}");
+        // After the switchover the old primary is an outdated replica.
+        assert_eq!(
+            next_move(&only_primary, "demo-1", 3, true),
+            restart("demo-0")
+        );
+        assert_eq!(
+            next_move(&members(3, &[], &[]), "demo-1", 3, true),
+            Move::Idle
+        );
+    }
+
+    #[test]
+    fn an_unready_outdated_replica_restarts_even_while_others_wait() {
+        let stuck = members(3, &[1, 2], &[1]);
+        assert_eq!(next_move(&stuck, "demo-0", 3, true), restart("demo-1"));
+        // Never the primary, even unready: that is a failover's business.
+        let primary_down = members(3, &[0], &[0]);
+        assert_eq!(next_move(&primary_down, "demo-0", 3, true), Move::Wait);
+    }
+
+    #[test]
+    fn scale_down_moves_the_primary_to_a_kept_ordinal_first() {
+        let three = members(3, &[], &[]);
+        let Move::Switchover { candidates, why } = next_move(&three, "demo-2", 1, false) else {
+            panic!("the primary's ordinal was removed with it");
+        };
+        assert_eq!(candidates, ["demo-0"]);
+        assert!(why.contains("ordinal 2"), "{why}");
+        assert_eq!(next_move(&three, "demo-0", 1, false), Move::Idle);
+        // A single instance restarts through the StatefulSet itself.
+        assert_eq!(
+            next_move(&members(1, &[0], &[]), "demo-0", 1, false),
+            Move::Idle
+        );
+    }
+}

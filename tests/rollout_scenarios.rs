@@ -1,0 +1,109 @@
+//! Mock-API scenarios pinning how a replicated cluster rolls onto a new StatefulSet revision:
+//! one outdated replica deleted per step, never while another instance is unready, and the
+//! primary moved by a switchover before it is restarted.
+
+mod support;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use support::paths::{PODS, STATUS};
+use support::read::event_reason;
+use support::replicas::{self, managers, read_lease, three_instances, three_pods};
+use support::verifier::Expect;
+use support::world::*;
+use tusk::PostgreSQL;
+use tusk::runtime::instances::LeaseClock;
+
+/// A Ready three-instance cluster, demo-0 primary, whose StatefulSet moved to revision
+/// `demo-new`; the pods at `updated` ordinals run it, the others `demo-old`.
+fn rolling(updated: &[usize]) -> (PostgreSQL, Cache) {
+    let (pg, mut cache) = three_instances(3);
+    if let Some(status) = cache.statefulsets[0].status.as_mut() {
+        status.update_revision = Some("demo-new".into());
+    }
+    let mut pods: Vec<Pod> = three_pods(true);
+    for (ordinal, pod) in pods.iter_mut().enumerate() {
+        let revision = if updated.contains(&ordinal) {
+            "demo-new"
+        } else {
+            "demo-old"
+        };
+        pod.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("controller-revision-hash".into(), revision.into());
+    }
+    cache.pods = pods;
+    (pg, cache)
+}
+
+#[tokio::test]
+async fn the_highest_outdated_replica_restarts_first() {
+    let (pg, cache) = rolling(&[]);
+    let delete = Expect::delete(format!("{PODS}/demo-2"));
+    let script = vec![delete, Expect::apply_status(STATUS), Expect::event(NS)];
+    let clock = Arc::new(LeaseClock::default());
+    let managers = managers("0/5000000", "0/5000000");
+    let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
+    assert_eq!(event_reason(&seen[2]), "RollingUpdate");
+}
+
+#[tokio::test]
+async fn nothing_restarts_while_an_instance_is_unready() {
+    let (pg, mut cache) = rolling(&[2]);
+    // demo-2 came back on the new revision but is not ready yet.
+    if let Some(conditions) = cache.pods[2]
+        .status
+        .as_mut()
+        .and_then(|s| s.conditions.as_mut())
+    {
+        conditions[0].status = "False".into();
+    }
+    let clock = Arc::new(LeaseClock::default());
+    let managers = managers("0/5000000", "0/5000000");
+    let script = vec![Expect::apply_status(STATUS)];
+    replicas::reconcile(&pg, cache, &clock, managers, script).await;
+}
+
+#[tokio::test]
+async fn an_outdated_primary_is_switched_over_to_the_most_advanced_updated_replica() {
+    let (pg, cache) = rolling(&[1, 2]);
+    let script = vec![
+        read_lease(Some("demo-0"), json!({})),
+        replicas::write_lease(),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
+    let clock = Arc::new(LeaseClock::default());
+    // demo-2 has replayed more: it takes over.
+    let managers = managers("0/5000000", "0/6000000");
+    let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
+    let annotations = &seen[1].body["metadata"]["annotations"];
+    assert_eq!(annotations["tusk.dev/switchover-to"], "demo-2");
+    assert_eq!(seen[2].body["status"]["targetPrimary"], "demo-2");
+    assert_eq!(event_reason(&seen[3]), "SwitchoverStarted");
+}
+
+#[tokio::test]
+async fn scaling_up_brings_the_leases_member_list_up_to_date() {
+    let (mut pg, mut cache) = three_instances(3);
+    cache.pods = three_pods(true);
+    // Grown from one instance: the status still says 1.
+    if let Some(status) = pg.status.as_mut() {
+        status.instances = 1;
+    }
+    let script = vec![
+        read_lease(Some("demo-0"), json!({"tusk.dev/instances": "demo-0"})),
+        replicas::write_lease(),
+        Expect::apply_status(STATUS),
+    ];
+    let clock = Arc::new(LeaseClock::default());
+    let managers = managers("0/5000000", "0/5000000");
+    let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
+    let members = &seen[1].body["metadata"]["annotations"]["tusk.dev/instances"];
+    assert_eq!(members, "demo-0,demo-1,demo-2");
+    assert_eq!(seen[1].body["spec"]["holderIdentity"], "demo-0");
+    assert_eq!(seen[2].body["status"]["instances"], 3);
+}
