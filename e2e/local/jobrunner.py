@@ -426,7 +426,8 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
         conf.chmod(0o644)
         text = re.sub(r"'(/[^']*)'", lambda m: f"'{rewrite_path(m[1], mounts)}'", conf.read_text())
         # One local server plays the whole cluster: with no standby, synchronous replication
-        # would make every commit (the first start's included) wait forever.
+        # would make every commit (the first start's included) wait forever. (Durability
+        # `preferred` writes no such line, and no instance manager runs here to set one.)
         text = "".join(
             line for line in text.splitlines(keepends=True)
             if not line.startswith("synchronous_standby_names")

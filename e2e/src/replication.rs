@@ -1,11 +1,12 @@
 //! What the replication scenarios need: a replicated cluster, SQL in one chosen pod, and a
-//! writer that appends numbered rows through the `-rw` Service and records every acknowledged
-//! commit with its timeline and time, so a fault's write gap and any lost row can be measured.
+//! writer that appends numbered rows through the `-rw` Service (or straight to one pod) and
+//! records every acknowledged commit with its timeline and time, so a fault's write gap and any
+//! lost row can be measured.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Api;
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
@@ -35,7 +36,8 @@ pub struct Ack {
     pub at: Instant,
 }
 
-/// A writer appending rows `1, 2, …` to table `writes` through the `-rw` Service.
+/// A writer appending rows `1, 2, …` to table `writes` through the `-rw` Service, or rows
+/// from [`PINNED_FIRST`] on straight to one pod.
 pub struct Writer {
     acks: Arc<Mutex<Vec<Ack>>>,
     task: JoinHandle<()>,
@@ -45,8 +47,28 @@ impl Writer {
     /// Starts writing to cluster `cluster` as its application role, over the `-rw` Service's
     /// cluster IP (the host routes cluster IPs on the e2e node).
     pub async fn start(ctx: &Ctx, cluster: &str) -> Result<Self> {
-        let config = rw_config(ctx, cluster).await?;
-        let client = connect(&config).await?;
+        let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
+        Self::spawn(app_config(ctx, cluster, &ip).await?, 0).await
+    }
+
+    /// Starts writing straight to pod `pod` of cluster `cluster` (its pod IP, never through a
+    /// Service): what a client that resolved the primary once would keep doing. Its rows are
+    /// numbered from [`PINNED_FIRST`], apart from [`Writer::start`]'s in the same table.
+    pub async fn pinned(ctx: &Ctx, cluster: &str, pod: &str) -> Result<Self> {
+        let ip = pod_ip(ctx, pod).await?;
+        Self::spawn(app_config(ctx, cluster, &ip).await?, PINNED_FIRST - 1).await
+    }
+
+    /// Writes rows `after + 1, after + 2, …` with `config`.
+    async fn spawn(config: tokio_postgres::Config, after: i64) -> Result<Self> {
+        // Right after a switchover or failover the Service may route nowhere for a moment.
+        let client = crate::until("a first connection", Duration::from_secs(60), || async {
+            Ok(match connect(&config).await {
+                Ok(client) => crate::Check::Done(client),
+                Err(e) => crate::Check::Pending(format!("{e:#}")),
+            })
+        })
+        .await?;
         client
             .batch_execute(
                 "CREATE TABLE IF NOT EXISTS writes (n bigint PRIMARY KEY, timeline bigint)",
@@ -56,7 +78,7 @@ impl Writer {
         let acks = Arc::new(Mutex::new(Vec::new()));
         let recorded = acks.clone();
         let task = tokio::spawn(async move {
-            let mut n = 0_i64;
+            let mut n = after;
             let mut session = Some(client);
             loop {
                 let client = match session.take() {
@@ -121,6 +143,9 @@ impl Writer {
     }
 }
 
+/// The first row of a [`Writer::pinned`].
+pub const PINNED_FIRST: i64 = 1_000_000_001;
+
 /// The write gap of a fault injected at `fault`: the longest time between two consecutive
 /// acknowledgements from the last one before `fault` on. (The fault lands a little after
 /// `fault`, when `kubectl exec` or the API server has acted, so "the first acknowledgement
@@ -150,7 +175,8 @@ pub fn forked(acks: &[Ack]) -> Option<(Ack, Ack)> {
 
 /// Every `n` in table `writes`, sorted, read through the `-rw` Service.
 pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
-    let client = connect(&rw_config(ctx, cluster).await?).await?;
+    let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
+    let client = connect(&app_config(ctx, cluster, &ip).await?).await?;
     let rows = client
         .query("SELECT n FROM writes ORDER BY n", &[])
         .await
@@ -193,13 +219,28 @@ pub async fn current_primary(ctx: &Ctx, cluster: &str) -> Result<Option<String>>
     Ok(pg.status.and_then(|s| s.current_primary))
 }
 
-async fn rw_config(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Config> {
+async fn service_ip(ctx: &Ctx, name: &str) -> Result<String> {
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ctx.ns);
-    let service = services.get(&format!("{cluster}-rw")).await?;
-    let ip = service
+    services
+        .get(name)
+        .await?
         .spec
         .and_then(|s| s.cluster_ip)
-        .context(format!("{cluster}-rw has no cluster IP"))?;
+        .context(format!("{name} has no cluster IP"))
+}
+
+/// The IP of pod `pod` (the host reaches the pod network on the e2e node).
+pub async fn pod_ip(ctx: &Ctx, pod: &str) -> Result<String> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    pods.get(pod)
+        .await?
+        .status
+        .and_then(|s| s.pod_ip)
+        .context(format!("pod {pod} has no IP"))
+}
+
+/// The application role's connection to `host`, from the `<cluster>-app` Secret.
+async fn app_config(ctx: &Ctx, cluster: &str, host: &str) -> Result<tokio_postgres::Config> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     let secret = secrets.get(&format!("{cluster}-app")).await?;
     let field = |key: &str| -> Result<String> {
@@ -212,7 +253,7 @@ async fn rw_config(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Config> {
     };
     let mut config = tokio_postgres::Config::new();
     config
-        .host(&ip)
+        .host(host)
         .port(5432)
         .user(field("username")?)
         .password(field("password")?)
@@ -221,11 +262,13 @@ async fn rw_config(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Config> {
     Ok(config)
 }
 
+/// Connects, giving up after 2 s: `connect_timeout` bounds only the TCP connect, and the
+/// startup handshake with a frozen server would otherwise wait forever.
 async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
-    let (client, connection) = config
-        .connect(NoTls)
+    let (client, connection) = tokio::time::timeout(Duration::from_secs(2), config.connect(NoTls))
         .await
-        .context("connecting through -rw")?;
+        .context("connecting: no answer within 2s")?
+        .context("connecting")?;
     tokio::spawn(async move {
         let _ = connection.await;
     });

@@ -1,5 +1,6 @@
 //! The failover benchmark (scripts/bench-failover.sh): repeated faults (the postmaster killed,
-//! the pod force-deleted, the primary frozen) on one three-instance cluster on real pods, each measured by the writer's gap between the last acknowledged row
+//! a planned switchover, the pod force-deleted, the primary frozen) on one three-instance
+//! cluster on real pods, each measured by the writer's gap between the last acknowledged row
 //! before the fault and the first after it. Prints the figures; asserts only the invariants
 //! (no acknowledged row lost, no forked timeline), never a speed. Skipped unless
 //! TUSK_FAILOVER_TRIALS is set.
@@ -9,9 +10,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
+use tusk_e2e::faults::promoted_other_than;
 use tusk_e2e::replication::{
     Writer, current_primary, forked, lost, pod_sql, replicated, rows, write_gap,
 };
+use tusk_e2e::switchover::{request_switchover, switched_over};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, skip, until};
 
 const NAME: &str = "bench";
@@ -93,6 +96,19 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             .await?,
         );
     }
+    say("planned switchover to the next ordinal:");
+    let mut switched = Vec::new();
+    for _ in 0..trials {
+        switched.push(
+            trial(&ctx, async |primary: &str| {
+                let ordinal: u32 = primary.rsplit('-').next().unwrap_or("0").parse()?;
+                let target = format!("{NAME}-{}", (ordinal + 1) % 3);
+                request_switchover(&ctx, NAME, &target).await?;
+                switched_over(&ctx, NAME, &target).await.map(|_| ())
+            })
+            .await?,
+        );
+    }
     say("the primary's pod force-deleted (failover):");
     let mut deleted = Vec::new();
     for _ in 0..trials {
@@ -100,14 +116,7 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             trial(&ctx, async |primary: &str| {
                 pods.delete(primary, &DeleteParams::default().grace_period(0))
                     .await?;
-                until("another instance promoted", ctx.timeout(), || async {
-                    let now = current_primary(&ctx, NAME).await?.unwrap_or_default();
-                    Ok(Check::when(
-                        now != primary && !now.is_empty(),
-                        format!("primary {now}"),
-                    ))
-                })
-                .await
+                promoted_other_than(&ctx, NAME, primary).await.map(|_| ())
             })
             .await?,
         );
@@ -118,16 +127,9 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
         frozen.push(
             trial(&ctx, async |primary: &str| {
                 ctx.platform.pod_freeze(&ctx.ns, primary, true).await?;
-                let promoted = until("another instance promoted", ctx.timeout(), || async {
-                    let now = current_primary(&ctx, NAME).await?.unwrap_or_default();
-                    Ok(Check::when(
-                        now != primary && !now.is_empty(),
-                        format!("primary {now}"),
-                    ))
-                })
-                .await;
+                let promoted = promoted_other_than(&ctx, NAME, primary).await;
                 ctx.platform.pod_freeze(&ctx.ns, primary, false).await?;
-                promoted
+                promoted.map(|_| ())
             })
             .await?,
         );
@@ -136,8 +138,13 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
     say("|---|---|---|");
     say(format!("| kill -9 postmaster | {} | 0 |", summary(&killed)));
     say(format!(
+        "| planned switchover | {} | 0 |",
+        summary(&switched)
+    ));
+    say(format!(
         "| primary pod force-deleted | {} | 0 |",
         summary(&deleted)
     ));
+    say(format!("| primary frozen | {} | 0 |", summary(&frozen)));
     Ok(())
 }

@@ -3,77 +3,15 @@
 //! present, no commit on an old timeline after the first on the new one, the former primary
 //! back as a replica. The write gaps printed here are single runs; the benchmark repeats them.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::DeleteParams;
-use tusk_e2e::replication::{
-    Writer, current_primary, forked, lost, pod_sql, replicated, rows, write_gap,
-};
-use tusk_e2e::{Check, Context, Ctx, Result, ensure, fail, say, scenario, until};
-
-/// Cluster `name` with three instances, Ready, and its writer running.
-async fn three_with_writer(ctx: &Ctx, name: &str) -> Result<(String, Writer)> {
-    ctx.apply(&replicated(name, 3)).await?;
-    ctx.wait_ready(&[name]).await?;
-    let primary = current_primary(ctx, name).await?.unwrap_or_default();
-    ensure!(
-        primary == format!("{name}-0"),
-        "{name}: ordinal 0 initialises and holds the Lease, status says {primary:?}"
-    );
-    let writer = Writer::start(ctx, name).await?;
-    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
-    Ok((primary, writer))
-}
-
-/// After a fault injected at `fault` whose effect was certain by `landed` (the kill had run,
-/// the promotion was seen): every acknowledged row on the primary, no forked timeline; the gap.
-async fn check_writes(
-    ctx: &Ctx,
-    name: &str,
-    writer: Writer,
-    fault: Instant,
-    landed: Instant,
-) -> Result<Duration> {
-    writer.wait_ack_after(landed, ctx.timeout()).await?;
-    let acks = writer.stop();
-    let present = rows(ctx, name).await?;
-    let missing = lost(&acks, &present);
-    ensure!(
-        missing.is_empty(),
-        "{} acknowledged rows lost: {missing:?}",
-        missing.len()
-    );
-    if let Some((before, after)) = forked(&acks) {
-        fail!(
-            "row {} on timeline {} after row {} on {}",
-            after.n,
-            after.timeline,
-            before.n,
-            before.timeline
-        );
-    }
-    write_gap(&acks, fault).context("no acknowledgement around the fault")
-}
-
-/// Waits until `pod` runs as a replica again (recovery mode) and is Ready.
-async fn rejoined(ctx: &Ctx, pod: &str) -> Result {
-    until(
-        format!("{pod} back as a replica"),
-        ctx.timeout(),
-        || async {
-            let recovering = pod_sql(ctx, pod, "SELECT pg_is_in_recovery()").await;
-            let state = ctx.pod_state(pod).await?;
-            Ok(match recovering {
-                Ok(r) if r == "t" && state.ready => Check::Done(()),
-                Ok(r) => Check::Pending(format!("pg_is_in_recovery={r}, {state}")),
-                Err(e) => Check::Pending(format!("{e}; {state}")),
-            })
-        },
-    )
-    .await
-}
+use kube::api::{DeleteParams, Patch, PatchParams};
+use tusk_e2e::faults::{check_writes, promoted_other_than, rejoined, three_with_writer};
+use tusk_e2e::replication::{current_primary, pod_sql};
+use tusk_e2e::switchover::{pod_event, request_switchover, switched_over};
+use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
 /// Three instances: ordinal 0 primary, the others streaming from it through their slots, a
 /// row written through `-rw` replayed on both replicas.
@@ -175,15 +113,7 @@ async fn ha_frozen_primary_fails_over(ctx: Ctx) -> Result {
     let (primary, writer) = three_with_writer(&ctx, "frozen").await?;
     let fault = Instant::now();
     ctx.platform.pod_freeze(&ctx.ns, &primary, true).await?;
-    let promoted = until("another instance promoted", ctx.timeout(), || async {
-        let now = current_primary(&ctx, "frozen").await?.unwrap_or_default();
-        Ok(if now != primary && !now.is_empty() {
-            Check::Done(now)
-        } else {
-            Check::Pending(format!("primary {now}"))
-        })
-    })
-    .await;
+    let promoted = promoted_other_than(&ctx, "frozen", &primary).await;
     let promoted_at = Instant::now();
     let checked = match promoted {
         Ok(promoted) => check_writes(&ctx, "frozen", writer, fault, promoted_at)
@@ -199,6 +129,162 @@ async fn ha_frozen_primary_fails_over(ctx: Ctx) -> Result {
         "{primary} frozen: {promoted} promoted {:.1}s after the freeze; write gap {:.2}s; 0 rows \
          lost; {primary} thawed, fenced and rejoined as a replica",
         promoted_at.duration_since(fault).as_secs_f64(),
+        gap.as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// A planned switchover under load: the old primary checkpoints and shuts down cleanly, the
+/// target is promoted only once it replayed the old primary's final WAL, writes resume through
+/// `-rw` with nothing lost, and the old primary rejoins as a replica.
+#[scenario]
+async fn ha_switchover_under_load(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    let (primary, writer) = three_with_writer(&ctx, "switch").await?;
+    let target = "switch-1";
+    let fault = Instant::now();
+    request_switchover(&ctx, "switch", target).await?;
+    let record = switched_over(&ctx, "switch", target).await;
+    let landed = Instant::now();
+    let gap = check_writes(&ctx, "switch", writer, fault, landed).await;
+    let (record, gap) = (record?, gap?);
+    ensure!(
+        record.reason == "Switchover" && record.from == primary,
+        "status.lastFailover: {record:?}"
+    );
+    rejoined(&ctx, &primary).await?;
+    // The managers' own account of it.
+    pod_event(&ctx, &primary, "Demoted").await?;
+    pod_event(&ctx, target, "Promoted").await?;
+    say(format!(
+        "switchover {primary} -> {target}: Lease handed over {:.1}s after the request; write gap \
+         {:.2}s; 0 rows lost; {primary} rejoined as a replica",
+        record.seconds.unwrap_or_default(),
+        gap.as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// Merge-patches `spec` of PostgreSQL `name`.
+async fn patch_spec(ctx: &Ctx, name: &str, spec: serde_json::Value) -> Result {
+    let patch = serde_json::json!({ "spec": spec });
+    ctx.postgresqls_in(&ctx.ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Waits until exactly `names` are the database pods of `cluster`, every one ready and none of
+/// them one of `old_uids`; their creation times, in `names`' order.
+async fn replaced(
+    ctx: &Ctx,
+    cluster: &str,
+    names: &[String],
+    old_uids: &[String],
+) -> Result<Vec<k8s_openapi::jiff::Timestamp>> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let selector = format!("tusk.dev/cluster={cluster}");
+    until(
+        format!("{cluster}'s pods replaced"),
+        ctx.timeout(),
+        || async {
+            let list = pods
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await?;
+            let mut found: Vec<String> = list
+                .items
+                .iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            found.sort();
+            let mut created = Vec::new();
+            let mut pending = Vec::new();
+            for name in names {
+                let pod = list
+                    .items
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(name));
+                let state = match pod {
+                    Some(_) => ctx.pod_state(name).await?,
+                    None => {
+                        pending.push(format!("{name} missing"));
+                        continue;
+                    }
+                };
+                if old_uids.contains(&state.uid) || !state.ready {
+                    pending.push(format!("{name}: {state}"));
+                }
+                if let Some(at) = pod.and_then(|p| p.metadata.creation_timestamp.clone()) {
+                    created.push(at.0);
+                }
+            }
+            Ok(if pending.is_empty() && found == names {
+                Check::Done(created)
+            } else {
+                Check::Pending(format!("pods {found:?}; {}", pending.join("; ")))
+            })
+        },
+    )
+    .await
+}
+
+/// A change to the pod template (here a parameter, through the config checksum) rolls the
+/// replicas first, one at a time, then switches over, then restarts the old primary last;
+/// nothing acknowledged is lost and the gap is a switchover's, not a crash's.
+#[scenario]
+async fn ha_rolling_update_restarts_the_primary_last(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    let (primary, writer) = three_with_writer(&ctx, "roll").await?;
+    let names: Vec<String> = (0..3).map(|i| format!("roll-{i}")).collect();
+    let mut old_uids = Vec::new();
+    for name in &names {
+        old_uids.push(ctx.pod_state(name).await?.uid);
+    }
+    let fault = Instant::now();
+    patch_spec(
+        &ctx,
+        "roll",
+        serde_json::json!({"parameters": {"work_mem": "8MB"}}),
+    )
+    .await?;
+    let created = replaced(&ctx, "roll", &names, &old_uids).await?;
+    let landed = Instant::now();
+    let gap = check_writes(&ctx, "roll", writer, fault, landed).await?;
+    let now = current_primary(&ctx, "roll").await?.unwrap_or_default();
+    ensure!(
+        now != primary,
+        "{primary} is still the primary: it was not switched over"
+    );
+    let last = created.iter().max().copied();
+    ensure!(
+        created.first().copied() == last,
+        "{primary} was not the last pod restarted: created at {created:?}"
+    );
+    say(format!(
+        "rolling update: replicas first, then a switchover to {now}, {primary} restarted last; \
+         write gap {:.2}s; 0 rows lost",
+        gap.as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// Scaling 3 -> 1 while the primary is ordinal 2: the operator switches over to ordinal 0
+/// before the StatefulSet shrinks, so the primary's pod is never the one removed.
+#[scenario]
+async fn ha_scale_down_moves_the_primary_first(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    let (_, writer) = three_with_writer(&ctx, "shrink").await?;
+    request_switchover(&ctx, "shrink", "shrink-2").await?;
+    switched_over(&ctx, "shrink", "shrink-2").await?;
+    let fault = Instant::now();
+    patch_spec(&ctx, "shrink", serde_json::json!({"instances": 1})).await?;
+    let record = switched_over(&ctx, "shrink", "shrink-0").await?;
+    replaced(&ctx, "shrink", &["shrink-0".to_owned()], &[]).await?;
+    let gap = check_writes(&ctx, "shrink", writer, fault, Instant::now()).await?;
+    ensure!(record.from == "shrink-2", "status.lastFailover: {record:?}");
+    say(format!(
+        "scale 3 -> 1 with the primary on ordinal 2: switched over to shrink-0 first, then \
+         shrunk; write gap {:.2}s; 0 rows lost",
         gap.as_secs_f64()
     ));
     Ok(())

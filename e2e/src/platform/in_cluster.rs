@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, LogParams};
 use kube::{Api, Client, ResourceExt};
 
@@ -15,8 +16,9 @@ use crate::bucket::Damage;
 use crate::wait::{Check, until};
 use crate::{Context, Result, bucket};
 
-const NAMESPACE: &str = "tusk-system";
-const SELECTOR: &str = "app.kubernetes.io/name=tusk-operator";
+/// Where the operator runs, and the label of its pods.
+pub const NAMESPACE: &str = "tusk-system";
+pub const SELECTOR: &str = "app.kubernetes.io/name=tusk-operator";
 
 pub struct InCluster {
     client: Client,
@@ -65,24 +67,11 @@ impl InCluster {
     /// The liveness probe gives a minute before it would restart the container. Root on
     /// e2e/local's node only.
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
-        let pod_ip = Api::<Pod>::namespaced(self.client.clone(), ns)
-            .get(pod)
-            .await?
-            .status
-            .and_then(|s| s.pod_ip)
-            .context(format!("pod {ns}/{pod} has no IP"))?;
+        let pod_ip = self.pod_ip(ns, pod).await?;
         let netns = netns_with(&pod_ip).await?;
         for port in ["5432", "8000"] {
             let rule = ["INPUT", "-p", "tcp", "--dport", port, "-j", "REJECT"];
-            let mut command = tokio::process::Command::new("ip");
-            command.args([
-                "netns",
-                "exec",
-                &netns,
-                "iptables",
-                if ready { "-D" } else { "-I" },
-            ]);
-            run_command(command.args(rule)).await?;
+            iptables(&netns, !ready, &rule).await?;
         }
         Ok(())
     }
@@ -91,6 +80,27 @@ impl InCluster {
     /// PostgreSQL: a hung node, a stopped VM) or thaws them, through the node's containerd
     /// (`ctr tasks pause`/`resume`, the cgroup freezer). Root on e2e/local's node only.
     pub async fn pod_freeze(&self, ns: &str, pod: &str, frozen: bool) -> Result {
+        let verb = if frozen { "pause" } else { "resume" };
+        match self.ctr_task(ns, pod, &[verb]).await {
+            // The kubelet replaced the frozen container (its liveness probe failed): the new
+            // one was never frozen.
+            Err(e) if !frozen && e.to_string().contains("cannot resume a running process") => {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// SIGKILL to the init process of the pod's `postgres` container, the instance manager
+    /// (PID 1 of its PID namespace): the kernel then kills every other process in it, the
+    /// postmaster included — a crash of the whole container. Root on e2e/local's node only.
+    pub async fn pod_kill(&self, ns: &str, pod: &str) -> Result {
+        self.ctr_task(ns, pod, &["kill", "--signal", "SIGKILL"])
+            .await
+    }
+
+    /// `ctr tasks VERB... <container id>` on the pod's `postgres` container.
+    async fn ctr_task(&self, ns: &str, pod: &str, verb: &[&str]) -> Result {
         let dir = self.local_node.as_ref().context("not e2e/local's node")?;
         let status = Api::<Pod>::namespaced(self.client.clone(), ns)
             .get(pod)
@@ -107,21 +117,73 @@ impl InCluster {
         let id = id.rsplit("://").next().unwrap_or(&id).to_owned();
         let socket = dir.join("node/containerd/containerd.sock");
         let mut command = tokio::process::Command::new("ctr");
-        command.arg("--address").arg(&socket).args([
-            "-n",
-            "k8s.io",
-            "tasks",
-            if frozen { "pause" } else { "resume" },
-            &id,
-        ]);
-        match run_command(&mut command).await {
-            // The kubelet replaced the frozen container (its liveness probe failed): the new
-            // one was never frozen.
-            Err(e) if !frozen && e.to_string().contains("cannot resume a running process") => {
-                Ok(())
-            }
-            other => other.map(drop),
+        command
+            .arg("--address")
+            .arg(&socket)
+            .args(["-n", "k8s.io", "tasks"])
+            .args(verb)
+            .arg(&id);
+        run_command(&mut command).await.map(drop)
+    }
+
+    /// Cuts the pod off from the API server (`cut` true) or heals it: in the pod's network
+    /// namespace, packets to the `kubernetes` Service and to its endpoints are dropped (not
+    /// refused: a partition answers nothing). Everything else, its peers and the kubelet's
+    /// probes included, still flows. Root on e2e/local's node only.
+    pub async fn pod_cut_from_api_server(&self, ns: &str, pod: &str, cut: bool) -> Result {
+        let mut targets = Vec::new();
+        let service = Api::<Service>::namespaced(self.client.clone(), "default")
+            .get("kubernetes")
+            .await?;
+        let ip = service.spec.and_then(|s| s.cluster_ip);
+        targets.push((ip.context("Service default/kubernetes has no IP")?, 443));
+        let slice = Api::<EndpointSlice>::namespaced(self.client.clone(), "default")
+            .get("kubernetes")
+            .await?;
+        let port = slice
+            .ports
+            .as_ref()
+            .and_then(|p| p.first()?.port)
+            .unwrap_or(443);
+        for endpoint in slice.endpoints.iter().flatten() {
+            targets.extend(endpoint.addresses.iter().map(|a| (a.clone(), port)));
         }
+        let netns = netns_with(&self.pod_ip(ns, pod).await?).await?;
+        for (ip, port) in targets {
+            let port = port.to_string();
+            let rule = [
+                "OUTPUT", "-d", &ip, "-p", "tcp", "--dport", &port, "-j", "DROP",
+            ];
+            iptables(&netns, cut, &rule).await?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the pod off from the pods `others` (every packet between them dropped, both
+    /// ways), or heals it. The API server, the host's clients and the kubelet still reach it.
+    pub async fn pod_cut_from_pods(
+        &self,
+        ns: &str,
+        pod: &str,
+        others: &[&str],
+        cut: bool,
+    ) -> Result {
+        let netns = netns_with(&self.pod_ip(ns, pod).await?).await?;
+        for other in others {
+            let ip = self.pod_ip(ns, other).await?;
+            iptables(&netns, cut, &["INPUT", "-s", &ip, "-j", "DROP"]).await?;
+            iptables(&netns, cut, &["OUTPUT", "-d", &ip, "-j", "DROP"]).await?;
+        }
+        Ok(())
+    }
+
+    async fn pod_ip(&self, ns: &str, pod: &str) -> Result<String> {
+        Api::<Pod>::namespaced(self.client.clone(), ns)
+            .get(pod)
+            .await?
+            .status
+            .and_then(|s| s.pod_ip)
+            .context(format!("pod {ns}/{pod} has no IP"))
     }
 
     /// Every key under `prefix`, through the MinIO Service's cluster IP.
@@ -226,6 +288,19 @@ async fn pod_psql(ns: &str, cluster: &str, target: &[&str], sql: &str) -> Result
     args.extend_from_slice(target);
     args.extend(["-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-q", "-c", sql]);
     run_command(tokio::process::Command::new("kubectl").args(args)).await
+}
+
+/// Inserts (`add`) or deletes iptables rule `rule` in network namespace `netns`.
+async fn iptables(netns: &str, add: bool, rule: &[&str]) -> Result {
+    let mut command = tokio::process::Command::new("ip");
+    command.args([
+        "netns",
+        "exec",
+        netns,
+        "iptables",
+        if add { "-I" } else { "-D" },
+    ]);
+    run_command(command.args(rule)).await.map(drop)
 }
 
 /// The network namespace (under /var/run/netns, where the CNI plugins put them) holding `ip`.

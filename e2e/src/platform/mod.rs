@@ -16,7 +16,7 @@ use crate::bucket::Damage;
 use crate::settings::Settings;
 use crate::{Failure, Result};
 
-pub use in_cluster::InCluster;
+pub use in_cluster::{InCluster, NAMESPACE as OPERATOR_NAMESPACE, SELECTOR as OPERATOR_SELECTOR};
 pub use local::Local;
 
 pub enum Platform {
@@ -92,6 +92,43 @@ impl Platform {
         match self {
             Platform::InCluster(p) if p.is_local_node() => p.pod_freeze(ns, pod, frozen).await,
             _ => Err(unsupported("freeze a pod's processes (hook pod_freeze)")),
+        }
+    }
+
+    /// SIGKILL to the instance manager of a database pod (its `postgres` container's PID 1),
+    /// which takes every process of the container with it.
+    pub async fn pod_kill(&self, ns: &str, pod: &str) -> Result {
+        match self {
+            Platform::InCluster(p) if p.is_local_node() => p.pod_kill(ns, pod).await,
+            _ => Err(unsupported("kill a pod's container (hook pod_kill)")),
+        }
+    }
+
+    /// Cuts a pod off from the API server (`cut` true), or heals the cut.
+    pub async fn pod_cut_from_api_server(&self, ns: &str, pod: &str, cut: bool) -> Result {
+        match self {
+            Platform::InCluster(p) if p.is_local_node() => {
+                p.pod_cut_from_api_server(ns, pod, cut).await
+            }
+            _ => Err(unsupported(
+                "partition a pod (hook pod_cut_from_api_server)",
+            )),
+        }
+    }
+
+    /// Cuts a pod off from other pods `others` (both ways), or heals the cut.
+    pub async fn pod_cut_from_pods(
+        &self,
+        ns: &str,
+        pod: &str,
+        others: &[&str],
+        cut: bool,
+    ) -> Result {
+        match self {
+            Platform::InCluster(p) if p.is_local_node() => {
+                p.pod_cut_from_pods(ns, pod, others, cut).await
+            }
+            _ => Err(unsupported("partition a pod (hook pod_cut_from_pods)")),
         }
     }
 
