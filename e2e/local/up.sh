@@ -11,9 +11,27 @@ started=$SECONDS
 
 log() { echo "up.sh: $*" >&2; }
 
+# An earlier environment in $DIR: pid files whose processes are gone (a reboot, a killed session)
+# are cleaned up; a live one is replaced only when asked (CI owns its machine: .ci/run sets
+# TUSK_E2E_REPLACE=1, after a CI run once failed on a benchmark left running by a session).
 if [[ -d "$DIR/pids" ]] && compgen -G "$DIR/pids/*.pid" >/dev/null; then
-  log "$DIR already holds a running environment (run e2e/local/down.sh first)"
-  exit 1
+  # Ours only if its command line names $DIR (etcd's and the apiserver's do): after a reboot a
+  # pid may belong to something else, which must not be killed.
+  alive=0
+  for pidfile in "$DIR"/pids/*.pid; do
+    pid=$(<"$pidfile")
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$DIR"; then
+      alive=1
+    fi
+  done
+  ((alive)) || rm -f "$DIR"/pids/*.pid "$DIR"/node/pids/*.pid
+  if ((alive)) && [[ "${TUSK_E2E_REPLACE:-0}" != 1 ]]; then
+    log "$DIR already holds a running environment (run e2e/local/down.sh first, or set TUSK_E2E_REPLACE=1)"
+    exit 1
+  fi
+  if ((alive)); then log "TUSK_E2E_REPLACE=1: stopping the environment running in $DIR"; else
+    log "$DIR holds a stale environment (its processes are gone): cleaning it up"; fi
+  TUSK_E2E_DIR="$DIR" "$here/down.sh" >&2 || true
 fi
 # Binaries: reuse the caller's exports, else build or reuse the pinned ones.
 if [[ -z "${TUSK_KUBE_APISERVER_BIN:-}" || -z "${TUSK_KWOK_STAGES:-}" ]]; then
