@@ -28,6 +28,15 @@ spec:
     )
 }
 
+/// [`replicated`] with synchronous replication to one of the replicas (`ANY 1`) at
+/// `durability` (`required` or `preferred`).
+pub fn synchronous(name: &str, instances: u8, durability: &str) -> String {
+    format!(
+        "{}  replication: {{synchronous: {{number: 1, durability: {durability}}}}}\n",
+        replicated(name, instances)
+    )
+}
+
 /// One acknowledged insert.
 #[derive(Clone, Copy, Debug)]
 pub struct Ack {

@@ -3,7 +3,9 @@
 //! cluster on real pods, each measured by the writer's gap between the last acknowledged row
 //! before the fault and the first after it. Prints the figures; asserts only the invariants
 //! (no acknowledged row lost, no forked timeline), never a speed. Skipped unless
-//! TUSK_FAILOVER_TRIALS is set.
+//! TUSK_FAILOVER_TRIALS is set; TUSK_FAILOVER_DURABILITY picks the replication: `required`
+//! (the default: synchronous `ANY 1`, where no acknowledged row may be lost), `preferred` or
+//! `async`.
 
 use std::time::{Duration, Instant};
 
@@ -12,20 +14,22 @@ use kube::Api;
 use kube::api::DeleteParams;
 use tusk_e2e::faults::promoted_other_than;
 use tusk_e2e::replication::{
-    Writer, current_primary, forked, lost, pod_sql, replicated, rows, write_gap,
+    Writer, current_primary, forked, lost, pod_sql, replicated, rows, synchronous, write_gap,
 };
 use tusk_e2e::switchover::{request_switchover, switched_over};
-use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, skip, until};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, fail, say, scenario, skip, until};
 
 const NAME: &str = "bench";
 
-/// p50 and the maximum (with 20 trials p99 is the maximum), in seconds.
-fn summary(gaps: &[Duration]) -> String {
-    let mut sorted: Vec<f64> = gaps.iter().map(Duration::as_secs_f64).collect();
+/// The gaps' p50, p99 and maximum in seconds (with 20 trials p99 is the maximum), and the
+/// acknowledged rows the trials checked.
+fn summary(trials: &[(Duration, usize)]) -> String {
+    let mut sorted: Vec<f64> = trials.iter().map(|(gap, _)| gap.as_secs_f64()).collect();
     sorted.sort_by(f64::total_cmp);
     let at = |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize];
+    let rows: usize = trials.iter().map(|(_, rows)| rows).sum();
     format!(
-        "n={} p50={:.2}s p99={:.2}s max={:.2}s",
+        "n={} p50={:.2}s p99={:.2}s max={:.2}s | {rows} rows, 0 lost",
         sorted.len(),
         at(0.5),
         at(0.99),
@@ -47,8 +51,9 @@ async fn settled(ctx: &Ctx) -> Result<String> {
     .await
 }
 
-/// One fault, measured: the write gap, after checking no acknowledged row was lost.
-async fn trial(ctx: &Ctx, fault: impl AsyncFnOnce(&str) -> Result) -> Result<Duration> {
+/// One fault, measured: the write gap and the rows acknowledged, after checking that no
+/// acknowledged row was lost.
+async fn trial(ctx: &Ctx, fault: impl AsyncFnOnce(&str) -> Result) -> Result<(Duration, usize)> {
     let primary = settled(ctx).await?;
     let writer = Writer::start(ctx, NAME).await?;
     writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
@@ -69,7 +74,18 @@ async fn trial(ctx: &Ctx, fault: impl AsyncFnOnce(&str) -> Result) -> Result<Dur
         gap.as_secs_f64(),
         acks.len()
     ));
-    Ok(gap)
+    Ok((gap, acks.len()))
+}
+
+/// The cluster's manifest for `TUSK_FAILOVER_DURABILITY`.
+fn manifest() -> Result<String> {
+    let durability =
+        std::env::var("TUSK_FAILOVER_DURABILITY").unwrap_or_else(|_| "required".to_owned());
+    match durability.as_str() {
+        "async" => Ok(replicated(NAME, 3)),
+        "required" | "preferred" => Ok(synchronous(NAME, 3, &durability)),
+        other => fail!("TUSK_FAILOVER_DURABILITY={other}: expected required, preferred or async"),
+    }
 }
 
 #[scenario]
@@ -81,7 +97,9 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
         ));
     };
     let trials: usize = trials.parse().context("TUSK_FAILOVER_TRIALS")?;
-    ctx.apply(&replicated(NAME, 3)).await?;
+    let manifest = manifest()?;
+    say(format!("cluster:\n{manifest}"));
+    ctx.apply(&manifest).await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
 
     say("kill -9 of the primary's postmaster (restart in place):");
@@ -134,17 +152,18 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             .await?,
         );
     }
-    say("| fault | write gap | lost acknowledged rows |");
+    say("| fault | write gap | acknowledged rows checked |");
     say("|---|---|---|");
-    say(format!("| kill -9 postmaster | {} | 0 |", summary(&killed)));
-    say(format!(
-        "| planned switchover | {} | 0 |",
-        summary(&switched)
-    ));
-    say(format!(
-        "| primary pod force-deleted | {} | 0 |",
-        summary(&deleted)
-    ));
-    say(format!("| primary frozen | {} | 0 |", summary(&frozen)));
+    let series = [
+        ("kill -9 postmaster", &killed),
+        ("planned switchover", &switched),
+        ("primary pod force-deleted", &deleted),
+        ("primary frozen", &frozen),
+    ];
+    for (fault, trials) in &series {
+        say(format!("| {fault} | {} |", summary(trials)));
+    }
+    let all: Vec<(Duration, usize)> = series.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+    say(format!("all faults: {}", summary(&all)));
     Ok(())
 }
