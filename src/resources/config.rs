@@ -59,7 +59,10 @@ pub fn render_postgresql_conf(
          ident_file = '{CONFIG_DIR}/pg_ident.conf'\n\
          unix_socket_directories = '/var/run/postgresql'\n\
          password_encryption = 'scram-sha-256'\n\
-         wal_log_hints = on\n"
+         wal_log_hints = on\n\
+         # A standby retries streaming after 1 s, not 5 s, once its primary restarted or moved:\n\
+         # with synchronous replication the primary's commits wait for that reconnect.\n\
+         wal_retrieve_retry_interval = '1s'\n"
     );
     if let Some(names) = synchronous {
         let _ = writeln!(conf, "synchronous_standby_names = {}", quote(names));
@@ -170,6 +173,18 @@ mod tests {
         assert!(conf.contains("port = 5432\n"));
         assert!(conf.contains("hba_file = '/etc/tusk/pg_hba.conf'\n"));
         assert!(conf.ends_with("max_connections = '200'\nsearch_path = '''$user'', public'\n"));
+    }
+
+    #[test]
+    fn standbys_retry_streaming_after_one_second_unless_the_user_says_otherwise() {
+        let conf = render_postgresql_conf(&BTreeMap::new(), None).unwrap();
+        assert!(conf.contains("wal_retrieve_retry_interval = '1s'\n"));
+        // The last line of a name wins in postgresql.conf: the user's value comes after.
+        let params = BTreeMap::from([("wal_retrieve_retry_interval".to_owned(), "5s".to_owned())]);
+        let conf = render_postgresql_conf(&params, None).unwrap();
+        let ours = conf.find("wal_retrieve_retry_interval = '1s'").unwrap();
+        let theirs = conf.find("wal_retrieve_retry_interval = '5s'").unwrap();
+        assert!(ours < theirs);
     }
 
     /// A quoted value as PostgreSQL's configuration lexer reads it (guc-file.l: the token
