@@ -5,6 +5,7 @@
 # writer through the -rw Service. Prints the write gaps (p50, p99, max) and the acknowledged rows
 # checked (a lost one fails the run): four series, so 50 trials make 200 faults.
 #   scripts/bench-failover.sh [TRIALS] [required|preferred|async]   # default 20, required
+# TUSK_FAILOVER_SERIES=delete,freeze (any of kill, switchover, delete, freeze) runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUSK_FAILOVER_TRIALS=${1:-20}

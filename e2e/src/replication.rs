@@ -68,7 +68,8 @@ impl Writer {
         Self::spawn(app_config(ctx, cluster, &ip).await?, PINNED_FIRST - 1).await
     }
 
-    /// Writes rows `after + 1, after + 2, …` with `config`.
+    /// Writes rows from `after + 1` on with `config`, past the rows an earlier writer of the
+    /// same numbering left in the table.
     async fn spawn(config: tokio_postgres::Config, after: i64) -> Result<Self> {
         // Right after a switchover or failover the Service may route nowhere for a moment.
         let client = crate::until("a first connection", Duration::from_secs(60), || async {
@@ -84,6 +85,17 @@ impl Writer {
             )
             .await
             .context("CREATE TABLE writes")?;
+        // A writer started again on the same cluster (the benchmark starts one per trial)
+        // continues after the rows there: starting at `after + 1` again, every insert would fail
+        // on the primary key until it passed them, and each trial would take longer.
+        let after: i64 = client
+            .query_one(
+                "SELECT coalesce(max(n), $1) FROM writes WHERE n > $1 AND n < $1 + $2",
+                &[&after, &(PINNED_FIRST - 1)],
+            )
+            .await
+            .context("the last row of earlier writers")?
+            .get(0);
         let acks = Arc::new(Mutex::new(Vec::new()));
         let recorded = acks.clone();
         let task = tokio::spawn(async move {

@@ -77,6 +77,22 @@ async fn trial(ctx: &Ctx, fault: impl AsyncFnOnce(&str) -> Result) -> Result<(Du
     Ok((gap, acks.len()))
 }
 
+/// The series `TUSK_FAILOVER_SERIES` names (comma-separated: kill, switchover, delete, freeze),
+/// or None for all four.
+fn series() -> Result<Option<Vec<String>>> {
+    let Ok(list) = std::env::var("TUSK_FAILOVER_SERIES") else {
+        return Ok(None);
+    };
+    let names: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+    for name in &names {
+        ensure!(
+            ["kill", "switchover", "delete", "freeze"].contains(&name.as_str()),
+            "TUSK_FAILOVER_SERIES: {name:?} is none of kill, switchover, delete, freeze"
+        );
+    }
+    Ok(Some(names))
+}
+
 /// The cluster's manifest for `TUSK_FAILOVER_DURABILITY`.
 fn manifest() -> Result<String> {
     let durability =
@@ -97,14 +113,28 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
         ));
     };
     let trials: usize = trials.parse().context("TUSK_FAILOVER_TRIALS")?;
+    let only = series()?;
+    let runs = |series: &str, what: &str| {
+        if only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|s| s == series))
+        {
+            say(format!("{series}: {what}:"));
+            trials
+        } else {
+            0
+        }
+    };
     let manifest = manifest()?;
     say(format!("cluster:\n{manifest}"));
     ctx.apply(&manifest).await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
 
-    say("kill -9 of the primary's postmaster (restart in place):");
     let mut killed = Vec::new();
-    for _ in 0..trials {
+    for _ in 0..runs(
+        "kill",
+        "the primary's postmaster killed (restarted in place)",
+    ) {
         killed.push(
             trial(&ctx, async |primary: &str| {
                 let kill = "kill -9 $(head -1 /var/lib/postgresql/data/postmaster.pid)";
@@ -114,9 +144,8 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             .await?,
         );
     }
-    say("planned switchover to the next ordinal:");
     let mut switched = Vec::new();
-    for _ in 0..trials {
+    for _ in 0..runs("switchover", "a planned switchover to the next ordinal") {
         switched.push(
             trial(&ctx, async |primary: &str| {
                 let ordinal: u32 = primary.rsplit('-').next().unwrap_or("0").parse()?;
@@ -130,9 +159,11 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
     // On one node the StatefulSet's new pod is back before the Lease expires and keeps the
     // primary role (e2e/tests/replication.rs, ha_primary_pod_force_deleted): measured until the
     // new pod exists and writes resume, whoever is primary then.
-    say("the primary's pod force-deleted (recreated at once):");
     let mut deleted = Vec::new();
-    for _ in 0..trials {
+    for _ in 0..runs(
+        "delete",
+        "the primary's pod force-deleted (recreated at once)",
+    ) {
         deleted.push(
             trial(&ctx, async |primary: &str| {
                 let old = ctx.pod_state(primary).await?;
@@ -145,9 +176,11 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             .await?,
         );
     }
-    say("the primary frozen (failover after the Lease expires, then thawed):");
     let mut frozen = Vec::new();
-    for _ in 0..trials {
+    for _ in 0..runs(
+        "freeze",
+        "the primary frozen (failover after the Lease expires, then thawed)",
+    ) {
         frozen.push(
             trial(&ctx, async |primary: &str| {
                 ctx.platform.pod_freeze(&ctx.ns, primary, true).await?;
@@ -166,7 +199,7 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
         ("primary pod force-deleted", &deleted),
         ("primary frozen", &frozen),
     ];
-    for (fault, trials) in &series {
+    for (fault, trials) in series.iter().filter(|(_, trials)| !trials.is_empty()) {
         say(format!("| {fault} | {} |", summary(trials)));
     }
     let all: Vec<(Duration, usize)> = series.iter().flat_map(|(_, t)| t.iter().copied()).collect();
