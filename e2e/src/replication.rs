@@ -71,14 +71,7 @@ impl Writer {
     /// Writes rows from `after + 1` on with `config`, past the rows an earlier writer of the
     /// same numbering left in the table.
     async fn spawn(config: tokio_postgres::Config, after: i64) -> Result<Self> {
-        // Right after a switchover or failover the Service may route nowhere for a moment.
-        let client = crate::until("a first connection", Duration::from_secs(60), || async {
-            Ok(match connect(&config).await {
-                Ok(client) => crate::Check::Done(client),
-                Err(e) => crate::Check::Pending(format!("{e:#}")),
-            })
-        })
-        .await?;
+        let client = connect_soon(&config).await?;
         client
             .batch_execute(
                 "CREATE TABLE IF NOT EXISTS writes (n bigint PRIMARY KEY, timeline bigint)",
@@ -197,7 +190,7 @@ pub fn forked(acks: &[Ack]) -> Option<(Ack, Ack)> {
 /// Every `n` in table `writes`, sorted, read through the `-rw` Service.
 pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
     let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
-    let client = connect(&app_config(ctx, cluster, &ip).await?).await?;
+    let client = connect_soon(&app_config(ctx, cluster, &ip).await?).await?;
     let rows = client
         .query("SELECT n FROM writes ORDER BY n", &[])
         .await
@@ -281,6 +274,18 @@ async fn app_config(ctx: &Ctx, cluster: &str, host: &str) -> Result<tokio_postgr
         .dbname(field("dbname")?)
         .connect_timeout(Duration::from_secs(1));
     Ok(config)
+}
+
+/// Connects, trying again for up to 60 s: right after a fault the Service may route nowhere for
+/// a moment (a restarted primary is unready for a probe or two after it took writes again).
+async fn connect_soon(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
+    crate::until("a connection", Duration::from_secs(60), || async {
+        Ok(match connect(config).await {
+            Ok(client) => crate::Check::Done(client),
+            Err(e) => crate::Check::Pending(format!("{e:#}")),
+        })
+    })
+    .await
 }
 
 /// Connects, giving up after 2 s: `connect_timeout` bounds only the TCP connect, and the
