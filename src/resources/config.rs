@@ -62,7 +62,12 @@ pub fn render_postgresql_conf(
          wal_log_hints = on\n\
          # A standby retries streaming after 1 s, not 5 s, once its primary restarted or moved:\n\
          # with synchronous replication the primary's commits wait for that reconnect.\n\
-         wal_retrieve_retry_interval = '1s'\n"
+         wal_retrieve_retry_interval = '1s'\n\
+         # A standby notices a primary that vanished without closing its connection (a deleted\n\
+         # pod, a lost node) after 5 s, not 60 s, and reconnects to where it is now; the primary\n\
+         # likewise drops a vanished standby. Synchronous commits wait for exactly that.\n\
+         wal_receiver_timeout = '5s'\n\
+         wal_sender_timeout = '5s'\n"
     );
     if let Some(names) = synchronous {
         let _ = writeln!(conf, "synchronous_standby_names = {}", quote(names));
@@ -176,9 +181,11 @@ mod tests {
     }
 
     #[test]
-    fn standbys_retry_streaming_after_one_second_unless_the_user_says_otherwise() {
+    fn replication_notices_a_vanished_peer_in_seconds_unless_the_user_says_otherwise() {
         let conf = render_postgresql_conf(&BTreeMap::new(), None).unwrap();
         assert!(conf.contains("wal_retrieve_retry_interval = '1s'\n"));
+        assert!(conf.contains("wal_receiver_timeout = '5s'\n"));
+        assert!(conf.contains("wal_sender_timeout = '5s'\n"));
         // The last line of a name wins in postgresql.conf: the user's value comes after.
         let params = BTreeMap::from([("wal_retrieve_retry_interval".to_owned(), "5s".to_owned())]);
         let conf = render_postgresql_conf(&params, None).unwrap();
