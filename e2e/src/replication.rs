@@ -71,24 +71,18 @@ impl Writer {
     /// Writes rows from `after + 1` on with `config`, past the rows an earlier writer of the
     /// same numbering left in the table.
     async fn spawn(config: tokio_postgres::Config, after: i64) -> Result<Self> {
-        let client = connect_soon(&config).await?;
-        client
-            .batch_execute(
-                "CREATE TABLE IF NOT EXISTS writes (n bigint PRIMARY KEY, timeline bigint)",
-            )
-            .await
-            .context("CREATE TABLE writes")?;
-        // A writer started again on the same cluster (the benchmark starts one per trial)
-        // continues after the rows there: starting at `after + 1` again, every insert would fail
-        // on the primary key until it passed them, and each trial would take longer.
-        let after: i64 = client
-            .query_one(
-                "SELECT coalesce(max(n), $1) FROM writes WHERE n > $1 AND n < $1 + $2",
-                &[&after, &(PINNED_FIRST - 1)],
-            )
-            .await
-            .context("the last row of earlier writers")?
-            .get(0);
+        // Right after a switchover `-rw` may still lead to the demoted primary for a moment
+        // (read-only): the first session is retried until it can write.
+        let (client, after) = crate::until("a writable session", Duration::from_secs(60), || {
+            let config = &config;
+            async move {
+                Ok(match writable_session(config, after).await {
+                    Ok(session) => crate::Check::Done(session),
+                    Err(e) => crate::Check::Pending(format!("{e:#}")),
+                })
+            }
+        })
+        .await?;
         let acks = Arc::new(Mutex::new(Vec::new()));
         let recorded = acks.clone();
         let task = tokio::spawn(async move {
@@ -274,6 +268,36 @@ async fn app_config(ctx: &Ctx, cluster: &str, host: &str) -> Result<tokio_postgr
         .dbname(field("dbname")?)
         .connect_timeout(Duration::from_secs(1));
     Ok(config)
+}
+
+/// A session that created the table `writes` (if needed), and the last row of the numbering
+/// that starts after `after`. A writer started again on the same cluster (the benchmark starts
+/// one per trial) continues after it: from `after + 1` again, every insert would fail on the
+/// primary key until it passed the earlier rows.
+async fn writable_session(
+    config: &tokio_postgres::Config,
+    after: i64,
+) -> Result<(tokio_postgres::Client, i64)> {
+    let client = connect(config).await?;
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS writes (n bigint PRIMARY KEY, timeline bigint)")
+        .await
+        .map_err(|e| crate::Failure::Fail(format!("CREATE TABLE writes: {}", db_error(&e))))?;
+    let last: i64 = client
+        .query_one(
+            "SELECT coalesce(max(n), $1) FROM writes WHERE n > $1 AND n < $1 + $2",
+            &[&after, &(PINNED_FIRST - 1)],
+        )
+        .await
+        .map_err(|e| crate::Failure::Fail(format!("the last row written: {}", db_error(&e))))?
+        .get(0);
+    Ok((client, last))
+}
+
+/// The server's own message when there is one ("db error" alone says nothing).
+fn db_error(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map_or_else(|| e.to_string(), |db| db.message().to_owned())
 }
 
 /// Connects, trying again for up to 60 s: right after a fault the Service may route nowhere for
