@@ -283,18 +283,12 @@ fn conf_string(value: &str) -> String {
 }
 
 /// The conninfo of member `peer`'s server: its address, `extra`, and the passfile (never a
-/// password). `connect_timeout`: a pod that was deleted and recreated has a new IP, and a
-/// connect to the old one (still in DNS for a moment) would otherwise hang for the kernel's SYN
-/// retries (about 2 minutes) while synchronous commits wait for this standby.
+/// password).
 pub fn peer_conninfo(ctx: &Context, peer: &str, extra: &[(&str, &str)]) -> String {
     let (host, port) = ctx.peers.address(peer);
     let (port, passfile) = (port.to_string(), ctx.passfile());
     let passfile = passfile.to_string_lossy();
-    let mut pairs = vec![
-        ("host", host.as_str()),
-        ("port", port.as_str()),
-        ("connect_timeout", "2"),
-    ];
+    let mut pairs = vec![("host", host.as_str()), ("port", port.as_str())];
     pairs.extend_from_slice(extra);
     pairs.push(("passfile", &passfile));
     conninfo(&pairs)
