@@ -81,6 +81,11 @@ async fn a_lost_primary_is_replaced_by_the_most_advanced_replica_after_its_lease
     let handed = &seen[2].body;
     assert_eq!(handed["spec"]["holderIdentity"], "demo-2");
     assert_eq!(handed["spec"]["leaseTransitions"], 1);
+    // Where the standbys now dial: the new holder's pod IP, before its first renew.
+    assert_eq!(
+        handed["metadata"]["annotations"]["tusk.dev/holder-address"],
+        "demo-2=10.0.0.12"
+    );
     // The read version: a holder that renewed meanwhile makes this a conflict, not a takeover.
     assert_eq!(handed["metadata"]["resourceVersion"], "41");
     assert_eq!(

@@ -19,6 +19,10 @@ pub struct RunArgs {
     /// The pod's uid, for the Events about it.
     #[arg(long, env = "TUSK_POD_UID", default_value = "")]
     pub pod_uid: String,
+    /// The pod's IP (downward API): published on the Lease while this pod holds it, so
+    /// standbys reach a recreated primary at its new address at once.
+    #[arg(long, env = "TUSK_POD_IP")]
+    pub pod_ip: Option<String>,
     #[arg(long, env = "TUSK_NAMESPACE", default_value = "")]
     pub namespace: String,
     #[arg(long, env = "TUSK_CLUSTER", default_value = "")]

@@ -15,6 +15,9 @@ pub struct LeaseView {
     /// The `tusk.dev/switchover-to` annotation: the operator asks the holder to hand over to
     /// this member (docs/replication.md, Switchover).
     pub switchover_to: Option<String>,
+    /// The holder's pod IP, as the holder (or the operator handing it the Lease) published it
+    /// in `tusk.dev/holder-address`; `None` when absent or written for another holder.
+    pub holder_address: Option<String>,
 }
 
 impl LeaseView {
@@ -28,6 +31,26 @@ impl LeaseView {
     }
 }
 
+/// Whom a standby streams from: the holder's pod name (its stable DNS name) and, when known,
+/// its pod IP. The IP is dialled directly: a recreated primary comes back at a new IP while
+/// the DNS name can still give the old one, whose connect then hangs in the kernel's retries.
+/// A changed IP on the Lease repoints the standby at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub name: String,
+    pub address: Option<String>,
+}
+
+impl Upstream {
+    /// By name only: resolved through DNS.
+    pub fn named(name: &str) -> Upstream {
+        Upstream {
+            name: name.to_string(),
+            address: None,
+        }
+    }
+}
+
 /// The local PostgreSQL as the supervisor sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Local {
@@ -38,7 +61,7 @@ pub enum Local {
     /// A postmaster running as primary.
     Primary,
     /// A postmaster running as standby of `upstream` (`None`: not known to follow anyone).
-    Standby { upstream: Option<String> },
+    Standby { upstream: Option<Upstream> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,15 +73,15 @@ pub enum Action {
     /// Start as primary (a stopped standby is started and then promoted).
     StartPrimary,
     /// Start as a standby streaming from `upstream`.
-    StartStandby { upstream: String },
+    StartStandby { upstream: Upstream },
     /// First start of a non-holder: `pg_basebackup` from the holder.
     Clone { from: String },
     /// A former primary that is not the holder: `pg_rewind` from the holder.
     Rewind { from: String },
     /// A running standby that became the holder.
     Promote,
-    /// A running standby whose upstream is not the holder.
-    Repoint { upstream: String },
+    /// A running standby whose upstream is not the holder (or not at its published address).
+    Repoint { upstream: Upstream },
     /// Immediate stop: only a holder with a fresh Lease may run as primary.
     Fence,
     /// Switchover: checkpoint, fast shutdown (which waits until connected standbys have the
@@ -103,22 +126,26 @@ pub fn decide(
                 (Local::Standby { .. }, true) => Action::Promote,
             }
         }
-        Some(holder) => match local {
-            Local::Primary => Action::Fence,
-            Local::NoData => Action::Clone {
-                from: holder.to_string(),
-            },
-            Local::Stopped { standby: false } => Action::Rewind {
-                from: holder.to_string(),
-            },
-            Local::Stopped { standby: true } => Action::StartStandby {
-                upstream: holder.to_string(),
-            },
-            Local::Standby { upstream } if upstream.as_deref() == Some(holder) => Action::Wait,
-            Local::Standby { .. } => Action::Repoint {
-                upstream: holder.to_string(),
-            },
-        },
+        Some(holder) => {
+            let upstream = Upstream {
+                name: holder.to_string(),
+                address: lease.holder_address.clone(),
+            };
+            match local {
+                Local::Primary => Action::Fence,
+                Local::NoData => Action::Clone {
+                    from: holder.to_string(),
+                },
+                Local::Stopped { standby: false } => Action::Rewind {
+                    from: holder.to_string(),
+                },
+                Local::Stopped { standby: true } => Action::StartStandby { upstream },
+                Local::Standby {
+                    upstream: Some(current),
+                } if *current == upstream => Action::Wait,
+                Local::Standby { .. } => Action::Repoint { upstream },
+            }
+        }
         // No holder: no primary anywhere; replicas keep what they have.
         None => match local {
             Local::Primary => Action::Fence,
@@ -134,12 +161,24 @@ mod tests {
     /// `decide` for pod `demo-0` with a 6 s Lease held by `holder`, renewed `renewed` seconds
     /// ago (None: never).
     fn check(holder: Option<&str>, renewed: Option<f64>, local: Local, expected: Action) {
+        check_at(holder, None, renewed, local, expected);
+    }
+
+    /// `check` with the holder published at `address`.
+    fn check_at(
+        holder: Option<&str>,
+        address: Option<&str>,
+        renewed: Option<f64>,
+        local: Local,
+        expected: Action,
+    ) {
         let now = Instant::now();
         let lease = LeaseView {
             holder: holder.map(str::to_string),
             duration: Duration::from_secs(6),
             instances: vec!["demo-0".into(), "demo-1".into()],
             switchover_to: None,
+            holder_address: address.map(str::to_string),
         };
         let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
         let got = decide(Some(&lease), "demo-0", now, last_renew, &local);
@@ -151,7 +190,7 @@ mod tests {
 
     fn standby(upstream: Option<&str>) -> Local {
         Local::Standby {
-            upstream: upstream.map(str::to_string),
+            upstream: upstream.map(Upstream::named),
         }
     }
 
@@ -199,11 +238,42 @@ mod tests {
         let former_primary = Local::Stopped { standby: false };
         check(OTHER, None, former_primary, Action::Rewind { from: from() });
         let stopped_standby = Local::Stopped { standby: true };
-        let start = Action::StartStandby { upstream: from() };
+        let start = Action::StartStandby {
+            upstream: Upstream::named("demo-1"),
+        };
         check(OTHER, None, stopped_standby, start);
-        let repoint = Action::Repoint { upstream: from() };
+        let repoint = Action::Repoint {
+            upstream: Upstream::named("demo-1"),
+        };
         check(OTHER, None, standby(Some("demo-2")), repoint);
         check(OTHER, None, standby(Some("demo-1")), Action::Wait);
+    }
+
+    #[test]
+    fn a_standby_follows_the_holder_to_its_published_address() {
+        let at = |ip: &str| Upstream {
+            name: "demo-1".into(),
+            address: Some(ip.into()),
+        };
+        let on = |ip: &str| Local::Standby {
+            upstream: Some(at(ip)),
+        };
+        let start = Action::StartStandby {
+            upstream: at("10.0.0.7"),
+        };
+        let stopped = Local::Stopped { standby: true };
+        check_at(OTHER, Some("10.0.0.7"), None, stopped, start);
+        check_at(OTHER, Some("10.0.0.7"), None, on("10.0.0.7"), Action::Wait);
+        // The holder's pod was recreated with a new IP: repoint at once.
+        let moved = Action::Repoint {
+            upstream: at("10.0.0.9"),
+        };
+        check_at(OTHER, Some("10.0.0.9"), None, on("10.0.0.7"), moved);
+        // Published by name only (or for another holder): the DNS name again.
+        let by_name = Action::Repoint {
+            upstream: Upstream::named("demo-1"),
+        };
+        check_at(OTHER, None, None, on("10.0.0.7"), by_name);
     }
 
     #[test]
@@ -214,6 +284,7 @@ mod tests {
             duration: Duration::from_secs(6),
             instances: vec!["demo-0".into(), "demo-1".into()],
             switchover_to: OTHER.map(str::to_string),
+            holder_address: None,
         };
         let fresh = now.checked_sub(Duration::from_millis(500));
         let stale = now.checked_sub(Duration::from_secs(5));

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::config::slot_name;
 use crate::context::Context;
+use crate::decide::Upstream;
 use crate::error::Error;
 use crate::postmaster::{Listen, Postmaster};
 use crate::sql::{connect, quote_ident, quote_literal};
@@ -170,7 +171,7 @@ pub async fn clone_from(ctx: &Context, from: &str) -> Result<(), Error> {
             other?;
         }
     }
-    write_standby_config(ctx, from)?;
+    write_standby_config(ctx, &Upstream::named(from))?;
     tracing::info!(from, "clone done");
     Ok(())
 }
@@ -214,15 +215,23 @@ pub fn move_aside(pgdata: &Path) -> Result<(), Error> {
     }
 }
 
+/// `tcp_user_timeout` of a standby's connection to its upstream: as long as
+/// `wal_receiver_timeout`, the operator's default.
+const STANDBY_TCP_USER_TIMEOUT_MS: &str = "5000";
+
 /// `standby.signal` plus the manager's keys in `postgresql.auto.conf`, pointing at `upstream`.
-pub fn write_standby_config(ctx: &Context, upstream: &str) -> Result<(), Error> {
+pub fn write_standby_config(ctx: &Context, upstream: &Upstream) -> Result<(), Error> {
     let pgdata = ctx.pgdata();
     write_passfile(ctx)?;
-    let conninfo = peer_conninfo(
-        ctx,
-        upstream,
-        &[("user", "tusk_replication"), ("application_name", ctx.me())],
-    );
+    let mut extra = vec![("user", "tusk_replication"), ("application_name", ctx.me())];
+    if let Some(ip) = &upstream.address {
+        // `host` still names the pod: the passfile and TLS go by it, the connect by the IP.
+        extra.push(("hostaddr", ip));
+    }
+    // The WAL receiver ignores connect_timeout; this bounds a connect to an address that no
+    // longer answers (and a dead stream) in the kernel instead of its ~2 min of SYN retries.
+    extra.push(("tcp_user_timeout", STANDBY_TCP_USER_TIMEOUT_MS));
+    let conninfo = peer_conninfo(ctx, &upstream.name, &extra);
     let settings = [
         ("primary_conninfo", conninfo),
         ("primary_slot_name", slot_name(ctx.me())),

@@ -6,6 +6,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
+use crate::decide::Upstream;
 use crate::error::Error;
 use crate::reaper::{Spawned, send_signal};
 
@@ -15,7 +16,7 @@ pub struct Postmaster {
     /// Started as a standby (and not promoted since).
     pub standby: bool,
     /// Whom the standby was told to stream from.
-    pub upstream: Option<String>,
+    pub upstream: Option<Upstream>,
     pub started: Instant,
 }
 
@@ -27,7 +28,7 @@ pub enum Listen {
 }
 
 impl Postmaster {
-    pub fn start(ctx: &Context, listen: Listen, upstream: Option<String>) -> Result<Self, Error> {
+    pub fn start(ctx: &Context, listen: Listen, upstream: Option<Upstream>) -> Result<Self, Error> {
         crate::preferred_sync::drop_stale(ctx.pgdata())?;
         let mut cmd = ctx.tool("postgres");
         cmd.arg("-D").arg(ctx.pgdata());

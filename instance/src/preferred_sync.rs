@@ -227,6 +227,7 @@ mod tests {
                 duration: Duration::from_secs(6),
                 instances: names(&["demo-0", "demo-1"]),
                 switchover_to: None,
+                holder_address: None,
             }),
             last_renew: renewed_secs_ago.and_then(|s| now.checked_sub(Duration::from_secs(s))),
         };

@@ -2,6 +2,7 @@
 //! the rewind fails, the old directory is moved aside and the member is cloned again.
 
 use crate::context::Context;
+use crate::decide::Upstream;
 use crate::error::Error;
 use crate::pgdata::{clone_from, move_aside, peer_conninfo, write_passfile, write_standby_config};
 use crate::sql::connect_peer;
@@ -64,5 +65,5 @@ async fn rewind(ctx: &Context, from: &str) -> Result<(), Error> {
         .arg(format!("--source-server={source}"));
     let out = ctx.reaper.run(cmd, "pg_rewind").await?;
     tracing::info!(output = out.stderr.trim(), "pg_rewind done");
-    write_standby_config(ctx, from)
+    write_standby_config(ctx, &Upstream::named(from))
 }

@@ -21,6 +21,9 @@ pub const SWITCHOVER_TO_ANNOTATION: &str = "tusk.dev/switchover-to";
 /// Written by the holder when it releases the Lease in a switchover: the location of its
 /// final (shutdown) checkpoint, which the target must have replayed past before promotion.
 pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
+/// `<pod>=<pod IP>`: where the holder's PostgreSQL is, written by the holder on renew (and by
+/// the operator when it hands the Lease over). Standbys dial the IP (see `decide::Upstream`).
+pub const HOLDER_ADDRESS_ANNOTATION: &str = "tusk.dev/holder-address";
 
 /// How much faster the Lease is polled while a switchover is in progress: the target learns it
 /// holds the Lease within a fifth of the renew interval, which is most of the write gap.
@@ -40,24 +43,55 @@ pub struct Poll {
 }
 
 pub enum RoleSource {
-    Lease { api: Box<Api<Lease>>, name: String },
-    File { path: PathBuf },
+    Lease {
+        api: Box<Api<Lease>>,
+        name: String,
+        /// This pod's IP, published while it holds the Lease.
+        address: Option<String>,
+    },
+    File {
+        path: PathBuf,
+    },
 }
 
 impl RoleSource {
-    pub fn lease(client: kube::Client, namespace: &str, name: &str) -> RoleSource {
+    pub fn lease(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+        address: Option<String>,
+    ) -> RoleSource {
         RoleSource::Lease {
             api: Box::new(Api::namespaced(client, namespace)),
             name: name.to_string(),
+            address,
         }
     }
 
     async fn poll(&self, me: &str, release: Option<&str>) -> Result<Poll, Error> {
         match self {
-            RoleSource::Lease { api, name } => poll_lease(api, name, me, release).await,
+            RoleSource::Lease { api, name, address } => {
+                let holder = Holder {
+                    me,
+                    address: address.as_deref(),
+                };
+                poll_lease(api, name, holder, release).await
+            }
             RoleSource::File { path } => poll_file(path, me, release).await,
         }
     }
+}
+
+/// The polling pod: its name and, when known, its IP.
+#[derive(Clone, Copy)]
+struct Holder<'a> {
+    me: &'a str,
+    address: Option<&'a str>,
+}
+
+/// The `tusk.dev/holder-address` value naming `pod` at `ip`.
+pub fn holder_address(pod: &str, ip: &str) -> String {
+    format!("{pod}={ip}")
 }
 
 /// Whether the holder `me` of the Lease seen as `view` gives it up now: it was asked to switch
@@ -72,14 +106,16 @@ fn releases(view: &LeaseView, me: &str, release: Option<&str>) -> bool {
 }
 
 /// Reads the Lease and, when this pod holds it, renews it with the read `resourceVersion` (a
-/// concurrent handover makes the update fail instead of being overwritten) — or, demoted in a
-/// switchover, releases it: no holder, and the final LSN for the operator.
+/// concurrent handover makes the update fail instead of being overwritten), publishing its
+/// address if the Lease does not have it yet — or, demoted in a switchover, releases it: no
+/// holder, and the final LSN for the operator.
 async fn poll_lease(
     api: &Api<Lease>,
     name: &str,
-    me: &str,
+    pod: Holder<'_>,
     release: Option<&str>,
 ) -> Result<Poll, Error> {
+    let me = pod.me;
     let kube_error = |source| Error::Kube {
         name: name.to_string(),
         source: Box::new(source),
@@ -108,6 +144,19 @@ async fn poll_lease(
     if holder {
         let spec = lease.spec.get_or_insert_with(Default::default);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        if let Some(ip) = pod.address
+            && view.holder_address.as_deref() != Some(ip)
+        {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    HOLDER_ADDRESS_ANNOTATION.to_string(),
+                    holder_address(me, ip),
+                );
+            view.holder_address = Some(ip.to_string());
+        }
         api.replace(name, &PostParams::default(), &lease)
             .await
             .map_err(kube_error)?;
@@ -129,14 +178,25 @@ pub fn view_of(lease: &Lease) -> LeaseView {
             .filter(|value| !value.is_empty())
             .cloned()
     };
+    let holder = spec.holder_identity.filter(|h| !h.is_empty());
+    let holder_address = annotation(HOLDER_ADDRESS_ANNOTATION)
+        .and_then(|value| address_of(&value, holder.as_deref()?));
     LeaseView {
-        holder: spec.holder_identity.filter(|h| !h.is_empty()),
+        holder,
         duration: Duration::from_secs(spec.lease_duration_seconds.unwrap_or(6).max(1) as u64),
         instances: annotation(INSTANCES_ANNOTATION)
             .map(|list| parse_instances(&list))
             .unwrap_or_default(),
         switchover_to: annotation(SWITCHOVER_TO_ANNOTATION),
+        holder_address,
     }
+}
+
+/// The IP in a `<pod>=<ip>` value, if it names `holder`: an address left from an earlier
+/// holder is never used for the current one.
+fn address_of(value: &str, holder: &str) -> Option<String> {
+    let (pod, ip) = value.split_once('=')?;
+    (pod.trim() == holder && !ip.trim().is_empty()).then(|| ip.trim().to_string())
 }
 
 fn parse_instances(list: &str) -> Vec<String> {
@@ -165,6 +225,9 @@ struct FileLease {
     switchover_to: String,
     #[serde(default)]
     final_lsn: String,
+    /// `tusk.dev/holder-address`: `<pod>=<ip>`.
+    #[serde(default)]
+    holder_address: String,
 }
 
 fn six() -> u64 {
@@ -181,11 +244,16 @@ async fn poll_file(path: &PathBuf, me: &str, release: Option<&str>) -> Result<Po
         .map_err(Error::io(format!("reading {}", path.display())))?;
     let mut file: FileLease = serde_json::from_str(&text)
         .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+    let holder = Some(file.holder.clone()).filter(|h| !h.is_empty());
+    let holder_address = holder
+        .as_deref()
+        .and_then(|holder| address_of(&file.holder_address, holder));
     let mut view = LeaseView {
-        holder: Some(file.holder.clone()).filter(|h| !h.is_empty()),
+        holder,
         duration: Duration::from_secs(file.lease_duration_seconds.max(1)),
         instances: parse_instances(&file.instances),
         switchover_to: Some(file.switchover_to.clone()).filter(|t| !t.is_empty()),
+        holder_address,
     };
     if let (true, Some(lsn)) = (releases(&view, me, release), release) {
         file.holder.clear();
@@ -267,112 +335,5 @@ pub fn spawn(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lease_view_reads_holder_duration_and_members() {
-        let lease: Lease = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "demo-primary",
-                         "annotations": {"tusk.dev/instances": "demo-0, demo-1,demo-2"}},
-            "spec": {"holderIdentity": "demo-1", "leaseDurationSeconds": 6}
-        }))
-        .unwrap();
-        let view = view_of(&lease);
-        assert_eq!(view.holder.as_deref(), Some("demo-1"));
-        assert_eq!(view.duration, Duration::from_secs(6));
-        assert_eq!(view.instances, ["demo-0", "demo-1", "demo-2"]);
-        let empty: Lease = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "demo-primary"}, "spec": {"holderIdentity": ""}
-        }))
-        .unwrap();
-        assert_eq!(view_of(&empty).holder, None);
-    }
-
-    type Handle = tower_test::mock::Handle<
-        http::Request<kube::client::Body>,
-        http::Response<kube::client::Body>,
-    >;
-
-    fn mock_api() -> (Api<Lease>, Handle) {
-        let (service, handle) = tower_test::mock::pair();
-        (
-            Api::namespaced(kube::Client::new(service, "ns"), "ns"),
-            handle,
-        )
-    }
-
-    fn lease_json(holder: &str) -> serde_json::Value {
-        serde_json::json!({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "demo-primary", "namespace": "ns", "resourceVersion": "41"},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 6}
-        })
-    }
-
-    fn respond(status: u16, body: &serde_json::Value) -> http::Response<kube::client::Body> {
-        http::Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(kube::client::Body::from(body.to_string().into_bytes()))
-            .unwrap()
-    }
-
-    /// Answers the GET with a Lease held by `holder`, then the PUT (if one comes within a
-    /// moment) with `put_status`; returns the PUT's body.
-    async fn serve(mut handle: Handle, holder: &str, put_status: u16) -> Option<serde_json::Value> {
-        let (get, send) = handle.next_request().await.expect("a GET");
-        assert_eq!(get.method(), http::Method::GET);
-        assert_eq!(
-            get.uri().path(),
-            "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-primary"
-        );
-        send.send_response(respond(200, &lease_json(holder)));
-        let next = tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await;
-        let (put, send) = next.ok().flatten()?;
-        assert_eq!(put.method(), http::Method::PUT);
-        let bytes = put.into_body().collect_bytes().await.unwrap();
-        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        send.send_response(respond(put_status, &body));
-        Some(body)
-    }
-
-    /// `me` polls a Lease held by `holder`; a renew is answered with `put_status`.
-    async fn poll_as(
-        me: &str,
-        holder: &str,
-        put_status: u16,
-    ) -> (Result<Poll, Error>, Option<serde_json::Value>) {
-        let (api, handle) = mock_api();
-        tokio::join!(
-            poll_lease(&api, "demo-primary", me, None),
-            serve(handle, holder, put_status)
-        )
-    }
-
-    #[tokio::test]
-    async fn the_holder_renews_with_the_read_resource_version() {
-        let (poll, put) = poll_as("demo-0", "demo-0", 200).await;
-        assert!(poll.unwrap().renewed);
-        let put = put.expect("a renew");
-        assert_eq!(put["metadata"]["resourceVersion"], "41");
-        assert!(put["spec"]["renewTime"].is_string(), "{put}");
-        assert_eq!(put["spec"]["holderIdentity"], "demo-0");
-    }
-
-    #[tokio::test]
-    async fn a_conflicting_renew_is_a_failed_renew() {
-        let (poll, put) = poll_as("demo-0", "demo-0", 409).await;
-        assert!(put.is_some());
-        assert!(poll.is_err());
-    }
-
-    #[tokio::test]
-    async fn a_non_holder_only_reads() {
-        let (poll, put) = poll_as("demo-1", "demo-0", 200).await;
-        let poll = poll.unwrap();
-        assert!(!poll.renewed);
-        assert_eq!(poll.view.holder.as_deref(), Some("demo-0"));
-        assert!(put.is_none(), "a non-holder wrote the Lease");
-    }
-}
+#[path = "role_source_tests.rs"]
+mod tests;

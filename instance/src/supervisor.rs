@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::config::RunArgs;
 use crate::context::Context;
-use crate::decide::{Action, Local, decide};
+use crate::decide::{Action, Local, Upstream, decide};
 use crate::error::Error;
 use crate::events::Events;
 use crate::pgdata;
@@ -69,7 +69,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let events = Events::new(client.clone(), &args);
     let source = match (&args.role_file, client) {
         (Some(path), _) => RoleSource::File { path: path.clone() },
-        (None, Some(client)) => RoleSource::lease(client, &args.namespace, &args.lease),
+        (None, Some(client)) => {
+            let address = args.pod_ip.clone().filter(|ip| !ip.is_empty());
+            RoleSource::lease(client, &args.namespace, &args.lease, address)
+        }
         (None, None) => return Err(Error::Config("no role source".into())),
     };
     let (observed, release) =
@@ -247,7 +250,11 @@ impl Supervisor {
                     pm.reload();
                     pm.upstream = Some(upstream.clone());
                 }
-                tracing::info!(upstream, "following a new upstream");
+                tracing::info!(
+                    upstream = upstream.name,
+                    address = upstream.address,
+                    "following a new upstream"
+                );
             }
             Action::Demote => {
                 if self.release.borrow().is_none() {
@@ -289,7 +296,7 @@ impl Supervisor {
         }
     }
 
-    fn start(&mut self, listen: Listen, upstream: Option<String>) -> Result<(), Error> {
+    fn start(&mut self, listen: Listen, upstream: Option<Upstream>) -> Result<(), Error> {
         let pm = Postmaster::start(&self.ctx, listen, upstream)?;
         self.postmaster = Some(pm);
         self.fenced = false;

@@ -121,6 +121,27 @@ fn other_replicas_follow_the_new_primary() {
     assert_eq!(upstream, "demo-2");
 }
 
+/// A standby dials the holder's published IP, and follows it when it changes (a recreated
+/// primary pod), without waiting for its connection or the pod's DNS name to time out.
+#[test]
+fn a_replica_dials_the_holders_published_address_and_follows_it() {
+    let cluster = streaming_pair();
+    let (primary, replica) = (&cluster.members[0], &cluster.members[1]);
+    let receiver = "SELECT status || ' ' || (conninfo LIKE '%hostaddr=127.0.0.1 %')::text \
+                    FROM pg_stat_wal_receiver";
+    cluster.set_lease_at("demo-0", "127.0.0.1");
+    wait_for_value(replica, receiver, "streaming true", Duration::from_secs(30));
+    write_and_see_replicated(primary, replica, "dialled by IP");
+    // Published somewhere nothing listens: the standby leaves the old address at once.
+    cluster.set_lease_at("demo-0", "127.0.0.3");
+    wait_for("demo-1 stops streaming", Duration::from_secs(30), || {
+        replica.status_field("walReceiver") != "streaming"
+    });
+    cluster.set_lease_at("demo-0", "127.0.0.1");
+    wait_for_value(replica, receiver, "streaming true", Duration::from_secs(30));
+    write_and_see_replicated(primary, replica, "back at the first address");
+}
+
 /// With quorum commit configured (as `spec.replication.synchronous` does), the primary's first
 /// start still completes (its bootstrap commits locally: no standby can exist yet), and once the
 /// replica streams it confirms every commit.

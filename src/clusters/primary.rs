@@ -20,8 +20,9 @@ use super::switchover;
 use crate::crd::{Failover, InstanceState, Phase, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{
-    CLUSTER_LABEL, Cluster, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, ROLE_LABEL, ROLE_PRIMARY,
-    ROLE_REPLICA, SWITCHOVER_LEASE_ANNOTATIONS, initial_lease,
+    CLUSTER_LABEL, Cluster, HOLDER_ADDRESS_ANNOTATION, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION,
+    ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA, SWITCHOVER_LEASE_ANNOTATIONS, holder_address,
+    initial_lease,
 };
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, FIELD_MANAGER, create};
@@ -175,7 +176,7 @@ async fn watch_lost_primary(
                 set_role(ctx, cluster, old, ROLE_REPLICA).await?;
                 state.relabelled.push(from.clone());
             }
-            if !hand_over(leases, lease, Some(&target), cluster).await? {
+            if !hand_over(leases, lease, Some(&target), pods, cluster).await? {
                 // The holder renewed after all (it is alive): look again at once.
                 state.recheck = Some(Duration::ZERO);
                 return Ok(());
@@ -245,13 +246,14 @@ async fn read_reports(
         .collect()
 }
 
-/// Writes `target` as the holder (`None`: leaves the holder as it is), with the resourceVersion
-/// read, and ends any switchover recorded on the Lease: `false` when the Lease changed
-/// meanwhile.
+/// Writes `target` as the holder (`None`: leaves the holder as it is) with its pod's IP, with
+/// the resourceVersion read, and ends any switchover recorded on the Lease: `false` when the
+/// Lease changed meanwhile.
 pub(super) async fn hand_over(
     leases: &Api<Lease>,
     mut lease: Lease,
     target: Option<&str>,
+    pods: &[Arc<Pod>],
     cluster: &Cluster<'_>,
 ) -> Result<bool> {
     let name = cluster.lease_name();
@@ -262,6 +264,19 @@ pub(super) async fn hand_over(
         spec.acquire_time = Some(now.clone());
         spec.renew_time = Some(now);
         spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        // Standbys repoint to the new holder's IP at once, not after its first renew.
+        let ip = pods
+            .iter()
+            .find(|pod| pod.name_any() == target)
+            .and_then(|pod| pod.status.as_ref()?.pod_ip.clone());
+        let annotations = lease.annotations_mut();
+        match ip {
+            Some(ip) => annotations.insert(
+                HOLDER_ADDRESS_ANNOTATION.to_owned(),
+                holder_address(target, &ip),
+            ),
+            None => annotations.remove(HOLDER_ADDRESS_ANNOTATION),
+        };
     }
     let annotations = lease.annotations_mut();
     annotations.insert(MEMBERS_ANNOTATION.to_owned(), cluster.pod_names().join(","));

@@ -103,7 +103,7 @@ pub async fn step(
             Ok(true)
         }
         SwitchoverStep::HandOver { target } => {
-            if !hand_over(&leases, lease, Some(&target), cluster).await? {
+            if !hand_over(&leases, lease, Some(&target), pods, cluster).await? {
                 state.target = Some(target);
                 state.recheck = Some(Duration::ZERO);
                 return Ok(true);
@@ -124,7 +124,7 @@ pub async fn step(
             Ok(true)
         }
         SwitchoverStep::Abort { give_back, why } => {
-            if !hand_over(&leases, lease, give_back.as_deref(), cluster).await? {
+            if !hand_over(&leases, lease, give_back.as_deref(), pods, cluster).await? {
                 state.recheck = Some(Duration::ZERO);
                 return Ok(true);
             }

@@ -26,6 +26,16 @@ pub const SWITCHOVER_FROM_ANNOTATION: &str = "tusk.dev/switchover-from";
 pub const SWITCHOVER_STARTED_ANNOTATION: &str = "tusk.dev/switchover-started";
 /// On the Lease, written by the releasing holder: its final checkpoint's LSN.
 pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
+/// On the Lease: `<pod>=<pod IP>` of the holder, written by the operator when it hands the
+/// Lease over and by the holder on renew. Standbys dial that IP, so a recreated primary is
+/// found at its new address at once (the pod's DNS name can still give the old one).
+pub const HOLDER_ADDRESS_ANNOTATION: &str = "tusk.dev/holder-address";
+
+/// The `HOLDER_ADDRESS_ANNOTATION` value naming `pod` at `ip`.
+pub fn holder_address(pod: &str, ip: &str) -> String {
+    format!("{pod}={ip}")
+}
+
 /// Every Lease annotation of a switchover, removed when it ends.
 pub const SWITCHOVER_LEASE_ANNOTATIONS: [&str; 4] = [
     SWITCHOVER_ANNOTATION,

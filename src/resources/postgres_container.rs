@@ -111,6 +111,7 @@ fn manager_env(cluster: &Cluster) -> Vec<EnvVar> {
         pod_field_env("TUSK_POD_NAME", "metadata.name"),
         pod_field_env("TUSK_POD_UID", "metadata.uid"),
         pod_field_env("TUSK_NAMESPACE", "metadata.namespace"),
+        pod_field_env("TUSK_POD_IP", "status.podIP"),
         plain_env("TUSK_CLUSTER", cluster.name),
         plain_env("TUSK_LEASE", cluster.lease_name()),
         plain_env("TUSK_PEER_DOMAIN", cluster.peer_domain()),
@@ -202,6 +203,8 @@ mod tests {
             .field_ref
             .unwrap();
         assert_eq!(pod.field_path, "metadata.name");
+        let ip = value("TUSK_POD_IP").value_from.unwrap().field_ref.unwrap();
+        assert_eq!(ip.field_path, "status.podIP");
         assert_eq!(
             value("PGDATA").value.as_deref(),
             Some("/var/lib/postgresql/data")

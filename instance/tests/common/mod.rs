@@ -178,6 +178,16 @@ impl Cluster {
         }));
     }
 
+    /// `set_lease` with the holder's address published (`tusk.dev/holder-address`).
+    pub fn set_lease_at(&self, holder: &str, address: &str) {
+        let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+        self.write_lease(serde_json::json!({
+            "holder": holder, "instances": names.join(","),
+            "leaseDurationSeconds": 6, "renew": true,
+            "holderAddress": format!("{holder}={address}"),
+        }));
+    }
+
     /// Asks `holder` (the Lease's holder, renews accepted) to switch over to `target`, as the
     /// operator's Lease annotation does.
     pub fn request_switchover(&self, holder: &str, target: &str) {
