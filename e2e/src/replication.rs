@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Api;
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
+use tusk_testkit::PSQL_SCRIPT;
 
-use crate::kubectl::kubectl;
 use crate::{Context, Ctx, Result};
 
 /// A PostgreSQL with `instances` instances.
@@ -195,30 +195,12 @@ pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
 /// `sql` as the superuser in pod `pod` (over its socket) on the application database (`app`,
 /// where the writer's table is), unaligned and tuples only.
 pub async fn pod_sql(ctx: &Ctx, pod: &str, sql: &str) -> Result<String> {
-    kubectl(&[
-        "-n",
-        &ctx.ns,
-        "exec",
-        pod,
-        "-c",
-        "postgres",
-        "--",
-        "psql",
-        "-U",
-        "postgres",
-        "-d",
-        "app",
-        "-X",
-        "-A",
-        "-t",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-c",
-        sql,
-    ])
-    .await
-    .map(|out| out.trim().to_owned())
+    let mut psql = vec!["psql", "-U", "postgres", "-d", "app"];
+    psql.extend(PSQL_SCRIPT);
+    psql.extend(["-c", sql]);
+    ctx.exec_postgres(pod, &psql)
+        .await
+        .map(|out| out.trim().to_owned())
 }
 
 /// The pod that holds the primary Lease, as the cluster's status reports it.

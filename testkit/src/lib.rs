@@ -9,6 +9,10 @@ pub mod process;
 
 use std::time::{Duration, Instant};
 
+/// psql's flags for scripted use, in every test that runs it: no ~/.psqlrc, unaligned, tuples
+/// only, quiet, and stop at the first error (psql otherwise exits 0 after a failed statement).
+pub const PSQL_SCRIPT: [&str; 6] = ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"];
+
 /// Runs `command` to completion; a failure to start or a non-zero exit panics with `what` and
 /// its stderr (`what`, not the command's Debug form, which would show its environment).
 pub fn output_ok(command: &mut std::process::Command, what: &str) -> std::process::Output {
