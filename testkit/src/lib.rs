@@ -1,6 +1,7 @@
-//! Test-only helpers shared by backup-agent's tests and the e2e scenarios (`tusk-e2e`): child
-//! processes killed with the test, store emulators on free loopback ports, fake-gcs-server, and
-//! a GCS front that checks service-account keys ([`gcs_auth`]). Missing binaries fail loudly
+//! Test-only helpers shared by backup-agent's tests, the instance manager's tests and the e2e
+//! scenarios (`tusk-e2e`): child processes killed with the test, store emulators on free
+//! loopback ports, fake-gcs-server, a GCS front that checks service-account keys
+//! ([`gcs_auth`]), and where PostgreSQL's tools are and how psql is scripted. Missing binaries fail loudly
 //! (never a silent skip). Test code: failures panic with a message.
 
 pub mod fakegcs;
