@@ -13,7 +13,8 @@ use tusk::runtime::instances::{InstanceReader, InstanceReport, InstanceStatus};
 
 use crate::platform::{OPERATOR_NAMESPACE, OPERATOR_SELECTOR};
 use crate::replication::{
-    Ack, Writer, current_primary, forked, lost, pod_ip, pod_sql, replicated, rows, write_gap,
+    Ack, Writer, current_primary, forked, lost, pod_ip, pod_sql, replicated, row_count, rows,
+    write_gap,
 };
 use crate::{Check, Context, Ctx, Result, ensure, fail, until};
 
@@ -93,6 +94,39 @@ pub async fn rejoined(ctx: &Ctx, pod: &str) -> Result {
             })
         },
     )
+    .await
+}
+
+/// A failover seen from the writer's side: who was promoted and when the status said so, the
+/// writer's acknowledgements and its longest gap around the fault.
+pub struct Promotion {
+    pub pod: String,
+    pub at: Instant,
+    pub acks: Vec<Ack>,
+    pub gap: Duration,
+}
+
+/// After a fault at `fault` that costs `old` the primary role: waits until another instance of
+/// `cluster` is promoted, then checks the writes as [`check_acks`] does.
+pub async fn await_promotion(
+    ctx: &Ctx,
+    cluster: &str,
+    old: &str,
+    writer: Writer,
+    fault: Instant,
+) -> Result<Promotion> {
+    let pod = promoted_other_than(ctx, cluster, old).await?;
+    let at = Instant::now();
+    let (acks, gap) = check_acks(ctx, cluster, writer, fault, at).await?;
+    Ok(Promotion { pod, at, acks, gap })
+}
+
+/// Waits until row `n` of the writer's table is replayed on `replica`.
+pub async fn replayed(ctx: &Ctx, replica: &str, n: i64) -> Result {
+    until(format!("row {n} on {replica}"), ctx.timeout(), || async {
+        let count = row_count(ctx, replica, n).await?;
+        Ok(Check::when(count == "1", format!("count {count}")))
+    })
     .await
 }
 

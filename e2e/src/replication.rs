@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Api;
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
+use tusk::crd::Failover;
+use tusk_testkit::PSQL_SCRIPT;
 
-use crate::kubectl::kubectl;
 use crate::{Context, Ctx, Result};
 
 /// A PostgreSQL with `instances` instances.
@@ -195,36 +196,31 @@ pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
 /// `sql` as the superuser in pod `pod` (over its socket) on the application database (`app`,
 /// where the writer's table is), unaligned and tuples only.
 pub async fn pod_sql(ctx: &Ctx, pod: &str, sql: &str) -> Result<String> {
-    kubectl(&[
-        "-n",
-        &ctx.ns,
-        "exec",
-        pod,
-        "-c",
-        "postgres",
-        "--",
-        "psql",
-        "-U",
-        "postgres",
-        "-d",
-        "app",
-        "-X",
-        "-A",
-        "-t",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-c",
-        sql,
-    ])
-    .await
-    .map(|out| out.trim().to_owned())
+    let mut psql = vec!["psql", "-U", "postgres", "-d", "app"];
+    psql.extend(PSQL_SCRIPT);
+    psql.extend(["-c", sql]);
+    ctx.exec_postgres(pod, &psql)
+        .await
+        .map(|out| out.trim().to_owned())
 }
 
 /// The pod that holds the primary Lease, as the cluster's status reports it.
 pub async fn current_primary(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
     let pg = ctx.postgresql_in(&ctx.ns, cluster).await?;
     Ok(pg.status.and_then(|s| s.current_primary))
+}
+
+/// The cluster's record of its newest failover or switchover (`status.lastFailover`).
+pub async fn last_failover(ctx: &Ctx, cluster: &str) -> Result<Option<Failover>> {
+    let pg = ctx.postgresql_in(&ctx.ns, cluster).await?;
+    Ok(pg.status.and_then(|s| s.last_failover))
+}
+
+/// How many copies of row `n` of table `writes` pod `pod` holds: "1" once it has the row, "0"
+/// before it has replayed it.
+pub async fn row_count(ctx: &Ctx, pod: &str, n: i64) -> Result<String> {
+    let sql = format!("SELECT count(*) FROM writes WHERE n = {n}");
+    pod_sql(ctx, pod, &sql).await
 }
 
 async fn service_ip(ctx: &Ctx, name: &str) -> Result<String> {

@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use tusk_e2e::faults::{check_writes, promoted_other_than, rejoined, three_with_writer};
+use kube::api::DeleteParams;
+use tusk_e2e::faults::{
+    Promotion, await_promotion, check_writes, rejoined, replayed, three_with_writer,
+};
 use tusk_e2e::replication::{current_primary, pod_sql};
 use tusk_e2e::switchover::{pod_event, request_switchover, switched_over};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
@@ -32,16 +34,7 @@ async fn ha_replicas_stream_from_the_primary(ctx: Ctx) -> Result {
     let acks = writer.stop();
     let last = acks.last().map(|a| a.n).unwrap_or_default();
     for replica in ["ha-1", "ha-2"] {
-        let sql = format!("SELECT count(*) FROM writes WHERE n = {last}");
-        until(
-            format!("row {last} on {replica}"),
-            ctx.timeout(),
-            || async {
-                let count = pod_sql(&ctx, replica, &sql).await?;
-                Ok(Check::when(count == "1", format!("count {count}")))
-            },
-        )
-        .await?;
+        replayed(&ctx, replica, last).await?;
         let recovery = pod_sql(&ctx, replica, "SELECT pg_is_in_recovery()").await?;
         ensure!(recovery == "t", "{replica} is not a standby: {recovery}");
     }
@@ -113,22 +106,20 @@ async fn ha_frozen_primary_fails_over(ctx: Ctx) -> Result {
     let (primary, writer) = three_with_writer(&ctx, "frozen").await?;
     let fault = Instant::now();
     ctx.platform.pod_freeze(&ctx.ns, &primary, true).await?;
-    let promoted = promoted_other_than(&ctx, "frozen", &primary).await;
-    let promoted_at = Instant::now();
-    let checked = match promoted {
-        Ok(promoted) => check_writes(&ctx, "frozen", writer, fault, promoted_at)
-            .await
-            .map(|gap| (promoted, gap)),
-        Err(e) => Err(e),
-    };
+    let promotion = await_promotion(&ctx, "frozen", &primary, writer, fault).await;
     // Thawed whatever happened: a frozen container would also hold up the namespace's deletion.
     ctx.platform.pod_freeze(&ctx.ns, &primary, false).await?;
-    let (promoted, gap) = checked?;
+    let Promotion {
+        pod: promoted,
+        at,
+        gap,
+        ..
+    } = promotion?;
     rejoined(&ctx, &primary).await?;
     say(format!(
         "{primary} frozen: {promoted} promoted {:.1}s after the freeze; write gap {:.2}s; 0 rows \
          lost; {primary} thawed, fenced and rejoined as a replica",
-        promoted_at.duration_since(fault).as_secs_f64(),
+        at.duration_since(fault).as_secs_f64(),
         gap.as_secs_f64()
     ));
     Ok(())
@@ -162,15 +153,6 @@ async fn ha_switchover_under_load(ctx: Ctx) -> Result {
         record.seconds.unwrap_or_default(),
         gap.as_secs_f64()
     ));
-    Ok(())
-}
-
-/// Merge-patches `spec` of PostgreSQL `name`.
-async fn patch_spec(ctx: &Ctx, name: &str, spec: serde_json::Value) -> Result {
-    let patch = serde_json::json!({ "spec": spec });
-    ctx.postgresqls_in(&ctx.ns)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
     Ok(())
 }
 
@@ -241,12 +223,9 @@ async fn ha_rolling_update_restarts_the_primary_last(ctx: Ctx) -> Result {
         old_uids.push(ctx.pod_state(name).await?.uid);
     }
     let fault = Instant::now();
-    patch_spec(
-        &ctx,
-        "roll",
-        serde_json::json!({"parameters": {"work_mem": "8MB"}}),
-    )
-    .await?;
+    let parameters = serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}});
+    ctx.merge_patch_postgresql_in(&ctx.ns, "roll", parameters)
+        .await?;
     let created = replaced(&ctx, "roll", &names, &old_uids).await?;
     let landed = Instant::now();
     let gap = check_writes(&ctx, "roll", writer, fault, landed).await?;
@@ -277,7 +256,9 @@ async fn ha_scale_down_moves_the_primary_first(ctx: Ctx) -> Result {
     request_switchover(&ctx, "shrink", "shrink-2").await?;
     switched_over(&ctx, "shrink", "shrink-2").await?;
     let fault = Instant::now();
-    patch_spec(&ctx, "shrink", serde_json::json!({"instances": 1})).await?;
+    let instances = serde_json::json!({"spec": {"instances": 1}});
+    ctx.merge_patch_postgresql_in(&ctx.ns, "shrink", instances)
+        .await?;
     let record = switched_over(&ctx, "shrink", "shrink-0").await?;
     replaced(&ctx, "shrink", &["shrink-0".to_owned()], &[]).await?;
     let gap = check_writes(&ctx, "shrink", writer, fault, Instant::now()).await?;

@@ -10,13 +10,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use tusk::resources::LEASE_DURATION_SECONDS as LEASE_SECONDS;
 use tusk_e2e::faults::{
-    check_acks, check_writes, failed_over_events, lease_acquired, lease_transitions, operator_pods,
-    promoted_other_than, rejoined, rejoined_streaming, three_with_writer,
+    Promotion, await_promotion, check_acks, failed_over_events, lease_acquired, lease_transitions,
+    operator_pods, rejoined, rejoined_streaming, replayed, three_with_writer,
 };
 use tusk_e2e::invariants::{
     acked_after, first_on_new_timeline, instant_of, longest_gap_within, split_brain,
 };
-use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, rows};
+use tusk_e2e::replication::{
+    Writer, current_primary, last_failover, lost, pod_sql, row_count, rows,
+};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
 /// `kill -9` of the primary's instance manager, PID 1 of its container, so the kernel takes
@@ -67,24 +69,21 @@ async fn ha_primary_cut_from_api_server_fences(ctx: Ctx) -> Result {
     ctx.platform
         .pod_cut_from_api_server(&ctx.ns, &primary, true)
         .await?;
-    let promoted = promoted_other_than(&ctx, "cut", &primary).await;
-    let checked = match promoted {
-        Ok(promoted) => check_acks(&ctx, "cut", writer, fault, Instant::now())
-            .await
-            .map(|(acks, gap)| (promoted, acks, gap)),
-        Err(e) => Err(e),
-    };
+    let promotion = await_promotion(&ctx, "cut", &primary, writer, fault).await;
     // Healed whatever happened: the partition dies with the pod, but the next check needs it.
     ctx.platform
         .pod_cut_from_api_server(&ctx.ns, &primary, false)
         .await?;
-    let (promoted, acks, gap) = checked?;
+    let Promotion {
+        pod: promoted,
+        acks,
+        gap,
+        ..
+    } = promotion?;
     let reading = (Instant::now(), SystemTime::now());
     ensure!(
-        ctx.postgresql_in(&ctx.ns, "cut")
+        last_failover(&ctx, "cut")
             .await?
-            .status
-            .and_then(|s| s.last_failover)
             .is_some_and(|f| f.from == primary && f.to == promoted),
         "status.lastFailover does not record {primary} → {promoted}"
     );
@@ -158,10 +157,9 @@ async fn ha_primary_cut_from_peers_keeps_serving(ctx: Ctx) -> Result {
     let held = writer.wait_ack_after(fault + window, ctx.timeout()).await;
     let stale = match &held {
         Ok(last) => {
-            let sql = format!("SELECT count(*) FROM writes WHERE n = {}", last.n);
             let mut counts = Vec::new();
             for replica in replicas {
-                counts.push(pod_sql(&ctx, replica, &sql).await?);
+                counts.push(row_count(&ctx, replica, last.n).await?);
             }
             Some(counts)
         }
@@ -179,16 +177,7 @@ async fn ha_primary_cut_from_peers_keeps_serving(ctx: Ctx) -> Result {
     let healed = Instant::now();
     for replica in replicas {
         rejoined_streaming(&ctx, replica, &primary).await?;
-        let sql = format!("SELECT count(*) FROM writes WHERE n = {}", last.n);
-        until(
-            format!("row {} on {replica}", last.n),
-            ctx.timeout(),
-            || async {
-                let count = pod_sql(&ctx, replica, &sql).await?;
-                Ok(Check::when(count == "1", format!("count {count}")))
-            },
-        )
-        .await?;
+        replayed(&ctx, replica, last.n).await?;
     }
     let caught_up = Instant::now();
     let (acks, gap) = check_acks(&ctx, "peers", writer, fault, caught_up).await?;
@@ -226,26 +215,26 @@ async fn ha_operator_killed_mid_failover(ctx: Ctx) -> Result {
         let killed_pods = operator_pods(&ctx).await?;
         ctx.platform.operator_kill().await?;
         let killed = Instant::now();
-        let status = ctx.postgresql_in(&ctx.ns, "restart").await?.status;
         ensure!(
-            status.and_then(|s| s.last_failover).is_none(),
+            last_failover(&ctx, "restart").await?.is_none(),
             "the failover was over before the operator was killed"
         );
-        let promoted = promoted_other_than(&ctx, "restart", &primary).await?;
-        let promoted_at = Instant::now();
-        let gap = check_writes(&ctx, "restart", writer, fault, promoted_at).await?;
-        Ok((promoted, killed_pods, killed, promoted_at, gap))
+        let promotion = await_promotion(&ctx, "restart", &primary, writer, fault).await?;
+        Ok((promotion, killed_pods, killed))
     }
     .await;
     ctx.platform.pod_freeze(&ctx.ns, &primary, false).await?;
-    let (promoted, killed_pods, killed, promoted_at, gap) = failover?;
+    let (promotion, killed_pods, killed) = failover?;
+    let Promotion {
+        pod: promoted,
+        at: promoted_at,
+        gap,
+        ..
+    } = promotion;
     ctx.platform.operator_start(ctx.timeout()).await?;
     rejoined(&ctx, &primary).await?;
-    let last = ctx
-        .postgresql_in(&ctx.ns, "restart")
+    let last = last_failover(&ctx, "restart")
         .await?
-        .status
-        .and_then(|s| s.last_failover)
         .context("no status.lastFailover")?;
     ensure!(
         (last.from.as_str(), last.to.as_str()) == (primary.as_str(), promoted.as_str()),

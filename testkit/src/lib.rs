@@ -1,6 +1,7 @@
-//! Test-only helpers shared by backup-agent's tests and the e2e scenarios (`tusk-e2e`): child
-//! processes killed with the test, store emulators on free loopback ports, fake-gcs-server, and
-//! a GCS front that checks service-account keys ([`gcs_auth`]). Missing binaries fail loudly
+//! Test-only helpers shared by backup-agent's tests, the instance manager's tests and the e2e
+//! scenarios (`tusk-e2e`): child processes killed with the test, store emulators on free
+//! loopback ports, fake-gcs-server, a GCS front that checks service-account keys
+//! ([`gcs_auth`]), and where PostgreSQL's tools are and how psql is scripted. Missing binaries fail loudly
 //! (never a silent skip). Test code: failures panic with a message.
 
 pub mod fakegcs;
@@ -8,6 +9,10 @@ pub mod gcs_auth;
 pub mod process;
 
 use std::time::{Duration, Instant};
+
+/// psql's flags for scripted use, in every test that runs it: no ~/.psqlrc, unaligned, tuples
+/// only, quiet, and stop at the first error (psql otherwise exits 0 after a failed statement).
+pub const PSQL_SCRIPT: [&str; 6] = ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"];
 
 /// Runs `command` to completion; a failure to start or a non-zero exit panics with `what` and
 /// its stderr (`what`, not the command's Debug form, which would show its environment).

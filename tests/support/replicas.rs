@@ -103,20 +103,12 @@ pub async fn reconcile(
     let ctx = plain_context(client, pg, cache, MemoryBucket::default())
         .with_instances(Arc::new(managers))
         .with_lease_clock(clock.clone());
-    let (done, finished) = tokio::sync::oneshot::channel();
-    let played = server.play(script, finished);
-    let action = Box::pin(tusk::clusters::reconcile(
+    let reconcile = Box::pin(tusk::clusters::reconcile(
         Arc::new(pg.clone()),
         Arc::new(ctx),
-    ))
-    .await
-    .expect("reconcile succeeded");
-    let _ = done.send(());
-    let seen = played
-        .await
-        .expect("verifier ran")
-        .unwrap_or_else(|e| panic!("{e}"));
-    (action, seen)
+    ));
+    let work = async { reconcile.await.expect("reconcile succeeded") };
+    server.play_during(script, work).await
 }
 
 /// The primary Lease as the API server returns it (never renewed since 08:00), held by

@@ -28,19 +28,11 @@ where
 {
     let (client, server) = verifier::client();
     let ctx = context_with(client, pg, cache, bucket);
-    let (done, finished) = tokio::sync::oneshot::channel();
-    let played = server.play(script, finished);
     // On the heap, as the controller keeps it: a reconcile's future is too large for a test
     // thread's stack in debug builds.
-    let output = tokio::time::timeout(Duration::from_secs(10), Box::pin(reconcile(ctx)))
-        .await
-        .expect("reconcile finished");
-    let _ = done.send(());
-    let seen = played
-        .await
-        .expect("verifier ran")
-        .unwrap_or_else(|e| panic!("{e}"));
-    (output, seen)
+    let reconcile = tokio::time::timeout(Duration::from_secs(10), Box::pin(reconcile(ctx)));
+    let work = async { reconcile.await.expect("reconcile finished") };
+    server.play_during(script, work).await
 }
 
 /// Runs one reconcile of cluster `pg` against `script`.

@@ -2,6 +2,7 @@
 //! with the response to each. A request that differs, one more request than scripted, or one
 //! that never comes (within a timeout) fails the scenario.
 
+use std::future::Future;
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
@@ -169,9 +170,27 @@ pub fn client() -> (Client, Verifier) {
 }
 
 impl Verifier {
+    /// Plays `script` while `work` (a reconcile) runs; its output and every request seen. A
+    /// mismatch, a missing or an extra call fails the test.
+    pub async fn play_during<T>(
+        self,
+        script: Vec<Expect>,
+        work: impl Future<Output = T>,
+    ) -> (T, Vec<Seen>) {
+        let (done, finished) = oneshot::channel();
+        let played = self.play(script, finished);
+        let output = work.await;
+        let _ = done.send(());
+        let seen = played
+            .await
+            .expect("verifier ran")
+            .unwrap_or_else(|e| panic!("{e}"));
+        (output, seen)
+    }
+
     /// Plays `script`, then answers any further request with an error until `done` fires.
     /// Resolves to every request seen, or to a description of the first mismatch or extra call.
-    pub fn play(
+    fn play(
         mut self,
         script: Vec<Expect>,
         done: oneshot::Receiver<()>,

@@ -133,20 +133,10 @@ impl PgServer {
     /// Runs SQL as the superuser over TCP with a password, like the agent does; returns stdout.
     pub fn psql(&self, database: &str, sql: &str) -> String {
         let mut psql = Command::new(self.bin_dir.join("psql"));
-        psql.args([
-            "-X",
-            "-A",
-            "-t",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-        ])
-        .args(["-p", &self.port.to_string(), "-d", database, "-c", sql])
-        .env("PGPASSWORD", PASSWORD);
+        psql.args(tusk_testkit::PSQL_SCRIPT)
+            .args(["-h", "127.0.0.1", "-U", "postgres"])
+            .args(["-p", &self.port.to_string(), "-d", database, "-c", sql])
+            .env("PGPASSWORD", PASSWORD);
         let out = tusk_testkit::output_ok(&mut psql, &format!("psql {sql:?}"));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }

@@ -286,7 +286,8 @@ async fn pod_psql(ns: &str, cluster: &str, target: &[&str], sql: &str) -> Result
     let pod = format!("{cluster}-0");
     let mut args = vec!["-n", ns, "exec", &pod, "-c", "postgres", "--", "psql"];
     args.extend_from_slice(target);
-    args.extend(["-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-q", "-c", sql]);
+    args.extend(tusk_testkit::PSQL_SCRIPT);
+    args.extend(["-c", sql]);
     run_command(tokio::process::Command::new("kubectl").args(args)).await
 }
 

@@ -68,7 +68,6 @@ impl Platform {
         }
     }
 
-    /// Make a pod unready (false) or ready again (true).
     /// Where a process on this host scrapes the operator's /metrics (`127.0.0.1:port`).
     pub fn operator_metrics_target(&self) -> Result<String> {
         match self {
@@ -79,6 +78,7 @@ impl Platform {
         }
     }
 
+    /// Make a pod unready (false) or ready again (true).
     pub async fn pod_set_ready(&self, ns: &str, pod: &str, ready: bool) -> Result {
         match self {
             Platform::Local(p) => p.pod_set_ready(ns, pod, ready).await,
@@ -89,31 +89,24 @@ impl Platform {
 
     /// Freezes (or thaws) the processes of a database pod's `postgres` container.
     pub async fn pod_freeze(&self, ns: &str, pod: &str, frozen: bool) -> Result {
-        match self {
-            Platform::InCluster(p) if p.is_local_node() => p.pod_freeze(ns, pod, frozen).await,
-            _ => Err(unsupported("freeze a pod's processes (hook pod_freeze)")),
-        }
+        self.local_node("freeze a pod's processes (hook pod_freeze)")?
+            .pod_freeze(ns, pod, frozen)
+            .await
     }
 
     /// SIGKILL to the instance manager of a database pod (its `postgres` container's PID 1),
     /// which takes every process of the container with it.
     pub async fn pod_kill(&self, ns: &str, pod: &str) -> Result {
-        match self {
-            Platform::InCluster(p) if p.is_local_node() => p.pod_kill(ns, pod).await,
-            _ => Err(unsupported("kill a pod's container (hook pod_kill)")),
-        }
+        self.local_node("kill a pod's container (hook pod_kill)")?
+            .pod_kill(ns, pod)
+            .await
     }
 
     /// Cuts a pod off from the API server (`cut` true), or heals the cut.
     pub async fn pod_cut_from_api_server(&self, ns: &str, pod: &str, cut: bool) -> Result {
-        match self {
-            Platform::InCluster(p) if p.is_local_node() => {
-                p.pod_cut_from_api_server(ns, pod, cut).await
-            }
-            _ => Err(unsupported(
-                "partition a pod (hook pod_cut_from_api_server)",
-            )),
-        }
+        self.local_node("partition a pod (hook pod_cut_from_api_server)")?
+            .pod_cut_from_api_server(ns, pod, cut)
+            .await
     }
 
     /// Cuts a pod off from other pods `others` (both ways), or heals the cut.
@@ -124,12 +117,9 @@ impl Platform {
         others: &[&str],
         cut: bool,
     ) -> Result {
-        match self {
-            Platform::InCluster(p) if p.is_local_node() => {
-                p.pod_cut_from_pods(ns, pod, others, cut).await
-            }
-            _ => Err(unsupported("partition a pod (hook pod_cut_from_pods)")),
-        }
+        self.local_node("partition a pod (hook pod_cut_from_pods)")?
+            .pod_cut_from_pods(ns, pod, others, cut)
+            .await
     }
 
     /// A mark in the audit trail of the operator's requests.
@@ -194,6 +184,15 @@ impl Platform {
         match self {
             Platform::Local(_) => true,
             Platform::InCluster(p) => p.is_local_node(),
+        }
+    }
+
+    /// The platform when it is e2e/local's real node, where the suite is root on the node and
+    /// can reach into a pod's processes and network namespace; elsewhere a skip naming `what`.
+    fn local_node(&self, what: &str) -> Result<&InCluster> {
+        match self {
+            Platform::InCluster(p) if p.is_local_node() => Ok(p),
+            _ => Err(unsupported(what)),
         }
     }
 

@@ -17,16 +17,8 @@ pub fn psql_on(
     sql: &str,
 ) -> Result<String, String> {
     let out = Command::new(pg_bin_dir().join("psql"))
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            "127.0.0.1",
-        ])
+        .args(tusk_testkit::PSQL_SCRIPT)
+        .args(["-h", "127.0.0.1"])
         .args(["-p", &port.to_string(), "-U", user, "-d", db, "-c", sql])
         .env("PGPASSWORD", password)
         .env("PGCONNECT_TIMEOUT", "3")
