@@ -158,7 +158,9 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
     }
     // On one node the StatefulSet's new pod is back before the Lease expires and keeps the
     // primary role (e2e/tests/replication.rs, ha_primary_pod_force_deleted): measured until the
-    // new pod exists and writes resume, whoever is primary then.
+    // new pod is Ready and writes resume, whoever is primary then. Not just until it exists:
+    // the old pod's postmaster can still acknowledge writes until the kubelet has killed it,
+    // so the outage could have fallen after the trial.
     let mut deleted = Vec::new();
     for _ in 0..runs(
         "delete",
@@ -169,7 +171,7 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
                 let old = ctx.pod_state(primary).await?;
                 pods.delete(primary, &DeleteParams::default().grace_period(0))
                     .await?;
-                ctx.wait_pod(primary, "a new pod", |p| p.uid != old.uid)
+                ctx.wait_pod(primary, "a new pod, Ready", |p| p.uid != old.uid && p.ready)
                     .await
                     .map(|_| ())
             })

@@ -85,8 +85,12 @@ async fn ha_primary_pod_force_deleted(ctx: Ctx) -> Result {
     let fault = Instant::now();
     pods.delete(&primary, &DeleteParams::default().grace_period(0))
         .await?;
-    ctx.wait_pod(&primary, "a new pod", |p| p.uid != old.uid)
-        .await?;
+    // Ready, not just created: until the kubelet has killed it the old postmaster still
+    // acknowledges writes, and the outage would fall after the measured window.
+    ctx.wait_pod(&primary, "a new pod, Ready", |p| {
+        p.uid != old.uid && p.ready
+    })
+    .await?;
     let gap = check_writes(&ctx, "lost", writer, fault, Instant::now()).await?;
     let now = current_primary(&ctx, "lost").await?.unwrap_or_default();
     say(format!(
