@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod context;
+pub mod data_lock;
 pub mod decide;
 pub mod demote;
 pub mod error;

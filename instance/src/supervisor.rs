@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::config::RunArgs;
 use crate::context::Context;
+use crate::data_lock::DataLock;
 use crate::decide::{Action, Local, Upstream, decide};
 use crate::error::Error;
 use crate::events::Events;
@@ -54,6 +55,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     }
     std::fs::create_dir_all(&args.socket_dir)
         .map_err(Error::io(format!("creating {}", args.socket_dir.display())))?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(Error::io("SIGINT handler"))?;
+    // Before anything touches PGDATA: the pod this one replaces may still be running.
+    let _data_lock = tokio::select! {
+        lock = DataLock::acquire(&args.pgdata) => lock?,
+        _ = sigterm.recv() => return Ok(()),
+        _ = sigint.recv() => return Ok(()),
+    };
     let reaper = Reaper::start()?;
     let client = match &args.role_file {
         Some(_) => None,
@@ -83,8 +92,6 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     }
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
     crate::status::serve(ctx.clone(), state.clone()).await?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(Error::io("SIGINT handler"))?;
     let mut sup = Supervisor {
         ctx,
         state,
