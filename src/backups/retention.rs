@@ -10,7 +10,7 @@ use kube::api::Api;
 use std::sync::Arc;
 use tracing::{info, warn};
 
-use super::verification::last_verified;
+use crate::crd::last_verified;
 use crate::crd::{Backup, PostgreSQL, Retention};
 use crate::runtime::Context;
 use crate::runtime::apply::delete;

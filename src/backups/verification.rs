@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::crd::conditions::VERIFIED;
 use crate::crd::{
     Backup, BackupStatus, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
-    VerifiedBackup,
+    failed_check_reason, verify_request,
 };
 use crate::runtime::conditions::{self, Update};
 use crate::runtime::jobs::{JobState, deadline_exceeded, job_state};
@@ -34,21 +34,12 @@ pub enum Next {
     JobGone,
 }
 
-/// The verification asked of `backup` by its [`VERIFY_ANNOTATION`].
-pub fn request(backup: &Backup) -> Option<&str> {
-    backup
-        .annotations()
-        .get(VERIFY_ANNOTATION)
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-}
-
 /// Decides the next step from the Backup (annotation, recorded verification) and the Job named
 /// `verify_job_name(backup)`.
 pub fn next(backup: &Backup, job: Option<&Job>) -> Next {
     let recorded = backup.status.as_ref().and_then(|s| s.verification.as_ref());
     let recorded_request = recorded.and_then(|v| v.request.as_deref());
-    let asked = request(backup).filter(|asked| Some(*asked) != recorded_request);
+    let asked = verify_request(backup).filter(|asked| Some(*asked) != recorded_request);
     let running = recorded.and_then(|v| v.phase) == Some(VerificationPhase::Running);
     // Settled first: a Job in the way is reported once, with the request it stopped, and not
     // again at every later reconcile.
@@ -168,23 +159,13 @@ fn last_line(text: &str) -> Option<&str> {
     text.lines().map(str::trim).rfind(|l| !l.is_empty())
 }
 
-/// The condition reason of a failed check: what is wrong with the backup, in one word.
-pub fn failed_reason(check: Option<&str>) -> &'static str {
-    match check {
-        Some("checksums") => "ChecksumMismatch",
-        Some("restore") => "RestoreFailed",
-        Some("databases") => "DatabaseMissing",
-        Some("amcheck") => "AmcheckFailed",
-        Some("counts") => "CountsDiffer",
-        _ => "VerificationFailed",
-    }
-}
-
 /// The reason of the `Verified` condition (and the Event) for `verification`.
 pub fn reason(verification: &Verification) -> &'static str {
     match verification.phase {
         Some(VerificationPhase::Passed) => "Verified",
-        Some(VerificationPhase::Failed) => failed_reason(verification.failed_check.as_deref()),
+        Some(VerificationPhase::Failed) => {
+            failed_check_reason(verification.failed_check.as_deref())
+        }
         Some(VerificationPhase::Running | VerificationPhase::Error) | None => "VerificationError",
     }
 }
@@ -225,25 +206,6 @@ pub fn started(request: &str, job: &str, now: &Time) -> Verification {
         )),
         ..Verification::default()
     }
-}
-
-/// The newest Backup whose most recent verification passed.
-pub fn last_verified<'a>(backups: impl IntoIterator<Item = &'a Backup>) -> Option<VerifiedBackup> {
-    backups
-        .into_iter()
-        .filter_map(|b| {
-            let v = b.status.as_ref()?.verification.as_ref()?;
-            let verified_at = v.completed_at.clone()?;
-            (v.phase == Some(VerificationPhase::Passed)).then(|| VerifiedBackup {
-                name: b.name_any(),
-                completed_at: b.status.as_ref().and_then(|s| s.completed_at.clone()),
-                verified_at,
-            })
-        })
-        .max_by(|a, b| {
-            (a.completed_at.as_ref().map(|t| t.0), &a.name)
-                .cmp(&(b.completed_at.as_ref().map(|t| t.0), &b.name))
-        })
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ fn every_check_has_its_reason() {
         "new",
     ]
     .iter()
-    .map(|c| failed_reason(Some(c)))
+    .map(|c| failed_check_reason(Some(c)))
     .collect();
     assert_eq!(
         reasons,

@@ -40,7 +40,7 @@ pub async fn reconcile(backup: &Backup, ctx: &Context) -> Result<Action> {
         }
         Next::Conflict { job } => {
             let message = format!("a Job named {job} exists and was not created for this Backup");
-            let request = verification::request(backup).unwrap_or_default();
+            let request = crate::crd::verify_request(backup).unwrap_or_default();
             let run = verification::started(request, &job, &now());
             error(ctx, backup, run, message).await
         }

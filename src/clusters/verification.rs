@@ -10,11 +10,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use super::freshness::parse;
-pub use crate::backups::verification::last_verified;
-use crate::backups::verification::{failed_reason, request};
 use crate::crd::conditions::BACKUP_VERIFIED;
+pub use crate::crd::last_verified;
 use crate::crd::{
     Backup, SCHEDULED_VERIFY_PREFIX, Verification, VerificationPhase, VerifiedBackup, VerifyPolicy,
+    failed_check_reason, verify_request,
 };
 use crate::runtime::conditions::Update;
 
@@ -41,7 +41,8 @@ pub fn due<'a>(
     now: Timestamp,
 ) -> Due {
     let unanswered = backups.clone().into_iter().any(|b| {
-        request(b).is_some_and(|r| Some(r) != verification(b).and_then(|v| v.request.as_deref()))
+        verify_request(b)
+            .is_some_and(|r| Some(r) != verification(b).and_then(|v| v.request.as_deref()))
     });
     let (Some(newest), false) = (newest, unanswered) else {
         return Due::No { next: None };
@@ -101,7 +102,7 @@ pub fn condition<'a>(
     let message = v.message.clone().unwrap_or_default();
     match v.phase {
         Some(VerificationPhase::Failed) => {
-            let reason = failed_reason(v.failed_check.as_deref());
+            let reason = failed_check_reason(v.failed_check.as_deref());
             return update(false, reason, format!("backup {name}: {message}"));
         }
         Some(VerificationPhase::Error) | None => {

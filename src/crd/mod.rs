@@ -32,7 +32,7 @@ pub use postgresql::{
 pub use replication::{Durability, Replication, Synchronous};
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
-    VerifiedBackup, VerifyPolicy,
+    VerifiedBackup, VerifyPolicy, failed_check_reason, last_verified, verify_request,
 };
 
 /// The API group of every Tusk kind.

@@ -3,11 +3,11 @@
 //! proof in both statuses.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::KubeSchema;
+use kube::{KubeSchema, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::rules;
+use super::{Backup, rules};
 
 /// Annotation on a Completed Backup asking for one verification. Any new value (a timestamp, a
 /// ticket) asks again; the value of the run is recorded in `status.verification.request`. An
@@ -113,4 +113,45 @@ pub struct VerifiedBackup {
     pub completed_at: Option<Time>,
     /// When its verification passed.
     pub verified_at: Time,
+}
+
+/// The verification asked of `backup` by its [`VERIFY_ANNOTATION`]. Read by both controllers
+/// (the cluster's schedule asks, the Backup's controller runs it), so it lives with the type.
+pub fn verify_request(backup: &Backup) -> Option<&str> {
+    backup
+        .annotations()
+        .get(VERIFY_ANNOTATION)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// The condition reason of a failed check: what is wrong with the backup, in one word.
+pub fn failed_check_reason(check: Option<&str>) -> &'static str {
+    match check {
+        Some("checksums") => "ChecksumMismatch",
+        Some("restore") => "RestoreFailed",
+        Some("databases") => "DatabaseMissing",
+        Some("amcheck") => "AmcheckFailed",
+        Some("counts") => "CountsDiffer",
+        _ => "VerificationFailed",
+    }
+}
+
+/// The newest Backup whose most recent verification passed.
+pub fn last_verified<'a>(backups: impl IntoIterator<Item = &'a Backup>) -> Option<VerifiedBackup> {
+    backups
+        .into_iter()
+        .filter_map(|b| {
+            let v = b.status.as_ref()?.verification.as_ref()?;
+            let verified_at = v.completed_at.clone()?;
+            (v.phase == Some(VerificationPhase::Passed)).then(|| VerifiedBackup {
+                name: b.name_any(),
+                completed_at: b.status.as_ref().and_then(|s| s.completed_at.clone()),
+                verified_at,
+            })
+        })
+        .max_by(|a, b| {
+            (a.completed_at.as_ref().map(|t| t.0), &a.name)
+                .cmp(&(b.completed_at.as_ref().map(|t| t.0), &b.name))
+        })
 }
