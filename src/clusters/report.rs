@@ -1,6 +1,7 @@
 //! Making a cluster's reconcile visible: its status (computed by `status`, written only when it
 //! changed) and its Events.
 
+use kube::Resource;
 use kube::runtime::events::Event;
 use tracing::warn;
 
@@ -87,6 +88,11 @@ fn bounded(mut note: String) -> String {
 pub async fn report_error(pg: &PostgreSQL, ctx: &Context, error: &Error) {
     let event = warning(error.reason(), "Reconcile", error.to_string());
     publish(ctx, pg, event).await;
+    // Being deleted: the finalizer's step has already written its `Cleanup` condition, and
+    // `pg` is the copy from before it, so a status written from it would drop that condition.
+    if pg.meta().deletion_timestamp.is_some() {
+        return;
+    }
     let Ok(cluster) = Cluster::new(pg) else {
         return;
     };
