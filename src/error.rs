@@ -75,6 +75,13 @@ impl Error {
             if status.code == 403 && status.message.contains("because it is being terminated"))
     }
 
+    /// A status write refused because the object changed since the copy it was computed from
+    /// was read (see `runtime::status::write`): not a failure, the next reconcile starts from
+    /// the newer copy.
+    pub fn is_stale_copy(&self) -> bool {
+        matches!(self, Self::Status { source: kube::Error::Api(status), .. } if status.code == 409)
+    }
+
     /// A PascalCase category for Events, conditions and metrics.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -142,5 +149,32 @@ mod tests {
             "secrets \"demo-app\" is forbidden: unable to create new content in namespace prod because it is being terminated",
         );
         assert!(error.is_namespace_terminating());
+    }
+
+    #[test]
+    fn only_a_conflicting_status_write_is_a_stale_copy() {
+        let refused = |code: u16| {
+            let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": code, "reason": "Conflict",
+                "message": "the object has been modified",
+            }))
+            .unwrap();
+            kube::Error::Api(Box::new(status))
+        };
+        let status = |code| Error::Status {
+            name: "demo".into(),
+            source: refused(code),
+        };
+        assert!(status(409).is_stale_copy());
+        assert!(!status(422).is_stale_copy());
+        let apply = Error::Apply {
+            kind: "Lease".into(),
+            name: "demo-primary".into(),
+            source: refused(409),
+        };
+        assert!(
+            !apply.is_stale_copy(),
+            "only the status write is retried quietly"
+        );
     }
 }

@@ -102,6 +102,40 @@ async fn a_lost_primary_is_replaced_by_the_most_advanced_replica_after_its_lease
     assert_eq!(status["lastFailover"]["from"], "demo-0");
     assert_eq!(status["lastFailover"]["to"], "demo-2");
     assert_eq!(status["lastFailover"]["reason"], "PrimaryLost");
+    // The same record on the Lease, in the write that hands it over.
+    let recorded = handed["metadata"]["annotations"]["tusk.dev/last-failover"]
+        .as_str()
+        .expect("the handover's record on the Lease");
+    let recorded: serde_json::Value = serde_json::from_str(recorded).expect("JSON");
+    assert_eq!(recorded, status["lastFailover"]);
+}
+
+/// The reconcile that handed the Lease over did not get its status written (a later step
+/// failed, or it started from a stale copy): the next one, finding the Lease with another
+/// holder, records the handover from the Lease, with its Event, instead of losing it.
+#[tokio::test]
+async fn a_handover_whose_status_was_not_written_is_recorded_from_the_lease() {
+    let (pg, cache) = lost_primary();
+    let clock = Arc::new(LeaseClock::default());
+    let record = serde_json::json!({"from": "demo-0", "to": "demo-2", "reason": "PrimaryLost",
+        "at": "2026-11-24T10:00:00Z", "seconds": 6.5});
+    let script = vec![
+        replicas::read_lease(
+            Some("demo-2"),
+            serde_json::json!({"tusk.dev/last-failover": record.to_string()}),
+        ),
+        Expect::apply(format!("{PODS}/demo-0")),
+        Expect::apply(format!("{PODS}/demo-2")),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+        Expect::event(NS),
+    ];
+    let (_, seen) = reconcile(&pg, cache, &clock, script).await;
+    let status = &seen[3].body["status"];
+    assert_eq!(status["currentPrimary"], "demo-2");
+    assert_eq!(status["lastFailover"], record);
+    let reasons: Vec<_> = seen[4..].iter().map(event_reason).collect();
+    assert!(reasons.contains(&"FailedOver"), "{reasons:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -234,6 +234,35 @@ async fn condition_transition_times_are_preserved() {
     assert_ne!(backup["lastTransitionTime"], "1970-01-01T00:16:40Z");
 }
 
+/// A reconcile can start from a cached copy older than the server's (the previous reconcile's
+/// own status write not in the cache yet). Its status goes with that copy's resourceVersion, so
+/// the server refuses it rather than let it undo the newer status; the refusal is neither a
+/// Warning nor backed off: the reconcile runs again at once, from the newer copy.
+#[tokio::test]
+async fn a_status_computed_from_a_stale_copy_is_refused_and_retried_quietly() {
+    let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
+    pg.spec.backup.as_mut().expect("backup").suspend = true;
+    pg.metadata.generation = Some(2);
+    pg.metadata.resource_version = Some("7".into());
+    let conflict = |_: &Value| {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "code": 409, "reason": "Conflict",
+            "message": "the object has been modified; please apply your changes to the latest \
+                        version and try again"});
+        (StatusCode::CONFLICT, status)
+    };
+    let mut script = cronjob_then_status(false);
+    script.pop();
+    script.push(Expect::new(Method::PATCH, STATUS, conflict));
+    let (result, seen) = scenario_result(pg, cache, script).await;
+    assert_eq!(
+        result.expect("not a failure"),
+        Action::requeue(Duration::from_millis(200))
+    );
+    assert_eq!(seen[2].body["metadata"]["resourceVersion"], "7");
+    assert_eq!(seen.len(), 3, "no Warning Event after the refusal");
+}
+
 #[tokio::test]
 async fn removing_the_backup_policy_deletes_the_cronjob() {
     let (mut pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);

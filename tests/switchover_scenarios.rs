@@ -119,16 +119,17 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
     assert_eq!(seen[1].body["status"]["targetPrimary"], "demo-1");
     assert_eq!(action, Action::requeue(Duration::from_millis(200)));
 
-    // 3. Past it: the Lease goes to demo-1, the request is removed, the labels follow.
+    // 3. Past it: the Lease goes to demo-1, the labels follow, the status records it, and only
+    //    then is the request removed (a patch before would make the status write stale).
     let (pg, mut cache) = requested(true);
     cache.pods = three_pods(false);
     let script = vec![
         read_lease(None, asked(1, Some("0/5000028"))),
         replicas::write_lease(),
-        clear_request(),
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-1")),
         Expect::apply_status(STATUS),
+        clear_request(),
         Expect::event(NS),
     ];
     let (_, seen) = reconcile(&pg, cache, managers("0/5000100", "0/5000000"), script).await;
@@ -136,24 +137,24 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
     assert_eq!(handed["spec"]["holderIdentity"], "demo-1");
     assert_eq!(handed["spec"]["leaseTransitions"], 1);
     no_switchover_annotations(handed);
-    assert_eq!(seen[2].method, Method::PATCH);
     assert_eq!(
-        seen[2].body["metadata"]["annotations"][REQUEST],
-        Value::Null
-    );
-    assert_eq!(
-        seen[3].body["metadata"]["labels"]["tusk.dev/role"],
+        seen[2].body["metadata"]["labels"]["tusk.dev/role"],
         "replica"
     );
     assert_eq!(
-        seen[4].body["metadata"]["labels"]["tusk.dev/role"],
+        seen[3].body["metadata"]["labels"]["tusk.dev/role"],
         "primary"
     );
-    let status = &seen[5].body["status"];
+    let status = &seen[4].body["status"];
     assert_eq!(status["currentPrimary"], "demo-1");
     assert_eq!(status["targetPrimary"], Value::Null);
     assert_eq!(status["lastFailover"]["reason"], "Switchover");
     assert_eq!(status["lastFailover"]["from"], "demo-0");
+    assert_eq!(seen[5].method, Method::PATCH);
+    assert_eq!(
+        seen[5].body["metadata"]["annotations"][REQUEST],
+        Value::Null
+    );
     assert_eq!(event_reason(&seen[6]), "SwitchedOver");
 }
 
@@ -164,12 +165,12 @@ async fn a_switchover_to_a_replica_that_does_not_stream_is_refused() {
     lagging.0[0].1.wal_receiver = Some("stopped".into());
     let script = vec![
         read_lease(Some("demo-0"), json!({})),
-        clear_request(),
         Expect::apply_status(STATUS),
+        clear_request(),
         Expect::event(NS),
     ];
     let (_, seen) = reconcile(&pg, cache, lagging, script).await;
-    assert_eq!(seen[2].body["status"]["currentPrimary"], "demo-0");
+    assert_eq!(seen[1].body["status"]["currentPrimary"], "demo-0");
     assert_eq!(event_reason(&seen[3]), "SwitchoverRejected");
 }
 
@@ -180,15 +181,15 @@ async fn a_target_that_never_catches_up_gives_the_lease_back_to_the_old_primary(
     let script = vec![
         read_lease(None, asked(40, Some("0/5000028"))),
         replicas::write_lease(),
-        clear_request(),
         Expect::apply_status(STATUS),
+        clear_request(),
         Expect::event(NS),
     ];
     let (_, seen) = reconcile(&pg, cache, managers("0/5000000", "0/5000000"), script).await;
     let given_back = &seen[1].body;
     assert_eq!(given_back["spec"]["holderIdentity"], "demo-0");
     no_switchover_annotations(given_back);
-    let status = &seen[3].body["status"];
+    let status = &seen[2].body["status"];
     assert_eq!(status["currentPrimary"], "demo-0");
     assert_eq!(status["targetPrimary"], Value::Null);
     assert_eq!(event_reason(&seen[4]), "SwitchoverAborted");

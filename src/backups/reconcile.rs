@@ -38,7 +38,14 @@ const STORE_GRACE: Duration = Duration::from_secs(600);
 /// The Backup controller's reconcile function.
 pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let result = reconcile_backup(&backup, &ctx).await;
+    let result = match reconcile_backup(&backup, &ctx).await {
+        // As for clusters: a status computed from a stale copy is not written, nor reported.
+        Err(error) if error.is_stale_copy() => {
+            ctx.metrics.backup_reconciled("StaleCopy");
+            return Ok(Action::requeue(crate::runtime::status::STALE_COPY_RETRY));
+        }
+        other => other,
+    };
     let label = match &result {
         Ok(_) => "success",
         Err(e) => e.reason(),

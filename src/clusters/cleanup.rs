@@ -65,8 +65,9 @@ pub fn finalizer_patch(current: &[String], wanted: &[String]) -> serde_json::Val
     }
 }
 
-/// Adds or removes the finalizer with [`finalizer_patch`].
-pub async fn set_finalizer(pg: &PostgreSQL, ctx: &Context, present: bool) -> Result<()> {
+/// Adds or removes the finalizer with [`finalizer_patch`]; returns `pg` as patched (its new
+/// resourceVersion), so that this reconcile's status write is not refused as stale.
+pub async fn set_finalizer(pg: &PostgreSQL, ctx: &Context, present: bool) -> Result<PostgreSQL> {
     let name = pg.name_any();
     let api: Api<PostgreSQL> =
         Api::namespaced(ctx.client.clone(), &pg.namespace().unwrap_or_default());
@@ -82,9 +83,14 @@ pub async fn set_finalizer(pg: &PostgreSQL, ctx: &Context, present: bool) -> Res
         .patch(&name, &patch_params(), &Patch::Json::<()>(patch))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(patched) => {
+            let mut copy = pg.clone();
+            copy.metadata.resource_version = patched.metadata.resource_version;
+            copy.metadata.finalizers = patched.metadata.finalizers;
+            Ok(copy)
+        }
         // Already gone: nothing left to hold.
-        Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(pg.clone()),
         Err(source) => Err(Error::Apply {
             kind: "PostgreSQL".into(),
             name,

@@ -8,6 +8,7 @@ pub mod cleanup;
 pub mod desired;
 pub mod election;
 pub mod freshness;
+mod handover_record;
 pub mod primary;
 mod primary_events;
 pub mod readiness;

@@ -7,17 +7,18 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use super::children::Written;
 use super::election::{Decision, candidate, decide, reports_needed};
+use super::handover_record::{record_on, unrecorded};
 use super::rollout;
 use super::rollout_plan::Move;
 use super::switchover;
-use crate::crd::{Failover, InstanceState, Phase, PostgreSQL};
+use crate::crd::{Failover, InstanceState, Phase, PostgreSQL, PostgreSQLStatus};
 use crate::error::{Error, Result};
 use crate::resources::{
     CLUSTER_LABEL, Cluster, HOLDER_ADDRESS_ANNOTATION, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION,
@@ -26,6 +27,7 @@ use crate::resources::{
 };
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, FIELD_MANAGER, create};
+use crate::runtime::status::now;
 
 /// What the primary step found and did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -40,6 +42,9 @@ pub struct PrimaryState {
     pub target: Option<String>,
     /// What this reconcile's switchover step started, refused or abandoned.
     pub switchover: Option<SwitchoverNote>,
+    /// The switchover request annotation was carried out or refused: it is removed once the
+    /// status recording that is written.
+    pub request_done: bool,
     /// The replica this reconcile restarted on the StatefulSet's new revision.
     pub restarted: Option<String>,
     /// A failover is due but no replica can be promoted: why.
@@ -120,7 +125,7 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
         && cluster.spec.instances > 1
         && !serves(&pods, state.current.as_deref())
     {
-        watch_lost_primary(cluster, ctx, &leases, &pods, &mut state).await?;
+        watch_lost_primary(cluster, status, ctx, &leases, &pods, &mut state).await?;
     }
     label_roles(ctx, cluster, &pods, &mut state).await?;
     if let (Move::Restart { pod }, false, None) = (&next, switching, &state.failover) {
@@ -134,6 +139,7 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
 /// duration, to the most advanced replica.
 async fn watch_lost_primary(
     cluster: &Cluster<'_>,
+    status: Option<&PostgreSQLStatus>,
     ctx: &Context,
     leases: &Api<Lease>,
     pods: &[Arc<Pod>],
@@ -142,6 +148,7 @@ async fn watch_lost_primary(
     let lease = read_lease(leases, &cluster.lease_name()).await?;
     // The Lease is the truth: a handover whose status write was lost is adopted here.
     state.current = holder(&lease);
+    state.failover = unrecorded(&lease, status);
     let key = format!("{}/{}", cluster.namespace, cluster.lease_name());
     let version = lease.metadata.resource_version.clone().unwrap_or_default();
     let unchanged = ctx.lease_clock.observe(&key, &version);
@@ -176,19 +183,20 @@ async fn watch_lost_primary(
                 set_role(ctx, cluster, old, ROLE_REPLICA).await?;
                 state.relabelled.push(from.clone());
             }
-            if !hand_over(leases, lease, Some(&target), pods, cluster).await? {
+            let record = Failover {
+                from,
+                to: target.clone(),
+                reason: "PrimaryLost".to_owned(),
+                at: now(),
+                seconds: Some(unchanged.as_secs_f64()),
+            };
+            if !hand_over(leases, lease, Some(&target), Some(&record), pods, cluster).await? {
                 // The holder renewed after all (it is alive): look again at once.
                 state.recheck = Some(Duration::ZERO);
                 return Ok(());
             }
             ctx.lease_clock.forget(&key);
-            state.failover = Some(Failover {
-                from,
-                to: target.clone(),
-                reason: "PrimaryLost".to_owned(),
-                at: Time(Timestamp::now()),
-                seconds: Some(unchanged.as_secs_f64()),
-            });
+            state.failover = Some(record);
             state.current = Some(target);
             Ok(())
         }
@@ -246,13 +254,14 @@ async fn read_reports(
         .collect()
 }
 
-/// Writes `target` as the holder (`None`: leaves the holder as it is) with its pod's IP, with
-/// the resourceVersion read, and ends any switchover recorded on the Lease: `false` when the
-/// Lease changed meanwhile.
+/// Writes `target` as the holder (`None`: leaves the holder as it is) with its pod's IP and the
+/// `record` of the handover, with the resourceVersion read, and ends any switchover recorded on
+/// the Lease: `false` when the Lease changed meanwhile.
 pub(super) async fn hand_over(
     leases: &Api<Lease>,
     mut lease: Lease,
     target: Option<&str>,
+    record: Option<&Failover>,
     pods: &[Arc<Pod>],
     cluster: &Cluster<'_>,
 ) -> Result<bool> {
@@ -277,6 +286,9 @@ pub(super) async fn hand_over(
             ),
             None => annotations.remove(HOLDER_ADDRESS_ANNOTATION),
         };
+    }
+    if let Some(record) = record {
+        record_on(&mut lease, record);
     }
     let annotations = lease.annotations_mut();
     annotations.insert(MEMBERS_ANNOTATION.to_owned(), cluster.pod_names().join(","));

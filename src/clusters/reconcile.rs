@@ -22,6 +22,7 @@ use super::restore;
 use super::scheduled_runs::record_scheduled_runs;
 use super::status::{BACKUP_OVERDUE, BackupSchedule, Outcome, RestoreProgress};
 use super::storage::{EXPANSION_NOT_SUPPORTED, StorageProgress};
+use super::switchover;
 use super::validate::validate;
 use super::verify_step;
 use crate::crd::conditions::{LAST_BACKUP_SUCCEEDED, RESTORED, STORAGE_RESIZED};
@@ -31,6 +32,7 @@ use crate::resources::Cluster;
 use crate::runtime::Context;
 use crate::runtime::apply::Change;
 use crate::runtime::events::{normal, warning};
+use crate::runtime::status::STALE_COPY_RETRY;
 
 /// Healthy clusters are re-checked this often even without a watch event.
 const RESYNC: Duration = Duration::from_secs(600);
@@ -46,6 +48,14 @@ pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action>
         Err(error) if error.is_namespace_terminating() => {
             debug!(cluster = %pg.name_any(), namespace = ?pg.namespace(), "namespace terminating; nothing to do");
             Ok(Action::await_change())
+        }
+        // The cached copy predates a write (most often the last reconcile's status): its
+        // status would have undone that write, so none was written. Status writes do not
+        // trigger reconciles, hence the requeue; by then the cache has the newer copy.
+        Err(error) if error.is_stale_copy() => {
+            debug!(cluster = %pg.name_any(), namespace = ?pg.namespace(), "status computed from a stale copy; again with the newer one");
+            ctx.metrics.reconciled("StaleCopy", started.elapsed());
+            return Ok(Action::requeue(STALE_COPY_RETRY));
         }
         other => other,
     };
@@ -102,9 +112,13 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         _ => return Err(Error::CachesNotSynced(CACHE_SYNC_TIMEOUT)),
     }
     let wants_finalizer = cleanup::wants_finalizer(pg);
-    if wants_finalizer != cleanup::has_finalizer(pg) {
-        cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
-    }
+    let patched;
+    let pg = if wants_finalizer != cleanup::has_finalizer(pg) {
+        patched = cleanup::set_finalizer(pg, ctx, wants_finalizer).await?;
+        &patched
+    } else {
+        pg
+    };
     let mut applied = Box::pin(apply_children(&cluster, children, ctx, restore_pending)).await?;
     let (restore, restore_job) = restore::step(pg, &cluster, &applied.readiness, ctx).await?;
     applied.writes.extend(restore_job);
@@ -178,6 +192,9 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         primary: Box::new(primary.clone()),
     };
     update_status(pg, &cluster, &outcome, ctx).await?;
+    if primary.request_done {
+        switchover::clear_request(pg, ctx).await?;
+    }
     publish_restore(pg, ctx, &restore).await;
     publish_overdue(pg, ctx, &freshness).await;
     publish_storage(pg, ctx, applied.storage.as_ref()).await;

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::election::{InstanceReport, most_advanced};
+use super::handover_record::unrecorded;
 use super::primary::{PrimaryState, SwitchoverNote, hand_over, holder, read_lease, replace_lease};
 use super::switchover_plan::{LeaseSwitchover, SwitchoverStep, plan};
 use crate::crd::{Failover, PostgreSQL};
@@ -24,6 +24,7 @@ use crate::resources::{
 };
 use crate::runtime::Context;
 use crate::runtime::apply::FIELD_MANAGER;
+use crate::runtime::status::now;
 
 /// How often a switchover in progress is looked at: the target's promotion waits on it.
 const POLL: Duration = Duration::from_millis(200);
@@ -47,7 +48,7 @@ pub async fn step(
     }
     if explicit.is_some() && planned.is_none() && cluster.spec.instances < 2 {
         let why = "a single-instance cluster has no replica to switch over to".to_owned();
-        return refuse(pg, ctx, state, SwitchoverNote::Rejected(why)).await;
+        return Ok(refuse(state, SwitchoverNote::Rejected(why)));
     }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     let lease = read_lease(&leases, &cluster.lease_name()).await?;
@@ -77,13 +78,15 @@ pub async fn step(
         report.as_ref(),
     );
     state.current = holder(&lease).or_else(|| state.current.clone());
+    // A handover this step made in an earlier reconcile, whose status was not written.
+    state.failover = unrecorded(&lease, pg.status.as_ref());
     match step {
         SwitchoverStep::Idle => Ok(false),
         SwitchoverStep::Done => {
-            clear_request(pg, ctx).await?;
+            state.request_done = true;
             Ok(false)
         }
-        SwitchoverStep::Reject(why) => refuse(pg, ctx, state, SwitchoverNote::Rejected(why)).await,
+        SwitchoverStep::Reject(why) => Ok(refuse(state, SwitchoverNote::Rejected(why))),
         SwitchoverStep::Start { target } => {
             let from = facts.holder.clone().unwrap_or_default();
             if ask(&leases, lease, &from, &target).await? {
@@ -103,35 +106,36 @@ pub async fn step(
             Ok(true)
         }
         SwitchoverStep::HandOver { target } => {
-            if !hand_over(&leases, lease, Some(&target), pods, cluster).await? {
+            let record = Failover {
+                from: facts.from.clone().unwrap_or_default(),
+                to: target.clone(),
+                reason: "Switchover".to_owned(),
+                at: now(),
+                seconds: Some(facts.elapsed.as_secs_f64()),
+            };
+            if !hand_over(&leases, lease, Some(&target), Some(&record), pods, cluster).await? {
                 state.target = Some(target);
                 state.recheck = Some(Duration::ZERO);
                 return Ok(true);
             }
             ctx.lease_clock
                 .forget(&format!("{}/{}", cluster.namespace, cluster.lease_name()));
-            state.failover = Some(Failover {
-                from: facts.from.unwrap_or_default(),
-                to: target.clone(),
-                reason: "Switchover".to_owned(),
-                at: Time(Timestamp::now()),
-                seconds: Some(facts.elapsed.as_secs_f64()),
-            });
+            state.failover = Some(record);
             state.current = Some(target);
             // Soon again: the role labels follow the promotion.
             state.recheck = Some(POLL);
-            clear_request(pg, ctx).await?;
+            state.request_done = true;
             Ok(true)
         }
         SwitchoverStep::Abort { give_back, why } => {
-            if !hand_over(&leases, lease, give_back.as_deref(), pods, cluster).await? {
+            if !hand_over(&leases, lease, give_back.as_deref(), None, pods, cluster).await? {
                 state.recheck = Some(Duration::ZERO);
                 return Ok(true);
             }
             if give_back.is_some() {
                 state.current = give_back;
             }
-            refuse(pg, ctx, state, SwitchoverNote::Aborted(why)).await?;
+            refuse(state, SwitchoverNote::Aborted(why));
             // The old primary restarts now: look again soon rather than fail it over.
             state.recheck = Some(POLL);
             Ok(true)
@@ -178,20 +182,17 @@ async fn ask(leases: &Api<Lease>, mut lease: Lease, from: &str, target: &str) ->
 }
 
 /// Ends a request that will not (or no longer) be carried out, with its Event.
-async fn refuse(
-    pg: &PostgreSQL,
-    ctx: &Context,
-    state: &mut PrimaryState,
-    note: SwitchoverNote,
-) -> Result<bool> {
-    clear_request(pg, ctx).await?;
+fn refuse(state: &mut PrimaryState, note: SwitchoverNote) -> bool {
+    state.request_done = true;
     state.target = None;
     state.switchover = Some(note);
-    Ok(false)
+    false
 }
 
-/// Removes the request annotation, if any: a request is carried out once.
-async fn clear_request(pg: &PostgreSQL, ctx: &Context) -> Result<()> {
+/// Removes the request annotation, if any: a request is carried out once. Called after the
+/// status recording what it did is written (`PrimaryState::request_done`): a patch of the
+/// object before would make that status write stale.
+pub async fn clear_request(pg: &PostgreSQL, ctx: &Context) -> Result<()> {
     if !pg.annotations().contains_key(SWITCHOVER_ANNOTATION) {
         return Ok(());
     }

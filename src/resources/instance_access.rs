@@ -31,6 +31,11 @@ pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
 /// found at its new address at once (the pod's DNS name can still give the old one).
 pub const HOLDER_ADDRESS_ANNOTATION: &str = "tusk.dev/holder-address";
 
+/// On the Lease: the last handover (failover or switchover) as the JSON of the status's
+/// `lastFailover`, written by the operator in the same write that changes the holder, so the
+/// record survives a status write that is lost or refused.
+pub const LAST_FAILOVER_ANNOTATION: &str = "tusk.dev/last-failover";
+
 /// The `HOLDER_ADDRESS_ANNOTATION` value naming `pod` at `ip`.
 pub fn holder_address(pod: &str, ip: &str) -> String {
     format!("{pod}={ip}")

@@ -32,10 +32,10 @@ pub use config::{
 pub use cronjob::backup_cronjob;
 pub use disruption::disruption_budget;
 pub use instance_access::{
-    FINAL_LSN_ANNOTATION, HOLDER_ADDRESS_ANNOTATION, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION,
-    SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION, SWITCHOVER_LEASE_ANNOTATIONS,
-    SWITCHOVER_STARTED_ANNOTATION, holder_address, initial_lease, instance_role,
-    instance_role_binding, instance_service_account,
+    FINAL_LSN_ANNOTATION, HOLDER_ADDRESS_ANNOTATION, LAST_FAILOVER_ANNOTATION,
+    LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION,
+    SWITCHOVER_LEASE_ANNOTATIONS, SWITCHOVER_STARTED_ANNOTATION, holder_address, initial_lease,
+    instance_role, instance_role_binding, instance_service_account,
 };
 pub use postgres_container::{INSTANCE_MANAGER, STATUS_PORT};
 pub use secrets::{

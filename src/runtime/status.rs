@@ -1,5 +1,8 @@
 //! Status writes: server-side apply of the whole status with the one field manager, sent only
-//! when it differs from what the object already has.
+//! when it differs from what the object already has, and only onto the copy it was computed
+//! from.
+
+use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -13,6 +16,10 @@ use serde_json::json;
 use super::apply::FIELD_MANAGER;
 use crate::error::{Error, Result};
 
+/// How soon a reconcile whose status write was refused as stale runs again: the cache trails
+/// the API server by one watch event, milliseconds.
+pub const STALE_COPY_RETRY: Duration = Duration::from_millis(200);
+
 /// The current time as the API server stores it: `metav1.Time` has second precision on the
 /// wire, so a status computed with sub-second times would never compare equal to its echo.
 pub fn now() -> Time {
@@ -21,6 +28,12 @@ pub fn now() -> Time {
 }
 
 /// Applies `status` to `object` unless `current` already equals it; returns whether it wrote.
+///
+/// The patch carries `object`'s resourceVersion, so the API server refuses it (409 Conflict,
+/// `Error::is_stale_copy`) when the object changed since it was read. A reconcile can start
+/// from a cached copy that predates the previous reconcile's own status write; applying the
+/// whole status computed from it would silently remove what that write added (a
+/// `lastFailover`, a condition), since one field manager owns every field.
 pub async fn write<K, S>(
     client: &Client,
     object: &K,
@@ -39,11 +52,14 @@ where
     }
     let name = object.name_any();
     let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
-    let patch = json!({
+    let mut patch = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "status": status,
     });
+    if let Some(version) = &object.meta().resource_version {
+        patch["metadata"] = json!({ "resourceVersion": version });
+    }
     api.patch_status(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
