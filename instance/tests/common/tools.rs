@@ -67,11 +67,10 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
 /// parallel, and a port handed out is free until its server binds it (a collision there made a
 /// manager fail with "Address already in use" in CI).
 pub fn free_port() -> u16 {
-    use std::collections::HashSet;
+    use std::collections::BTreeSet;
     use std::sync::Mutex;
-    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    let handed_out = handed_out.get_or_insert_with(HashSet::new);
     let seed = std::process::id()
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
