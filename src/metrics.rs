@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
-use crate::clusters::freshness::overdue_at;
+use crate::clusters::backup_schedule::freshness::overdue_at;
 use crate::crd::{Phase, PostgreSQL};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -25,6 +25,7 @@ use crate::runtime::apply::{Change, create};
 use crate::runtime::buckets::{BucketError, cluster_location};
 use crate::runtime::events::{self, normal, warning};
 use crate::runtime::jobs::{AgentExit, JobState, deadline_exceeded, failed_agent, job_state};
+use crate::runtime::settle::{Settled, settle};
 use crate::runtime::status::now;
 use crate::runtime::{Context, cached};
 
@@ -38,34 +39,16 @@ const STORE_GRACE: Duration = Duration::from_secs(600);
 /// The Backup controller's reconcile function.
 pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
-    let result = match reconcile_backup(&backup, &ctx).await {
-        // As for clusters: a status computed from a stale copy is not written, nor reported.
-        Err(error) if error.is_stale_copy() => {
-            ctx.metrics.backup_reconciled("StaleCopy");
-            return Ok(Action::requeue(crate::runtime::status::STALE_COPY_RETRY));
-        }
-        other => other,
-    };
-    let label = match &result {
-        Ok(_) => "success",
-        Err(e) => e.reason(),
-    };
+    let result = reconcile_backup(&backup, &ctx).await;
+    let settled = settle(backup.as_ref(), &ctx.backup_backoff, result);
+    let label = settled.label();
     ctx.metrics.backup_reconciled(label);
     tracing::debug!(backup = %backup.name_any(), took = ?started.elapsed(), result = label, "backup reconciled");
-    match &result {
-        Ok(_) => ctx
-            .backup_backoff
-            .reset(&ObjectRef::from_obj(backup.as_ref())),
-        Err(error) => {
-            publish(
-                &ctx,
-                &backup,
-                warning(error.reason(), ACTION, error.to_string()),
-            )
-            .await
-        }
+    if let Settled::Failed(error) = &settled {
+        let event = warning(error.reason(), ACTION, error.to_string());
+        publish(&ctx, &backup, event).await;
     }
-    result
+    settled.into_result()
 }
 
 /// The Backup controller's error policy: per-object exponential backoff with jitter.

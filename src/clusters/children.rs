@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::Api;
@@ -22,42 +22,8 @@ use super::storage::{StorageProgress, expand_claims};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
 use crate::resources::storage::keep_claim_template;
-use crate::runtime::apply::{Change, apply, create, delete};
+use crate::runtime::apply::{Change, Written, apply, create, delete};
 use crate::runtime::{Context, cached};
-
-/// One write the reconcile made, for Events and metrics.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Written {
-    pub reference: ObjectReference,
-    pub change: Change,
-}
-
-impl Written {
-    /// A write of `object`; `None` when nothing changed. The reference names the object only
-    /// (no uid or version), as the `related` object of its Event.
-    pub fn of<K: Resource<DynamicType = ()>>(object: &K, change: Change) -> Option<Self> {
-        (change != Change::Unchanged).then(|| Self {
-            reference: ObjectReference {
-                api_version: Some(K::api_version(&()).into_owned()),
-                kind: Some(K::kind(&()).into_owned()),
-                name: Some(object.name_any()),
-                namespace: object.namespace(),
-                ..ObjectReference::default()
-            },
-            change,
-        })
-    }
-
-    /// The written object's kind.
-    pub fn kind(&self) -> &str {
-        self.reference.kind.as_deref().unwrap_or_default()
-    }
-
-    /// The written object's name.
-    pub fn name(&self) -> &str {
-        self.reference.name.as_deref().unwrap_or_default()
-    }
-}
 
 /// The result of applying every child.
 #[derive(Clone, Debug)]
@@ -69,8 +35,8 @@ pub struct AppliedChildren {
     pub writes: Vec<Written>,
 }
 
-/// Applies `desired` for `cluster`. `restore_pending` holds the CronJob back while a restore
-/// has not finished.
+/// Applies `desired` for `cluster`. `restore_pending` holds clients (the `-rw` Service) and the
+/// CronJob back while a restore has not finished.
 pub async fn apply_children(
     cluster: &Cluster<'_>,
     desired: Desired,
@@ -96,7 +62,12 @@ pub async fn apply_children(
     )
     .await?;
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
-    for service in desired.services {
+    let rw = if restore_pending {
+        desired.rw.held
+    } else {
+        desired.rw.routed
+    };
+    for service in std::iter::once(rw).chain(desired.services) {
         apply_one(&api, &caches.services, ns, service, &mut writes).await?;
     }
     // The pods' account exists before the StatefulSet asks for it.

@@ -16,8 +16,10 @@ pub struct Desired {
     /// passwords: created only when absent, never rewritten.
     pub secrets: [Secret; 3],
     pub config_map: ConfigMap,
-    /// The `-rw`, `-ro`, `-r` and headless Services.
-    pub services: [Service; 4],
+    /// The `-rw` Service in its two states (see [`ClientService`]).
+    pub rw: ClientService,
+    /// The `-ro`, `-r` and headless Services.
+    pub services: [Service; 3],
     /// The database pods' identity: what their instance managers may do with the API.
     pub access: InstanceAccess,
     pub statefulset: StatefulSet,
@@ -35,6 +37,16 @@ pub struct InstanceAccess {
     pub role_binding: RoleBinding,
 }
 
+/// The `-rw` Service in its two states; which one applies is known only once the restore (if
+/// any) has been observed.
+#[derive(Clone, Debug)]
+pub struct ClientService {
+    /// Selects the primary.
+    pub routed: Service,
+    /// While a restore has not finished: routes no client.
+    pub held: Service,
+}
+
 /// The backup CronJob in its two states; which one applies is known only once the applied
 /// StatefulSet shows whether the database serves.
 #[derive(Clone, Debug)]
@@ -48,12 +60,7 @@ pub struct BackupCronJob {
 }
 
 /// Builds every child of `cluster`; refuses parameters that postgresql.conf cannot hold safely.
-/// While `restore_pending`, the `-rw` Service routes no client.
-pub fn desired(
-    cluster: &Cluster,
-    agent: &AgentSettings,
-    restore_pending: bool,
-) -> Result<Desired, ParameterError> {
+pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, ParameterError> {
     let config_map = resources::config_map(cluster)?;
     let checksum = resources::config_checksum(&config_map);
     Ok(Desired {
@@ -64,8 +71,11 @@ pub fn desired(
         ],
         statefulset: resources::statefulset(cluster, &checksum, agent),
         config_map,
+        rw: ClientService {
+            routed: resources::rw_service(cluster, true),
+            held: resources::rw_service(cluster, false),
+        },
         services: [
-            resources::rw_service(cluster, !restore_pending),
             resources::ro_service(cluster),
             resources::any_service(cluster),
             resources::headless_service(cluster),
@@ -95,14 +105,16 @@ mod tests {
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let build =
-            |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent, false).unwrap();
+        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent).unwrap();
         let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
             .secrets
             .iter()
             .map(ResourceExt::name_any)
-            .chain([children.config_map.name_any()])
+            .chain([
+                children.config_map.name_any(),
+                children.rw.routed.name_any(),
+            ])
             .chain(children.services.iter().map(ResourceExt::name_any))
             .chain([
                 children.access.service_account.name_any(),
@@ -134,7 +146,7 @@ mod tests {
         assert_eq!(suspend(&backup.held), Some(true));
         let plain = postgresql(MINIMAL);
         assert!(
-            desired(&Cluster::new(&plain).unwrap(), &agent, false)
+            desired(&Cluster::new(&plain).unwrap(), &agent)
                 .unwrap()
                 .backup
                 .is_none()

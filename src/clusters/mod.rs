@@ -1,29 +1,28 @@
-//! The PostgreSQL controller: validate → build (`desired`) → apply (`children`, `primary`,
-//! `restore`, `scheduled_runs`) → status (`status`, written by `report`); `election` decides
-//! failovers; `cleanup` carries out the finalizer on deletion.
+//! The PostgreSQL controller. `reconcile` orders the phases; each has its room:
+//!
+//! - the pipeline, in order: `validate` → `desired` (build, pure) → `children` (apply, with
+//!   `storage` for claim growth) → `restore` → `status` (computed, pure) → `report` (the status
+//!   written, and every Event of a reconcile); `readiness` is the fact Ready derives from;
+//!   `cleanup` carries out the finalizer on deletion.
+//! - [`ha`]: who is primary — the Lease, failover, switchover, rolling restarts, role labels.
+//!   It imports nothing else from this room.
+//! - [`backup_schedule`]: the cluster's backups — scheduled runs recorded as Backups, their
+//!   summary in the status, freshness, and the schedule of verifications.
+//!
+//! Dependencies go one way: `reconcile` → the phases → `ha` / `backup_schedule` → `runtime`,
+//! `resources`, `crd`.
 
-pub mod backup_summary;
+pub mod backup_schedule;
 pub mod children;
 pub mod cleanup;
 pub mod desired;
-pub mod election;
-pub mod freshness;
-mod handover_record;
-pub mod primary;
-mod primary_events;
+pub mod ha;
 pub mod readiness;
 pub mod reconcile;
 pub mod report;
 pub mod restore;
-mod rollout;
-pub mod rollout_plan;
-pub mod scheduled_runs;
 pub mod status;
 pub mod storage;
-pub mod switchover;
-pub mod switchover_plan;
 pub mod validate;
-pub mod verification;
-mod verify_step;
 
 pub use reconcile::{error_policy, reconcile, retry_delay};

@@ -1,15 +1,23 @@
-//! Making a cluster's reconcile visible: its status (computed by `status`, written only when it
-//! changed) and its Events.
+//! Making a cluster's reconcile visible, in one place: its status (computed by `status`,
+//! written only when it changed) and every Event a reconcile publishes — of its writes, of what
+//! it found (a restore's end, overdue backups, volumes that cannot grow, failovers and
+//! switchovers, Ready turning on or off) and of its errors.
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::events::Event;
-use tracing::warn;
+use tracing::{info, warn};
 
-use super::children::Written;
-use super::status::{self, Outcome};
+use super::ha::{PrimaryState, SwitchoverNote};
+use super::status::{self, BACKUP_OVERDUE, Outcome, RestoreProgress};
+use super::storage::{EXPANSION_NOT_SUPPORTED, StorageProgress};
 use crate::crd::PostgreSQL;
+use crate::crd::conditions::{LAST_BACKUP_SUCCEEDED, RESTORED, STORAGE_RESIZED};
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
+use crate::runtime::apply::{Change, Written};
 use crate::runtime::events::{self, about, normal, warning};
 use crate::runtime::{Context, status::now};
 
@@ -33,6 +41,204 @@ pub async fn update_status(
 /// Publishes `event` about `pg`.
 pub async fn publish(ctx: &Context, pg: &PostgreSQL, event: Event) {
     events::publish(&ctx.recorder, pg, event).await;
+}
+
+/// A spec the operator cannot realise: `Ready=False` with reason `InvalidSpec`, and a Warning
+/// the first time (when the status changed).
+pub async fn invalid_spec(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    message: String,
+    ctx: &Context,
+) -> Result<()> {
+    if update_status(pg, cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
+        publish(ctx, pg, warning("InvalidSpec", "Validate", message)).await;
+    }
+    Ok(())
+}
+
+/// The Events, metrics and log lines of a reconcile's `writes`, and of the verification it
+/// asked for (`verification_asked`).
+pub async fn writes(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    writes: &[Written],
+    verification_asked: Option<&str>,
+) {
+    for event in write_events(writes) {
+        publish(ctx, pg, event).await;
+    }
+    // A database that has served once was initialised with the old Secret's password.
+    let served = pg.has_served();
+    for write in writes {
+        let (kind, name, action) = (write.kind(), write.name(), write.change.as_str());
+        ctx.metrics.child_written(kind, &action.to_lowercase());
+        info!(cluster = %cluster.name, namespace = %cluster.namespace, kind, name, action, "child written");
+        if kind == "Secret" && write.change == Change::Created && served {
+            let note = format!(
+                "Secret {name} was missing and has been re-created with a new password; the \
+                 database still has the old one: restore the Secret or set the new password with \
+                 ALTER ROLE"
+            );
+            publish(ctx, pg, warning("SecretRecreated", "Created", note)).await;
+        }
+    }
+    if let Some(note) = verification_asked {
+        let event = normal("VerificationScheduled", "Verify", note.to_owned());
+        publish(ctx, pg, event).await;
+    }
+}
+
+/// The Events of what an applied reconcile found (`outcome`, whose status is written): each
+/// published once, the status recording that it was.
+pub async fn findings(pg: &PostgreSQL, ctx: &Context, outcome: &Outcome) {
+    let Outcome::Applied {
+        readiness,
+        restore,
+        backups,
+        storage,
+        primary,
+        ..
+    } = outcome
+    else {
+        return;
+    };
+    publish_restore(pg, ctx, restore).await;
+    publish_overdue(pg, ctx, backups.overdue.as_deref()).await;
+    publish_storage(pg, ctx, storage.as_ref()).await;
+    publish_primary(pg, ctx, primary).await;
+    let (was_ready, serving) = (pg.is_ready(), readiness.ready && restore.allows_ready());
+    if serving && !was_ready {
+        publish(ctx, pg, normal("Ready", "Reconcile", readiness.message())).await;
+        if let (false, Some(created)) = (pg.has_served(), pg.meta().creation_timestamp.as_ref()) {
+            let elapsed = Timestamp::now().duration_since(created.0);
+            ctx.metrics
+                .first_ready(Duration::try_from(elapsed).unwrap_or_default());
+        }
+    } else if !serving && was_ready {
+        let note = readiness.message();
+        publish(ctx, pg, warning("NotReady", "Reconcile", note)).await;
+    }
+}
+
+/// Whether `pg`'s condition `type_` already has `reason`: its Warning was published then.
+fn has_reason(pg: &PostgreSQL, type_: &str, reason: &str) -> bool {
+    pg.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == reason)
+    })
+}
+
+/// A Warning when the volumes cannot grow, once: the condition records that it was published.
+async fn publish_storage(pg: &PostgreSQL, ctx: &Context, storage: Option<&StorageProgress>) {
+    let Some(StorageProgress::NotExpandable { message }) = storage else {
+        return;
+    };
+    if !has_reason(pg, STORAGE_RESIZED, EXPANSION_NOT_SUPPORTED) {
+        let event = warning(EXPANSION_NOT_SUPPORTED, "Reconcile", message.clone());
+        publish(ctx, pg, event).await;
+    }
+}
+
+/// A Warning when backups turn overdue, once: the condition records that it was published.
+async fn publish_overdue(pg: &PostgreSQL, ctx: &Context, overdue: Option<&str>) {
+    let Some(message) = overdue else {
+        return;
+    };
+    if !has_reason(pg, LAST_BACKUP_SUCCEEDED, BACKUP_OVERDUE) {
+        publish(
+            ctx,
+            pg,
+            warning(BACKUP_OVERDUE, "Backup", message.to_owned()),
+        )
+        .await;
+    }
+}
+
+/// Events for the restore's outcomes, once each: the status records that they were published.
+async fn publish_restore(pg: &PostgreSQL, ctx: &Context, restore: &RestoreProgress) {
+    let previous_reason = pg.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == RESTORED)
+            .map(|c| c.reason.clone())
+    });
+    match restore {
+        RestoreProgress::Finished(from) => {
+            let note = format!("restored backup {} from {}", from.backup_id, from.location);
+            publish(ctx, pg, normal("Restored", "Restore", note)).await;
+        }
+        RestoreProgress::Failed { reason, message }
+            if previous_reason.as_deref() != Some(reason) =>
+        {
+            publish(ctx, pg, warning(reason, "Restore", message.clone())).await;
+        }
+        _ => {}
+    }
+}
+
+/// A Warning for every failover, and one when a failover is due but cannot happen; Events for
+/// each switchover's start and end and each restart of a rolling update.
+async fn publish_primary(pg: &PostgreSQL, ctx: &Context, primary: &PrimaryState) {
+    match &primary.failover {
+        Some(switched) if switched.reason == "Switchover" => {
+            ctx.metrics.switched_over();
+            let note = format!(
+                "switched over from {} to {} in {:.1}s, after {} had replayed the old primary's \
+                 final WAL",
+                switched.from,
+                switched.to,
+                switched.seconds.unwrap_or_default(),
+                switched.to
+            );
+            publish(ctx, pg, normal("SwitchedOver", "Switchover", note)).await;
+        }
+        Some(failover) => {
+            ctx.metrics
+                .failed_over(failover.seconds.unwrap_or_default());
+            let note = format!(
+                "primary {} stopped renewing its Lease ({:.1}s); promoted {}, the most advanced replica",
+                failover.from,
+                failover.seconds.unwrap_or_default(),
+                failover.to
+            );
+            publish(ctx, pg, warning("FailedOver", "Failover", note)).await;
+        }
+        None => {}
+    }
+    if let Some(note) = &primary.switchover {
+        publish(ctx, pg, switchover_event(note)).await;
+    }
+    if let Some(pod) = &primary.restarted {
+        let note = format!(
+            "restarted replica {pod} on the StatefulSet's new revision (replicas first, one at a \
+             time; the primary last, after a switchover)"
+        );
+        publish(ctx, pg, normal("RollingUpdate", "Restart", note)).await;
+    }
+    if let Some(stuck) = &primary.stuck {
+        let event = warning("FailoverBlocked", "Failover", stuck.clone());
+        publish(ctx, pg, event).await;
+    }
+}
+
+fn switchover_event(note: &SwitchoverNote) -> Event {
+    match note {
+        SwitchoverNote::Started { from, to, why } => normal(
+            "SwitchoverStarted",
+            "Switchover",
+            format!("asked {from} to shut down cleanly and hand the primary role to {to} ({why})"),
+        ),
+        SwitchoverNote::Blocked(why) => warning("SwitchoverBlocked", "Switchover", why.clone()),
+        SwitchoverNote::Rejected(why) => warning("SwitchoverRejected", "Switchover", why.clone()),
+        SwitchoverNote::Aborted(why) => warning(
+            "SwitchoverAborted",
+            "Switchover",
+            format!("{why}; the old primary keeps its role"),
+        ),
+    }
 }
 
 /// Kubernetes refuses an Event note longer than this many bytes.
@@ -111,7 +317,6 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
-    use crate::runtime::apply::Change;
 
     fn written<K: kube::Resource<DynamicType = ()> + Default>(
         name: &str,

@@ -9,19 +9,69 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::children::Written;
-use super::status::{Readiness, RestoreProgress};
+use super::readiness::Readiness;
+use super::status::RestoreProgress;
 use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoredFrom};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster, Layout, RestorePlan};
-use crate::runtime::apply::create;
+use crate::runtime::apply::{Written, create};
 use crate::runtime::buckets::{BucketError, bucket_url, cluster_location};
 use crate::runtime::jobs::{AgentExit, JobState, failed_agent, failure_message, job_state};
 use crate::runtime::{Context, cached};
 
-/// Advances the restore of `pg`; returns where it stands and the Job it created, if any.
-pub async fn step(
-    pg: &PostgreSQL,
+/// Where the restore stands before this reconcile applies anything.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    /// Decided without the database: nothing to restore, restored before, or the restore
+    /// Job's own state.
+    Known(RestoreProgress),
+    /// No restore Job yet: one starts once the database serves ([`start`]).
+    NotStarted,
+}
+
+impl Observed {
+    /// Whether clients and backups are held back: until a restore (if any) has finished.
+    pub fn holds_clients(&self) -> bool {
+        match self {
+            Self::Known(progress) => !progress.allows_ready(),
+            Self::NotStarted => true,
+        }
+    }
+}
+
+/// Where the restore of `pg` stands, from its status and its Job (read from the cache).
+pub async fn observe(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Result<Observed> {
+    if cluster.spec.restore.is_none() {
+        return Ok(Observed::Known(RestoreProgress::NotRequested));
+    }
+    if pg
+        .status
+        .as_ref()
+        .is_some_and(|s| s.restored_from.is_some())
+    {
+        return Ok(Observed::Known(RestoreProgress::Done));
+    }
+    let name = cluster.restore_job_name();
+    let Some(job) = cached(&ctx.caches.jobs, cluster.namespace, &name) else {
+        return Ok(Observed::NotStarted);
+    };
+    // A failed restore says why: its agent's reason is read from the Job's pod.
+    let agent = match job_state(&job) {
+        JobState::Failed { .. } => failed_agent(&ctx.client, cluster.namespace, &name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "Pod of Job".into(),
+                name: name.clone(),
+                source,
+            })?,
+        _ => None,
+    };
+    Ok(Observed::Known(job_progress(pg, &job, agent.as_ref())))
+}
+
+/// Starts the restore Job of a cluster whose restore has not started, once its database
+/// serves (`readiness`); returns where the restore stands and the Job it created, if any.
+pub async fn start(
     cluster: &Cluster<'_>,
     readiness: &Readiness,
     ctx: &Context,
@@ -29,28 +79,6 @@ pub async fn step(
     let Some(source) = &cluster.spec.restore else {
         return Ok((RestoreProgress::NotRequested, None));
     };
-    if pg
-        .status
-        .as_ref()
-        .is_some_and(|s| s.restored_from.is_some())
-    {
-        return Ok((RestoreProgress::Done, None));
-    }
-    let name = cluster.restore_job_name();
-    if let Some(job) = cached(&ctx.caches.jobs, cluster.namespace, &name) {
-        // A failed restore says why: its agent's reason is read from the Job's pod.
-        let agent = match job_state(&job) {
-            JobState::Failed { .. } => failed_agent(&ctx.client, cluster.namespace, &name)
-                .await
-                .map_err(|source| Error::Read {
-                    kind: "Pod of Job".into(),
-                    name: name.clone(),
-                    source,
-                })?,
-            _ => None,
-        };
-        return Ok((observe(pg, &job, agent.as_ref()), None));
-    }
     let plan = match plan(source, cluster, ctx) {
         Ok(plan) => plan,
         Err(progress) => return Ok((progress, None)),
@@ -190,7 +218,7 @@ async fn resolve_latest(
 }
 
 /// Where the restore Job stands; `agent` is how its agent ended, once it failed.
-fn observe(pg: &PostgreSQL, job: &Job, agent: Option<&AgentExit>) -> RestoreProgress {
+fn job_progress(pg: &PostgreSQL, job: &Job, agent: Option<&AgentExit>) -> RestoreProgress {
     let owned = pg
         .uid()
         .is_some_and(|uid| job.owner_references().iter().any(|o| o.uid == uid));

@@ -2,8 +2,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::backup_summary::Summary;
-use super::primary::PrimaryState;
+use super::backup_schedule::summary::Summary;
+use super::ha::PrimaryState;
 pub use super::readiness::Readiness;
 use super::storage::StorageProgress;
 use crate::crd::conditions::{BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED};

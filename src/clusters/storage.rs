@@ -6,7 +6,6 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 
-use super::children::Written;
 use crate::crd::conditions::STORAGE_RESIZED;
 use crate::error::{Error, Result};
 use crate::resources::Cluster;
@@ -14,6 +13,7 @@ use crate::resources::storage::{
     ClaimState, claim_names, claim_patch, claim_state, quantity_bytes, wants_growth,
 };
 use crate::runtime::Context;
+use crate::runtime::apply::Written;
 use crate::runtime::apply::{Change, merge_patch};
 use crate::runtime::conditions::Update;
 

@@ -56,6 +56,17 @@ pub struct PostgreSQLStatus {
     pub last_verified_backup: Option<super::VerifiedBackup>,
 }
 
+impl PostgreSQLStatus {
+    /// See [`super::PostgreSQL::has_served`]: Ready now, or Degraded (Ready before).
+    pub fn has_served(&self) -> bool {
+        matches!(self.phase, Some(Phase::Ready | Phase::Degraded))
+            || self
+                .conditions
+                .iter()
+                .any(|c| c.type_ == super::conditions::READY && c.status == "True")
+    }
+}
+
 /// One instance: its pod, the role label the operator gave it, its readiness.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

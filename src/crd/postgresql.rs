@@ -343,4 +343,13 @@ impl PostgreSQL {
                 .any(|c| c.type_ == super::conditions::READY && c.status == "True")
         })
     }
+
+    /// Whether the cluster has served: its database was initialised and Ready once. From then
+    /// on a cluster that does not serve is Degraded (not Provisioning), a missing Secret is one
+    /// the database still knows the old password of, and a lost primary is failed over.
+    pub fn has_served(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(PostgreSQLStatus::has_served)
+    }
 }

@@ -4,6 +4,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -36,6 +37,40 @@ impl Change {
             Self::Updated => "Updated",
             Self::Deleted => "Deleted",
         }
+    }
+}
+
+/// One write the reconcile made, for Events and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub reference: ObjectReference,
+    pub change: Change,
+}
+
+impl Written {
+    /// A write of `object`; `None` when nothing changed. The reference names the object only
+    /// (no uid or version), as the `related` object of its Event.
+    pub fn of<K: Resource<DynamicType = ()>>(object: &K, change: Change) -> Option<Self> {
+        (change != Change::Unchanged).then(|| Self {
+            reference: ObjectReference {
+                api_version: Some(K::api_version(&()).into_owned()),
+                kind: Some(K::kind(&()).into_owned()),
+                name: Some(object.name_any()),
+                namespace: object.namespace(),
+                ..ObjectReference::default()
+            },
+            change,
+        })
+    }
+
+    /// The written object's kind.
+    pub fn kind(&self) -> &str {
+        self.reference.kind.as_deref().unwrap_or_default()
+    }
+
+    /// The written object's name.
+    pub fn name(&self) -> &str {
+        self.reference.name.as_deref().unwrap_or_default()
     }
 }
 
@@ -129,6 +164,25 @@ where
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(Error::Delete {
             kind: K::kind(&K::DynamicType::default()).to_string(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The result of a write to `kind` `name` that finds the object gone: not an error (`None`)
+/// where there is nothing left to write to (a pod deleted meanwhile, a Job its history limit
+/// removed); any other failure is `Error::Apply`.
+#[expect(
+    clippy::result_large_err,
+    reason = "the error every reconcile step returns; the async steps return it unboxed too"
+)]
+pub fn unless_gone<T>(result: Result<T, kube::Error>, kind: &str, name: &str) -> Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(source) => Err(Error::Apply {
+            kind: kind.to_owned(),
             name: name.to_owned(),
             source,
         }),

@@ -1,6 +1,6 @@
 //! The runtime both controllers share, knowing neither of them: the context and its watch
-//! caches, server-side apply, error backoff, conditions, Events, status writes, Job states and
-//! the operator's access to backup buckets.
+//! caches, server-side apply, error backoff, conditions, Events, status writes, Job states,
+//! the operator's access to backup buckets, and how a reconcile settles.
 
 pub mod apply;
 pub mod backoff;
@@ -11,6 +11,7 @@ pub mod context;
 pub mod events;
 pub mod instances;
 pub mod jobs;
+pub mod settle;
 pub mod status;
 pub mod watch;
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use tusk::PostgreSQL;
-use tusk::clusters::election::{InstanceReport, ReportedLsns};
+use tusk::clusters::ha::election::{InstanceReport, ReportedLsns};
 use tusk::clusters::status::BackupSchedule;
 use tusk::runtime::instances::{InstanceStatus, LeaseClock};
 

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
-use tusk::clusters::primary::PrimaryState;
+use tusk::clusters::ha::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;

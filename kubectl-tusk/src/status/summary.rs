@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use serde::Serialize;
-use tusk::clusters::freshness::next_run;
+use tusk::clusters::backup_schedule::freshness::next_run;
 use tusk::crd::conditions::BACKUP_VERIFIED;
 use tusk::crd::{Backup, PostgreSQL};
 

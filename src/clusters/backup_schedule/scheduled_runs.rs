@@ -8,15 +8,14 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use serde_json::json;
 
-use super::children::Written;
 use crate::crd::{Backup, RECORDED_ANNOTATION, SCHEDULED_LABEL};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY, backup_cronjob_name};
-use crate::runtime::apply::{create, patch_params};
+use crate::runtime::apply::{Written, create, patch_params, unless_gone};
 use crate::runtime::{Context, cached};
 
 /// The Jobs of `cluster`'s backup CronJob that have no Backup yet.
-pub fn unrecorded<'a>(
+pub fn unrecorded_runs<'a>(
     jobs: impl IntoIterator<Item = &'a Job>,
     cluster: &str,
     has_backup: impl Fn(&str) -> bool,
@@ -62,7 +61,7 @@ pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Resu
         .map(AsRef::as_ref)
         .filter(|j| j.namespace().as_deref() == Some(ns));
     let has_backup = |name: &str| cached(&ctx.caches.backups, ns, name).is_some();
-    let todo = unrecorded(mine, cluster.name, has_backup);
+    let todo = unrecorded_runs(mine, cluster.name, has_backup);
     let (backups, job_api): (Api<Backup>, Api<Job>) = (
         Api::namespaced(ctx.client.clone(), ns),
         Api::namespaced(ctx.client.clone(), ns),
@@ -74,21 +73,11 @@ pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Resu
         created.extend(Written::of(&backup, create(&backups, &backup).await?));
         // A merge patch, not an apply: it must never re-create a Job that is gone.
         let mark = json!({"metadata": {"annotations": {RECORDED_ANNOTATION: name}}});
-        match job_api
+        // Removed by the CronJob's history limit meanwhile: nothing left to mark.
+        let marked = job_api
             .patch(&name, &patch_params(), &Patch::Merge(&mark))
-            .await
-        {
-            Ok(_) => {}
-            // Removed by the CronJob's history limit meanwhile: nothing left to mark.
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Apply {
-                    kind: "Job".into(),
-                    name,
-                    source,
-                });
-            }
-        }
+            .await;
+        unless_gone(marked, "Job", &name)?;
     }
     Ok(created)
 }
@@ -122,7 +111,7 @@ mod tests {
             job("demo-backup-3", "demo-backup", false),
             job("demo2-backup-1", "demo2-backup", false),
         ];
-        let todo = unrecorded(jobs.iter(), "demo", |name| name == "demo-backup-3");
+        let todo = unrecorded_runs(jobs.iter(), "demo", |name| name == "demo-backup-3");
         let names: Vec<String> = todo.iter().map(|j| j.name_any()).collect();
         assert_eq!(names, ["demo-backup-1"]);
     }

@@ -7,7 +7,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::validate::validate_schedule;
+use crate::clusters::validate::validate_schedule;
 use crate::crd::conditions::BACKUP_SCHEDULED;
 use crate::crd::{PostgreSQL, PostgreSQLStatus, SuccessfulBackup};
 

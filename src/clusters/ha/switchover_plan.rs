@@ -149,7 +149,7 @@ fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clusters::election::ReportedLsns;
+    use crate::clusters::ha::election::ReportedLsns;
 
     fn members() -> Vec<String> {
         ["demo-0", "demo-1", "demo-2"].map(String::from).to_vec()

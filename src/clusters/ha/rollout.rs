@@ -9,27 +9,24 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 
-use super::primary::is_ready;
+use super::pods::is_ready;
 use super::rollout_plan::{Member, Move, next_move};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::resources::Cluster;
-use crate::runtime::Context;
+use crate::runtime::apply::unless_gone;
+use crate::runtime::{Context, cached};
 
 /// The label the StatefulSet controller puts on each pod: the revision it was created from.
 const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// The next move for `cluster`, from the caches; `primary`: the Lease holder.
 pub fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &str) -> Move {
-    let revision = ctx
-        .caches
-        .statefulsets
-        .state()
-        .into_iter()
-        .find(|sts| {
-            sts.namespace().as_deref() == Some(cluster.namespace)
-                && sts.name_any() == cluster.statefulset_name()
-        })
-        .and_then(update_revision);
+    let revision = cached(
+        &ctx.caches.statefulsets,
+        cluster.namespace,
+        &cluster.statefulset_name(),
+    )
+    .and_then(update_revision);
     let kept = cluster.kept_pods();
     let members: Vec<Member> = pods
         .iter()
@@ -62,13 +59,6 @@ fn update_revision(sts: Arc<StatefulSet>) -> Option<String> {
 /// Deletes `pod` so the StatefulSet recreates it on its update revision.
 pub async fn restart(ctx: &Context, cluster: &Cluster<'_>, pod: &str) -> Result<()> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    match api.delete(pod, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Apply {
-            kind: "Pod".to_owned(),
-            name: pod.to_owned(),
-            source,
-        }),
-    }
+    unless_gone(api.delete(pod, &DeleteParams::default()).await, "Pod", pod)?;
+    Ok(())
 }

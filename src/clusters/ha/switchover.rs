@@ -14,53 +14,109 @@ use kube::api::{Api, Patch, PatchParams};
 
 use super::election::{InstanceReport, most_advanced};
 use super::handover_record::unrecorded;
-use super::primary::{PrimaryState, SwitchoverNote, hand_over, holder, read_lease, replace_lease};
+use super::lease::{self, holder};
+use super::state::{PrimaryState, SwitchoverNote};
 use super::switchover_plan::{LeaseSwitchover, SwitchoverStep, plan};
 use crate::crd::{Failover, PostgreSQL};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::resources::{
     Cluster, FINAL_LSN_ANNOTATION, SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION,
     SWITCHOVER_STARTED_ANNOTATION,
 };
 use crate::runtime::Context;
-use crate::runtime::apply::FIELD_MANAGER;
+use crate::runtime::apply::{FIELD_MANAGER, unless_gone};
 use crate::runtime::status::now;
 
 /// How often a switchover in progress is looked at: the target's promotion waits on it.
 const POLL: Duration = Duration::from_millis(200);
 
+/// What one switchover step found and did; [`Advanced::fold_into`] hands it to the primary
+/// step's state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Advanced {
+    /// A switchover is in progress: the old primary is meant to be down, no failover for it.
+    pub in_progress: bool,
+    /// The Lease's holder as this step left it, when the step read or wrote the Lease.
+    pub current: Option<String>,
+    /// A handover this step made, or one an earlier step made whose status was not written.
+    pub failover: Option<Failover>,
+    /// The instance the switchover in progress hands the Lease to.
+    pub target: Option<String>,
+    pub note: Option<SwitchoverNote>,
+    /// The request annotation was carried out or refused.
+    pub request_done: bool,
+    pub recheck: Option<Duration>,
+}
+
+impl Advanced {
+    /// Records this step in `state`; returns whether a switchover is in progress.
+    pub fn fold_into(self, state: &mut PrimaryState) -> bool {
+        if self.current.is_some() {
+            state.current = self.current;
+        }
+        if self.failover.is_some() {
+            state.failover = self.failover;
+        }
+        state.target = self.target;
+        state.switchover = self.note;
+        state.request_done |= self.request_done;
+        if self.recheck.is_some() {
+            state.recheck = self.recheck;
+        }
+        self.in_progress
+    }
+
+    /// Ends a request that will not (or no longer) be carried out, with its Event.
+    fn refused(mut self, note: SwitchoverNote) -> Self {
+        self.request_done = true;
+        self.target = None;
+        self.note = Some(note);
+        self.in_progress = false;
+        self
+    }
+
+    /// In progress towards `target`; look again after `recheck`.
+    fn towards(mut self, target: Option<String>, recheck: Duration) -> Self {
+        self.in_progress = true;
+        self.target = target;
+        self.recheck = Some(recheck);
+        self
+    }
+}
+
 /// Carries a switchover one step further: one requested with the annotation, or the
 /// operator's own (`planned`: the candidates and why, when a rolling update or a scale-down
-/// must move the primary). `true` while one is in progress (the old primary is meant to be
-/// down then: no failover for it).
-pub async fn step(
+/// must move the primary).
+pub async fn advance(
     pg: &PostgreSQL,
     cluster: &Cluster<'_>,
     ctx: &Context,
     pods: &[Arc<Pod>],
-    state: &mut PrimaryState,
     planned: Option<(&[String], &str)>,
-) -> Result<bool> {
+) -> Result<Advanced> {
+    let none = Advanced::default();
     let explicit = pg.annotations().get(SWITCHOVER_ANNOTATION).cloned();
     let recorded = pg.status.as_ref().and_then(|s| s.target_primary.clone());
     if explicit.is_none() && recorded.is_none() && planned.is_none() {
-        return Ok(false);
+        return Ok(none);
     }
     if explicit.is_some() && planned.is_none() && cluster.spec.instances < 2 {
         let why = "a single-instance cluster has no replica to switch over to".to_owned();
-        return Ok(refuse(state, SwitchoverNote::Rejected(why)));
+        return Ok(none.refused(SwitchoverNote::Rejected(why)));
     }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let lease = read_lease(&leases, &cluster.lease_name()).await?;
+    let lease = lease::read(&leases, &cluster.lease_name()).await?;
     let facts = lease_switchover(&lease);
     let (request, why) = match (explicit, planned) {
         (Some(target), _) => (Some(target), "requested".to_owned()),
         (None, Some((candidates, why))) if facts.to.is_none() => {
             let Some(target) = most_advanced_of(ctx, pods, candidates).await else {
                 let why = format!("{why}, but no ready replica streams: the primary stays");
-                state.switchover = Some(SwitchoverNote::Blocked(why));
-                state.recheck = Some(Duration::from_secs(2));
-                return Ok(false);
+                return Ok(Advanced {
+                    note: Some(SwitchoverNote::Blocked(why)),
+                    recheck: Some(Duration::from_secs(2)),
+                    ..none
+                });
             };
             (Some(target), why.to_owned())
         }
@@ -77,34 +133,33 @@ pub async fn step(
         &cluster.pod_names(),
         report.as_ref(),
     );
-    state.current = holder(&lease).or_else(|| state.current.clone());
-    // A handover this step made in an earlier reconcile, whose status was not written.
-    state.failover = unrecorded(&lease, pg.status.as_ref());
+    let read = Advanced {
+        current: lease::holder(&lease),
+        // A handover this step made in an earlier reconcile, whose status was not written.
+        failover: unrecorded(&lease, pg.status.as_ref()),
+        ..none
+    };
     match step {
-        SwitchoverStep::Idle => Ok(false),
-        SwitchoverStep::Done => {
-            state.request_done = true;
-            Ok(false)
-        }
-        SwitchoverStep::Reject(why) => Ok(refuse(state, SwitchoverNote::Rejected(why))),
+        SwitchoverStep::Idle => Ok(read),
+        SwitchoverStep::Done => Ok(Advanced {
+            request_done: true,
+            ..read
+        }),
+        SwitchoverStep::Reject(why) => Ok(read.refused(SwitchoverNote::Rejected(why))),
         SwitchoverStep::Start { target } => {
             let from = facts.holder.clone().unwrap_or_default();
-            if ask(&leases, lease, &from, &target).await? {
-                state.switchover = Some(SwitchoverNote::Started {
+            let asked = ask(&leases, lease, &from, &target).await?;
+            let mut advanced = read.towards(Some(target.clone()), POLL);
+            if asked {
+                advanced.note = Some(SwitchoverNote::Started {
                     from,
-                    to: target.clone(),
+                    to: target,
                     why,
                 });
             }
-            state.target = Some(target);
-            state.recheck = Some(POLL);
-            Ok(true)
+            Ok(advanced)
         }
-        SwitchoverStep::Wait => {
-            state.target = target_name;
-            state.recheck = Some(POLL);
-            Ok(true)
-        }
+        SwitchoverStep::Wait => Ok(read.towards(target_name, POLL)),
         SwitchoverStep::HandOver { target } => {
             let record = Failover {
                 from: facts.from.clone().unwrap_or_default(),
@@ -113,32 +168,35 @@ pub async fn step(
                 at: now(),
                 seconds: Some(facts.elapsed.as_secs_f64()),
             };
-            if !hand_over(&leases, lease, Some(&target), Some(&record), pods, cluster).await? {
-                state.target = Some(target);
-                state.recheck = Some(Duration::ZERO);
-                return Ok(true);
+            if !lease::hand_over(&leases, lease, Some(&target), Some(&record), pods, cluster)
+                .await?
+            {
+                return Ok(read.towards(Some(target), Duration::ZERO));
             }
-            ctx.lease_clock
-                .forget(&format!("{}/{}", cluster.namespace, cluster.lease_name()));
-            state.failover = Some(record);
-            state.current = Some(target);
+            ctx.lease_clock.forget(&lease::clock_key(cluster));
             // Soon again: the role labels follow the promotion.
-            state.recheck = Some(POLL);
-            state.request_done = true;
-            Ok(true)
+            let mut advanced = read.towards(None, POLL);
+            advanced.failover = Some(record);
+            advanced.current = Some(target);
+            advanced.request_done = true;
+            Ok(advanced)
         }
         SwitchoverStep::Abort { give_back, why } => {
-            if !hand_over(&leases, lease, give_back.as_deref(), None, pods, cluster).await? {
-                state.recheck = Some(Duration::ZERO);
-                return Ok(true);
+            if !lease::hand_over(&leases, lease, give_back.as_deref(), None, pods, cluster).await? {
+                return Ok(Advanced {
+                    in_progress: true,
+                    recheck: Some(Duration::ZERO),
+                    ..read
+                });
             }
+            let mut advanced = read.refused(SwitchoverNote::Aborted(why));
             if give_back.is_some() {
-                state.current = give_back;
+                advanced.current = give_back;
             }
-            refuse(state, SwitchoverNote::Aborted(why));
             // The old primary restarts now: look again soon rather than fail it over.
-            state.recheck = Some(POLL);
-            Ok(true)
+            advanced.in_progress = true;
+            advanced.recheck = Some(POLL);
+            Ok(advanced)
         }
     }
 }
@@ -178,15 +236,7 @@ async fn ask(leases: &Api<Lease>, mut lease: Lease, from: &str, target: &str) ->
         Timestamp::now().to_string(),
     );
     annotations.remove(FINAL_LSN_ANNOTATION);
-    replace_lease(leases, &name, &lease).await
-}
-
-/// Ends a request that will not (or no longer) be carried out, with its Event.
-fn refuse(state: &mut PrimaryState, note: SwitchoverNote) -> bool {
-    state.request_done = true;
-    state.target = None;
-    state.switchover = Some(note);
-    false
+    lease::replace(leases, &name, &lease).await
 }
 
 /// Removes the request annotation, if any: a request is carried out once. Called after the
@@ -204,15 +254,9 @@ pub async fn clear_request(pg: &PostgreSQL, ctx: &Context) -> Result<()> {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    match api.patch(&name, &params, &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Apply {
-            kind: "PostgreSQL".to_owned(),
-            name,
-            source,
-        }),
-    }
+    let patched = api.patch(&name, &params, &Patch::Merge(&patch)).await;
+    unless_gone(patched, "PostgreSQL", &name)?;
+    Ok(())
 }
 
 /// The `/status` of the instance manager of pod `name`, if it answers.

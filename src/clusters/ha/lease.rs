@@ -1,0 +1,148 @@
+//! The primary Lease as the operator reads and writes it: created once, its members kept up to
+//! date, and handed over only with the resourceVersion read, so that no write of the operator
+//! ever overwrites a renewal or another handover.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+use super::handover_record::record_on;
+use super::pods::pod_ip;
+use crate::crd::Failover;
+use crate::error::{Error, Result};
+use crate::resources::{
+    Cluster, HOLDER_ADDRESS_ANNOTATION, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION,
+    SWITCHOVER_LEASE_ANNOTATIONS, holder_address, initial_lease,
+};
+use crate::runtime::apply::{Change, FIELD_MANAGER, Written, create};
+
+/// Creates the Lease (held by ordinal 0) unless it exists; returns its holder and the write.
+pub async fn ensure(
+    leases: &Api<Lease>,
+    cluster: &Cluster<'_>,
+) -> Result<(Option<String>, Option<Written>)> {
+    let lease = initial_lease(cluster, MicroTime(Timestamp::now()));
+    let change = create(leases, &lease).await?;
+    let written = Written::of(&lease, change);
+    let current = match change {
+        Change::Created => holder(&lease),
+        // Created before (by an earlier reconcile whose status write was lost).
+        _ => holder(&read(leases, &cluster.lease_name()).await?),
+    };
+    Ok((current, written))
+}
+
+/// Brings the Lease's member list (the primary keeps one replication slot per member) up to
+/// date after `instances` changed; retried on a conflict with a renewal.
+pub async fn sync_members(cluster: &Cluster<'_>, leases: &Api<Lease>) -> Result<()> {
+    let name = cluster.lease_name();
+    let members = cluster.pod_names().join(",");
+    for _ in 0..3 {
+        let mut lease = read(leases, &name).await?;
+        if lease.annotations().get(MEMBERS_ANNOTATION) == Some(&members) {
+            return Ok(());
+        }
+        lease
+            .annotations_mut()
+            .insert(MEMBERS_ANNOTATION.to_owned(), members.clone());
+        if replace(leases, &name, &lease).await? {
+            return Ok(());
+        }
+    }
+    Err(Error::Invariant(format!(
+        "Lease {name}: three conflicting writes while updating its members; retrying"
+    )))
+}
+
+/// Writes `target` as the holder (`None`: leaves the holder as it is) with its pod's IP and the
+/// `record` of the handover, with the resourceVersion read, and ends any switchover recorded on
+/// the Lease: `false` when the Lease changed meanwhile.
+pub async fn hand_over(
+    leases: &Api<Lease>,
+    mut lease: Lease,
+    target: Option<&str>,
+    record: Option<&Failover>,
+    pods: &[Arc<Pod>],
+    cluster: &Cluster<'_>,
+) -> Result<bool> {
+    let name = cluster.lease_name();
+    let now = MicroTime(Timestamp::now());
+    let spec = lease.spec.get_or_insert_default();
+    if let Some(target) = target {
+        spec.holder_identity = Some(target.to_owned());
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        // Standbys repoint to the new holder's IP at once, not after its first renew.
+        let ip = pod_ip(pods, target);
+        let annotations = lease.annotations_mut();
+        match ip {
+            Some(ip) => annotations.insert(
+                HOLDER_ADDRESS_ANNOTATION.to_owned(),
+                holder_address(target, &ip),
+            ),
+            None => annotations.remove(HOLDER_ADDRESS_ANNOTATION),
+        };
+    }
+    if let Some(record) = record {
+        record_on(&mut lease, record);
+    }
+    let annotations = lease.annotations_mut();
+    annotations.insert(MEMBERS_ANNOTATION.to_owned(), cluster.pod_names().join(","));
+    for key in SWITCHOVER_LEASE_ANNOTATIONS {
+        annotations.remove(key);
+    }
+    replace(leases, &name, &lease).await
+}
+
+/// Writes `lease` back with the resourceVersion it was read at: `false` when it changed
+/// meanwhile (a conflict), so no write ever overwrites a renewal or another handover.
+pub async fn replace(leases: &Api<Lease>, name: &str, lease: &Lease) -> Result<bool> {
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match leases.replace(name, &params, lease).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(source) => Err(Error::Apply {
+            kind: "Lease".to_owned(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+pub async fn read(leases: &Api<Lease>, name: &str) -> Result<Lease> {
+    leases.get(name).await.map_err(|source| Error::Read {
+        kind: "Lease".to_owned(),
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// `holderIdentity`, unless empty.
+pub fn holder(lease: &Lease) -> Option<String> {
+    let holder = lease.spec.as_ref()?.holder_identity.clone()?;
+    (!holder.is_empty()).then_some(holder)
+}
+
+pub fn duration(lease: &Lease) -> Duration {
+    let seconds = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_duration_seconds)
+        .unwrap_or(LEASE_DURATION_SECONDS);
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(0).max(1))
+}
+
+/// The key of `cluster`'s Lease in the operator's `LeaseClock`.
+pub fn clock_key(cluster: &Cluster<'_>) -> String {
+    format!("{}/{}", cluster.namespace, cluster.lease_name())
+}

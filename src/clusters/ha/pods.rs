@@ -1,0 +1,67 @@
+//! The database pods as the primary step sees them (from the watch cache), and their role
+//! label: the only thing the operator writes on a pod.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+
+use crate::error::Result;
+use crate::resources::{CLUSTER_LABEL, Cluster, ROLE_LABEL};
+use crate::runtime::Context;
+use crate::runtime::apply::{FIELD_MANAGER, unless_gone};
+
+/// The cached database pods of `cluster`, by name.
+pub fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
+    let mut pods: Vec<Arc<Pod>> = ctx
+        .caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|pod| pod.namespace().as_deref() == Some(cluster.namespace))
+        .filter(|pod| pod.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name))
+        .collect();
+    pods.sort_by_key(|pod| pod.name_any());
+    pods
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether the pod named `holder` exists and is ready.
+pub fn serves(pods: &[Arc<Pod>], holder: Option<&str>) -> bool {
+    holder.is_some_and(|holder| pods.iter().any(|p| p.name_any() == holder && is_ready(p)))
+}
+
+/// The IP of the pod named `name`, once it has one.
+pub fn pod_ip(pods: &[Arc<Pod>], name: &str) -> Option<String> {
+    pods.iter()
+        .find(|pod| pod.name_any() == name)
+        .and_then(|pod| pod.status.as_ref()?.pod_ip.clone())
+}
+
+/// Sets the role label of `pod` (server-side apply of that one label, Tusk's field manager).
+pub async fn set_role(ctx: &Context, cluster: &Cluster<'_>, pod: &Pod, role: &str) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let name = pod.name_any();
+    let patch = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {ROLE_LABEL: role}},
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    // Deleted meanwhile: its replacement is labelled on the next reconcile.
+    unless_gone(
+        api.patch(&name, &params, &Patch::Apply(&patch)).await,
+        "Pod",
+        &name,
+    )?;
+    Ok(())
+}
