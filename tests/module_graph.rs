@@ -62,6 +62,26 @@ fn the_reader_sees_the_paths_rust_writes() {
     );
 }
 
+#[test]
+fn a_cycle_through_a_nested_module_is_found() {
+    let dir = std::env::temp_dir().join(format!("tusk-module-graph-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("room")).expect("a scratch dir");
+    let files = [
+        ("lib.rs", "pub mod a;\npub mod room;\n"),
+        ("a.rs", "use crate::room::b::Thing;\n"),
+        ("room/mod.rs", "pub mod b;\npub mod c;\n"),
+        ("room/b.rs", "use super::c;\n"),
+        ("room/c.rs", "fn f() { crate::a::g(); }\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("a scratch file");
+    }
+    let cycles = Graph::read(&dir, "lib.rs").cycles();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(cycles, ["a.rs -> room/b.rs -> room/c.rs -> a.rs"]);
+}
+
 /// Files of one crate and the files each uses, by path relative to the crate's source dir.
 struct Graph {
     edges: BTreeMap<PathBuf, BTreeSet<PathBuf>>,

@@ -2,6 +2,8 @@
 
 mod cli;
 mod run;
+mod store_args;
+mod summary;
 mod verify_restore_cmd;
 
 use std::process::ExitCode;

@@ -10,14 +10,15 @@ use backup_agent::error::{AgentError, exit_code};
 use backup_agent::pg::PgParams;
 use backup_agent::pipeline::{backup, restore, verify};
 use backup_agent::termination;
+use backup_store::Owner;
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
-use backup_store::layout::{self, ClusterLocation};
+use backup_store::layout;
 use backup_store::retention::Policy;
-use backup_store::store::{self, ObjectStore, StoreConfig, gcs::GcsConfig, s3::S3Config};
-use backup_store::{Owner, StoreError};
 
-use crate::cli::{Command, PgArgs, StoreArgs, StoreKind};
+use crate::cli::{Command, PgArgs};
+use crate::store_args::open_store;
+use crate::summary::peak_rss_bytes;
 
 pub async fn run(command: Command) -> i32 {
     let name = match &command {
@@ -60,14 +61,6 @@ pub async fn run(command: Command) -> i32 {
     }
     println!("{summary}");
     code
-}
-
-/// The agent's own peak resident memory (VmHWM), so memory bounds can be checked in the field.
-pub(crate) fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// SIGTERM (Kubernetes stopping the pod) and SIGINT cancel the work so uploads get aborted.
@@ -203,66 +196,9 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
     }
 }
 
-pub(crate) async fn open_store(
-    args: &StoreArgs,
-) -> Result<(Box<dyn ObjectStore>, ClusterLocation), AgentError> {
-    let location = ClusterLocation::new(&args.path, &args.namespace, &args.cluster)?;
-    let config = match args.store {
-        StoreKind::S3 => {
-            only_with_store(&args.gcs_endpoint, "--gcs-endpoint", "gcs")?;
-            StoreConfig::S3(S3Config {
-                bucket: args.bucket.clone(),
-                endpoint: args.s3_endpoint.clone(),
-                region: args
-                    .s3_region
-                    .clone()
-                    .or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
-                    .unwrap_or_else(|| "us-east-1".to_string()),
-                force_path_style: args.s3_force_path_style,
-                credentials: None,
-                ca_bundle: read_ca_bundle(args.s3_ca_bundle.as_deref())?,
-            })
-        }
-        StoreKind::Gcs => {
-            only_with_store(&args.s3_endpoint, "--s3-endpoint", "s3")?;
-            let bundle = args.s3_ca_bundle.as_ref().map(|p| p.display().to_string());
-            only_with_store(&bundle, "--s3-ca-bundle", "s3")?;
-            StoreConfig::Gcs(GcsConfig {
-                bucket: args.bucket.clone(),
-                endpoint: args.gcs_endpoint.clone(),
-                credentials_file: std::env::var("GOOGLE_APPLICATION_CREDENTIALS")
-                    .ok()
-                    .filter(|p| !p.is_empty()),
-                credentials_json: None,
-            })
-        }
-    };
-    Ok((store::open(config).await?, location))
-}
-
-fn read_ca_bundle(path: Option<&std::path::Path>) -> Result<Option<String>, AgentError> {
-    let Some(path) = path else { return Ok(None) };
-    std::fs::read_to_string(path).map(Some).map_err(|e| {
-        AgentError::Store(StoreError::config(
-            format!("cannot read the CA bundle {}", path.display()),
-            e,
-        ))
-    })
-}
-
 /// Drops empty entries of comma-separated env lists (an empty variable, a trailing comma).
 fn non_empty(values: Vec<String>) -> Vec<String> {
     values.into_iter().filter(|v| !v.is_empty()).collect()
-}
-
-/// An endpoint flag for the other store kind is a usage error rather than silently ignored.
-fn only_with_store(flag: &Option<String>, name: &str, store: &str) -> Result<(), AgentError> {
-    match flag {
-        Some(_) => Err(AgentError::Usage(format!(
-            "{name} is only valid with --store {store}"
-        ))),
-        None => Ok(()),
-    }
 }
 
 fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {

@@ -13,7 +13,8 @@ use backup_agent::termination;
 use backup_store::duration::parse_duration;
 
 use crate::cli::VerifyRestoreArgs;
-use crate::run::{open_store, peak_rss_bytes};
+use crate::store_args::open_store;
+use crate::summary::peak_rss_bytes;
 
 pub async fn run(args: VerifyRestoreArgs, cancel: &CancellationToken, started: Instant) -> i32 {
     let Verification { report, error } = match prepare(&args).await {

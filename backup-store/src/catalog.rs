@@ -3,46 +3,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::claim::{CLAIM_FILE, recorded_owner};
-use crate::layout::{ClusterLocation, LayoutError, MANIFEST_FILE};
+use crate::layout::{ClusterLocation, MANIFEST_FILE};
 use crate::manifest::Manifest;
 use crate::ownership::Owner;
 use crate::retention::{self, Policy};
-use crate::store::{self, ObjectInfo, ObjectStore, StoreError};
+use crate::store::{self, ObjectInfo, ObjectStore};
 
-/// Why a catalog operation failed. The agent maps each to its exit code.
-#[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// An invalid backup id was asked for.
-    #[error(transparent)]
-    Layout(#[from] LayoutError),
-    #[error("backup {0} not found (no manifest.json)")]
-    BackupNotFound(String),
-    #[error("integrity check failed: manifest of {backup_id} is not valid: {source}")]
-    InvalidManifest {
-        backup_id: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// Another writer holds this backup id (see [`crate::claim`]).
-    #[error(
-        "backup id {backup_id} at {at} is taken: {holder}. Two writers share this bucket, path, \
-         namespace and cluster name (e.g. the same cluster in two Kubernetes clusters), or the \
-         id was reused; give each cluster its own destination path"
-    )]
-    IdTaken {
-        backup_id: String,
-        at: String,
-        holder: String,
-    },
-    #[error("encoding {what}: {source}")]
-    Encode {
-        what: String,
-        #[source]
-        source: serde_json::Error,
-    },
-}
+pub use crate::catalog_error::CatalogError;
 
 #[derive(Debug, Clone)]
 pub struct BackupEntry {

@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CatalogError;
+use crate::catalog_error::CatalogError;
 use crate::layout::ClusterLocation;
 use crate::manifest::Manifest;
 use crate::store::{self, ObjectStore};

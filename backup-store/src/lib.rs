@@ -14,6 +14,7 @@
 //! same provider as kube's, so a binary linking both has exactly one.
 
 pub mod catalog;
+mod catalog_error;
 pub mod claim;
 pub mod compression;
 pub mod duration;

@@ -2,6 +2,7 @@
 //! run as primary or standby, promote, fence, rewind, and report on HTTP. The contract is
 //! docs/replication.md.
 
+pub mod auto_conf;
 pub mod config;
 pub mod context;
 pub mod data_lock;
@@ -9,6 +10,7 @@ pub mod decide;
 pub mod demote;
 pub mod error;
 pub mod events;
+pub mod http;
 pub mod install;
 pub mod metrics;
 pub mod pgdata;
@@ -16,9 +18,10 @@ pub mod postmaster;
 pub mod preferred_sync;
 pub mod promote;
 pub mod reaper;
+pub mod report;
 pub mod rewind;
 pub mod role_source;
 pub mod slots;
 pub mod sql;
-pub mod status;
+
 pub mod supervisor;

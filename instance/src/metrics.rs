@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::status::{Role, StatusReport};
+use crate::report::{Role, StatusReport};
 
 /// A standby as the primary's `pg_stat_replication` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +145,7 @@ pub fn render(report: &StatusReport, standbys: &[Standby]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::Lsns;
+    use crate::report::Lsns;
 
     fn report(role: Role) -> StatusReport {
         StatusReport {

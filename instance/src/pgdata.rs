@@ -1,16 +1,13 @@
 //! The data directory: initdb with checksums and the first-start roles, a clone with
 //! `pg_basebackup`, and the standby settings.
 //!
-//! Standby settings go into `postgresql.auto.conf`, not an include file: the server reads
-//! `config_file` from the ConfigMap (which the manager cannot extend), while `auto.conf` is
-//! always read from PGDATA last and is where `pg_basebackup -R` / `pg_rewind -R` put them too.
-//! Only the manager's own keys are replaced; `ALTER SYSTEM` settings are kept.
+//! Standby settings go into `postgresql.auto.conf` (see `auto_conf` for why).
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::auto_conf::{self, write_private};
 use crate::config::slot_name;
 use crate::context::Context;
 use crate::decide::Upstream;
@@ -21,7 +18,6 @@ use crate::sql::{connect, quote_ident, quote_literal};
 /// Present from initdb until the first-start SQL has run, so an interrupted bootstrap is
 /// redone instead of leaving a primary without its roles.
 const BOOTSTRAP_PENDING: &str = "tusk.bootstrap-pending";
-const AUTO_CONF: &str = "postgresql.auto.conf";
 const MANAGED_KEYS: [&str; 3] = [
     "primary_conninfo",
     "primary_slot_name",
@@ -237,58 +233,8 @@ pub fn write_standby_config(ctx: &Context, upstream: &Upstream) -> Result<(), Er
         ("primary_slot_name", slot_name(ctx.me())),
         ("recovery_target_timeline", "latest".to_string()),
     ];
-    let current = std::fs::read_to_string(pgdata.join(AUTO_CONF)).unwrap_or_default();
-    replace_auto_conf(pgdata, &replace_managed_settings(&current, &settings))?;
+    auto_conf::set(pgdata, &MANAGED_KEYS, &settings)?;
     write_private(&pgdata.join("standby.signal"), b"")
-}
-
-/// Drops `keys` from `postgresql.auto.conf`; the file is left untouched when none is there.
-/// Only while no server runs: `ALTER SYSTEM` rewrites the file from the server's copy.
-pub fn remove_auto_conf_settings(pgdata: &Path, keys: &[&str]) -> Result<bool, Error> {
-    let current = match std::fs::read_to_string(pgdata.join(AUTO_CONF)) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::io("reading postgresql.auto.conf")(e)),
-    };
-    let kept = without_keys(&current, keys);
-    if kept == current {
-        return Ok(false);
-    }
-    replace_auto_conf(pgdata, &kept)?;
-    Ok(true)
-}
-
-/// Replaces `postgresql.auto.conf` atomically.
-fn replace_auto_conf(pgdata: &Path, content: &str) -> Result<(), Error> {
-    let tmp = pgdata.join("postgresql.auto.conf.tusk-tmp");
-    write_private(&tmp, content.as_bytes())?;
-    std::fs::rename(&tmp, pgdata.join(AUTO_CONF))
-        .map_err(Error::io("replacing postgresql.auto.conf"))
-}
-
-/// `current`'s lines but those setting one of `keys`, each ending in a newline.
-fn without_keys(current: &str, keys: &[&str]) -> String {
-    current
-        .lines()
-        .filter(|line| {
-            let key = line.split('=').next().unwrap_or("").trim();
-            !keys.contains(&key)
-        })
-        .map(|line| format!("{line}\n"))
-        .collect()
-}
-
-fn replace_managed_settings(current: &str, settings: &[(&str, String)]) -> String {
-    let mut out = without_keys(current, &MANAGED_KEYS);
-    for (key, value) in settings {
-        out.push_str(&format!("{key} = {}\n", conf_string(value)));
-    }
-    out
-}
-
-/// A postgresql.conf string: quotes doubled, backslashes escaped.
-fn conf_string(value: &str) -> String {
-    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
 }
 
 /// The conninfo of member `peer`'s server: its address, `extra`, and the passfile (never a
@@ -330,20 +276,6 @@ fn passfile_escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace(':', "\\:")
 }
 
-/// Creates `path` with mode 0600 (from the start: never briefly readable by others).
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(Error::io(format!("creating {}", path.display())))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(Error::io(format!("writing {}", path.display())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,32 +289,6 @@ mod tests {
             ]),
             r"host='demo-0.demo-hl.ns.svc' passfile='/tmp/it\'s\\x'"
         );
-    }
-
-    #[test]
-    fn managed_settings_replace_old_ones_and_keep_the_rest() {
-        let current = "# Do not edit\nwork_mem = '8MB'\nprimary_conninfo = 'host=old'\n\
-                       primary_slot_name = 'x'\n";
-        let updated = replace_managed_settings(
-            current,
-            &[("primary_conninfo", "host='new' port='5432'".to_string())],
-        );
-        assert_eq!(
-            updated,
-            "# Do not edit\nwork_mem = '8MB'\nprimary_conninfo = 'host=''new'' port=''5432'''\n"
-        );
-    }
-
-    #[test]
-    fn removing_settings_keeps_the_other_lines_and_leaves_a_clean_file_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let auto = dir.path().join(AUTO_CONF);
-        assert!(!remove_auto_conf_settings(dir.path(), &["a"]).unwrap());
-        std::fs::write(&auto, "# Do not edit\nwork_mem = '8MB'\na = 'x'\n").unwrap();
-        assert!(remove_auto_conf_settings(dir.path(), &["a"]).unwrap());
-        let kept = std::fs::read_to_string(&auto).unwrap();
-        assert_eq!(kept, "# Do not edit\nwork_mem = '8MB'\n");
-        assert!(!remove_auto_conf_settings(dir.path(), &["a"]).unwrap());
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn members_while_primary(observed: &Observed, me: &str, now: Instant) -> Opt
 
 /// Drops a value `ALTER SYSTEM` left in auto.conf; called before every postmaster start.
 pub fn drop_stale(pgdata: &Path) -> Result<(), Error> {
-    if crate::pgdata::remove_auto_conf_settings(pgdata, &[SETTING])? {
+    if crate::auto_conf::remove(pgdata, &[SETTING])? {
         tracing::info!("dropped {SETTING} from postgresql.auto.conf before the start");
     }
     Ok(())

@@ -16,9 +16,9 @@ use crate::events::Events;
 use crate::pgdata;
 use crate::postmaster::{Listen, Postmaster};
 use crate::reaper::Reaper;
+use crate::report::{ManagerState, Role, SharedState};
 use crate::rewind::Rejoined;
 use crate::role_source::{self, Observed, RoleSource};
-use crate::status::{ManagerState, Role, SharedState};
 
 const TICK: Duration = Duration::from_millis(250);
 const SLOT_SYNC_EVERY: Duration = Duration::from_secs(5);
@@ -91,7 +91,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         crate::preferred_sync::spawn(ctx.clone(), observed.clone(), number);
     }
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
-    crate::status::serve(ctx.clone(), state.clone()).await?;
+    crate::http::serve(ctx.clone(), state.clone()).await?;
     let mut sup = Supervisor {
         ctx,
         state,

@@ -6,6 +6,7 @@ mod agent;
 mod config;
 mod cronjob;
 mod disruption;
+mod image;
 mod instance_access;
 mod pod;
 mod postgres_container;
@@ -31,6 +32,7 @@ pub use config::{
 };
 pub use cronjob::backup_cronjob;
 pub use disruption::disruption_budget;
+pub use image::{DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, postgres_image};
 pub use instance_access::{
     FINAL_LSN_ANNOTATION, HOLDER_ADDRESS_ANNOTATION, LAST_FAILOVER_ANNOTATION,
     LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION,
@@ -43,10 +45,7 @@ pub use secrets::{
     superuser_secret,
 };
 pub use services::{CLIENTS_HELD_LABEL, any_service, headless_service, ro_service, rw_service};
-pub use statefulset::{
-    CONFIG_CHECKSUM_ANNOTATION, DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, postgres_image,
-    statefulset,
-};
+pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};
 pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};
 
 /// Label the operator keeps on every database pod: `primary` on the Lease holder, `replica` on

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::config::CONFIG_DIR;
+use super::image::{DATA_MOUNT, PGDATA, POSTGRES_PORT, postgres_image};
 use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
-use super::statefulset::{DATA_MOUNT, PGDATA, POSTGRES_PORT, postgres_image};
 use super::{AgentSettings, Cluster};
 
 /// Where the init container puts the instance manager, an emptyDir shared with `postgres`.

@@ -14,32 +14,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+use super::image::POSTGRES_UID;
 use super::pod::restricted_pod_security;
 use super::postgres_container::{installer_container, postgres_container};
 use super::{AgentSettings, Cluster, Component};
-use crate::crd::{PostgreSQLSpec, PostgresVersion};
 
-pub const POSTGRES_PORT: i32 = 5432;
-/// The volume is mounted here for every major (18+ images moved their own default)…
-pub const DATA_MOUNT: &str = "/var/lib/postgresql";
-/// …and PGDATA is a subdirectory, so `lost+found` on a fresh volume never upsets initdb.
-pub const PGDATA: &str = "/var/lib/postgresql/data";
-/// The `postgres` user of the official Debian-based images.
-pub const POSTGRES_UID: i64 = 999;
 /// Annotation on the pod template carrying the ConfigMap checksum.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "tusk.dev/config-checksum";
-
-/// The official image for a major version.
-pub fn default_image(version: PostgresVersion) -> String {
-    format!("docker.io/library/postgres:{}", version.major())
-}
-
-/// The PostgreSQL image a cluster runs: its `spec.image`, or the official one of its major.
-pub fn postgres_image(spec: &PostgreSQLSpec) -> String {
-    spec.image
-        .clone()
-        .unwrap_or_else(|| default_image(spec.version))
-}
 
 /// StatefulSet `<name>`; `config_checksum` is the ConfigMap's [`super::config_checksum`], `agent`
 /// the image the instance manager is copied from.

@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::agent::{AgentPod, job_spec};
+use super::image::{POSTGRES_UID, postgres_image};
 use super::pod::{plain_env, restricted_container_security, restricted_pod_security};
-use super::statefulset::{POSTGRES_UID, postgres_image};
 use super::{AgentSettings, Cluster, Component, Layout, store_environment};
 use crate::crd::{Destination, VERIFY_ANNOTATION};
 

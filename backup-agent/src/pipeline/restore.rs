@@ -12,8 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::db_properties;
 use super::globals_filter::{GlobalsFilter, is_fatal_psql_error};
 use super::restore_marker::{self, Origin};
-use super::verify::download_checked;
-use crate::compression::Codec;
+use super::verify::{download_checked, open_decoded};
 use crate::error::AgentError;
 use crate::pg::{self, PgParams};
 use backup_store::catalog;
@@ -199,18 +198,6 @@ impl Attempt {
             state,
         }
     }
-}
-
-pub(super) async fn open_decoded(
-    manifest: &Manifest,
-    path: &Path,
-) -> Result<crate::compression::BoxRead, AgentError> {
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| AgentError::io(format!("opening {}", path.display()), e))?;
-    Ok(manifest
-        .compression
-        .decode(BufReader::with_capacity(256 * 1024, file)))
 }
 
 async fn apply_globals(

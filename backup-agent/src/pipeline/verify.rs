@@ -1,11 +1,14 @@
 //! Downloading with size and sha256 checks, into a file (restore) or nowhere (verify).
 
+use std::path::Path;
+
 use futures::TryStreamExt;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
+use crate::compression::Codec;
 use crate::error::AgentError;
 use backup_store::layout::ClusterLocation;
 use backup_store::manifest::{Manifest, ManifestFile};
@@ -76,4 +79,17 @@ pub async fn verify_backup(
         .await?;
     }
     Ok(())
+}
+
+/// The downloaded dump at `path`, decoded with its manifest's compression.
+pub(super) async fn open_decoded(
+    manifest: &Manifest,
+    path: &Path,
+) -> Result<crate::compression::BoxRead, AgentError> {
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| AgentError::io(format!("opening {}", path.display()), e))?;
+    Ok(manifest
+        .compression
+        .decode(BufReader::with_capacity(256 * 1024, file)))
 }

@@ -31,7 +31,7 @@ use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use super::restore::open_decoded;
+use super::verify::open_decoded;
 use crate::error::AgentError;
 use crate::pg::{self, PgParams};
 use backup_store::manifest::Manifest;
