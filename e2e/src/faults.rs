@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use tusk::runtime::instances::{InstanceReader, InstanceReport, InstanceStatus};
+use tusk::runtime::instances::{InstanceReader, InstanceStatus, Role, StatusSource};
 
 use crate::platform::{OPERATOR_NAMESPACE, OPERATOR_SELECTOR};
 use crate::replication::{
@@ -145,7 +145,7 @@ pub async fn promoted_other_than(ctx: &Ctx, cluster: &str, old: &str) -> Result<
 
 /// What the instance manager of `pod` reports on `/status` (read from the host, which reaches
 /// the pod network on the e2e node).
-pub async fn instance_status(ctx: &Ctx, pod: &str) -> Result<InstanceReport> {
+pub async fn instance_status(ctx: &Ctx, pod: &str) -> Result<InstanceStatus> {
     let ip = pod_ip(ctx, pod).await?;
     InstanceReader::new(STATUS_PORT)
         .report(&ip)
@@ -164,7 +164,7 @@ pub async fn rejoined_streaming(ctx: &Ctx, pod: &str, primary: &str) -> Result {
             let mine = instance_status(ctx, pod).await?;
             let theirs = instance_status(ctx, primary).await?;
             let state = pod_sql(ctx, primary, &sql).await?;
-            let done = mine.role == "replica"
+            let done = mine.role == Role::Replica
                 && mine.timeline.is_some()
                 && mine.timeline == theirs.timeline
                 && state == "streaming";

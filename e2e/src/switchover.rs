@@ -9,7 +9,7 @@ use tusk::crd::Failover;
 use crate::{Check, Ctx, Result, until};
 
 /// The annotation naming the instance to switch over to.
-pub const SWITCHOVER_ANNOTATION: &str = "tusk.dev/switchover-to";
+pub use tusk::resources::SWITCHOVER_ANNOTATION;
 
 /// Asks the operator to make `target` the primary of `cluster`.
 pub async fn request_switchover(ctx: &Ctx, cluster: &str, target: &str) -> Result {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::report::{Role, StatusReport};
+use crate::report::{PostgresState, Role, StatusReport};
 
 /// A standby as the primary's `pg_stat_replication` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,7 @@ const STANDBYS: &str = "SELECT application_name, state, \
 
 /// The primary's standbys; empty on a replica or when the server does not answer.
 pub async fn standbys(ctx: &Context, report: &StatusReport) -> Result<Vec<Standby>, Error> {
-    if report.role != Role::Primary || report.postgres != "running" {
+    if report.role != Role::Primary || report.postgres != PostgresState::Running {
         return Ok(Vec::new());
     }
     let client = crate::sql::connect(ctx, "postgres").await?;
@@ -70,11 +70,8 @@ pub fn render(report: &StatusReport, standbys: &[Standby]) -> String {
             let _ = writeln!(out, "{name}{{pod=\"{pod}\"{labels}}} {value}");
         }
     };
-    let role = serde_json::to_value(report.role)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let running = report.postgres == "running";
+    let role = report.role.as_str();
+    let running = report.postgres == PostgresState::Running;
     gauge(
         "tusk_instance_up",
         "1 while PostgreSQL runs in this pod",
@@ -94,7 +91,7 @@ pub fn render(report: &StatusReport, standbys: &[Standby]) -> String {
         gauge(
             "tusk_instance_timeline",
             "The timeline PostgreSQL runs on",
-            &[(String::new(), timeline)],
+            &[(String::new(), i64::from(timeline))],
         );
     }
     if report.role == Role::Replica {
@@ -151,7 +148,7 @@ mod tests {
         StatusReport {
             pod: "demo-1".into(),
             role,
-            postgres: "running",
+            postgres: PostgresState::Running,
             ready: true,
             lease_holder: Some("demo-0".into()),
             timeline: Some(2),

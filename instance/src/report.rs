@@ -5,21 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
+pub use tusk_contract::{InstanceStatus, Lsns, PostgresState, Role};
 
 use crate::context::Context;
 use crate::error::Error;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Primary,
-    Replica,
-    Fenced,
-    #[default]
-    Initializing,
-    Stopped,
-}
 
 /// What the supervisor publishes after every step.
 #[derive(Debug, Clone, Default)]
@@ -32,28 +21,8 @@ pub struct ManagerState {
 
 pub type SharedState = Arc<Mutex<ManagerState>>;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Lsns {
-    pub current: Option<String>,
-    pub received: Option<String>,
-    pub replayed: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StatusReport {
-    pub pod: String,
-    pub role: Role,
-    /// `running` or `stopped`.
-    pub postgres: &'static str,
-    pub ready: bool,
-    pub lease_holder: Option<String>,
-    pub timeline: Option<i64>,
-    pub system_identifier: Option<String>,
-    pub lsn: Lsns,
-    pub wal_receiver: Option<String>,
-    pub fenced: bool,
-}
+/// The `/status` body: the contract's type, shared with the operator.
+pub type StatusReport = InstanceStatus;
 
 /// What the local server says about itself.
 #[derive(Debug, Default)]
@@ -122,13 +91,13 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> 
         pod: pod.to_string(),
         role: state.role,
         postgres: if state.postgres_running {
-            "running"
+            PostgresState::Running
         } else {
-            "stopped"
+            PostgresState::Stopped
         },
         ready,
         lease_holder: state.lease_holder.clone(),
-        timeline: facts.timeline,
+        timeline: facts.timeline.and_then(|t| u32::try_from(t).ok()),
         system_identifier: facts.system_identifier,
         lsn: facts.lsn,
         wal_receiver: facts.wal_receiver,
@@ -168,6 +137,10 @@ mod tests {
                 "lsn": {"current": null, "received": "0/3000060", "replayed": "0/3000060"},
                 "walReceiver": "streaming", "fenced": false})
         );
+        // The same body the operator's side decodes (tests/contracts/instance.json).
+        let contract: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/contracts/instance.json")).unwrap();
+        assert_eq!(json, contract["status"]["replica"]);
     }
 
     #[test]
@@ -195,6 +168,9 @@ mod tests {
             ..Default::default()
         };
         let report = build_report("demo-0", &fenced, None);
-        assert_eq!((report.postgres, report.ready), ("stopped", false));
+        assert_eq!(
+            (report.postgres, report.ready),
+            (PostgresState::Stopped, false)
+        );
     }
 }

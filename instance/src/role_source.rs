@@ -12,18 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
+use tusk_contract::lease::{
+    self as contract, FINAL_LSN, HOLDER_ADDRESS, MEMBERS, SWITCHOVER_TO, address_of, holder_address,
+};
+
 use crate::decide::LeaseView;
 use crate::error::Error;
-
-pub const INSTANCES_ANNOTATION: &str = "tusk.dev/instances";
-/// Written by the operator: the holder is asked to hand over to this member.
-pub const SWITCHOVER_TO_ANNOTATION: &str = "tusk.dev/switchover-to";
-/// Written by the holder when it releases the Lease in a switchover: the location of its
-/// final (shutdown) checkpoint, which the target must have replayed past before promotion.
-pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
-/// `<pod>=<pod IP>`: where the holder's PostgreSQL is, written by the holder on renew (and by
-/// the operator when it hands the Lease over). Standbys dial the IP (see `decide::Upstream`).
-pub const HOLDER_ADDRESS_ANNOTATION: &str = "tusk.dev/holder-address";
 
 /// How much faster the Lease is polled while a switchover is in progress: the target learns it
 /// holds the Lease within a fifth of the renew interval, which is most of the write gap.
@@ -89,11 +83,6 @@ struct Holder<'a> {
     address: Option<&'a str>,
 }
 
-/// The `tusk.dev/holder-address` value naming `pod` at `ip`.
-pub fn holder_address(pod: &str, ip: &str) -> String {
-    format!("{pod}={ip}")
-}
-
 /// Whether the holder `me` of the Lease seen as `view` gives it up now: it was asked to switch
 /// over to another member and the supervisor has demoted it (`release`: the final LSN).
 fn releases(view: &LeaseView, me: &str, release: Option<&str>) -> bool {
@@ -130,7 +119,7 @@ async fn poll_lease(
             .metadata
             .annotations
             .get_or_insert_with(Default::default)
-            .insert(FINAL_LSN_ANNOTATION.to_string(), lsn.to_string());
+            .insert(FINAL_LSN.to_string(), lsn.to_string());
         api.replace(name, &PostParams::default(), &lease)
             .await
             .map_err(kube_error)?;
@@ -151,10 +140,7 @@ async fn poll_lease(
                 .metadata
                 .annotations
                 .get_or_insert_with(Default::default)
-                .insert(
-                    HOLDER_ADDRESS_ANNOTATION.to_string(),
-                    holder_address(me, ip),
-                );
+                .insert(HOLDER_ADDRESS.to_string(), holder_address(me, ip));
             view.holder_address = Some(ip.to_string());
         }
         api.replace(name, &PostParams::default(), &lease)
@@ -179,32 +165,17 @@ pub fn view_of(lease: &Lease) -> LeaseView {
             .cloned()
     };
     let holder = spec.holder_identity.filter(|h| !h.is_empty());
-    let holder_address = annotation(HOLDER_ADDRESS_ANNOTATION)
-        .and_then(|value| address_of(&value, holder.as_deref()?));
+    let holder_address =
+        annotation(HOLDER_ADDRESS).and_then(|value| address_of(&value, holder.as_deref()?));
     LeaseView {
         holder,
         duration: Duration::from_secs(spec.lease_duration_seconds.unwrap_or(6).max(1) as u64),
-        instances: annotation(INSTANCES_ANNOTATION)
-            .map(|list| parse_instances(&list))
+        instances: annotation(MEMBERS)
+            .map(|list| contract::members(&list))
             .unwrap_or_default(),
-        switchover_to: annotation(SWITCHOVER_TO_ANNOTATION),
+        switchover_to: annotation(SWITCHOVER_TO),
         holder_address,
     }
-}
-
-/// The IP in a `<pod>=<ip>` value, if it names `holder`: an address left from an earlier
-/// holder is never used for the current one.
-fn address_of(value: &str, holder: &str) -> Option<String> {
-    let (pod, ip) = value.split_once('=')?;
-    (pod.trim() == holder && !ip.trim().is_empty()).then(|| ip.trim().to_string())
-}
-
-fn parse_instances(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
 }
 
 /// The test stand-in: `{"holder": "a", "instances": "a,b", "leaseDurationSeconds": 6,
@@ -251,7 +222,7 @@ async fn poll_file(path: &PathBuf, me: &str, release: Option<&str>) -> Result<Po
     let mut view = LeaseView {
         holder,
         duration: Duration::from_secs(file.lease_duration_seconds.max(1)),
-        instances: parse_instances(&file.instances),
+        instances: contract::members(&file.instances),
         switchover_to: Some(file.switchover_to.clone()).filter(|t| !t.is_empty()),
         holder_address,
     };

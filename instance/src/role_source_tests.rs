@@ -102,7 +102,7 @@ async fn the_holder_publishes_its_address_with_the_renew() {
     );
     let put = put.expect("a renew");
     let annotations = &put["metadata"]["annotations"];
-    assert_eq!(annotations[HOLDER_ADDRESS_ANNOTATION], "demo-0=10.0.0.7");
+    assert_eq!(annotations[HOLDER_ADDRESS], "demo-0=10.0.0.7");
     // A non-holder never writes its address.
     let other = Holder {
         me: "demo-1",
@@ -117,7 +117,7 @@ fn an_address_published_for_another_pod_is_not_the_holders() {
     let lease_with = |holder: &str, address: &str| -> Lease {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "demo-primary",
-                         "annotations": {HOLDER_ADDRESS_ANNOTATION: address}},
+                         "annotations": {HOLDER_ADDRESS: address}},
             "spec": {"holderIdentity": holder}
         }))
         .unwrap()

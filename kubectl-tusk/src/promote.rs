@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::restore::FIELD_MANAGER;
 
 /// The annotation that requests a switchover.
-pub const SWITCHOVER_ANNOTATION: &str = "tusk.dev/switchover-to";
+pub use tusk::resources::SWITCHOVER_ANNOTATION;
 
 /// The pod INSTANCE names: `demo-1`, or just its ordinal `1`; one of the cluster's instances.
 pub fn target_pod(cluster: &str, instance: &str, instances: i32) -> Result<String> {

@@ -11,43 +11,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
 use super::{Cluster, Component};
 
-/// How long a Lease holder may go without renewing before the operator hands the Lease on. The
-/// holder fences itself 2 s earlier (its renew deadline), so the two never overlap.
-pub const LEASE_DURATION_SECONDS: i32 = 6;
-/// Lease annotation: the cluster's member pods, comma-separated. The primary keeps a
-/// replication slot for each of the others.
-pub const MEMBERS_ANNOTATION: &str = "tusk.dev/instances";
-/// On the PostgreSQL resource: a request to switch over to this instance. On the Lease: the
-/// switchover in progress, which the holder obeys (docs/replication.md).
-pub const SWITCHOVER_ANNOTATION: &str = "tusk.dev/switchover-to";
-/// On the Lease: the holder when the switchover started.
-pub const SWITCHOVER_FROM_ANNOTATION: &str = "tusk.dev/switchover-from";
-/// On the Lease: when the switchover started (RFC 3339), for its timeout.
-pub const SWITCHOVER_STARTED_ANNOTATION: &str = "tusk.dev/switchover-started";
-/// On the Lease, written by the releasing holder: its final checkpoint's LSN.
-pub const FINAL_LSN_ANNOTATION: &str = "tusk.dev/final-lsn";
-/// On the Lease: `<pod>=<pod IP>` of the holder, written by the operator when it hands the
-/// Lease over and by the holder on renew. Standbys dial that IP, so a recreated primary is
-/// found at its new address at once (the pod's DNS name can still give the old one).
-pub const HOLDER_ADDRESS_ANNOTATION: &str = "tusk.dev/holder-address";
+pub use tusk_contract::lease::{
+    FINAL_LSN as FINAL_LSN_ANNOTATION, HOLDER_ADDRESS as HOLDER_ADDRESS_ANNOTATION,
+    LAST_FAILOVER as LAST_FAILOVER_ANNOTATION, MEMBERS as MEMBERS_ANNOTATION,
+    SWITCHOVER_ANNOTATIONS as SWITCHOVER_LEASE_ANNOTATIONS,
+    SWITCHOVER_FROM as SWITCHOVER_FROM_ANNOTATION,
+    SWITCHOVER_STARTED as SWITCHOVER_STARTED_ANNOTATION, SWITCHOVER_TO as SWITCHOVER_ANNOTATION,
+    holder_address,
+};
 
-/// On the Lease: the last handover (failover or switchover) as the JSON of the status's
-/// `lastFailover`, written by the operator in the same write that changes the holder, so the
-/// record survives a status write that is lost or refused.
-pub const LAST_FAILOVER_ANNOTATION: &str = "tusk.dev/last-failover";
-
-/// The `HOLDER_ADDRESS_ANNOTATION` value naming `pod` at `ip`.
-pub fn holder_address(pod: &str, ip: &str) -> String {
-    format!("{pod}={ip}")
-}
-
-/// Every Lease annotation of a switchover, removed when it ends.
-pub const SWITCHOVER_LEASE_ANNOTATIONS: [&str; 4] = [
-    SWITCHOVER_ANNOTATION,
-    SWITCHOVER_FROM_ANNOTATION,
-    SWITCHOVER_STARTED_ANNOTATION,
-    FINAL_LSN_ANNOTATION,
-];
+/// How long a Lease holder may go without renewing before the operator hands the Lease on (the
+/// contract's, as the Lease API spells it).
+pub const LEASE_DURATION_SECONDS: i32 = tusk_contract::lease::DURATION_SECONDS as i32;
 
 /// ServiceAccount `<name>-instance`, the identity of the database pods.
 pub fn instance_service_account(cluster: &Cluster) -> ServiceAccount {
@@ -164,6 +139,21 @@ mod tests {
             (subject.name.as_str(), subject.namespace.as_deref()),
             ("demo-instance", Some("prod"))
         );
+    }
+
+    #[test]
+    fn the_lease_annotations_the_operator_writes_are_the_contracts() {
+        let contract: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/contracts/instance.json"))
+                .expect("tests/contracts/instance.json is JSON");
+        let keys = &contract["lease"]["annotations"];
+        assert_eq!(keys["members"], MEMBERS_ANNOTATION);
+        assert_eq!(keys["switchoverTo"], SWITCHOVER_ANNOTATION);
+        assert_eq!(keys["holderAddress"], HOLDER_ADDRESS_ANNOTATION);
+        assert_eq!(keys["lastFailover"], LAST_FAILOVER_ANNOTATION);
+        assert_eq!(contract["lease"]["durationSeconds"], LEASE_DURATION_SECONDS);
+        let address = &contract["lease"]["holderAddress"];
+        assert_eq!(address["value"], holder_address("demo-1", "10.0.0.12"));
     }
 
     #[test]

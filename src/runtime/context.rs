@@ -15,7 +15,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
-use super::instances::{InstanceReader, InstanceStatus, LeaseClock};
+use super::instances::{InstanceReader, LeaseClock, StatusSource};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, STATUS_PORT};
@@ -76,7 +76,7 @@ pub struct Context {
     /// When each primary Lease was last seen to change.
     pub lease_clock: Arc<LeaseClock>,
     /// The instance managers' `/status`, read during a failover.
-    pub instances: Arc<dyn InstanceStatus>,
+    pub instances: Arc<dyn StatusSource>,
 }
 
 impl Context {
@@ -108,7 +108,7 @@ impl Context {
 
 impl Context {
     /// The same context reading instance reports from `instances`.
-    pub fn with_instances(mut self, instances: Arc<dyn InstanceStatus>) -> Self {
+    pub fn with_instances(mut self, instances: Arc<dyn StatusSource>) -> Self {
         self.instances = instances;
         self
     }

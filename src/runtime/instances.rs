@@ -7,30 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use serde::Deserialize;
-
-/// LSNs of an instance manager's `/status` (docs/replication.md).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct ReportedLsns {
-    pub current: Option<String>,
-    pub received: Option<String>,
-    pub replayed: Option<String>,
-}
-
-/// An instance manager's `/status`, as far as the operator reads it.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct InstanceReport {
-    pub pod: String,
-    pub role: String,
-    pub postgres: String,
-    pub timeline: Option<u32>,
-    #[serde(default)]
-    pub lsn: ReportedLsns,
-    /// The WAL receiver's state (`streaming` while a replica follows its primary).
-    #[serde(default)]
-    pub wal_receiver: Option<String>,
-}
+pub use tusk_contract::{InstanceStatus, Lsns, PostgresState, Role};
 
 /// When each Lease was last seen to change, by the operator's monotonic clock. A Lease never
 /// seen before counts as changed now: after an operator restart a failover waits one full
@@ -75,9 +52,9 @@ impl LeaseClock {
 /// Where the operator reads the instance managers' reports (a trait, so that scenarios can
 /// answer for instances that do not run).
 #[async_trait::async_trait]
-pub trait InstanceStatus: Send + Sync {
+pub trait StatusSource: Send + Sync {
     /// The report of the manager at pod IP `ip`, or `None` when it does not answer in time.
-    async fn report(&self, ip: &str) -> Option<InstanceReport>;
+    async fn report(&self, ip: &str) -> Option<InstanceStatus>;
 }
 
 /// Reads instance managers' `/status` over the pod network.
@@ -98,8 +75,8 @@ impl InstanceReader {
 }
 
 #[async_trait::async_trait]
-impl InstanceStatus for InstanceReader {
-    async fn report(&self, ip: &str) -> Option<InstanceReport> {
+impl StatusSource for InstanceReader {
+    async fn report(&self, ip: &str) -> Option<InstanceStatus> {
         let host = if ip.contains(':') {
             format!("[{ip}]")
         } else {

@@ -8,9 +8,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use tusk::PostgreSQL;
-use tusk::clusters::ha::election::{InstanceReport, ReportedLsns};
 use tusk::clusters::status::BackupSchedule;
-use tusk::runtime::instances::{InstanceStatus, LeaseClock};
+use tusk::runtime::instances::{
+    InstanceStatus, LeaseClock, Lsns, PostgresState, Role, StatusSource,
+};
 
 use super::memory_store::MemoryBucket;
 use super::paths::LEASES;
@@ -20,11 +21,11 @@ use super::world::{Cache, NS, converged, plain_context};
 pub const THREE: &str = "instances: 3\nstorage: {size: 1Gi}";
 
 /// Instance managers answering by pod IP, as the replicas would.
-pub struct Managers(pub Vec<(&'static str, InstanceReport)>);
+pub struct Managers(pub Vec<(&'static str, InstanceStatus)>);
 
 #[async_trait::async_trait]
-impl InstanceStatus for Managers {
-    async fn report(&self, ip: &str) -> Option<InstanceReport> {
+impl StatusSource for Managers {
+    async fn report(&self, ip: &str) -> Option<InstanceStatus> {
         self.0
             .iter()
             .find(|(at, _)| *at == ip)
@@ -33,18 +34,19 @@ impl InstanceStatus for Managers {
 }
 
 /// A streaming replica that received and replayed up to `lsn`.
-pub fn replica(pod: &str, lsn: &str) -> InstanceReport {
-    InstanceReport {
+pub fn replica(pod: &str, lsn: &str) -> InstanceStatus {
+    InstanceStatus {
         pod: pod.into(),
-        role: "replica".into(),
-        postgres: "running".into(),
+        role: Role::Replica,
+        postgres: PostgresState::Running,
         timeline: Some(1),
-        lsn: ReportedLsns {
+        lsn: Lsns {
             current: None,
             received: Some(lsn.into()),
             replayed: Some(lsn.into()),
         },
         wal_receiver: Some("streaming".into()),
+        ..InstanceStatus::default()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::time::Duration;
 
-pub use crate::runtime::instances::{InstanceReport, ReportedLsns};
+pub use crate::runtime::instances::{InstanceStatus, Lsns, PostgresState, Role};
 
 use crate::crd::Synchronous;
 
@@ -24,7 +24,7 @@ impl Lsn {
 }
 
 /// How far a replica's WAL reaches: (timeline, received, replayed).
-fn progress(report: &InstanceReport) -> (u32, Lsn, Lsn) {
+fn progress(report: &InstanceStatus) -> (u32, Lsn, Lsn) {
     let lsn = |text: &Option<String>| text.as_deref().and_then(Lsn::parse).unwrap_or_default();
     let replayed = lsn(&report.lsn.replayed);
     // A replica that has not streamed since its start reports no receive position; what it
@@ -34,16 +34,16 @@ fn progress(report: &InstanceReport) -> (u32, Lsn, Lsn) {
 }
 
 /// A running standby that can be promoted.
-fn promotable(report: &InstanceReport) -> bool {
-    report.role == "replica" && report.postgres == "running"
+fn promotable(report: &InstanceStatus) -> bool {
+    report.is_running_replica()
 }
 
 /// The most advanced promotable replica, by timeline, then received WAL, then replayed WAL;
 /// ties go to the lowest pod name, so two operators (or two reconciles) agree.
 pub fn most_advanced<'a>(
-    reports: &'a [InstanceReport],
+    reports: &'a [InstanceStatus],
     holder: &str,
-) -> Option<&'a InstanceReport> {
+) -> Option<&'a InstanceStatus> {
     reports
         .iter()
         .filter(|report| report.pod != holder && promotable(report))
@@ -75,10 +75,10 @@ pub fn reports_needed(standbys: usize, sync_number: Option<usize>) -> usize {
 /// The replica to promote: the most advanced of the promotable `reports`, provided at least
 /// `needed` replicas are promotable.
 pub fn candidate<'a>(
-    reports: &'a [InstanceReport],
+    reports: &'a [InstanceStatus],
     holder: &str,
     needed: usize,
-) -> Result<&'a InstanceReport, usize> {
+) -> Result<&'a InstanceStatus, usize> {
     let promotable = reports
         .iter()
         .filter(|report| report.pod != holder && promotable(report))
@@ -121,19 +121,36 @@ pub fn decide(holder_serves: bool, unchanged_for: Duration, lease_duration: Dura
 mod tests {
     use super::*;
 
-    fn replica(pod: &str, timeline: u32, received: &str, replayed: &str) -> InstanceReport {
-        InstanceReport {
+    fn replica(pod: &str, timeline: u32, received: &str, replayed: &str) -> InstanceStatus {
+        InstanceStatus {
             pod: pod.into(),
-            role: "replica".into(),
-            postgres: "running".into(),
+            role: Role::Replica,
+            postgres: PostgresState::Running,
             timeline: Some(timeline),
-            lsn: ReportedLsns {
+            lsn: Lsns {
                 current: None,
                 received: Some(received.into()),
                 replayed: Some(replayed.into()),
             },
             wal_receiver: Some("streaming".into()),
+            ..InstanceStatus::default()
         }
+    }
+
+    #[test]
+    fn a_report_as_the_contract_writes_it_is_a_promotable_replica() {
+        let contract: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/contracts/instance.json"))
+                .expect("tests/contracts/instance.json is JSON");
+        let sample = contract["status"]["replica"].clone();
+        let report: InstanceStatus = serde_json::from_value(sample).expect("the sample decodes");
+        let reports = [report];
+        let best = most_advanced(&reports, "demo-0").map(|r| r.pod.as_str());
+        assert_eq!(best, Some("demo-1"));
+        assert_eq!(
+            progress(&reports[0]),
+            (2, Lsn(0x0300_0060), Lsn(0x0300_0060))
+        );
     }
 
     #[test]
@@ -173,9 +190,9 @@ mod tests {
     #[test]
     fn never_the_holder_a_primary_or_a_stopped_instance() {
         let mut stopped = replica("demo-1", 1, "0/9000000", "0/9000000");
-        stopped.postgres = "stopped".into();
+        stopped.postgres = PostgresState::Stopped;
         let mut fenced = replica("demo-2", 1, "0/9000000", "0/9000000");
-        fenced.role = "fenced".into();
+        fenced.role = Role::Fenced;
         let holder = replica("demo-0", 1, "0/9000000", "0/9000000");
         assert_eq!(most_advanced(&[stopped, fenced, holder], "demo-0"), None);
     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::election::{Decision, InstanceReport, candidate, decide, quorum, reports_needed};
+use super::election::{Decision, InstanceStatus, candidate, decide, quorum, reports_needed};
 use super::handover_record::unrecorded;
 use super::lease;
 use super::pods::{serves, set_role};
@@ -101,7 +101,7 @@ fn sync_number(cluster: &Cluster<'_>) -> Option<usize> {
 }
 
 /// The `/status` of every instance but `holder` that has a pod IP, read concurrently.
-async fn read_reports(ctx: &Context, pods: &[Arc<Pod>], holder: &str) -> Vec<InstanceReport> {
+async fn read_reports(ctx: &Context, pods: &[Arc<Pod>], holder: &str) -> Vec<InstanceStatus> {
     let reads = pods
         .iter()
         .filter(|pod| pod.name_any() != holder)

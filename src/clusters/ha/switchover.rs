@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::election::{InstanceReport, most_advanced};
+use super::election::{InstanceStatus, most_advanced};
 use super::handover_record::unrecorded;
 use super::lease::{self, holder};
 use super::state::{PrimaryState, SwitchoverNote};
@@ -260,7 +260,7 @@ pub async fn clear_request(pg: &PostgreSQL, ctx: &Context) -> Result<()> {
 }
 
 /// The `/status` of the instance manager of pod `name`, if it answers.
-async fn read_report(ctx: &Context, pods: &[Arc<Pod>], name: &str) -> Option<InstanceReport> {
+async fn read_report(ctx: &Context, pods: &[Arc<Pod>], name: &str) -> Option<InstanceStatus> {
     let pod = pods.iter().find(|pod| pod.name_any() == name)?;
     let ip = pod.status.as_ref()?.pod_ip.clone()?;
     ctx.instances.report(&ip).await
@@ -273,7 +273,7 @@ async fn most_advanced_of(
     candidates: &[String],
 ) -> Option<String> {
     let reads = candidates.iter().map(|pod| read_report(ctx, pods, pod));
-    let reports: Vec<InstanceReport> = futures::future::join_all(reads)
+    let reports: Vec<InstanceStatus> = futures::future::join_all(reads)
         .await
         .into_iter()
         .flatten()

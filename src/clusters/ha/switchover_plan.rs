@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use super::election::{InstanceReport, Lsn};
+use super::election::{InstanceStatus, Lsn};
+#[cfg(test)]
+use super::election::{PostgresState, Role};
 
 /// How long each half of a switchover may take before it is abandoned: the holder releasing
 /// the Lease, then the target replaying the final WAL.
@@ -58,7 +60,7 @@ pub fn plan(
     request: Option<&str>,
     lease: &LeaseSwitchover,
     members: &[String],
-    target: Option<&InstanceReport>,
+    target: Option<&InstanceStatus>,
 ) -> SwitchoverStep {
     let Some(to) = lease.to.as_deref() else {
         return start(request, lease.holder.as_deref(), members, target);
@@ -104,7 +106,7 @@ fn start(
     request: Option<&str>,
     holder: Option<&str>,
     members: &[String],
-    target: Option<&InstanceReport>,
+    target: Option<&InstanceStatus>,
 ) -> SwitchoverStep {
     let Some(requested) = request else {
         return SwitchoverStep::Idle;
@@ -123,11 +125,8 @@ fn start(
             "no instance holds the primary Lease (a failover is under way)".to_owned(),
         );
     };
-    let streaming = target.is_some_and(|r| {
-        r.role == "replica"
-            && r.postgres == "running"
-            && r.wal_receiver.as_deref() == Some("streaming")
-    });
+    let streaming = target
+        .is_some_and(|r| r.is_running_replica() && r.wal_receiver.as_deref() == Some("streaming"));
     if !streaming {
         let seen = target.map_or("no answer from its instance manager".to_owned(), |r| {
             format!(
@@ -149,24 +148,25 @@ fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clusters::ha::election::ReportedLsns;
+    use crate::clusters::ha::election::Lsns;
 
     fn members() -> Vec<String> {
         ["demo-0", "demo-1", "demo-2"].map(String::from).to_vec()
     }
 
-    fn replica(replayed: &str, receiver: &str) -> InstanceReport {
-        InstanceReport {
+    fn replica(replayed: &str, receiver: &str) -> InstanceStatus {
+        InstanceStatus {
             pod: "demo-1".into(),
-            role: "replica".into(),
-            postgres: "running".into(),
+            role: Role::Replica,
+            postgres: PostgresState::Running,
             timeline: Some(1),
-            lsn: ReportedLsns {
+            lsn: Lsns {
                 current: None,
                 received: Some(replayed.into()),
                 replayed: Some(replayed.into()),
             },
             wal_receiver: Some(receiver.into()),
+            ..InstanceStatus::default()
         }
     }
 

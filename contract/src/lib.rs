@@ -1,0 +1,70 @@
+//! The contract between the operator and the instance managers (`tusk-instance`), written
+//! once: the primary Lease's annotations and the `/status` body. docs/replication.md explains
+//! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
+//! against it, so an operator and a manager of different releases still understand each other.
+
+pub mod lease;
+pub mod status;
+
+pub use status::{InstanceStatus, Lsns, PostgresState, Role};
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    const CONTRACT: &str = include_str!("../../tests/contracts/instance.json");
+
+    fn contract() -> Value {
+        serde_json::from_str(CONTRACT).expect("tests/contracts/instance.json is JSON")
+    }
+
+    #[test]
+    fn the_lease_annotations_are_the_contracts() {
+        let lease = &contract()["lease"];
+        let keys = &lease["annotations"];
+        for (name, key) in [
+            ("members", lease::MEMBERS),
+            ("switchoverTo", lease::SWITCHOVER_TO),
+            ("switchoverFrom", lease::SWITCHOVER_FROM),
+            ("switchoverStarted", lease::SWITCHOVER_STARTED),
+            ("finalLsn", lease::FINAL_LSN),
+            ("holderAddress", lease::HOLDER_ADDRESS),
+            ("lastFailover", lease::LAST_FAILOVER),
+        ] {
+            assert_eq!(keys[name], key, "{name}");
+        }
+        assert_eq!(
+            keys.as_object().map(|k| k.len()),
+            Some(7),
+            "a key this test does not check"
+        );
+        assert_eq!(lease["durationSeconds"], lease::DURATION_SECONDS);
+        let address = &lease["holderAddress"];
+        let (pod, ip) = (address["pod"].as_str(), address["ip"].as_str());
+        let value = lease::holder_address(pod.unwrap_or_default(), ip.unwrap_or_default());
+        assert_eq!(address["value"], value);
+        let members = &lease["members"];
+        let parsed = lease::members(members["value"].as_str().unwrap_or_default());
+        assert_eq!(members["pods"], serde_json::json!(parsed));
+    }
+
+    #[test]
+    fn the_status_body_round_trips_as_the_contract_writes_it() {
+        let sample = contract()["status"]["replica"].clone();
+        let status: InstanceStatus =
+            serde_json::from_value(sample.clone()).expect("the sample decodes");
+        assert!(status.is_running_replica());
+        assert_eq!(status.timeline, Some(2));
+        assert_eq!(serde_json::to_value(&status).ok(), Some(sample));
+    }
+
+    #[test]
+    fn a_role_from_a_newer_manager_is_unknown_not_an_error() {
+        let body = serde_json::json!({"pod": "demo-1", "role": "archiving", "postgres": "running"});
+        let status: InstanceStatus = serde_json::from_value(body).expect("decodes");
+        assert_eq!(status.role, Role::Unknown);
+        assert!(!status.is_running_replica());
+    }
+}
