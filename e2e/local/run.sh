@@ -27,7 +27,7 @@ step() {
 }
 
 export TUSK_E2E_DIR="${TUSK_E2E_DIR:-$(mktemp -d -u /tmp/tusk-e2e.XXXXXX)}"
-# shellcheck disable=SC2329 # invoked by the EXIT trap
+# shellcheck disable=SC2317,SC2329 # invoked by the EXIT trap (SC2317 is 0.9's name for it)
 cleanup() {
   local rc=$? started=$SECONDS
   if ((keep)); then

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
@@ -15,51 +16,94 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
+use super::compact::{compact_cronjob, compact_secret, compact_statefulset};
 use super::instances::{InstanceReader, LeaseClock, StatusSource};
+use super::watch::{ChildWatches, drop_managed_fields, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, STATUS_PORT};
 
-/// The watch caches: the clusters, their children and the Backups, fed by the same watches that
-/// trigger reconciles.
-#[derive(Clone)]
-pub struct Caches {
-    pub clusters: Store<PostgreSQL>,
-    pub secrets: Store<Secret>,
-    pub config_maps: Store<ConfigMap>,
-    pub services: Store<Service>,
-    pub statefulsets: Store<StatefulSet>,
-    pub cronjobs: Store<CronJob>,
-    /// The database pods' identity: account, Role, binding.
-    pub service_accounts: Store<ServiceAccount>,
-    pub roles: Store<Role>,
-    pub role_bindings: Store<RoleBinding>,
-    pub disruption_budgets: Store<PodDisruptionBudget>,
-    /// The database pods (compacted: labels, readiness and IP), for roles and failover.
-    pub pods: Store<Pod>,
-    /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
-    pub jobs: Store<Job>,
-    /// Every Backup in scope.
-    pub backups: Store<Backup>,
+/// The children a cluster owns, each with its compaction (see `compact`). This is the one
+/// list: each entry is a field of [`Caches`], a watch started by [`watch_owned`] that
+/// triggers the owning cluster, and a cache [`Caches::children_ready`] waits for.
+macro_rules! owned_children {
+    ($($(#[$doc:meta])* $field:ident: $kind:ty => $compact:expr,)*) => {
+        /// The watch caches: the clusters, their children and the Backups, fed by the same
+        /// watches that trigger reconciles.
+        #[derive(Clone)]
+        pub struct Caches {
+            pub clusters: Store<PostgreSQL>,
+            $($(#[$doc])* pub $field: Store<$kind>,)*
+            /// The database pods (compacted: labels, readiness and IP), for roles and failover.
+            pub pods: Store<Pod>,
+            /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
+            pub jobs: Store<Job>,
+            /// Every Backup in scope.
+            pub backups: Store<Backup>,
+        }
+
+        impl Caches {
+            /// Waits until every child cache has been filled by its first list. Before that a
+            /// cache miss means "not seen yet", not "absent", and acting on it would rewrite
+            /// existing objects.
+            pub async fn children_ready(&self) -> Result<(), WriterDropped> {
+                $(self.$field.wait_until_ready().await?;)*
+                self.pods.wait_until_ready().await?;
+                self.jobs.wait_until_ready().await?;
+                self.backups.wait_until_ready().await
+            }
+        }
+
+        /// The owned children's caches, as their watches (`drivers`) fill them.
+        pub struct OwnedWatches {
+            $(pub $field: Store<$kind>,)*
+            pub drivers: Vec<BoxFuture<'static, ()>>,
+        }
+
+        /// Starts a watch of every owned kind; each change triggers the owning cluster.
+        pub fn watch_owned(watches: &ChildWatches<'_>) -> OwnedWatches {
+            let mut drivers = Vec::new();
+            $(
+                let ($field, driver) = watches.cached::<$kind>($compact, owning_cluster);
+                drivers.push(driver);
+            )*
+            OwnedWatches { $($field,)* drivers }
+        }
+
+        impl Caches {
+            /// The caches of `owned` with the clusters', pods', Jobs' and Backups'.
+            pub fn new(
+                clusters: Store<PostgreSQL>,
+                owned: OwnedWatches,
+                pods: Store<Pod>,
+                jobs: Store<Job>,
+                backups: Store<Backup>,
+            ) -> (Self, Vec<BoxFuture<'static, ()>>) {
+                let caches = Self {
+                    clusters,
+                    $($field: owned.$field,)*
+                    pods,
+                    jobs,
+                    backups,
+                };
+                (caches, owned.drivers)
+            }
+        }
+    };
 }
 
-impl Caches {
-    /// Waits until every child cache has been filled by its first list. Before that a cache
-    /// miss means "not seen yet", not "absent", and acting on it would rewrite existing objects.
-    pub async fn children_ready(&self) -> Result<(), WriterDropped> {
-        self.secrets.wait_until_ready().await?;
-        self.config_maps.wait_until_ready().await?;
-        self.services.wait_until_ready().await?;
-        self.statefulsets.wait_until_ready().await?;
-        self.cronjobs.wait_until_ready().await?;
-        self.service_accounts.wait_until_ready().await?;
-        self.roles.wait_until_ready().await?;
-        self.role_bindings.wait_until_ready().await?;
-        self.disruption_budgets.wait_until_ready().await?;
-        self.pods.wait_until_ready().await?;
-        self.jobs.wait_until_ready().await?;
-        self.backups.wait_until_ready().await
-    }
+owned_children! {
+    /// Credentials (compacted: values dropped, only their existence is read).
+    secrets: Secret => compact_secret,
+    config_maps: ConfigMap => drop_managed_fields,
+    services: Service => drop_managed_fields,
+    statefulsets: StatefulSet => compact_statefulset,
+    cronjobs: CronJob => compact_cronjob,
+    /// The database pods' identity: account, Role, binding.
+    service_accounts: ServiceAccount => drop_managed_fields,
+    roles: Role => drop_managed_fields,
+    role_bindings: RoleBinding => drop_managed_fields,
+    disruption_budgets: PodDisruptionBudget => drop_managed_fields,
 }
 
 /// The shared state of both controllers.

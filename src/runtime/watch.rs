@@ -4,13 +4,18 @@
 use std::fmt::Debug;
 use std::future::Future;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
+use futures::future::BoxFuture;
 use kube::api::Api;
-use kube::runtime::reflector::{self, ReflectHandle, Store};
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::warn;
+
+use crate::crd::PostgreSQL;
+use crate::resources::CLUSTER_LABEL;
 
 /// Events buffered per subscriber of a shared watch.
 const SHARED_BUFFER: usize = 1024;
@@ -34,28 +39,32 @@ impl Scope {
     }
 }
 
-/// The watches of the clusters' children: one scope, one label selector.
+/// What a changed child triggers: the reconcile of its cluster.
+pub type Trigger = ObjectRef<PostgreSQL>;
+
+/// The watches of the clusters' children: one scope, one label selector, and one queue of the
+/// clusters their changes trigger.
 pub struct ChildWatches<'a> {
     pub scope: &'a Scope,
     pub client: &'a Client,
     pub config: watcher::Config,
+    pub triggers: UnboundedSender<Trigger>,
 }
 
 impl ChildWatches<'_> {
-    /// A watch of the children of kind `K` that keeps `Store<K>` current and yields every
-    /// touched object (deletions included, so a child deleted out of band triggers its owner).
-    /// `compact` shrinks each object before it is cached (at least [`drop_managed_fields`]; see
+    /// A watch of the children of kind `K` that keeps `Store<K>` current and queues the cluster
+    /// of every touched object (`trigger`; deletions included, so a child deleted out of band
+    /// triggers its owner). Only the cluster's reference is queued, never the object: the
+    /// queue grows with changes while reconciles are busy, not with their size. `compact`
+    /// shrinks each object before it is cached (at least [`drop_managed_fields`]; see
     /// `runtime::compact`). The returned future drives the watch on its own: the caches must
     /// fill even while every reconcile waits for them, so they cannot depend on the controller
-    /// polling its trigger streams.
+    /// polling its triggers.
     pub fn cached<K>(
         &self,
         compact: fn(&mut K),
-    ) -> (
-        Store<K>,
-        impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-        impl Future<Output = ()> + Send + 'static,
-    )
+        trigger: fn(&K) -> Option<Trigger>,
+    ) -> (Store<K>, BoxFuture<'static, ()>)
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -66,21 +75,38 @@ impl ChildWatches<'_> {
             + 'static,
     {
         let (reader, writer) = reflector::store();
-        // Unbounded: a trigger is an object the cache already holds, so the queue is bounded by
-        // the number of changes while reconciles are busy.
-        let (triggers, stream) = futures::channel::mpsc::unbounded();
+        let triggers = self.triggers.clone();
         let driver = watcher(self.scope.api(self.client), self.config.clone())
             .default_backoff()
             .modify(compact)
             .reflect(writer)
             .touched_objects()
             .for_each(move |object| {
-                // The receiver only goes away when the controller has stopped.
-                let _ = triggers.unbounded_send(object);
+                if let Some(cluster) = object.ok().as_ref().and_then(trigger) {
+                    // The receiver only goes away when the controller has stopped.
+                    let _ = triggers.unbounded_send(cluster);
+                }
                 futures::future::ready(())
             });
-        (reader, stream, driver)
+        (reader, futures::FutureExt::boxed(driver))
     }
+}
+
+/// The cluster that owns `object`, by its owner reference.
+pub fn owning_cluster<K: Resource>(object: &K) -> Option<Trigger> {
+    let namespace = object.meta().namespace.as_deref()?;
+    let owner = object.meta().owner_references.as_ref()?.iter().find(|o| {
+        o.kind == PostgreSQL::kind(&()) && o.api_version == PostgreSQL::api_version(&())
+    })?;
+    Some(ObjectRef::new(&owner.name).within(namespace))
+}
+
+/// The cluster named by `object`'s `tusk.dev/cluster` label (database pods: their owner is the
+/// StatefulSet).
+pub fn labelled_cluster<K: Resource>(object: &K) -> Option<Trigger> {
+    let namespace = object.meta().namespace.as_deref()?;
+    let cluster = object.meta().labels.as_ref()?.get(CLUSTER_LABEL)?;
+    Some(ObjectRef::new(cluster).within(namespace))
 }
 
 /// A watch of `K` whose cache and events are shared by both controllers. The returned future
@@ -126,6 +152,34 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
     use super::*;
+
+    #[test]
+    fn a_child_triggers_the_cluster_that_owns_it_and_a_pod_the_one_it_is_labelled_with() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let mut object = ConfigMap::default();
+        object.metadata.namespace = Some("prod".into());
+        let owner = |kind: &str, api_version: &str| OwnerReference {
+            kind: kind.into(),
+            api_version: api_version.into(),
+            name: "demo".into(),
+            ..OwnerReference::default()
+        };
+        object.metadata.owner_references = Some(vec![
+            owner("StatefulSet", "apps/v1"),
+            owner("PostgreSQL", "tusk.dev/v1alpha1"),
+        ]);
+        assert_eq!(
+            owning_cluster(&object),
+            Some(ObjectRef::new("demo").within("prod"))
+        );
+        object.metadata.owner_references = Some(vec![owner("PostgreSQL", "example.com/v1")]);
+        assert_eq!(owning_cluster(&object), None, "another group's PostgreSQL");
+        object.metadata.labels = Some([(CLUSTER_LABEL.to_owned(), "shop".to_owned())].into());
+        assert_eq!(
+            labelled_cluster(&object),
+            Some(ObjectRef::new("shop").within("prod"))
+        );
+    }
 
     #[test]
     fn cached_objects_carry_no_managed_fields_and_keep_the_rest() {
