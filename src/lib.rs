@@ -7,10 +7,15 @@
 //!   backoff, conditions, Events, status writes, Job states, bucket access. It knows neither
 //!   controller.
 //! - [`clusters`]: the PostgreSQL controller, one visible pipeline: validate → build
-//!   ([`clusters::desired`]) → apply ([`clusters::children`]) → status ([`clusters::status`]).
+//!   ([`clusters::desired`]) → apply ([`clusters::children`], the restore, [`clusters::ha`],
+//!   [`clusters::backup_schedule`]) → report ([`clusters::status`], [`clusters::report`]).
+//!   `ha` (who is primary) and `backup_schedule` (the cluster's backups) are rooms of their own.
 //! - [`backups`]: the Backup controller: backup Jobs followed to Completed or Failed, retention.
 //! - [`operator`]: the composition root wiring watches to both controllers; the only module that
 //!   knows both.
+//!
+//! No file imports another that imports it back (`tests/module_graph.rs`). What the operator
+//! and the instance managers exchange is the `tusk-contract` crate.
 
 pub mod backups;
 pub mod clusters;

@@ -68,7 +68,7 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
                 },
             ),
             // A replicated cluster restarts its pods itself, replicas first and the primary
-            // last after a switchover (clusters/rollout_plan.rs): the StatefulSet's own rolling
+            // last after a switchover (clusters/ha/rollout_plan.rs): the StatefulSet's own rolling
             // update goes by ordinal and knows nothing of roles.
             update_strategy: Some(StatefulSetUpdateStrategy {
                 type_: Some(
