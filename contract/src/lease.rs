@@ -27,6 +27,17 @@ pub const HOLDER_ADDRESS: &str = "tusk.dev/holder-address";
 /// written by the operator in the same write that changes the holder.
 pub const LAST_FAILOVER: &str = "tusk.dev/last-failover";
 
+/// The database system identifier of the cluster, written by the first holder once its
+/// database exists and never changed after: the durable record that the cluster has
+/// bootstrapped. A holder without data never runs initdb once it is there, a member whose data
+/// has another identifier never runs or streams, and the operator fails over only once it is
+/// there (or the cluster served before it was recorded).
+pub const SYSTEM_IDENTIFIER: &str = "tusk.dev/system-identifier";
+/// Written by the operator: the holder named here stops renewing (and fences) so that the
+/// Lease expires and is handed on. Asked when the holder renews but has not served for too
+/// long (PostgreSQL that never starts, a disk full): renewing alone must not hold the cluster.
+pub const RELEASE_REQUESTED: &str = "tusk.dev/release-requested";
+
 /// Every annotation of a switchover, removed when it ends.
 pub const SWITCHOVER_ANNOTATIONS: [&str; 4] = [
     SWITCHOVER_TO,

@@ -32,12 +32,14 @@ mod tests {
             ("finalLsn", lease::FINAL_LSN),
             ("holderAddress", lease::HOLDER_ADDRESS),
             ("lastFailover", lease::LAST_FAILOVER),
+            ("systemIdentifier", lease::SYSTEM_IDENTIFIER),
+            ("releaseRequested", lease::RELEASE_REQUESTED),
         ] {
             assert_eq!(keys[name], key, "{name}");
         }
         assert_eq!(
             keys.as_object().map(|k| k.len()),
-            Some(7),
+            Some(9),
             "a key this test does not check"
         );
         assert_eq!(lease["durationSeconds"], lease::DURATION_SECONDS);
@@ -58,6 +60,16 @@ mod tests {
         assert!(status.is_running_replica());
         assert_eq!(status.timeline, Some(2));
         assert_eq!(serde_json::to_value(&status).ok(), Some(sample));
+    }
+
+    #[test]
+    fn a_replica_whose_server_left_recovery_is_not_promotable() {
+        let sample = contract()["status"]["replica"].clone();
+        let mut status: InstanceStatus = serde_json::from_value(sample).expect("decodes");
+        status.in_recovery = Some(false);
+        assert!(!status.is_running_replica());
+        status.in_recovery = None;
+        assert!(status.is_running_replica(), "a manager that does not say");
     }
 
     #[test]

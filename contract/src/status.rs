@@ -15,6 +15,9 @@ pub enum Role {
     #[default]
     Initializing,
     Stopped,
+    /// No usable data: the volume is empty (or holds another system's data) while the cluster
+    /// has bootstrapped. Never initialised again; it waits to be failed over, then clones.
+    Lost,
     /// A role a newer manager reports that this side does not know.
     #[serde(other)]
     Unknown,
@@ -38,6 +41,7 @@ impl Role {
             Self::Fenced => "fenced",
             Self::Initializing => "initializing",
             Self::Stopped => "stopped",
+            Self::Lost => "lost",
             Self::Unknown => "unknown",
         }
     }
@@ -86,6 +90,10 @@ pub struct InstanceStatus {
     pub timeline: Option<u32>,
     #[serde(default)]
     pub system_identifier: Option<String>,
+    /// What the server itself says (`pg_is_in_recovery()`), not what the manager asked for: a
+    /// promotion still pending, or one nobody asked for, shows here.
+    #[serde(default)]
+    pub in_recovery: Option<bool>,
     #[serde(default)]
     pub lsn: Lsns,
     /// The WAL receiver's state (`streaming` while a replica follows its primary).
@@ -96,8 +104,11 @@ pub struct InstanceStatus {
 }
 
 impl InstanceStatus {
-    /// A running standby: the only kind of instance that can be promoted.
+    /// A running standby: the only kind of instance that can be promoted. A server the manager
+    /// reports as a replica but that left recovery (a promotion it did not ask for) is not one.
     pub fn is_running_replica(&self) -> bool {
-        self.role == Role::Replica && self.postgres == PostgresState::Running
+        self.role == Role::Replica
+            && self.postgres == PostgresState::Running
+            && self.in_recovery != Some(false)
     }
 }
