@@ -211,13 +211,15 @@ async fn preferred_durability_promotes_the_one_answering_replica_where_required_
 }
 
 #[tokio::test]
-async fn a_serving_primary_costs_no_lease_read() {
+async fn a_serving_primary_costs_one_lease_read_and_no_write() {
     let (pg, mut cache) = three_instances(3);
     cache.pods = three_pods(true);
     let clock = Arc::new(LeaseClock::default());
-    // Only the status (the instances appear in it); no Lease read, no label write.
-    let (_, seen) = reconcile(&pg, cache, &clock, vec![Expect::apply_status(STATUS)]).await;
-    let instances = &seen[0].body["status"]["instanceStates"];
+    // The Lease is read (the labels follow it, not the status) and the status written (the
+    // instances appear in it); no label write, no Lease write.
+    let script = vec![read_lease(), Expect::apply_status(STATUS)];
+    let (_, seen) = reconcile(&pg, cache, &clock, script).await;
+    let instances = &seen[1].body["status"]["instanceStates"];
     assert_eq!(instances[0]["pod"], "demo-0");
     assert_eq!(instances[0]["role"], "primary");
     assert_eq!(instances[2]["role"], "replica");

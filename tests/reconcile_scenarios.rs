@@ -22,7 +22,11 @@ use tusk::crd::PostgreSQL;
 async fn create_from_empty_makes_exactly_these_calls() {
     let pg = postgresql(WITH_BACKUP);
     let script = vec![
-        // The cleanup finalizer first, so a deletion can never skip backup.onDelete.
+        // The primary Lease first (held by ordinal 0, which initialises the database): the
+        // primary step runs before anything else.
+        Expect::create(LEASES),
+        // The cleanup finalizer before any other child, so a deletion can never skip
+        // backup.onDelete.
         Expect::patch_cluster(CLUSTER),
         Expect::get_missing(format!("{SECRETS}/demo-superuser")),
         Expect::create(SECRETS),
@@ -41,8 +45,6 @@ async fn create_from_empty_makes_exactly_these_calls() {
         Expect::apply(format!("{ROLE_BINDINGS}/demo-instance")),
         // Answered without status: the pods are not ready yet, so no CronJob is created.
         Expect::apply(format!("{STATEFULSETS}/demo")),
-        // The primary Lease, held by ordinal 0, which initialises the database.
-        Expect::create(LEASES),
         // One Event lists every child created.
         Expect::event(NS),
         Expect::apply_status(STATUS),
@@ -52,13 +54,13 @@ async fn create_from_empty_makes_exactly_these_calls() {
 
     // Tested for absence first: a finalizer another controller added meanwhile is never lost.
     assert_eq!(
-        seen[0].body,
+        seen[1].body,
         json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
             {"op": "add", "path": "/metadata/finalizers", "value": ["tusk.dev/cleanup"]},
         ])
     );
-    let seen = seen[1..].to_vec();
+    let seen = seen[2..].to_vec();
     for apply in seen.iter().filter(|s| s.method == Method::PATCH) {
         assert!(
             apply.query.contains("fieldManager=tusk-operator"),

@@ -43,11 +43,16 @@ fn rolling(updated: &[usize]) -> (PostgreSQL, Cache) {
 async fn the_highest_outdated_replica_restarts_first() {
     let (pg, cache) = rolling(&[]);
     let delete = Expect::delete(format!("{PODS}/demo-2"));
-    let script = vec![delete, Expect::apply_status(STATUS), Expect::event(NS)];
+    let script = vec![
+        read_lease(Some("demo-0"), json!({})),
+        delete,
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
     let clock = Arc::new(LeaseClock::default());
     let managers = managers("0/5000000", "0/5000000");
     let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
-    assert_eq!(event_reason(&seen[2]), "RollingUpdate");
+    assert_eq!(event_reason(&seen[3]), "RollingUpdate");
 }
 
 #[tokio::test]
@@ -63,7 +68,10 @@ async fn nothing_restarts_while_an_instance_is_unready() {
     }
     let clock = Arc::new(LeaseClock::default());
     let managers = managers("0/5000000", "0/5000000");
-    let script = vec![Expect::apply_status(STATUS)];
+    let script = vec![
+        read_lease(Some("demo-0"), json!({})),
+        Expect::apply_status(STATUS),
+    ];
     replicas::reconcile(&pg, cache, &clock, managers, script).await;
 }
 

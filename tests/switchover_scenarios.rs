@@ -174,18 +174,45 @@ async fn a_switchover_to_a_replica_that_does_not_stream_is_refused() {
     assert_eq!(event_reason(&seen[3]), "SwitchoverRejected");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_target_that_never_catches_up_gives_the_lease_back_to_the_old_primary() {
     let (pg, mut cache) = requested(true);
     cache.pods = three_pods(false);
-    let script = vec![
+    // The timeout runs on the operator's own clock, from when it first saw the switchover (the
+    // start on the Lease, 40 s ago by another host's clock, does not count).
+    let clock = Arc::new(LeaseClock::default());
+    let waiting = vec![
         read_lease(None, asked(40, Some("0/5000028"))),
+        Expect::apply_status(STATUS),
+    ];
+    let (action, _) = replicas::reconcile(
+        &pg,
+        cache.clone(),
+        &clock,
+        managers("0/5000000", "0/5000000"),
+        waiting,
+    )
+    .await;
+    assert_eq!(
+        action,
+        Action::requeue(std::time::Duration::from_millis(200))
+    );
+    tokio::time::advance(std::time::Duration::from_secs(31)).await;
+    let script = vec![
+        read_lease(None, asked(71, Some("0/5000028"))),
         replicas::write_lease(),
         Expect::apply_status(STATUS),
         clear_request(),
         Expect::event(NS),
     ];
-    let (_, seen) = reconcile(&pg, cache, managers("0/5000000", "0/5000000"), script).await;
+    let (_, seen) = replicas::reconcile(
+        &pg,
+        cache,
+        &clock,
+        managers("0/5000000", "0/5000000"),
+        script,
+    )
+    .await;
     let given_back = &seen[1].body;
     assert_eq!(given_back["spec"]["holderIdentity"], "demo-0");
     no_switchover_annotations(given_back);

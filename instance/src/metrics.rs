@@ -153,6 +153,7 @@ mod tests {
             lease_holder: Some("demo-0".into()),
             timeline: Some(2),
             system_identifier: None,
+            in_recovery: Some(role == Role::Replica),
             lsn: Lsns {
                 current: None,
                 received: Some("0/3000100".into()),

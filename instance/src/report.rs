@@ -86,6 +86,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> 
         (Some(f), Role::Replica) => f.in_recovery && !holder,
         _ => false,
     };
+    let in_recovery = facts.as_ref().map(|f| f.in_recovery);
     let facts = facts.unwrap_or_default();
     StatusReport {
         pod: pod.to_string(),
@@ -99,6 +100,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> 
         lease_holder: state.lease_holder.clone(),
         timeline: facts.timeline.and_then(|t| u32::try_from(t).ok()),
         system_identifier: facts.system_identifier,
+        in_recovery,
         lsn: facts.lsn,
         wal_receiver: facts.wal_receiver,
         fenced: state.fenced,

@@ -15,7 +15,7 @@ use super::backup_schedule::{self, freshness::Freshness};
 use super::children::apply_children;
 use super::cleanup;
 use super::desired::desired;
-use super::ha;
+use super::ha::{self, PrimaryState};
 use super::report;
 use super::restore::{self, Observed};
 use super::status::{BackupSchedule, Outcome};
@@ -28,6 +28,8 @@ use crate::runtime::settle::{Settled, settle};
 
 /// Healthy clusters are re-checked this often even without a watch event.
 const RESYNC: Duration = Duration::from_secs(600);
+/// The soonest a failed reconcile is retried, even while the primary step watches closely.
+const MIN_RETRY: Duration = Duration::from_millis(200);
 /// How long a reconcile waits for the child caches after the operator starts.
 const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -46,9 +48,15 @@ pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action>
     settled.into_result()
 }
 
-/// The controller's error policy: per-object exponential backoff with jitter.
+/// The controller's error policy: per-object exponential backoff with jitter, but never later
+/// than the primary step wanted to look again (a failing later step must not delay a failover).
 pub fn error_policy(pg: Arc<PostgreSQL>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from_obj(pg.as_ref()).to_string();
     let delay = retry_delay(&pg, &ctx);
+    let delay = ctx
+        .lease_clock
+        .recheck(&key)
+        .map_or(delay, |recheck| delay.min(recheck.max(MIN_RETRY)));
     tracing::warn!(cluster = %kube::ResourceExt::name_any(pg.as_ref()), namespace = ?pg.meta().namespace, %error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
@@ -66,19 +74,17 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     }
     // Validate, then build every child: both pure, and both refuse before anything is applied.
     let built = validate(&pg.spec).and_then(|()| Ok(desired(&cluster, &ctx.agent)?));
+    caches_synced(ctx).await?;
     let children = match built {
         Ok(children) => children,
-        Err(invalid) => {
-            report::invalid_spec(pg, &cluster, invalid.to_string(), ctx).await?;
-            // Retrying cannot help; the next spec change triggers a new reconcile.
-            return Ok(Action::await_change());
-        }
+        Err(invalid) => return refuse_spec(pg, &cluster, &invalid.to_string(), ctx).await,
     };
-    caches_synced(ctx).await?;
+    // Who is primary comes first: no other step's failure and no phase may hold up a failover.
+    let primary = primary_step(pg, &cluster, ctx).await?;
     let pg = &finalized(pg, ctx).await?;
 
     // Apply: the children (clients and backups held back until a restore has finished), the
-    // restore, the primary, the backups' records.
+    // restore, the backups' records.
     let observed = restore::observe(pg, &cluster, ctx).await?;
     let held = observed.holds_clients();
     let applied = Box::pin(apply_children(&cluster, children, ctx, held)).await?;
@@ -91,8 +97,6 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             progress
         }
     };
-    // Boxed: the reconcile future is large enough to overflow a test thread's stack.
-    let primary = Box::pin(ha::step(pg, &cluster, ctx)).await?;
     writes.extend(primary.writes.iter().cloned());
     let scheduled = applied.backup == BackupSchedule::Scheduled;
     let backups = backup_schedule::observe(pg, &cluster, scheduled, ctx).await?;
@@ -129,6 +133,42 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         recheck,
         now,
     )))
+}
+
+/// The primary step (`ha`), remembering how soon it wants to look again: a later step's error
+/// must not delay a failover by its backoff (see [`error_policy`]).
+async fn primary_step(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+) -> Result<PrimaryState> {
+    // Boxed: the reconcile future is large enough to overflow a test thread's stack.
+    let primary = Box::pin(ha::step(pg, cluster, ctx)).await?;
+    let key = ObjectRef::from_obj(pg).to_string();
+    ctx.lease_clock.want_recheck(&key, primary.recheck);
+    Ok(primary)
+}
+
+/// A spec the operator cannot realise: reported, not retried until it changes. A cluster that
+/// has its Lease keeps its primary looked after meanwhile (failover included); a new one gets
+/// nothing, not even its Lease.
+async fn refuse_spec(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    message: &str,
+    ctx: &Context,
+) -> Result<Action> {
+    let has_lease = pg
+        .status
+        .as_ref()
+        .is_some_and(|s| s.current_primary.is_some());
+    let primary = match has_lease {
+        true => Some(primary_step(pg, cluster, ctx).await?),
+        false => None,
+    };
+    let recheck = primary.as_ref().and_then(|p| p.recheck);
+    report::invalid_spec(pg, cluster, message.to_owned(), primary, ctx).await?;
+    Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Waits (bounded) until every child cache has been filled by its first list.

@@ -44,16 +44,23 @@ pub async fn publish(ctx: &Context, pg: &PostgreSQL, event: Event) {
 }
 
 /// A spec the operator cannot realise: `Ready=False` with reason `InvalidSpec`, and a Warning
-/// the first time (when the status changed).
+/// the first time (when the status changed); what the primary step did is reported all the
+/// same.
 pub async fn invalid_spec(
     pg: &PostgreSQL,
     cluster: &Cluster<'_>,
     message: String,
+    primary: Option<PrimaryState>,
     ctx: &Context,
 ) -> Result<()> {
-    if update_status(pg, cluster, &Outcome::InvalidSpec(message.clone()), ctx).await? {
+    let outcome = Outcome::InvalidSpec {
+        message: message.clone(),
+        primary: primary.map(Box::new),
+    };
+    if update_status(pg, cluster, &outcome, ctx).await? {
         publish(ctx, pg, warning("InvalidSpec", "Validate", message)).await;
     }
+    findings(pg, ctx, &outcome).await;
     Ok(())
 }
 
@@ -93,6 +100,12 @@ pub async fn writes(
 /// The Events of what an applied reconcile found (`outcome`, whose status is written): each
 /// published once, the status recording that it was.
 pub async fn findings(pg: &PostgreSQL, ctx: &Context, outcome: &Outcome) {
+    if let Outcome::InvalidSpec { primary, .. } = outcome {
+        if let Some(primary) = primary {
+            publish_primary(pg, ctx, primary).await;
+        }
+        return;
+    }
     let Outcome::Applied {
         readiness,
         restore,
@@ -220,6 +233,10 @@ async fn publish_primary(pg: &PostgreSQL, ctx: &Context, primary: &PrimaryState)
     }
     if let Some(stuck) = &primary.stuck {
         let event = warning("FailoverBlocked", "Failover", stuck.clone());
+        publish(ctx, pg, event).await;
+    }
+    if let Some(why) = &primary.release_requested {
+        let event = warning("ReleaseRequested", "Failover", why.clone());
         publish(ctx, pg, event).await;
     }
 }

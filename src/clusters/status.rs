@@ -55,7 +55,12 @@ impl RestoreProgress {
 /// deletion waiting for the bucket.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    InvalidSpec(String),
+    /// The spec cannot be realised; the primary step ran all the same, once the cluster has a
+    /// Lease.
+    InvalidSpec {
+        message: String,
+        primary: Option<Box<PrimaryState>>,
+    },
     Failed {
         reason: &'static str,
         message: String,
@@ -93,8 +98,11 @@ pub fn compute(
         superuser: cluster.superuser_secret_name(),
     });
     let (ready, backup) = match outcome {
-        Outcome::InvalidSpec(message) => {
+        Outcome::InvalidSpec { message, primary } => {
             status.phase = Some(Phase::Failed);
+            if let Some(primary) = primary {
+                set_primary(&mut status, primary);
+            }
             (not_ready("InvalidSpec", message.clone()), None)
         }
         Outcome::Failed { reason, message } => {
@@ -125,12 +133,7 @@ pub fn compute(
             // bring the Lease's member list up to date, and a failed reconcile must not hide it.
             status.instances = cluster.spec.instances;
             status.ready_instances = readiness.ready_instances;
-            status.current_primary.clone_from(&primary.current);
-            status.target_primary.clone_from(&primary.target);
-            status.instance_states.clone_from(&primary.instances);
-            if let Some(failover) = &primary.failover {
-                status.last_failover = Some(failover.clone());
-            }
+            set_primary(&mut status, primary);
             status.phase = Some(phase(serving, was_up));
             let ready = match restore {
                 _ if serving => Update {
@@ -166,6 +169,22 @@ pub fn compute(
         conditions::set(&mut status.conditions, backup, generation, now);
     }
     status
+}
+
+/// What the primary step found: the holder, a switchover's target, the instances, the last
+/// handover, and the system identifier (recorded once, never cleared).
+fn set_primary(status: &mut PostgreSQLStatus, primary: &PrimaryState) {
+    status.current_primary.clone_from(&primary.current);
+    status.target_primary.clone_from(&primary.target);
+    status.instance_states.clone_from(&primary.instances);
+    if let Some(failover) = &primary.failover {
+        status.last_failover = Some(failover.clone());
+    }
+    if status.system_identifier.is_none() {
+        status
+            .system_identifier
+            .clone_from(&primary.system_identifier);
+    }
 }
 
 /// The `Restored` condition and `restoredFrom`, for clusters with `spec.restore`.
@@ -312,7 +331,14 @@ mod tests {
         assert!(conditions::is_true(&ready.conditions, READY));
         let degraded = next(Some(&ready), 1, &applied(false));
         assert_eq!(degraded.phase, Some(Phase::Degraded));
-        let invalid = next(Some(&degraded), 2, &Outcome::InvalidSpec("bad".into()));
+        let invalid = next(
+            Some(&degraded),
+            2,
+            &Outcome::InvalidSpec {
+                message: "bad".into(),
+                primary: None,
+            },
+        );
         assert_eq!(invalid.phase, Some(Phase::Failed));
         let cond = invalid
             .conditions

@@ -54,12 +54,18 @@ pub struct PostgreSQLStatus {
     /// The newest Backup whose verification passed (with `spec.backup.verify` or on request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verified_backup: Option<super::VerifiedBackup>,
+    /// The database system identifier, as the first primary recorded it on the Lease: the
+    /// cluster has bootstrapped. Never cleared; an instance with other data never serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_identifier: Option<String>,
 }
 
 impl PostgreSQLStatus {
-    /// See [`super::PostgreSQL::has_served`]: Ready now, or Degraded (Ready before).
+    /// See [`super::PostgreSQL::has_served`]: its database exists (the system identifier is
+    /// recorded), it is Ready now, or Degraded (Ready before).
     pub fn has_served(&self) -> bool {
-        matches!(self.phase, Some(Phase::Ready | Phase::Degraded))
+        self.system_identifier.is_some()
+            || matches!(self.phase, Some(Phase::Ready | Phase::Degraded))
             || self
                 .conditions
                 .iter()

@@ -15,6 +15,19 @@ pub use tusk_contract::{InstanceStatus, Lsns, PostgresState, Role};
 #[derive(Default)]
 pub struct LeaseClock {
     seen: Mutex<HashMap<String, (String, Instant)>>,
+    /// Since when each cluster's holder has been seen not serving.
+    unready: Mutex<HashMap<String, Instant>>,
+    /// Since when each switchover (by its Lease key and target) has been seen in progress.
+    switching: Mutex<HashMap<String, (String, Instant)>>,
+    /// How soon each cluster's primary step wants to look again, for the error policy: a
+    /// failing later step must not delay a failover by its backoff.
+    rechecks: Mutex<HashMap<String, Duration>>,
+}
+
+/// A map guarded by a mutex; a poisoned one only loses observations, which makes failovers
+/// later, never earlier.
+fn locked<T>(map: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl LeaseClock {
@@ -25,11 +38,7 @@ impl LeaseClock {
     }
 
     fn observe_at(&self, key: &str, version: &str, now: Instant) -> Duration {
-        // A poisoned map only loses observations, which makes failovers later, not wrong.
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut seen = locked(&self.seen);
         match seen.get(key) {
             Some((known, since)) if known == version => now.saturating_duration_since(*since),
             _ => {
@@ -41,11 +50,53 @@ impl LeaseClock {
 
     /// Forgets `key`: after a handover the next holder starts with a fresh observation.
     pub fn forget(&self, key: &str) {
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        seen.remove(key);
+        locked(&self.seen).remove(key);
+        locked(&self.unready).remove(key);
+    }
+
+    /// Records that the holder of `key` does not serve, and returns for how long it has not.
+    pub fn unready_for(&self, key: &str) -> Duration {
+        let now = Instant::now();
+        let since = *locked(&self.unready).entry(key.to_owned()).or_insert(now);
+        now.saturating_duration_since(since)
+    }
+
+    /// The holder of `key` serves.
+    pub fn serving(&self, key: &str) {
+        locked(&self.unready).remove(key);
+    }
+
+    /// How long the switchover to `target` on `key` has been seen in progress, on this
+    /// operator's clock (so its timeout never depends on two hosts' wall clocks; a restarted
+    /// operator starts counting again: later, never earlier). `None` forgets it.
+    pub fn switching_for(&self, key: &str, target: Option<&str>) -> Duration {
+        let mut switching = locked(&self.switching);
+        let Some(target) = target else {
+            switching.remove(key);
+            return Duration::ZERO;
+        };
+        let now = Instant::now();
+        match switching.get(key) {
+            Some((known, since)) if known == target => now.saturating_duration_since(*since),
+            _ => {
+                switching.insert(key.to_owned(), (target.to_owned(), now));
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// Remembers how soon the primary step of `key` wants to look again (`None`: no hurry).
+    pub fn want_recheck(&self, key: &str, after: Option<Duration>) {
+        let mut rechecks = locked(&self.rechecks);
+        match after {
+            Some(after) => rechecks.insert(key.to_owned(), after),
+            None => rechecks.remove(key),
+        };
+    }
+
+    /// How soon the primary step of `key` last wanted to look again.
+    pub fn recheck(&self, key: &str) -> Option<Duration> {
+        locked(&self.rechecks).get(key).copied()
     }
 }
 

@@ -33,9 +33,12 @@ fn progress(report: &InstanceStatus) -> (u32, Lsn, Lsn) {
     (report.timeline.unwrap_or(0), received, replayed)
 }
 
-/// A running standby that can be promoted.
+/// A running standby that can be promoted: still in recovery, and ranked by positions it
+/// reported (one that reports none cannot show it holds any acknowledged commit, so it neither
+/// wins nor counts towards a quorum).
 fn promotable(report: &InstanceStatus) -> bool {
-    report.is_running_replica()
+    let known = |lsn: &Option<String>| lsn.as_deref().and_then(Lsn::parse).is_some();
+    report.is_running_replica() && (known(&report.lsn.received) || known(&report.lsn.replayed))
 }
 
 /// The most advanced promotable replica, by timeline, then received WAL, then replayed WAL;
@@ -195,6 +198,27 @@ mod tests {
         fenced.role = Role::Fenced;
         let holder = replica("demo-0", 1, "0/9000000", "0/9000000");
         assert_eq!(most_advanced(&[stopped, fenced, holder], "demo-0"), None);
+    }
+
+    #[test]
+    fn a_replica_without_positions_or_out_of_recovery_neither_wins_nor_counts() {
+        let mut blind = replica("demo-2", 1, "0/9000000", "0/9000000");
+        blind.lsn = Lsns::default();
+        let mut promoted = replica("demo-3", 1, "0/9000000", "0/9000000");
+        promoted.in_recovery = Some(false);
+        let reports = [
+            replica("demo-1", 1, "0/5000000", "0/5000000"),
+            blind,
+            promoted,
+        ];
+        assert_eq!(
+            candidate(&reports, "demo-0", 2).map(|r| r.pod.as_str()),
+            Err(1)
+        );
+        assert_eq!(
+            candidate(&reports, "demo-0", 1).map(|r| r.pod.as_str()),
+            Ok("demo-1")
+        );
     }
 
     #[test]

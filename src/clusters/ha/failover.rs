@@ -1,7 +1,9 @@
 //! Failover: the holder's pod does not serve, so the Lease is handed on once it has gone
 //! unrenewed for its whole duration (on the operator's own clock), to the most advanced replica
-//! that may take it (`election`).
+//! that may take it (`election`). A holder that keeps renewing without serving is asked to let
+//! go once it has not served for [`UNREADY_LIMIT`] and a replica could take over.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,44 +13,64 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::election::{Decision, InstanceStatus, candidate, decide, quorum, reports_needed};
-use super::handover_record::unrecorded;
 use super::lease;
 use super::pods::{serves, set_role};
 use super::state::PrimaryState;
-use crate::crd::{Failover, PostgreSQLStatus};
+use crate::crd::Failover;
 use crate::error::Result;
 use crate::resources::{Cluster, ROLE_REPLICA};
 use crate::runtime::Context;
 use crate::runtime::status::now;
 
+/// How long a holder may renew its Lease without serving (PostgreSQL that never starts, a full
+/// disk, a crash recovery that does not end) before it is asked to release it.
+pub const UNREADY_LIMIT: Duration = Duration::from_secs(60);
+
 /// Watches the Lease of a holder whose pod does not serve and hands it on when it expired.
 pub async fn watch_lost_primary(
     cluster: &Cluster<'_>,
-    status: Option<&PostgreSQLStatus>,
     ctx: &Context,
     leases: &Api<Lease>,
+    lease: Lease,
     pods: &[Arc<Pod>],
     state: &mut PrimaryState,
 ) -> Result<()> {
-    let lease = lease::read(leases, &cluster.lease_name()).await?;
-    // The Lease is the truth: a handover whose status write was lost is adopted here.
-    state.current = lease::holder(&lease);
-    state.failover = unrecorded(&lease, status);
     let key = lease::clock_key(cluster);
     let version = lease.metadata.resource_version.clone().unwrap_or_default();
     let unchanged = ctx.lease_clock.observe(&key, &version);
-    let duration = lease::duration(&lease);
-    let decision = decide(serves(pods, state.current.as_deref()), unchanged, duration);
-    match decision {
-        Decision::Healthy => Ok(()),
+    let unready = ctx.lease_clock.unready_for(&key);
+    let from = state.current.clone().unwrap_or_default();
+    match decide(
+        serves(pods, state.current.as_deref()),
+        unchanged,
+        lease::duration(),
+    ) {
+        Decision::Healthy => {
+            ctx.lease_clock.serving(&key);
+            Ok(())
+        }
         Decision::Wait { recheck } => {
             state.recheck = Some(recheck);
+            if unready > UNREADY_LIMIT && lease::release_requested(&lease).is_none() {
+                let reports = read_reports(ctx, pods, &from).await;
+                let needed =
+                    reports_needed(standbys(cluster, &lease, pods, &from), sync_number(cluster));
+                if candidate(&reports, &from, needed).is_ok()
+                    && lease::request_release(leases, lease, &from, cluster).await?
+                {
+                    state.release_requested = Some(format!(
+                        "primary {from} has renewed its Lease without serving for {}s: asked it \
+                         to release the Lease so that a replica takes over",
+                        unready.as_secs()
+                    ));
+                }
+            }
             Ok(())
         }
         Decision::Expired => {
-            let from = state.current.clone().unwrap_or_default();
             let reports = read_reports(ctx, pods, &from).await;
-            let needed = reports_needed(standbys(cluster), sync_number(cluster));
+            let needed =
+                reports_needed(standbys(cluster, &lease, pods, &from), sync_number(cluster));
             let target = match candidate(&reports, &from, needed) {
                 Ok(target) => target,
                 Err(promotable) => {
@@ -66,7 +88,7 @@ pub async fn watch_lost_primary(
             // Out of `-rw` first: no client is routed to the old primary from here on.
             if let Some(old) = pods.iter().find(|p| p.name_any() == from) {
                 set_role(ctx, cluster, old, ROLE_REPLICA).await?;
-                state.relabelled.push(from.clone());
+                state.relabelled.push((from.clone(), ROLE_REPLICA));
             }
             let record = Failover {
                 from,
@@ -89,9 +111,15 @@ pub async fn watch_lost_primary(
     }
 }
 
-/// The instances other than the primary.
-fn standbys(cluster: &Cluster<'_>) -> usize {
-    usize::try_from(cluster.spec.instances.max(1) - 1).unwrap_or(0)
+/// The standbys that may hold the last acknowledged commits: every member the Lease lists and
+/// every pod that exists, but the holder. Not `instances - 1`: after a scale-down with the
+/// primary on a removed ordinal there are more.
+fn standbys(cluster: &Cluster<'_>, lease: &Lease, pods: &[Arc<Pod>], holder: &str) -> usize {
+    let mut members: BTreeSet<String> = lease::members(lease).into_iter().collect();
+    members.extend(cluster.pod_names());
+    members.extend(pods.iter().map(|pod| pod.name_any()));
+    members.remove(holder);
+    members.len()
 }
 
 /// `ANY n` of `spec.replication.synchronous`, if set with `required` durability.
@@ -100,13 +128,17 @@ fn sync_number(cluster: &Cluster<'_>) -> Option<usize> {
     quorum(replication.synchronous.as_ref())
 }
 
-/// The `/status` of every instance but `holder` that has a pod IP, read concurrently.
+/// The `/status` of every instance but `holder` that has a pod IP, read concurrently. A report
+/// naming another pod than the one asked (its IP reused) is not that pod's: it is dropped.
 async fn read_reports(ctx: &Context, pods: &[Arc<Pod>], holder: &str) -> Vec<InstanceStatus> {
     let reads = pods
         .iter()
         .filter(|pod| pod.name_any() != holder)
-        .filter_map(|pod| pod.status.as_ref()?.pod_ip.clone())
-        .map(|ip| async move { ctx.instances.report(&ip).await });
+        .filter_map(|pod| Some((pod.name_any(), pod.status.as_ref()?.pod_ip.clone()?)))
+        .map(|(name, ip)| async move {
+            let report = ctx.instances.report(&ip).await?;
+            (report.pod == name).then_some(report)
+        });
     futures::future::join_all(reads)
         .await
         .into_iter()

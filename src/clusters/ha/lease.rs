@@ -11,48 +11,59 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
+use tusk_contract::lease::{RELEASE_REQUESTED, SYSTEM_IDENTIFIER};
 
 use super::handover_record::record_on;
 use super::pods::pod_ip;
 use crate::crd::Failover;
 use crate::error::{Error, Result};
+
 use crate::resources::{
-    Cluster, HOLDER_ADDRESS_ANNOTATION, LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION,
+    Cluster, HOLDER_ADDRESS_ANNOTATION, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION,
     SWITCHOVER_LEASE_ANNOTATIONS, holder_address, initial_lease,
 };
 use crate::runtime::apply::{Change, FIELD_MANAGER, Written, create};
 
-/// Creates the Lease (held by ordinal 0) unless it exists; returns its holder and the write.
+/// Creates the Lease (held by ordinal 0) unless it exists; returns it, and the write.
 pub async fn ensure(
     leases: &Api<Lease>,
     cluster: &Cluster<'_>,
-) -> Result<(Option<String>, Option<Written>)> {
+) -> Result<(Lease, Option<Written>)> {
     let lease = initial_lease(cluster, MicroTime(Timestamp::now()));
     let change = create(leases, &lease).await?;
     let written = Written::of(&lease, change);
-    let current = match change {
-        Change::Created => holder(&lease),
+    let lease = match change {
+        Change::Created => lease,
         // Created before (by an earlier reconcile whose status write was lost).
-        _ => holder(&read(leases, &cluster.lease_name()).await?),
+        _ => read(leases, &cluster.lease_name()).await?,
     };
-    Ok((current, written))
+    Ok((lease, written))
 }
 
 /// Brings the Lease's member list (the primary keeps one replication slot per member) up to
-/// date after `instances` changed; retried on a conflict with a renewal.
-pub async fn sync_members(cluster: &Cluster<'_>, leases: &Api<Lease>) -> Result<()> {
+/// date after `instances` changed, starting from `lease` as read; retried on a conflict with a
+/// renewal. Returns the Lease as the API server holds it now.
+pub async fn sync_members(
+    cluster: &Cluster<'_>,
+    leases: &Api<Lease>,
+    lease: Option<Lease>,
+) -> Result<Lease> {
     let name = cluster.lease_name();
     let members = cluster.pod_names().join(",");
+    let mut read_now = lease;
     for _ in 0..3 {
-        let mut lease = read(leases, &name).await?;
+        let mut lease = match read_now.take() {
+            Some(lease) => lease,
+            None => read(leases, &name).await?,
+        };
         if lease.annotations().get(MEMBERS_ANNOTATION) == Some(&members) {
-            return Ok(());
+            return Ok(lease);
         }
         lease
             .annotations_mut()
             .insert(MEMBERS_ANNOTATION.to_owned(), members.clone());
-        if replace(leases, &name, &lease).await? {
-            return Ok(());
+        if let Some(written) = write(leases, &name, &lease).await? {
+            return Ok(written);
         }
     }
     Err(Error::Invariant(format!(
@@ -98,19 +109,40 @@ pub async fn hand_over(
     for key in SWITCHOVER_LEASE_ANNOTATIONS {
         annotations.remove(key);
     }
+    // A new holder starts with a clean slate; an old one given the Lease back may renew again.
+    annotations.remove(RELEASE_REQUESTED);
     replace(leases, &name, &lease).await
+}
+
+/// Asks the holder `holder` to stop renewing (and fence) so that the Lease expires and is
+/// handed on: `false` when the Lease changed meanwhile.
+pub async fn request_release(
+    leases: &Api<Lease>,
+    mut lease: Lease,
+    holder: &str,
+    cluster: &Cluster<'_>,
+) -> Result<bool> {
+    lease
+        .annotations_mut()
+        .insert(RELEASE_REQUESTED.to_owned(), holder.to_owned());
+    replace(leases, &cluster.lease_name(), &lease).await
 }
 
 /// Writes `lease` back with the resourceVersion it was read at: `false` when it changed
 /// meanwhile (a conflict), so no write ever overwrites a renewal or another handover.
 pub async fn replace(leases: &Api<Lease>, name: &str, lease: &Lease) -> Result<bool> {
+    Ok(write(leases, name, lease).await?.is_some())
+}
+
+/// [`replace`], returning the Lease as written (`None` on a conflict).
+async fn write(leases: &Api<Lease>, name: &str, lease: &Lease) -> Result<Option<Lease>> {
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
     match leases.replace(name, &params, lease).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Ok(written) => Ok(Some(written)),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
         Err(source) => Err(Error::Apply {
             kind: "Lease".to_owned(),
             name: name.to_owned(),
@@ -133,13 +165,41 @@ pub fn holder(lease: &Lease) -> Option<String> {
     (!holder.is_empty()).then_some(holder)
 }
 
-pub fn duration(lease: &Lease) -> Duration {
-    let seconds = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_duration_seconds)
-        .unwrap_or(LEASE_DURATION_SECONDS);
-    Duration::from_secs(u64::try_from(seconds).unwrap_or(0).max(1))
+/// How long the holder may go unrenewed before the Lease is handed on: the compiled-in
+/// duration of the contract, never `leaseDurationSeconds` as read (any member may write the
+/// Lease; a value of 1 would remove the holder's safety margin).
+pub fn duration() -> Duration {
+    Duration::from_secs(u64::from(tusk_contract::lease::DURATION_SECONDS))
+}
+
+/// The system identifier the first holder recorded.
+pub fn system_identifier(lease: &Lease) -> Option<String> {
+    annotation(lease, SYSTEM_IDENTIFIER)
+}
+
+/// The holder asked to release the Lease, if any.
+pub fn release_requested(lease: &Lease) -> Option<String> {
+    annotation(lease, RELEASE_REQUESTED)
+}
+
+/// Whether a switchover is recorded on the Lease.
+pub fn switchover_recorded(lease: &Lease) -> bool {
+    annotation(lease, SWITCHOVER_ANNOTATION).is_some()
+}
+
+/// The Lease's member list, as the operator last wrote it.
+pub fn members(lease: &Lease) -> Vec<String> {
+    annotation(lease, MEMBERS_ANNOTATION)
+        .map(|list| tusk_contract::lease::members(&list))
+        .unwrap_or_default()
+}
+
+fn annotation(lease: &Lease, key: &str) -> Option<String> {
+    lease
+        .annotations()
+        .get(key)
+        .filter(|v| !v.is_empty())
+        .cloned()
 }
 
 /// The key of `cluster`'s Lease in the operator's `LeaseClock`.

@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::Api;
 
+use self::handover_record::unrecorded;
 use self::pods::{cluster_pods, is_ready, serves, set_role};
 use self::rollout_plan::Move;
 pub use self::state::{PrimaryState, SwitchoverNote};
@@ -34,46 +35,74 @@ use crate::error::Result;
 use crate::resources::{Cluster, ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA};
 use crate::runtime::Context;
 
-/// Creates the Lease once, fails over when its holder is lost, and labels every pod with its
-/// role. Failover is considered only for replicated clusters that have served before: until
-/// ordinal 0 has initialised the database there is nothing a replica could take over.
+/// Who is primary, and keeping it so: creates the Lease once, reads it on every reconcile of a
+/// replicated cluster (the Lease is the truth, not a status that may have missed a handover),
+/// carries a switchover on, fails over when the holder is lost, and labels every pod with its
+/// role. Failover is considered once the cluster has bootstrapped (its system identifier is
+/// recorded, or it served): until ordinal 0 has initialised the database there is nothing a
+/// replica could take over. Nothing else of the reconcile (the children, the spec's validity,
+/// the phase) gates it.
 pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Result<PrimaryState> {
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     let pods = cluster_pods(ctx, cluster);
     let status = pg.status.as_ref();
     let mut state = PrimaryState {
         current: status.and_then(|s| s.current_primary.clone()),
+        system_identifier: status.and_then(|s| s.system_identifier.clone()),
         ..PrimaryState::default()
     };
-    if state.current.is_none() {
-        let (current, written) = lease::ensure(&leases, cluster).await?;
-        state.current = current;
+    // One GET per reconcile of a replicated cluster (not a watch: renewals every second would
+    // wake the operator for every cluster). A single instance's holder never changes.
+    let replicated = cluster.spec.instances > 1 || pods.len() > 1;
+    let lease = if state.current.is_none() {
+        let (lease, written) = lease::ensure(&leases, cluster).await?;
         state.writes.extend(written);
+        Some(lease)
+    } else if replicated {
+        Some(lease::read(&leases, &cluster.lease_name()).await?)
+    } else {
+        None
+    };
+    if let Some(lease) = &lease {
+        if let Some(holder) = lease::holder(lease) {
+            state.current = Some(holder);
+        }
+        // A handover whose status write was lost is adopted from the Lease, with its Event.
+        state.failover = unrecorded(lease, status);
+        state.system_identifier = state
+            .system_identifier
+            .take()
+            .or_else(|| lease::system_identifier(lease));
     }
+    let mut lease = lease;
     if status.is_some_and(|s| s.instances != cluster.spec.instances) {
-        lease::sync_members(cluster, &leases).await?;
+        lease = Some(lease::sync_members(cluster, &leases, lease.take()).await?);
     }
-    let served = pg.has_served();
+    let bootstrapped = state.system_identifier.is_some() || pg.has_served();
     let next = match state.current.as_deref() {
-        Some(primary) if served => rollout::next(cluster, ctx, &pods, primary),
+        Some(primary) if bootstrapped => rollout::next(cluster, ctx, &pods, primary),
         _ => Move::Idle,
     };
     let planned = match &next {
         Move::Switchover { candidates, why } => Some((candidates.as_slice(), why.as_str())),
         _ => None,
     };
-    let switching = if served {
-        let outcome = Box::pin(switchover::advance(pg, cluster, ctx, &pods, planned)).await?;
-        outcome.fold_into(&mut state)
-    } else {
-        false
+    let switching = match &lease {
+        Some(lease) if bootstrapped => {
+            let advanced = switchover::advance(pg, cluster, ctx, &pods, lease, planned);
+            Box::pin(advanced).await?.fold_into(&mut state)
+        }
+        _ => false,
     };
-    if served
+    if let Some(lease) = lease
+        && bootstrapped
         && !switching
-        && cluster.spec.instances > 1
+        && replicated
         && !serves(&pods, state.current.as_deref())
     {
-        failover::watch_lost_primary(cluster, status, ctx, &leases, &pods, &mut state).await?;
+        failover::watch_lost_primary(cluster, ctx, &leases, lease, &pods, &mut state).await?;
+    } else {
+        ctx.lease_clock.serving(&lease::clock_key(cluster));
     }
     label_roles(ctx, cluster, &pods, &mut state).await?;
     if let (Move::Restart { pod }, false, None) = (&next, switching, &state.failover) {
@@ -97,8 +126,17 @@ async fn label_roles(
         } else {
             ROLE_REPLICA
         };
-        let labelled = pod.labels().get(ROLE_LABEL).map(String::as_str) == Some(role)
-            || (role == ROLE_REPLICA && state.relabelled.contains(&name));
+        // What this reconcile set counts, not the cache (which does not show it yet); a label
+        // set to something else (a handover that lost its conflict) is put right.
+        let set_now = state
+            .relabelled
+            .iter()
+            .find(|(pod, _)| *pod == name)
+            .map(|(_, set)| *set);
+        let labelled = match set_now {
+            Some(set) => set == role,
+            None => pod.labels().get(ROLE_LABEL).map(String::as_str) == Some(role),
+        };
         if !labelled {
             set_role(ctx, cluster, pod, role).await?;
         }

@@ -39,6 +39,11 @@ pub fn next_move(members: &[Member], primary: &str, instances: i32, rolling: boo
     };
     let replicas = || members.iter().filter(|m| m.pod != primary);
     if holder.ordinal >= instances {
+        // A primary that does not serve cannot hand over cleanly: that is a failover's
+        // business (a switchover would hold the failover off until it timed out).
+        if !holder.ready {
+            return Move::Wait;
+        }
         return Move::Switchover {
             candidates: replicas()
                 .filter(|m| m.ready && m.ordinal < instances)
@@ -158,5 +163,11 @@ mod tests {
             next_move(&members(1, &[0], &[]), "demo-0", 1, false),
             Move::Idle
         );
+    }
+
+    #[test]
+    fn a_lost_primary_on_a_removed_ordinal_is_left_to_the_failover() {
+        let primary_down = members(3, &[], &[2]);
+        assert_eq!(next_move(&primary_down, "demo-2", 2, true), Move::Wait);
     }
 }

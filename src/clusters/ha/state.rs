@@ -28,8 +28,13 @@ pub struct PrimaryState {
     /// Look again this soon: a lost primary is being watched.
     pub recheck: Option<Duration>,
     pub writes: Vec<Written>,
-    /// Pods whose role label this reconcile already set (the cache does not show it yet).
-    pub(super) relabelled: Vec<String>,
+    /// The database system identifier the first holder recorded on the Lease.
+    pub system_identifier: Option<String>,
+    /// The holder renewed without serving for too long and was asked to release: why.
+    pub release_requested: Option<String>,
+    /// Pods whose role label this reconcile already set, and to what (the cache does not show
+    /// it yet).
+    pub(super) relabelled: Vec<(String, &'static str)>,
 }
 
 /// A switchover step worth an Event.

@@ -84,20 +84,27 @@ impl Advanced {
     }
 }
 
-/// Carries a switchover one step further: one requested with the annotation, or the
-/// operator's own (`planned`: the candidates and why, when a rolling update or a scale-down
-/// must move the primary).
+/// Carries a switchover one step further: one requested with the annotation, the operator's
+/// own (`planned`: the candidates and why, when a rolling update or a scale-down must move the
+/// primary), or one recorded on `lease` (as read this reconcile) whatever the status says.
 pub async fn advance(
     pg: &PostgreSQL,
     cluster: &Cluster<'_>,
     ctx: &Context,
     pods: &[Arc<Pod>],
+    lease: &Lease,
     planned: Option<(&[String], &str)>,
 ) -> Result<Advanced> {
     let none = Advanced::default();
     let explicit = pg.annotations().get(SWITCHOVER_ANNOTATION).cloned();
     let recorded = pg.status.as_ref().and_then(|s| s.target_primary.clone());
-    if explicit.is_none() && recorded.is_none() && planned.is_none() {
+    let key = lease::clock_key(cluster);
+    if explicit.is_none()
+        && recorded.is_none()
+        && planned.is_none()
+        && !lease::switchover_recorded(lease)
+    {
+        ctx.lease_clock.switching_for(&key, None);
         return Ok(none);
     }
     if explicit.is_some() && planned.is_none() && cluster.spec.instances < 2 {
@@ -105,8 +112,12 @@ pub async fn advance(
         return Ok(none.refused(SwitchoverNote::Rejected(why)));
     }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let lease = lease::read(&leases, &cluster.lease_name()).await?;
-    let facts = lease_switchover(&lease);
+    let lease = lease.clone();
+    let mut facts = lease_switchover(&lease);
+    // Timed on this operator's own clock, since it first saw this switchover (the start on the
+    // Lease is another host's wall clock after a leader change): a restarted operator gives it
+    // the full timeout again, late but never early.
+    facts.elapsed = ctx.lease_clock.switching_for(&key, facts.to.as_deref());
     let (request, why) = match (explicit, planned) {
         (Some(target), _) => (Some(target), "requested".to_owned()),
         (None, Some((candidates, why))) if facts.to.is_none() => {
@@ -201,7 +212,7 @@ pub async fn advance(
     }
 }
 
-/// The switchover recorded on `lease`.
+/// The switchover recorded on `lease`; its `elapsed` is the caller's to set.
 fn lease_switchover(lease: &Lease) -> LeaseSwitchover {
     let annotation = |key: &str| {
         lease
@@ -210,17 +221,12 @@ fn lease_switchover(lease: &Lease) -> LeaseSwitchover {
             .filter(|v| !v.is_empty())
             .cloned()
     };
-    let elapsed = annotation(SWITCHOVER_STARTED_ANNOTATION)
-        .and_then(|at| at.parse::<Timestamp>().ok())
-        .and_then(|at| Duration::try_from(Timestamp::now().duration_since(at)).ok())
-        // No start recorded: a switchover nobody can time is abandoned.
-        .unwrap_or(Duration::MAX);
     LeaseSwitchover {
         holder: holder(lease),
         to: annotation(SWITCHOVER_ANNOTATION),
         from: annotation(SWITCHOVER_FROM_ANNOTATION),
         final_lsn: annotation(FINAL_LSN_ANNOTATION),
-        elapsed,
+        elapsed: Duration::ZERO,
     }
 }
 
