@@ -18,6 +18,10 @@ pub struct LeaseView {
     /// The holder's pod IP, as the holder (or the operator handing it the Lease) published it
     /// in `tusk.dev/holder-address`; `None` when absent or written for another holder.
     pub holder_address: Option<String>,
+    /// `tusk.dev/system-identifier`: the cluster has bootstrapped, with this database.
+    pub system_identifier: Option<String>,
+    /// `tusk.dev/release-requested`: the operator asks this holder to let the Lease expire.
+    pub release_requested: Option<String>,
 }
 
 impl LeaseView {
@@ -51,17 +55,28 @@ impl Upstream {
     }
 }
 
-/// The local PostgreSQL as the supervisor sees it.
+/// The local PostgreSQL as the supervisor sees it (a running server's role as the server
+/// itself says, not as the manager started it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Local {
     /// No data directory yet (or initdb's bootstrap did not finish).
     NoData,
+    /// Data of another database system than the one the Lease records: never started.
+    Foreign,
     /// Data but no postmaster; `standby`: `standby.signal` is present.
     Stopped { standby: bool },
-    /// A postmaster running as primary.
+    /// A postmaster out of recovery.
     Primary,
-    /// A postmaster running as standby of `upstream` (`None`: not known to follow anyone).
-    Standby { upstream: Option<Upstream> },
+    /// A postmaster in recovery, following `upstream` (`None`: not known to follow anyone);
+    /// `stalled`: it has not streamed for a while although the holder renews (diverged, or the
+    /// WAL it needs is gone), so it must be rewound or cloned again.
+    Standby {
+        upstream: Option<Upstream>,
+        stalled: bool,
+    },
+    /// A standby asked to promote, still in recovery (a promotion is asynchronous: replaying a
+    /// backlog can take long).
+    Promoting,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,10 +91,18 @@ pub enum Action {
     StartStandby { upstream: Upstream },
     /// First start of a non-holder: `pg_basebackup` from the holder.
     Clone { from: String },
-    /// A former primary that is not the holder: `pg_rewind` from the holder.
-    Rewind { from: String },
+    /// A non-holder with another system's data: kept aside, then cloned from the holder.
+    Reclone { from: String },
+    /// A former primary that is not the holder: `pg_rewind` from the holder. `stalled`: a
+    /// standby that stopped streaming, which is cloned again if there is nothing to rewind
+    /// (the WAL it needs is gone).
+    Rewind { from: String, stalled: bool },
     /// A running standby that became the holder.
     Promote,
+    /// The holder that must not serve: no data (or another system's) once the cluster has
+    /// bootstrapped, or asked by the operator to release. It stops renewing so that the Lease
+    /// expires and a replica is promoted; it never runs initdb over a cluster that served.
+    Abstain,
     /// A running standby whose upstream is not the holder (or not at its published address).
     Repoint { upstream: Upstream },
     /// Immediate stop: only a holder with a fresh Lease may run as primary.
@@ -100,17 +123,25 @@ pub fn decide(
     let Some(lease) = lease else {
         // Never read the Lease: nobody told us to be primary.
         return match local {
-            Local::Primary => Action::Fence,
+            Local::Primary | Local::Promoting => Action::Fence,
             _ => Action::Wait,
         };
     };
+    let bootstrapped = lease.system_identifier.is_some();
     match lease.holder.as_deref() {
+        Some(holder) if holder == me && lease.release_requested.as_deref() == Some(me) => {
+            match local {
+                Local::Primary | Local::Standby { .. } | Local::Promoting => Action::Fence,
+                _ => Action::Abstain,
+            }
+        }
         Some(holder) if holder == me && lease.switchover_to.as_deref().is_some_and(|t| t != me) => {
             let fresh = last_renew
                 .is_some_and(|at| now.saturating_duration_since(at) < lease.renew_deadline());
             match local {
                 Local::Primary if !fresh => Action::Fence,
                 Local::Primary | Local::Stopped { standby: false } => Action::Demote,
+                Local::Promoting => Action::Fence,
                 _ => Action::Wait,
             }
         }
@@ -119,11 +150,15 @@ pub fn decide(
                 .is_some_and(|at| now.saturating_duration_since(at) < lease.renew_deadline());
             match (local, fresh) {
                 (Local::Primary, true) => Action::Wait,
-                (Local::Primary, false) => Action::Fence,
+                (Local::Primary | Local::Promoting, false) => Action::Fence,
+                // Without usable data once the cluster has bootstrapped: never initdb.
+                (Local::NoData, _) if bootstrapped => Action::Abstain,
+                (Local::Foreign, _) => Action::Abstain,
                 (_, false) => Action::Wait,
                 (Local::NoData, true) => Action::Initdb,
                 (Local::Stopped { .. }, true) => Action::StartPrimary,
                 (Local::Standby { .. }, true) => Action::Promote,
+                (Local::Promoting, true) => Action::Wait,
             }
         }
         Some(holder) => {
@@ -131,24 +166,30 @@ pub fn decide(
                 name: holder.to_string(),
                 address: lease.holder_address.clone(),
             };
+            let from = holder.to_string();
             match local {
-                Local::Primary => Action::Fence,
-                Local::NoData => Action::Clone {
-                    from: holder.to_string(),
-                },
+                Local::Primary | Local::Promoting => Action::Fence,
+                Local::NoData => Action::Clone { from },
+                Local::Foreign => Action::Reclone { from },
                 Local::Stopped { standby: false } => Action::Rewind {
-                    from: holder.to_string(),
+                    from,
+                    stalled: false,
                 },
                 Local::Stopped { standby: true } => Action::StartStandby { upstream },
+                Local::Standby { stalled: true, .. } => Action::Rewind {
+                    from,
+                    stalled: true,
+                },
                 Local::Standby {
                     upstream: Some(current),
+                    ..
                 } if *current == upstream => Action::Wait,
                 Local::Standby { .. } => Action::Repoint { upstream },
             }
         }
         // No holder: no primary anywhere; replicas keep what they have.
         None => match local {
-            Local::Primary => Action::Fence,
+            Local::Primary | Local::Promoting => Action::Fence,
             _ => Action::Wait,
         },
     }
@@ -179,6 +220,8 @@ mod tests {
             instances: vec!["demo-0".into(), "demo-1".into()],
             switchover_to: None,
             holder_address: address.map(str::to_string),
+            system_identifier: None,
+            release_requested: None,
         };
         let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
         let got = decide(Some(&lease), "demo-0", now, last_renew, &local);
@@ -191,6 +234,7 @@ mod tests {
     fn standby(upstream: Option<&str>) -> Local {
         Local::Standby {
             upstream: upstream.map(Upstream::named),
+            stalled: false,
         }
     }
 
@@ -236,7 +280,11 @@ mod tests {
         check(OTHER, None, Local::NoData, Action::Clone { from: from() });
         check(OTHER, None, Local::Primary, Action::Fence);
         let former_primary = Local::Stopped { standby: false };
-        check(OTHER, None, former_primary, Action::Rewind { from: from() });
+        let rewind = Action::Rewind {
+            from: from(),
+            stalled: false,
+        };
+        check(OTHER, None, former_primary, rewind);
         let stopped_standby = Local::Stopped { standby: true };
         let start = Action::StartStandby {
             upstream: Upstream::named("demo-1"),
@@ -257,6 +305,7 @@ mod tests {
         };
         let on = |ip: &str| Local::Standby {
             upstream: Some(at(ip)),
+            stalled: false,
         };
         let start = Action::StartStandby {
             upstream: at("10.0.0.7"),
@@ -285,6 +334,8 @@ mod tests {
             instances: vec!["demo-0".into(), "demo-1".into()],
             switchover_to: OTHER.map(str::to_string),
             holder_address: None,
+            system_identifier: None,
+            release_requested: None,
         };
         let fresh = now.checked_sub(Duration::from_millis(500));
         let stale = now.checked_sub(Duration::from_secs(5));
@@ -314,6 +365,117 @@ mod tests {
         );
         assert_eq!(
             decide(None, "demo-0", now, Some(now), &Local::NoData),
+            Action::Wait
+        );
+    }
+
+    /// `decide` for demo-0 with the Lease held by `holder`, renewed `renewed` s ago, recording
+    /// system identifier `system` and a release request for `release`.
+    fn decide_with(
+        holder: Option<&str>,
+        renewed: Option<f64>,
+        system: Option<&str>,
+        release: Option<&str>,
+        local: &Local,
+    ) -> Action {
+        let now = Instant::now();
+        let lease = LeaseView {
+            holder: holder.map(str::to_string),
+            duration: Duration::from_secs(6),
+            instances: vec!["demo-0".into(), "demo-1".into()],
+            switchover_to: None,
+            holder_address: None,
+            system_identifier: system.map(str::to_string),
+            release_requested: release.map(str::to_string),
+        };
+        let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
+        decide(Some(&lease), "demo-0", now, last_renew, local)
+    }
+
+    #[test]
+    fn a_holder_without_data_never_runs_initdb_once_the_cluster_has_bootstrapped() {
+        let bootstrapped = Some("7401");
+        assert_eq!(
+            decide_with(ME, FRESH, bootstrapped, None, &Local::NoData),
+            Action::Abstain
+        );
+        assert_eq!(
+            decide_with(ME, None, bootstrapped, None, &Local::NoData),
+            Action::Abstain,
+            "not even before its first renew"
+        );
+        assert_eq!(
+            decide_with(ME, FRESH, bootstrapped, None, &Local::Foreign),
+            Action::Abstain
+        );
+        // A new cluster: the first holder initialises it.
+        assert_eq!(
+            decide_with(ME, FRESH, None, None, &Local::NoData),
+            Action::Initdb
+        );
+        // A member with another system's data clones the holder again.
+        assert_eq!(
+            decide_with(OTHER, None, bootstrapped, None, &Local::Foreign),
+            Action::Reclone {
+                from: "demo-1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_pending_promotion_waits_while_fresh_and_is_fenced_otherwise() {
+        check(ME, FRESH, Local::Promoting, Action::Wait);
+        check(ME, Some(4.0), Local::Promoting, Action::Fence);
+        // The Lease moved on while the promotion was pending: it must never complete.
+        check(OTHER, None, Local::Promoting, Action::Fence);
+        check(None, FRESH, Local::Promoting, Action::Fence);
+    }
+
+    #[test]
+    fn a_server_out_of_recovery_that_is_not_the_fresh_holder_is_fenced() {
+        // The manager started it as a standby; a user's pg_promote() (or a promotion it gave
+        // up waiting for) took it out of recovery: the server's own answer makes it Primary.
+        check(OTHER, None, Local::Primary, Action::Fence);
+        check(ME, Some(5.0), Local::Primary, Action::Fence);
+    }
+
+    #[test]
+    fn a_standby_that_stopped_streaming_is_rewound_or_cloned_again() {
+        let stalled = Local::Standby {
+            upstream: Some(Upstream::named("demo-1")),
+            stalled: true,
+        };
+        check(
+            OTHER,
+            None,
+            stalled,
+            Action::Rewind {
+                from: "demo-1".into(),
+                stalled: true,
+            },
+        );
+    }
+
+    #[test]
+    fn a_holder_asked_to_release_fences_and_abstains() {
+        let asked = Some("demo-0");
+        assert_eq!(
+            decide_with(ME, FRESH, Some("7401"), asked, &Local::Primary),
+            Action::Fence
+        );
+        assert_eq!(
+            decide_with(
+                ME,
+                FRESH,
+                Some("7401"),
+                asked,
+                &Local::Stopped { standby: false }
+            ),
+            Action::Abstain
+        );
+        // A request naming an earlier holder is not this one's.
+        assert_eq!(
+            decide_with(ME, FRESH, Some("7401"), Some("demo-2"), &Local::Primary),
             Action::Wait
         );
     }

@@ -2,44 +2,41 @@
 //! writes keep flowing meanwhile), fast shutdown — which makes every connected walsender send
 //! the remaining WAL, shutdown checkpoint included, and wait for its standby to flush it — and
 //! then the final checkpoint's location from the control file, which the operator compares with
-//! the target's replay position before it promotes the target.
+//! the target's replay position before it promotes the target. The supervisor drives these
+//! steps one tick at a time (never blocking its loop: a holder past its deadline is fenced
+//! whatever the demotion is doing); this file has the steps.
 
 use std::time::Duration;
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::postmaster::Postmaster;
 
 /// How long the fast shutdown may take before the postmaster is killed; a killed postmaster is
 /// not cleanly shut down, and then no final LSN is released (the operator aborts).
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
-const CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the checkpoint before the shutdown may take: only an optimisation, the shutdown
+/// checkpoints anyway.
+pub const CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Stops `postmaster` (if running) for a switchover and returns the final checkpoint's LSN.
-pub async fn demote(ctx: &Context, postmaster: Option<Postmaster>) -> Result<String, Error> {
-    if let Some(pm) = postmaster {
-        let checkpoint = async {
-            let client = crate::sql::connect(ctx, "postgres").await?;
-            client
-                .batch_execute("CHECKPOINT")
-                .await
-                .map_err(Error::sql("CHECKPOINT before the switchover"))
-        };
-        // Only an optimisation: the shutdown checkpoints anyway.
-        match tokio::time::timeout(CHECKPOINT_TIMEOUT, checkpoint).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "checkpoint before the switchover"),
-            Err(_) => tracing::warn!("checkpoint before the switchover timed out"),
-        }
-        let status = pm.stop(libc::SIGINT, SHUTDOWN_TIMEOUT).await;
-        tracing::info!(%status, "postmaster shut down for the switchover");
+/// The checkpoint before the shutdown, bounded; a failure is only logged.
+pub async fn checkpoint(ctx: &Context) {
+    let checkpoint = async {
+        let client = crate::sql::connect(ctx, "postgres").await?;
+        client
+            .batch_execute("CHECKPOINT")
+            .await
+            .map_err(Error::sql("CHECKPOINT before the switchover"))
+    };
+    match tokio::time::timeout(CHECKPOINT_TIMEOUT, checkpoint).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "checkpoint before the switchover"),
+        Err(_) => tracing::warn!("checkpoint before the switchover timed out"),
     }
-    final_lsn(ctx).await
 }
 
 /// The latest checkpoint's location, provided the control file says the server was shut down
 /// cleanly: only then is that checkpoint the last WAL record.
-async fn final_lsn(ctx: &Context) -> Result<String, Error> {
+pub async fn final_lsn(ctx: &Context) -> Result<String, Error> {
     let mut cmd = ctx.tool("pg_controldata");
     cmd.arg("-D").arg(ctx.pgdata()).env("LC_ALL", "C");
     let out = ctx.reaper.run(cmd, "pg_controldata").await?;

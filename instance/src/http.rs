@@ -3,29 +3,50 @@
 //! the Lease gives), `GET /metrics` (Prometheus, `metrics`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
+use tokio::sync::watch;
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::report::{ManagerState, SharedState, report};
+use crate::monitor::Observation;
+use crate::report::{SharedState, StatusReport, report};
 
 #[derive(Clone)]
 struct App {
     ctx: Arc<Context>,
     state: SharedState,
+    observed: watch::Receiver<Observation>,
 }
 
+/// How long a request waits for the monitor's first answer from a postmaster just started.
+const FIRST_FACTS_WAIT: Duration = Duration::from_secs(1);
+
 impl App {
-    fn snapshot(&self) -> ManagerState {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The report from the manager's state and the monitor's cached facts: no request ever
+    /// opens a connection to the server. Right after a postmaster started, the monitor's first
+    /// answer about it is awaited (briefly), so a report never misses facts the server has.
+    async fn report(&self) -> StatusReport {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut observed = self.observed.clone();
+        if state.postgres_running && observed.borrow().fresh(state.generation).is_none() {
+            let first = observed.wait_for(|o| o.fresh(state.generation).is_some());
+            let _ = tokio::time::timeout(FIRST_FACTS_WAIT, first).await;
+        }
+        let observation = observed.borrow().clone();
+        report(self.ctx.me(), &state, &observation)
     }
 }
 
 /// Binds the status port (failing now, not later, when it is taken) and serves it.
-pub async fn serve(ctx: Arc<Context>, state: SharedState) -> Result<(), Error> {
+pub async fn serve(
+    ctx: Arc<Context>,
+    state: SharedState,
+    observed: watch::Receiver<Observation>,
+) -> Result<(), Error> {
     let port = ctx.args.status_port;
     let listener = tokio::net::TcpListener::bind(("0.0.0.0", port))
         .await
@@ -35,7 +56,11 @@ pub async fn serve(ctx: Arc<Context>, state: SharedState) -> Result<(), Error> {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(App { ctx, state });
+        .with_state(App {
+            ctx,
+            state,
+            observed,
+        });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "status server stopped");
@@ -46,26 +71,20 @@ pub async fn serve(ctx: Arc<Context>, state: SharedState) -> Result<(), Error> {
 
 // Serialized here rather than with axum's `json` feature, which would add crates to the tree.
 async fn status(State(app): State<App>) -> ([(header::HeaderName, &'static str); 1], String) {
-    let report = report(&app.ctx, &app.snapshot()).await;
-    let body = serde_json::to_string(&report).unwrap_or_else(|_| "{}".into());
+    let body = serde_json::to_string(&app.report().await).unwrap_or_else(|_| "{}".into());
     ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
 async fn metrics(State(app): State<App>) -> ([(header::HeaderName, &'static str); 1], String) {
-    let report = report(&app.ctx, &app.snapshot()).await;
-    let standbys = match crate::metrics::standbys(&app.ctx, &report).await {
-        Ok(standbys) => standbys,
-        Err(e) => {
-            tracing::debug!(error = %e, "standbys for /metrics");
-            Vec::new()
-        }
-    };
-    let body = crate::metrics::render(&report, &standbys);
+    let report = app.report().await;
+    let observed = app.observed.borrow().clone();
+    let volume = crate::metrics::volume(app.ctx.pgdata());
+    let body = crate::metrics::render(&report, &observed, volume);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }
 
 async fn readyz(State(app): State<App>) -> (StatusCode, &'static str) {
-    if report(&app.ctx, &app.snapshot()).await.ready {
+    if app.report().await.ready {
         (StatusCode::OK, "ready")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready")

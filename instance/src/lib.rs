@@ -13,6 +13,7 @@ pub mod events;
 pub mod http;
 pub mod install;
 pub mod metrics;
+pub mod monitor;
 pub mod pgdata;
 pub mod postmaster;
 pub mod preferred_sync;

@@ -5,42 +5,31 @@
 
 use std::fmt::Write as _;
 
-use crate::context::Context;
-use crate::error::Error;
+use crate::monitor::Observation;
 use crate::report::{PostgresState, Role, StatusReport};
 
-/// A standby as the primary's `pg_stat_replication` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Standby {
-    pub name: String,
-    pub state: String,
-    /// Bytes between the primary's current WAL position and what the standby replayed.
-    pub lag_bytes: Option<i64>,
+/// The volume PGDATA is on: bytes in all, and bytes used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Volume {
+    pub size: u64,
+    pub used: u64,
 }
 
-// pg_basebackup's streams are clones in progress, not members.
-const STANDBYS: &str = "SELECT application_name, state, \
-    pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::int8 \
-    FROM pg_stat_replication WHERE application_name <> 'pg_basebackup' ORDER BY 1";
-
-/// The primary's standbys; empty on a replica or when the server does not answer.
-pub async fn standbys(ctx: &Context, report: &StatusReport) -> Result<Vec<Standby>, Error> {
-    if report.role != Role::Primary || report.postgres != PostgresState::Running {
-        return Ok(Vec::new());
+/// The volume holding `pgdata` (statvfs), if it can be read.
+pub fn volume(pgdata: &std::path::Path) -> Option<Volume> {
+    let path = std::ffi::CString::new(pgdata.as_os_str().as_encoded_bytes()).ok()?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs writes only into `stat`; `path` is a valid C string.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
     }
-    let client = crate::sql::connect(ctx, "postgres").await?;
-    let rows = client
-        .query(STANDBYS, &[])
-        .await
-        .map_err(Error::sql("reading pg_stat_replication"))?;
-    Ok(rows
-        .iter()
-        .map(|row| Standby {
-            name: row.get(0),
-            state: row.get(1),
-            lag_bytes: row.get(2),
-        })
-        .collect())
+    let block = stat.f_frsize.max(1);
+    let size = stat.f_blocks * block;
+    let free = stat.f_bfree * block;
+    Some(Volume {
+        size,
+        used: size.saturating_sub(free),
+    })
 }
 
 /// `X/Y` as a byte position.
@@ -57,8 +46,10 @@ fn label(value: &str) -> String {
     value.replace(['"', '\\', '\n'], "_")
 }
 
-/// The exposition for `report` (and, on the primary, its `standbys`).
-pub fn render(report: &StatusReport, standbys: &[Standby]) -> String {
+/// The exposition for `report`, with what the monitor saw (on the primary: its standbys and
+/// slots) and the data volume.
+pub fn render(report: &StatusReport, observed: &Observation, volume: Option<Volume>) -> String {
+    let (standbys, slots) = (&observed.standbys, &observed.slots);
     let pod = label(&report.pod);
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, samples: &[(String, i64)]| {
@@ -136,12 +127,49 @@ pub fn render(report: &StatusReport, standbys: &[Standby]) -> String {
             &lag,
         );
     }
+    if !slots.is_empty() {
+        let retained: Vec<(String, i64)> = slots
+            .iter()
+            .filter_map(|s| Some((format!(",slot=\"{}\"", label(&s.name)), s.retained_bytes?)))
+            .collect();
+        gauge(
+            "tusk_instance_slot_retained_wal_bytes",
+            "On the primary: WAL kept for each replication slot",
+            &retained,
+        );
+        let lost: Vec<(String, i64)> = slots
+            .iter()
+            .map(|s| {
+                let lost = s.wal_status.as_deref() == Some("lost");
+                (format!(",slot=\"{}\"", label(&s.name)), i64::from(lost))
+            })
+            .collect();
+        gauge(
+            "tusk_instance_slot_lost",
+            "On the primary: 1 for a slot whose WAL was removed (max_slot_wal_keep_size)",
+            &lost,
+        );
+    }
+    if let Some(volume) = volume {
+        let bytes = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        gauge(
+            "tusk_instance_volume_size_bytes",
+            "Size of the data volume",
+            &[(String::new(), bytes(volume.size))],
+        );
+        gauge(
+            "tusk_instance_volume_used_bytes",
+            "Bytes used on the data volume",
+            &[(String::new(), bytes(volume.used))],
+        );
+    }
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::{Slot, Standby};
     use crate::report::Lsns;
 
     fn report(role: Role) -> StatusReport {
@@ -166,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_replica_reports_its_role_timeline_and_replay_lag() {
-        let text = render(&report(Role::Replica), &[]);
+        let text = render(&report(Role::Replica), &Observation::default(), None);
         for line in [
             "tusk_instance_up{pod=\"demo-1\"} 1",
             "tusk_instance_role{pod=\"demo-1\",role=\"replica\"} 1",
@@ -194,11 +222,28 @@ mod tests {
                 lag_bytes: Some(8192),
             },
         ];
-        let text = render(&report(Role::Primary), &standbys);
+        let observed = Observation {
+            standbys: standbys.to_vec(),
+            slots: vec![Slot {
+                name: "tusk_demo_2".into(),
+                active: false,
+                retained_bytes: Some(1 << 30),
+                wal_status: Some("lost".into()),
+            }],
+            ..Observation::default()
+        };
+        let volume = Volume {
+            size: 10 << 30,
+            used: 9 << 30,
+        };
+        let text = render(&report(Role::Primary), &observed, Some(volume));
         for line in [
             "tusk_instance_role{pod=\"demo-1\",role=\"primary\"} 1",
             "tusk_instance_standby_streaming{pod=\"demo-1\",standby=\"demo-2\"} 0",
             "tusk_instance_standby_lag_bytes{pod=\"demo-1\",standby=\"demo-2\"} 8192",
+            "tusk_instance_slot_retained_wal_bytes{pod=\"demo-1\",slot=\"tusk_demo_2\"} 1073741824",
+            "tusk_instance_slot_lost{pod=\"demo-1\",slot=\"tusk_demo_2\"} 1",
+            "tusk_instance_volume_used_bytes{pod=\"demo-1\"} 9663676416",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

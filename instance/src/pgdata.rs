@@ -33,6 +33,29 @@ pub fn is_standby(pgdata: &Path) -> bool {
     pgdata.join("standby.signal").exists()
 }
 
+/// The database system identifier of the data in `pgdata`: the first field of
+/// `global/pg_control` (a `uint64` in the machine's byte order), as PostgreSQL prints it.
+pub fn system_identifier(pgdata: &Path) -> Option<String> {
+    let control = std::fs::read(pgdata.join("global/pg_control")).ok()?;
+    let bytes: [u8; 8] = control.get(..8)?.try_into().ok()?;
+    Some(u64::from_ne_bytes(bytes).to_string())
+}
+
+/// Refuses data in `pgdata` whose system identifier is not the cluster's (`expected`, when
+/// recorded): a member never runs or streams another system's database.
+pub fn check_system(pgdata: &Path, expected: Option<&str>, from: &str) -> Result<(), Error> {
+    let (Some(expected), Some(found)) = (expected, system_identifier(pgdata)) else {
+        return Ok(());
+    };
+    if found == expected {
+        return Ok(());
+    }
+    Err(Error::State(format!(
+        "{from} serves database system {found}, not this cluster's {expected}: refusing to \
+         follow it"
+    )))
+}
+
 /// First start of the holder: initdb (unless a previous attempt got that far), then the roles
 /// on a server listening only on its socket.
 pub async fn initdb(ctx: &Context) -> Result<(), Error> {
@@ -132,27 +155,39 @@ async fn ensure_role(
         .map_err(Error::sql(format!("{verb} ROLE {role}")))
 }
 
+/// TCP keepalives and a user timeout for every connection to a peer: a peer that vanishes
+/// (its node gone, a partition) is noticed in about half a minute instead of the kernel's
+/// two hours, so a clone or a rewind never hangs on a dead connection.
+pub const PEER_KEEPALIVES: [(&str, &str); 6] = [
+    ("connect_timeout", "10"),
+    ("keepalives", "1"),
+    ("keepalives_idle", "10"),
+    ("keepalives_interval", "5"),
+    ("keepalives_count", "3"),
+    ("tcp_user_timeout", "30000"),
+];
+
 /// First start of a non-holder: a copy of `from` streamed with its WAL, through the slot kept
-/// for this pod (created by `-C` when the primary has not made it yet).
-pub async fn clone_from(ctx: &Context, from: &str) -> Result<(), Error> {
+/// for this pod (created by `-C` when the primary has not made it yet). A copy of another
+/// database system than `expected` (the cluster's, when recorded) is refused and cleared.
+pub async fn clone_from(ctx: &Context, from: &str, expected: Option<&str>) -> Result<(), Error> {
     let pgdata = ctx.pgdata();
     write_passfile(ctx)?;
-    let (host, port) = ctx.peers.address(from);
     let slot = slot_name(ctx.me());
+    let mut extra = vec![("user", "tusk_replication")];
+    extra.extend(PEER_KEEPALIVES);
+    let source = peer_conninfo(ctx, from, &extra);
     let attempt = |create_slot: bool| {
         prepare_empty(pgdata)?;
         let mut cmd = ctx.tool("pg_basebackup");
-        cmd.arg("-D")
-            .arg(pgdata)
-            .args([
-                "-h",
-                &host,
-                "-p",
-                &port.to_string(),
-                "-U",
-                "tusk_replication",
-            ])
-            .args(["-X", "stream", "-S", &slot, "--checkpoint=fast", "-w"]);
+        cmd.arg("-D").arg(pgdata).arg("-d").arg(&source).args([
+            "-X",
+            "stream",
+            "-S",
+            &slot,
+            "--checkpoint=fast",
+            "-w",
+        ]);
         if create_slot {
             cmd.arg("-C");
         }
@@ -166,6 +201,10 @@ pub async fn clone_from(ctx: &Context, from: &str) -> Result<(), Error> {
         other => {
             other?;
         }
+    }
+    if let Err(refused) = check_system(pgdata, expected, from) {
+        prepare_empty(pgdata)?;
+        return Err(refused);
     }
     write_standby_config(ctx, &Upstream::named(from))?;
     tracing::info!(from, "clone done");
@@ -188,21 +227,35 @@ fn prepare_empty(pgdata: &Path) -> Result<(), Error> {
         .map_err(Error::io("setting PGDATA to 0700"))
 }
 
-/// Moves PGDATA aside to `<PGDATA>.old` (replacing an older one) so a re-clone starts empty
-/// while the diverged copy is kept for inspection. When PGDATA is a volume's mount point it
-/// cannot be renamed: the re-clone then clears it instead.
-pub fn move_aside(pgdata: &Path) -> Result<(), Error> {
+/// What moving PGDATA aside did.
+#[derive(Debug, Default)]
+pub struct Aside {
+    /// Where the data directory is kept now (`None`: it could not be moved, and was cleared).
+    pub kept: Option<std::path::PathBuf>,
+    /// An older kept copy that was removed to make room (reported, never silently).
+    pub dropped: Option<std::path::PathBuf>,
+}
+
+/// Moves PGDATA aside to `<PGDATA>.old` so a re-clone starts empty while the diverged copy is
+/// kept for inspection. One copy is kept: an older one is removed first (the caller reports
+/// it). When PGDATA is a volume's mount point it cannot be renamed: the re-clone then clears it.
+pub fn move_aside(pgdata: &Path) -> Result<Aside, Error> {
     let mut old = pgdata.as_os_str().to_owned();
     old.push(".old");
     let old = std::path::PathBuf::from(old);
+    let mut aside = Aside::default();
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(Error::io(format!("removing {}", old.display())))?;
+        aside.dropped = Some(old.clone());
     }
     match std::fs::rename(pgdata, &old) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            aside.kept = Some(old);
+            Ok(aside)
+        }
         Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EXDEV)) => {
             tracing::warn!(error = %e, "PGDATA cannot be moved aside: it will be cleared");
-            Ok(())
+            Ok(aside)
         }
         Err(e) => Err(Error::Io {
             what: format!("moving {} aside to {}", pgdata.display(), old.display()),

@@ -76,6 +76,11 @@ impl Postmaster {
         send_signal(self.pid, libc::SIGHUP);
     }
 
+    /// Sends `signal` without waiting: SIGINT starts a fast shutdown that later ticks follow.
+    pub fn signal(&self, signal: i32) {
+        send_signal(self.pid, signal);
+    }
+
     /// Sends `signal` (SIGINT: fast, SIGQUIT: immediate) and waits for the exit; after
     /// `timeout` the postmaster is killed.
     pub async fn stop(mut self, signal: i32, timeout: Duration) -> ExitStatus {

@@ -228,8 +228,11 @@ mod tests {
                 instances: names(&["demo-0", "demo-1"]),
                 switchover_to: None,
                 holder_address: None,
+                system_identifier: None,
+                release_requested: None,
             }),
             last_renew: renewed_secs_ago.and_then(|s| now.checked_sub(Duration::from_secs(s))),
+            ..Observed::default()
         };
         let members = members_while_primary(&observed("demo-0", Some(1)), "demo-0", now);
         assert_eq!(members, Some(names(&["demo-0", "demo-1"])));

@@ -81,17 +81,50 @@ impl Reaper {
 
     /// Runs a tool to completion, capturing its output; a non-zero exit is an error carrying
     /// its stderr.
-    pub async fn run(&self, mut cmd: Command, tool: &str) -> Result<ToolOutput, Error> {
+    pub async fn run(&self, cmd: Command, tool: &str) -> Result<ToolOutput, Error> {
+        self.run_within(cmd, tool, None).await
+    }
+
+    /// [`Reaper::run`], stopping the tool (SIGTERM, then SIGKILL) once it has run for
+    /// `timeout`: no tool may hold the supervisor's step for ever.
+    pub async fn run_bounded(
+        &self,
+        cmd: Command,
+        tool: &str,
+        timeout: Duration,
+    ) -> Result<ToolOutput, Error> {
+        self.run_within(cmd, tool, Some(timeout)).await
+    }
+
+    async fn run_within(
+        &self,
+        mut cmd: Command,
+        tool: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ToolOutput, Error> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut spawned = self.spawn(&mut cmd, tool)?;
+        let pid = spawned.pid;
         let stdout = read_all(spawned.child.stdout.take());
         let stderr = read_all(spawned.child.stderr.take());
-        let status = spawned
-            .exit
-            .await
-            .map_err(|_| Error::State(format!("{tool}: the reaper stopped")))?;
+        let limit = timeout.unwrap_or(Duration::MAX);
+        let status = match tokio::time::timeout(limit, &mut spawned.exit).await {
+            Ok(status) => status,
+            Err(_) => {
+                tracing::warn!(tool, pid, ?timeout, "stopping a tool that ran too long");
+                send_signal(pid, libc::SIGTERM);
+                match tokio::time::timeout(Duration::from_secs(10), &mut spawned.exit).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        send_signal(pid, libc::SIGKILL);
+                        (&mut spawned.exit).await
+                    }
+                }
+            }
+        }
+        .map_err(|_| Error::State(format!("{tool}: the reaper stopped")))?;
         let output = ToolOutput {
             stdout: stdout.await.unwrap_or_default(),
             stderr: stderr.await.unwrap_or_default(),

@@ -3,20 +3,29 @@
 //! `/status` contract.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use tusk_contract::{InstanceStatus, Lsns, PostgresState, Role};
 
-use crate::context::Context;
-use crate::error::Error;
+use crate::monitor::{Observation, ServerFacts};
 
 /// What the supervisor publishes after every step.
 #[derive(Debug, Clone, Default)]
 pub struct ManagerState {
+    /// The supervisor's own account (initializing, fenced, stopped, lost); for a running
+    /// postmaster the server's own answer (in recovery or not) overrides it.
     pub role: Role,
     pub postgres_running: bool,
+    /// The running postmaster's start counter: facts count only for it.
+    pub generation: Option<u64>,
     pub lease_holder: Option<String>,
+    /// When the Lease was last read (or renewed) successfully.
+    pub lease_read_at: Option<Instant>,
+    /// How recent that read must be for this instance to serve.
+    pub renew_deadline: Duration,
     pub fenced: bool,
+    /// Since when a replica's WAL receiver has not been streaming (`None`: it streams).
+    pub not_streaming_since: Option<Instant>,
 }
 
 pub type SharedState = Arc<Mutex<ManagerState>>;
@@ -24,73 +33,51 @@ pub type SharedState = Arc<Mutex<ManagerState>>;
 /// The `/status` body: the contract's type, shared with the operator.
 pub type StatusReport = InstanceStatus;
 
-/// What the local server says about itself.
-#[derive(Debug, Default)]
-struct ServerFacts {
-    in_recovery: bool,
-    timeline: Option<i64>,
-    system_identifier: Option<String>,
-    lsn: Lsns,
-    wal_receiver: Option<String>,
+/// How long a replica may go without streaming before it stops being ready (and the manager
+/// repairs it): long enough for a failover and a repoint, short enough that `-ro` does not serve
+/// stale reads for long.
+pub const STREAMING_GRACE: Duration = Duration::from_secs(30);
+
+/// The report of an instance whose manager is in `state`, from the latest `observation`.
+pub fn report(pod: &str, state: &ManagerState, observation: &Observation) -> StatusReport {
+    let facts = observation.fresh(state.generation);
+    build_report(pod, state, facts)
 }
 
-// The timeline: a primary's from its current WAL file name (the last checkpoint may predate a
-// promotion), a standby's from its WAL receiver, else from the last checkpoint.
-const FACTS: &str = "SELECT pg_is_in_recovery(), \
-    (SELECT system_identifier::text FROM pg_control_system()), \
-    CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END, \
-    pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, \
-    (SELECT status FROM pg_stat_wal_receiver), \
-    CASE WHEN pg_is_in_recovery() \
-      THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), \
-                    (SELECT timeline_id FROM pg_control_checkpoint()))::int8 \
-      ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END";
-
-async fn server_facts(ctx: &Context) -> Result<ServerFacts, Error> {
-    let client = crate::sql::connect(ctx, "postgres").await?;
-    let row = client
-        .query_one(FACTS, &[])
-        .await
-        .map_err(Error::sql("reading the server's status"))?;
-    Ok(ServerFacts {
-        in_recovery: row.get(0),
-        system_identifier: row.get(1),
-        lsn: Lsns {
-            current: row.get(2),
-            received: row.get(3),
-            replayed: row.get(4),
-        },
-        wal_receiver: row.get(5),
-        timeline: row.get(6),
-    })
-}
-
-pub async fn report(ctx: &Context, state: &ManagerState) -> StatusReport {
-    let facts = if state.postgres_running {
-        match tokio::time::timeout(Duration::from_secs(3), server_facts(ctx)).await {
-            Ok(Ok(facts)) => Some(facts),
-            _ => None,
+fn build_report(pod: &str, state: &ManagerState, facts: Option<&ServerFacts>) -> StatusReport {
+    // The role of a running server is what the server says, not what the manager asked for.
+    let role = match facts {
+        Some(f) if state.postgres_running && !state.fenced => {
+            if f.in_recovery {
+                Role::Replica
+            } else {
+                Role::Primary
+            }
         }
-    } else {
-        None
+        _ => state.role,
     };
-    build_report(ctx.me(), state, facts)
-}
-
-fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> StatusReport {
-    // Ready: serving in the role the Lease gives, so a standby about to be promoted is not
-    // (yet) ready, and neither is a primary that lost the Lease.
+    // Ready: serving in the role the Lease gives, as last read within the renew deadline, so a
+    // standby about to be promoted is not (yet) ready, nor a primary that lost the Lease, nor an
+    // instance that cannot read the Lease (it may have been handed it), nor a replica that has
+    // not streamed for a while.
     let holder = state.lease_holder.as_deref() == Some(pod);
-    let ready = match (&facts, state.role) {
-        (Some(f), Role::Primary) => !f.in_recovery && holder,
-        (Some(f), Role::Replica) => f.in_recovery && !holder,
-        _ => false,
-    };
-    let in_recovery = facts.as_ref().map(|f| f.in_recovery);
-    let facts = facts.unwrap_or_default();
+    let lease_fresh = state
+        .lease_read_at
+        .is_some_and(|at| at.elapsed() < state.renew_deadline);
+    let streams = state
+        .not_streaming_since
+        .is_none_or(|since| since.elapsed() < STREAMING_GRACE);
+    let ready = lease_fresh
+        && match (facts, role) {
+            (Some(f), Role::Primary) => !f.in_recovery && holder,
+            (Some(f), Role::Replica) => f.in_recovery && !holder && streams,
+            _ => false,
+        };
+    let in_recovery = facts.map(|f| f.in_recovery);
+    let facts = facts.cloned().unwrap_or_default();
     StatusReport {
         pod: pod.to_string(),
-        role: state.role,
+        role,
         postgres: if state.postgres_running {
             PostgresState::Running
         } else {
@@ -111,14 +98,29 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<ServerFacts>) -> 
 mod tests {
     use super::*;
 
+    /// A manager that read the Lease (held by `holder`) just now.
+    fn state(role: Role, holder: Option<&str>) -> ManagerState {
+        ManagerState {
+            role,
+            postgres_running: true,
+            generation: Some(1),
+            lease_holder: holder.map(str::to_string),
+            lease_read_at: Some(Instant::now()),
+            renew_deadline: Duration::from_secs(4),
+            ..ManagerState::default()
+        }
+    }
+
+    fn in_recovery(yes: bool) -> ServerFacts {
+        ServerFacts {
+            in_recovery: yes,
+            ..ServerFacts::default()
+        }
+    }
+
     #[test]
     fn status_json_has_the_contract_shape() {
-        let state = ManagerState {
-            role: Role::Replica,
-            postgres_running: true,
-            lease_holder: Some("demo-0".into()),
-            fenced: false,
-        };
+        let state = state(Role::Replica, Some("demo-0"));
         let facts = ServerFacts {
             in_recovery: true,
             timeline: Some(2),
@@ -130,12 +132,12 @@ mod tests {
             },
             wal_receiver: Some("streaming".into()),
         };
-        let json = serde_json::to_value(build_report("demo-1", &state, Some(facts))).unwrap();
+        let json = serde_json::to_value(build_report("demo-1", &state, Some(&facts))).unwrap();
         assert_eq!(
             json,
             serde_json::json!({"pod": "demo-1", "role": "replica", "postgres": "running",
                 "ready": true, "leaseHolder": "demo-0", "timeline": 2,
-                "systemIdentifier": "7401",
+                "systemIdentifier": "7401", "inRecovery": true,
                 "lsn": {"current": null, "received": "0/3000060", "replayed": "0/3000060"},
                 "walReceiver": "streaming", "fenced": false})
         );
@@ -147,32 +149,56 @@ mod tests {
 
     #[test]
     fn ready_only_in_the_role_the_lease_gives() {
-        let state = ManagerState {
-            role: Role::Primary,
-            postgres_running: true,
-            ..Default::default()
-        };
-        let facts = ServerFacts {
-            in_recovery: true,
-            ..Default::default()
-        };
-        assert!(!build_report("demo-0", &state, Some(facts)).ready);
-        let writable = || ServerFacts::default();
-        assert!(!build_report("demo-0", &state, Some(writable())).ready);
-        let holder = ManagerState {
-            lease_holder: Some("demo-0".into()),
-            ..state.clone()
-        };
-        assert!(build_report("demo-0", &holder, Some(writable())).ready);
+        // Asked to promote (the holder), but the server is still in recovery: not ready.
+        let promoting = state(Role::Primary, Some("demo-0"));
+        assert!(!build_report("demo-0", &promoting, Some(&in_recovery(true))).ready);
+        // Writable but not the holder: not ready.
+        let other = state(Role::Primary, Some("demo-1"));
+        assert!(!build_report("demo-0", &other, Some(&in_recovery(false))).ready);
+        assert!(build_report("demo-0", &promoting, Some(&in_recovery(false))).ready);
         let fenced = ManagerState {
             role: Role::Fenced,
             fenced: true,
-            ..Default::default()
+            ..ManagerState::default()
         };
         let report = build_report("demo-0", &fenced, None);
         assert_eq!(
             (report.postgres, report.ready),
             (PostgresState::Stopped, false)
         );
+    }
+
+    #[test]
+    fn the_role_is_what_the_server_says_not_what_the_manager_asked_for() {
+        // The manager started a standby; the server left recovery (a promotion it did not ask
+        // for, or one still pending when it gave up waiting): it reports primary, not replica.
+        let standby = state(Role::Replica, Some("demo-0"));
+        let report = build_report("demo-1", &standby, Some(&in_recovery(false)));
+        assert_eq!(
+            (report.role, report.in_recovery),
+            (Role::Primary, Some(false))
+        );
+        assert!(!report.ready, "a primary that does not hold the Lease");
+    }
+
+    #[test]
+    fn an_instance_that_cannot_read_the_lease_is_not_ready() {
+        let mut stale = state(Role::Replica, Some("demo-0"));
+        stale.lease_read_at = Instant::now().checked_sub(Duration::from_secs(5));
+        assert!(!build_report("demo-1", &stale, Some(&in_recovery(true))).ready);
+        stale.lease_read_at = None;
+        assert!(!build_report("demo-1", &stale, Some(&in_recovery(true))).ready);
+    }
+
+    #[test]
+    fn a_replica_that_has_not_streamed_for_a_while_is_not_ready() {
+        let mut replica = state(Role::Replica, Some("demo-0"));
+        replica.not_streaming_since = Instant::now().checked_sub(Duration::from_secs(5));
+        assert!(
+            build_report("demo-1", &replica, Some(&in_recovery(true))).ready,
+            "a blip"
+        );
+        replica.not_streaming_since = Instant::now().checked_sub(STREAMING_GRACE);
+        assert!(!build_report("demo-1", &replica, Some(&in_recovery(true))).ready);
     }
 }

@@ -13,7 +13,8 @@ use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
 use tusk_contract::lease::{
-    self as contract, FINAL_LSN, HOLDER_ADDRESS, MEMBERS, SWITCHOVER_TO, address_of, holder_address,
+    self as contract, FINAL_LSN, HOLDER_ADDRESS, MEMBERS, RELEASE_REQUESTED, SWITCHOVER_TO,
+    SYSTEM_IDENTIFIER, address_of, holder_address,
 };
 
 use crate::decide::LeaseView;
@@ -23,17 +24,41 @@ use crate::error::Error;
 /// holds the Lease within a fifth of the renew interval, which is most of the write gap.
 const SWITCHOVER_POLL_DIVISOR: u32 = 5;
 
-/// What the supervisor reads: the Lease as last seen and the start of the last good renew.
+/// What the supervisor reads: the Lease as last seen, the start of the last good renew, when the
+/// Lease was last read at all, and when the holder was last seen renewing it.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub lease: Option<LeaseView>,
     pub last_renew: Option<Instant>,
+    /// The start of the last successful read (or renew): an instance that cannot read the
+    /// Lease does not know whether it was handed it, and does not serve.
+    pub last_read: Option<Instant>,
+    /// When a poll last found the holder's renew time changed: the holder is alive (a standby
+    /// that does not stream while this is recent is broken, not waiting for a failover).
+    pub holder_renewed: Option<Instant>,
+    /// The Lease's renew time as last seen, to notice the next renewal.
+    pub renew_time: Option<String>,
 }
 
-/// One poll's outcome: the Lease, and whether this pod renewed it.
+/// What the supervisor asks of the role source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Intent {
+    /// Demoted in a switchover: release the Lease naming this final LSN.
+    pub release_lsn: Option<String>,
+    /// Do not renew (a holder without usable data, or asked to release): the Lease expires and
+    /// the operator hands it on.
+    pub abstain: bool,
+    /// The local database's system identifier, recorded on the Lease by its holder if the
+    /// Lease has none yet.
+    pub system_identifier: Option<String>,
+}
+
+/// One poll's outcome: the Lease, whether this pod renewed it, and a token that changes
+/// whenever the holder renews (the Lease's renew time).
 pub struct Poll {
     pub view: LeaseView,
     pub renewed: bool,
+    pub renewal: Option<String>,
 }
 
 pub enum RoleSource {
@@ -62,16 +87,16 @@ impl RoleSource {
         }
     }
 
-    async fn poll(&self, me: &str, release: Option<&str>) -> Result<Poll, Error> {
+    async fn poll(&self, me: &str, intent: &Intent) -> Result<Poll, Error> {
         match self {
             RoleSource::Lease { api, name, address } => {
                 let holder = Holder {
                     me,
                     address: address.as_deref(),
                 };
-                poll_lease(api, name, holder, release).await
+                poll_lease(api, name, holder, intent).await
             }
-            RoleSource::File { path } => poll_file(path, me, release).await,
+            RoleSource::File { path } => poll_file(path, me, intent).await,
         }
     }
 }
@@ -96,14 +121,16 @@ fn releases(view: &LeaseView, me: &str, release: Option<&str>) -> bool {
 
 /// Reads the Lease and, when this pod holds it, renews it with the read `resourceVersion` (a
 /// concurrent handover makes the update fail instead of being overwritten), publishing its
-/// address if the Lease does not have it yet — or, demoted in a switchover, releases it: no
-/// holder, and the final LSN for the operator.
+/// address and the system identifier if the Lease does not have them yet — or, demoted in a
+/// switchover, releases it: no holder, and the final LSN for the operator. An abstaining holder
+/// only reads.
 async fn poll_lease(
     api: &Api<Lease>,
     name: &str,
     pod: Holder<'_>,
-    release: Option<&str>,
+    intent: &Intent,
 ) -> Result<Poll, Error> {
+    let release = intent.release_lsn.as_deref();
     let me = pod.me;
     let kube_error = |source| Error::Kube {
         name: name.to_string(),
@@ -128,11 +155,21 @@ async fn poll_lease(
         return Ok(Poll {
             view,
             renewed: false,
+            renewal: None,
         });
     }
-    if holder {
+    let renewal = renewal_of(&lease);
+    if holder && !intent.abstain {
         let spec = lease.spec.get_or_insert_with(Default::default);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        if let (None, Some(id)) = (&view.system_identifier, &intent.system_identifier) {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(SYSTEM_IDENTIFIER.to_string(), id.clone());
+            view.system_identifier = Some(id.clone());
+        }
         if let Some(ip) = pod.address
             && view.holder_address.as_deref() != Some(ip)
         {
@@ -149,8 +186,15 @@ async fn poll_lease(
     }
     Ok(Poll {
         view,
-        renewed: holder,
+        renewed: holder && !intent.abstain,
+        renewal,
     })
+}
+
+/// The Lease's renew time, as written.
+fn renewal_of(lease: &Lease) -> Option<String> {
+    let time = lease.spec.as_ref()?.renew_time.as_ref()?;
+    serde_json::to_string(time).ok()
 }
 
 pub fn view_of(lease: &Lease) -> LeaseView {
@@ -169,13 +213,21 @@ pub fn view_of(lease: &Lease) -> LeaseView {
         annotation(HOLDER_ADDRESS).and_then(|value| address_of(&value, holder.as_deref()?));
     LeaseView {
         holder,
-        duration: Duration::from_secs(spec.lease_duration_seconds.unwrap_or(6).max(1) as u64),
+        // The contract's duration, never `leaseDurationSeconds` as read: any member may write
+        // the Lease, and a value of 1 would leave no time to fence.
+        duration: contract_duration(),
         instances: annotation(MEMBERS)
             .map(|list| contract::members(&list))
             .unwrap_or_default(),
         switchover_to: annotation(SWITCHOVER_TO),
         holder_address,
+        system_identifier: annotation(SYSTEM_IDENTIFIER),
+        release_requested: annotation(RELEASE_REQUESTED),
     }
+}
+
+fn contract_duration() -> Duration {
+    Duration::from_secs(u64::from(contract::DURATION_SECONDS))
 }
 
 /// The test stand-in: `{"holder": "a", "instances": "a,b", "leaseDurationSeconds": 6,
@@ -199,6 +251,12 @@ struct FileLease {
     /// `tusk.dev/holder-address`: `<pod>=<ip>`.
     #[serde(default)]
     holder_address: String,
+    /// `tusk.dev/system-identifier`.
+    #[serde(default)]
+    system_identifier: String,
+    /// `tusk.dev/release-requested`.
+    #[serde(default)]
+    release_requested: String,
 }
 
 fn six() -> u64 {
@@ -209,7 +267,8 @@ fn yes() -> bool {
     true
 }
 
-async fn poll_file(path: &PathBuf, me: &str, release: Option<&str>) -> Result<Poll, Error> {
+async fn poll_file(path: &PathBuf, me: &str, intent: &Intent) -> Result<Poll, Error> {
+    let release = intent.release_lsn.as_deref();
     let text = tokio::fs::read_to_string(path)
         .await
         .map_err(Error::io(format!("reading {}", path.display())))?;
@@ -219,12 +278,15 @@ async fn poll_file(path: &PathBuf, me: &str, release: Option<&str>) -> Result<Po
     let holder_address = holder
         .as_deref()
         .and_then(|holder| address_of(&file.holder_address, holder));
+    let not_empty = |value: &str| Some(value.to_string()).filter(|v| !v.is_empty());
     let mut view = LeaseView {
         holder,
-        duration: Duration::from_secs(file.lease_duration_seconds.max(1)),
+        duration: contract_duration(),
         instances: contract::members(&file.instances),
-        switchover_to: Some(file.switchover_to.clone()).filter(|t| !t.is_empty()),
+        switchover_to: not_empty(&file.switchover_to),
         holder_address,
+        system_identifier: not_empty(&file.system_identifier),
+        release_requested: not_empty(&file.release_requested),
     };
     if let (true, Some(lsn)) = (releases(&view, me, release), release) {
         file.holder.clear();
@@ -237,35 +299,42 @@ async fn poll_file(path: &PathBuf, me: &str, release: Option<&str>) -> Result<Po
         return Ok(Poll {
             view,
             renewed: false,
+            renewal: None,
         });
     }
-    let holder = view.holder.as_deref() == Some(me);
+    // The stand-in never writes the system identifier: the tests set it, and a write here
+    // could race theirs.
+    let holder = view.holder.as_deref() == Some(me) && !intent.abstain;
     if holder && !file.renew {
         return Err(Error::State("renew refused by the role file".into()));
     }
+    // The stand-in's holder renews whenever `renew` is true: a token that changes every poll.
+    let renewal = file.renew.then(|| format!("{:?}", Instant::now()));
     Ok(Poll {
         view,
         renewed: holder,
+        renewal,
     })
 }
 
 /// Polls `source` every `interval` (a fifth of it during a switchover) and publishes the
-/// result. The returned sender is the supervisor's release request: the final LSN once it has
-/// demoted the holder in a switchover, honoured only while the Lease still asks for one.
+/// result. The returned sender carries the supervisor's [`Intent`]: a release (the final LSN
+/// once it has demoted the holder in a switchover, honoured only while the Lease still asks for
+/// one), abstaining from renewals, and the system identifier to record.
 pub fn spawn(
     source: RoleSource,
     me: String,
     interval: Duration,
-) -> (watch::Receiver<Observed>, watch::Sender<Option<String>>) {
+) -> (watch::Receiver<Observed>, watch::Sender<Intent>) {
     let (tx, rx) = watch::channel(Observed::default());
-    let (release_tx, release_rx) = watch::channel(None::<String>);
+    let (intent_tx, intent_rx) = watch::channel(Intent::default());
     tokio::spawn(async move {
         let mut observed = Observed::default();
         let mut failing = false;
         loop {
             let started = Instant::now();
-            let release = release_rx.borrow().clone();
-            let poll = source.poll(&me, release.as_deref());
+            let intent = intent_rx.borrow().clone();
+            let poll = source.poll(&me, &intent);
             match tokio::time::timeout(interval * 2, poll).await {
                 Ok(Ok(poll)) => {
                     if failing {
@@ -275,6 +344,11 @@ pub fn spawn(
                     if poll.renewed {
                         observed.last_renew = Some(started);
                     }
+                    observed.last_read = Some(started);
+                    if poll.renewal.is_some() && poll.renewal != observed.renew_time {
+                        observed.holder_renewed = Some(started);
+                    }
+                    observed.renew_time = poll.renewal;
                     observed.lease = Some(poll.view);
                 }
                 Ok(Err(e)) if !failing => {
@@ -302,7 +376,7 @@ pub fn spawn(
             tokio::time::sleep_until((started + pause).into()).await;
         }
     });
-    (rx, release_tx)
+    (rx, intent_tx)
 }
 
 #[cfg(test)]

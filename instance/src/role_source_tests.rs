@@ -82,11 +82,56 @@ async fn poll_with(
     holder: &str,
     put_status: u16,
 ) -> (Result<Poll, Error>, Option<serde_json::Value>) {
+    poll_intending(pod, holder, put_status, &Intent::default()).await
+}
+
+async fn poll_intending(
+    pod: Holder<'_>,
+    holder: &str,
+    put_status: u16,
+    intent: &Intent,
+) -> (Result<Poll, Error>, Option<serde_json::Value>) {
     let (api, handle) = mock_api();
     tokio::join!(
-        poll_lease(&api, "demo-primary", pod, None),
+        poll_lease(&api, "demo-primary", pod, intent),
         serve(handle, holder, put_status)
     )
+}
+
+#[test]
+fn the_lease_duration_is_the_contracts_whatever_the_lease_says() {
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "demo-primary"},
+        "spec": {"holderIdentity": "demo-1", "leaseDurationSeconds": 1}
+    }))
+    .unwrap();
+    assert_eq!(view_of(&lease).duration, Duration::from_secs(6));
+}
+
+#[tokio::test]
+async fn the_holder_records_the_system_identifier_once_and_an_abstaining_one_never_renews() {
+    let me = Holder {
+        me: "demo-0",
+        address: None,
+    };
+    let intent = Intent {
+        system_identifier: Some("7401".into()),
+        ..Intent::default()
+    };
+    let (poll, put) = poll_intending(me, "demo-0", 200, &intent).await;
+    assert_eq!(
+        poll.unwrap().view.system_identifier.as_deref(),
+        Some("7401")
+    );
+    let put = put.expect("a renew");
+    assert_eq!(put["metadata"]["annotations"][SYSTEM_IDENTIFIER], "7401");
+    let abstaining = Intent {
+        abstain: true,
+        ..intent
+    };
+    let (poll, put) = poll_intending(me, "demo-0", 200, &abstaining).await;
+    assert!(!poll.unwrap().renewed);
+    assert!(put.is_none(), "an abstaining holder renewed");
 }
 
 #[tokio::test]
