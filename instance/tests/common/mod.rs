@@ -178,6 +178,20 @@ impl Cluster {
         }));
     }
 
+    /// `set_lease` with more of the Lease's fields (`systemIdentifier`, `releaseRequested`, as
+    /// the role file spells the annotations).
+    pub fn set_lease_with(&self, holder: &str, renew: bool, extra: serde_json::Value) {
+        let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+        let mut lease = serde_json::json!({
+            "holder": holder, "instances": names.join(","),
+            "leaseDurationSeconds": 6, "renew": renew,
+        });
+        if let (Some(lease), Some(extra)) = (lease.as_object_mut(), extra.as_object()) {
+            lease.extend(extra.clone());
+        }
+        self.write_lease(lease);
+    }
+
     /// `set_lease` with the holder's address published (`tusk.dev/holder-address`).
     pub fn set_lease_at(&self, holder: &str, address: &str) {
         let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();

@@ -1,0 +1,197 @@
+//! The states faults leave behind, against real PostgreSQL: a server promoted behind the
+//! manager's back, a holder whose volume is empty, a standby that lost the WAL it needs, a
+//! standby whose timeline is only in its pg_wal, an instance that cannot read the Lease, a
+//! rewind that was interrupted, and a holder asked to release the Lease.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+/// The cluster's system identifier, as its primary reports it.
+fn system_identifier(member: &Instance) -> String {
+    member
+        .status_field("systemIdentifier")
+        .as_str()
+        .expect("a system identifier on /status")
+        .to_string()
+}
+
+#[test]
+fn a_replica_promoted_behind_the_managers_back_is_fenced_and_says_so() {
+    let mut cluster = streaming_pair();
+    // A user's pg_promote() (or recovery_target_action=promote) on the replica.
+    let replica = cluster.member("demo-1");
+    assert_eq!(replica.psql("SELECT pg_promote()").unwrap(), "t");
+    wait_for("demo-1 fenced", Duration::from_secs(15), || {
+        replica.postmaster_pid().is_none() && replica.status_field("role") == "fenced"
+    });
+    // It is the holder's to decide: the primary never stopped serving.
+    let primary = cluster.member("demo-0");
+    primary.wait_ready_as("primary", Duration::from_secs(10));
+}
+
+#[test]
+fn a_holder_whose_volume_was_emptied_never_runs_initdb_and_clones_after_the_failover() {
+    let mut cluster = streaming_pair();
+    let system = system_identifier(&cluster.members[0]);
+    write_and_see_replicated(&cluster.members[0], &cluster.members[1], "before the loss");
+    // The cluster has bootstrapped: its system identifier is on the Lease.
+    let recorded = json!({"systemIdentifier": system});
+    cluster.set_lease_with("demo-0", true, recorded.clone());
+    // "Delete the PVC and the pod": demo-0 comes back with an empty volume, still the holder.
+    let primary = cluster.member("demo-0");
+    primary.stop();
+    std::fs::remove_dir_all(&primary.pgdata).expect("emptying demo-0's volume");
+    primary.start();
+    wait_for(
+        "demo-0 reports itself lost",
+        Duration::from_secs(30),
+        || primary.status_field("role") == "lost",
+    );
+    assert!(
+        primary.postmaster_pid().is_none(),
+        "an empty database was started"
+    );
+    assert!(
+        !primary.pgdata.join("PG_VERSION").exists(),
+        "initdb ran over a cluster that served"
+    );
+    // The operator fails over to the replica, which holds the data; demo-0 clones it.
+    cluster.set_lease_with("demo-1", true, recorded);
+    cluster
+        .member("demo-1")
+        .wait_ready_as("primary", Duration::from_secs(60));
+    let demo_0 = cluster.member("demo-0");
+    demo_0.wait_ready_as("replica", Duration::from_secs(90));
+    assert_eq!(system_identifier(demo_0), system);
+    let sql = "SELECT count(*) FROM t WHERE v = 'before the loss'";
+    wait_for_value(demo_0, sql, "1", Duration::from_secs(30));
+}
+
+#[test]
+fn a_standby_whose_wal_is_gone_is_cloned_again_and_streams() {
+    // No WAL kept beyond what slots hold: once demo-1's slot is gone, so is its WAL.
+    let mut cluster = streaming_pair_with("wal_keep_size = 0\nmax_wal_size = '32MB'\n");
+    let primary_port = cluster.members[0].port;
+    cluster.member("demo-1").stop();
+    // demo-1 leaves the member list: the primary drops its slot.
+    cluster.set_lease_with("demo-0", true, json!({"instances": "demo-0"}));
+    let primary = cluster.member("demo-0");
+    wait_for_value(
+        primary,
+        "SELECT count(*) FROM pg_replication_slots",
+        "0",
+        Duration::from_secs(30),
+    );
+    // Writes and WAL switches past what demo-1 has.
+    for i in 0..6 {
+        primary
+            .psql(&format!(
+                "CREATE TABLE IF NOT EXISTS big (v text); \
+                 INSERT INTO big SELECT repeat('x', 1000) FROM generate_series(1, 5000); \
+                 SELECT pg_switch_wal(); CHECKPOINT; -- {i}"
+            ))
+            .unwrap();
+    }
+    write_and_see_replicated(primary, primary, "after the gap");
+    // demo-1 is a member again and starts: it cannot stream (the WAL it needs was removed).
+    cluster.set_lease("demo-0", true);
+    let replica = cluster.member("demo-1");
+    replica.start();
+    let repaired = wait_for("demo-1 streams again", Duration::from_secs(180), || {
+        replica.status().is_some_and(|s| {
+            s["walReceiver"] == "streaming" && s["ready"] == true && s["role"] == "replica"
+        })
+    });
+    eprintln!("a standby without its WAL was repaired in {repaired:?}");
+    let sql = "SELECT count(*) FROM t WHERE v = 'after the gap'";
+    wait_for_value(replica, sql, "1", Duration::from_secs(30));
+    assert!(primary_port > 0);
+}
+
+#[test]
+fn a_standby_without_a_wal_receiver_reports_the_newest_timeline_it_holds() {
+    let mut cluster = Cluster::new(&["demo-0", "demo-1", "demo-2"]);
+    start_streaming(&mut cluster);
+    fail_over(&mut cluster);
+    let follower = cluster.member("demo-2");
+    wait_for("demo-2 on timeline 2", Duration::from_secs(60), || {
+        follower
+            .status()
+            .is_some_and(|s| s["timeline"] == 2 && s["walReceiver"] == "streaming")
+    });
+    // Its upstream goes away: no WAL receiver, and no restartpoint on timeline 2 yet.
+    cluster.member("demo-1").stop();
+    let follower = cluster.member("demo-2");
+    wait_for(
+        "demo-2 without a WAL receiver",
+        Duration::from_secs(30),
+        || {
+            follower
+                .status()
+                .is_some_and(|s| s["walReceiver"].is_null())
+        },
+    );
+    assert_eq!(follower.status_field("timeline"), 2);
+}
+
+#[test]
+fn an_instance_that_cannot_read_the_lease_stops_being_ready() {
+    let cluster = streaming_pair();
+    let replica = &cluster.members[1];
+    assert_eq!(
+        http_get(replica.status_port, "/readyz").as_deref(),
+        Some("ready")
+    );
+    // The API server is out of reach (the stand-in cannot be read).
+    std::fs::write(&cluster.role_file, "not json").unwrap();
+    wait_for("demo-1 not ready", Duration::from_secs(15), || {
+        replica.status_field("ready") == false
+    });
+    cluster.set_lease("demo-0", true);
+    replica.wait_ready_as("replica", Duration::from_secs(15));
+}
+
+#[test]
+fn an_interrupted_rewind_is_never_run_again_the_member_is_cloned() {
+    let mut cluster = streaming_pair();
+    fail_over(&mut cluster);
+    // demo-0, fenced, was in the middle of a rewind when it was killed.
+    let old = cluster.member("demo-0");
+    old.stop();
+    let mut mark = old.pgdata.as_os_str().to_owned();
+    mark.push(".tusk-rewinding");
+    std::fs::write(&mark, b"").unwrap();
+    old.start();
+    old.wait_ready_as("replica", Duration::from_secs(90));
+    let mut kept = old.pgdata.as_os_str().to_owned();
+    kept.push(".old");
+    assert!(
+        std::path::Path::new(&kept).exists(),
+        "cloned again, the previous data kept aside"
+    );
+    assert!(!std::path::Path::new(&mark).exists(), "the mark is gone");
+}
+
+#[test]
+fn a_holder_asked_to_release_the_lease_fences_and_stops_renewing() {
+    let mut cluster = single_primary();
+    let system = system_identifier(&cluster.members[0]);
+    cluster.set_lease_with(
+        "demo-0",
+        true,
+        json!({"systemIdentifier": system, "releaseRequested": "demo-0"}),
+    );
+    let primary = cluster.member("demo-0");
+    wait_for("demo-0 fenced", Duration::from_secs(10), || {
+        primary.postmaster_pid().is_none() && primary.status_field("role") == "fenced"
+    });
+    // The operator hands the Lease on (or back, here): it serves again.
+    cluster.set_lease_with("demo-0", true, json!({"systemIdentifier": system}));
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(60));
+}
