@@ -124,7 +124,12 @@ async fn alerts_and_panels(ctx: &Ctx, prometheus: &Prometheus, target: &str) -> 
         wait_alert(prometheus, name, &[], true, ctx.timeout()).await?;
     }
     wait_alert(prometheus, "TuskClusterNotReady", &[], false, ctx.timeout()).await?;
-    for rule in rules.iter().filter(|r| r.name != "TuskOperatorDown") {
+    // The instance managers' alerts are about pods this platform does not run (kwok plays the
+    // node): promtool's unit tests cover them (deploy/monitoring/rules_test.yaml).
+    let operator_rules = rules
+        .iter()
+        .filter(|r| r.name != "TuskOperatorDown" && !r.query.contains("tusk_instance_"));
+    for rule in operator_rules {
         let series = prometheus.query(&rule.query).await?;
         ensure!(
             !series.is_empty(),

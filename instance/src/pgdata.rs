@@ -90,6 +90,12 @@ pub async fn initdb(ctx: &Context) -> Result<(), Error> {
     Ok(())
 }
 
+/// The session the first-start SQL runs in: no statement is logged, not even one that fails
+/// (`log_min_error_statement` would print a failing `ALTER ROLE … PASSWORD` with its password),
+/// and commits are local (see [`create_roles`]).
+const SILENT_SESSION: &str = "SET log_statement = 'none'; SET log_min_duration_statement = -1; \
+     SET log_min_error_statement = 'panic'; SET synchronous_commit = 'local'";
+
 /// `tusk_replication` and the app role and database; idempotent, so a retried bootstrap
 /// completes. Statements with passwords are kept out of the server log. Commits are local: with
 /// synchronous replication configured they would otherwise wait for a standby that cannot
@@ -97,10 +103,7 @@ pub async fn initdb(ctx: &Context) -> Result<(), Error> {
 async fn create_roles(ctx: &Context) -> Result<(), Error> {
     let client = connect(ctx, "postgres").await?;
     client
-        .batch_execute(
-            "SET log_statement = 'none'; SET log_min_duration_statement = -1; \
-             SET synchronous_commit = 'local'",
-        )
+        .batch_execute(SILENT_SESSION)
         .await
         .map_err(Error::sql("silencing statement logging"))?;
     ensure_role(
@@ -342,6 +345,17 @@ mod tests {
             ]),
             r"host='demo-0.demo-hl.ns.svc' passfile='/tmp/it\'s\\x'"
         );
+    }
+
+    #[test]
+    fn the_first_start_session_logs_no_statement_even_a_failing_one() {
+        for setting in [
+            "log_statement = 'none'",
+            "log_min_duration_statement = -1",
+            "log_min_error_statement = 'panic'",
+        ] {
+            assert!(SILENT_SESSION.contains(setting), "{setting}");
+        }
     }
 
     #[test]

@@ -617,7 +617,10 @@ impl Supervisor {
         self.last_slot_sync = Some(Instant::now());
         let (ctx, members) = (self.ctx.clone(), lease.instances.clone());
         self.slot_sync = Some(tokio::spawn(async move {
-            let sync = crate::slots::sync(&ctx, &members);
+            let sync = async {
+                crate::slots::sync(&ctx, &members).await?;
+                crate::slots::bound_retention(&ctx).await
+            };
             match tokio::time::timeout(SLOT_SYNC_EVERY, sync).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "syncing replication slots"),

@@ -42,6 +42,86 @@ pub const CODE_RUNNING_PARAMETERS: &[&str] = &[
     "pltclu.start_proc",
 ];
 
+/// Settings that break what replication and failover rely on, refused whatever their value,
+/// each with why. Recovery targets and delays belong to Tusk (a standby must replay everything
+/// it received, at once, to be promoted with it); archiving is Tusk's too (an `archive_mode`
+/// without a command keeps WAL for ever); `fsync` and `full_page_writes` exist only to be
+/// turned off, which loses acknowledged commits or corrupts pages on a crash; `hot_standby`
+/// off leaves the managers unable to read a standby's position.
+pub const HA_BREAKING_PARAMETERS: &[(&str, &str)] = &[
+    (
+        "recovery_target",
+        "recovery is Tusk's: a standby must replay all it receives",
+    ),
+    (
+        "recovery_target_name",
+        "recovery is Tusk's: a standby must replay all it receives",
+    ),
+    (
+        "recovery_target_time",
+        "recovery is Tusk's: a standby must replay all it receives",
+    ),
+    (
+        "recovery_target_xid",
+        "recovery is Tusk's: a standby must replay all it receives",
+    ),
+    (
+        "recovery_target_lsn",
+        "recovery is Tusk's: a standby must replay all it receives",
+    ),
+    (
+        "recovery_target_inclusive",
+        "recovery is Tusk's: a standby must replay all it receives",
+    ),
+    (
+        "recovery_target_timeline",
+        "recovery is Tusk's: standbys follow the latest timeline",
+    ),
+    (
+        "recovery_target_action",
+        "recovery is Tusk's: only the Lease's holder is promoted",
+    ),
+    (
+        "recovery_min_apply_delay",
+        "a delayed standby cannot be promoted with every commit",
+    ),
+    (
+        "archive_mode",
+        "without an archive command it keeps every WAL segment until the disk is full",
+    ),
+    (
+        "hot_standby",
+        "the instance managers read each standby's positions over a connection",
+    ),
+    (
+        "fsync",
+        "turning it off loses acknowledged commits (or corrupts the database) on a crash",
+    ),
+    (
+        "full_page_writes",
+        "turning it off can corrupt pages on a crash and breaks pg_rewind",
+    ),
+];
+
+/// Settings allowed only with some values: (key, values allowed, why).
+pub const HA_VALUE_RULES: &[(&str, &[&str], &str)] = &[
+    (
+        "synchronous_commit",
+        &["on", "remote_apply"],
+        "off, local or remote_write acknowledge commits that no standby holds durably (and \
+         void durability required)",
+    ),
+    (
+        "wal_level",
+        &["replica", "logical"],
+        "minimal writes no WAL for standbys",
+    ),
+];
+
+/// Settings that must stay at least at PostgreSQL's default of 10: the members stream, clone
+/// and keep a slot each through them.
+pub const HA_MINIMUMS: &[&str] = &["max_wal_senders", "max_replication_slots"];
+
 /// Settings that load libraries, allowed with these values only.
 pub const PRELOAD_PARAMETERS: &[&str] = &["shared_preload_libraries", "session_preload_libraries"];
 
@@ -108,10 +188,78 @@ pub fn preload_message() -> String {
     )
 }
 
-/// Why `key = value` may not be in `spec.parameters` on code-running grounds, if it may not.
+/// CEL: no key of [`HA_BREAKING_PARAMETERS`].
+pub fn ha_breaking_rule() -> String {
+    let keys: Vec<&str> = HA_BREAKING_PARAMETERS.iter().map(|(k, _)| *k).collect();
+    format!("self.all(k, !(k in {}))", cel_list(&keys))
+}
+
+pub fn ha_breaking_message() -> String {
+    let reasons: Vec<String> = HA_BREAKING_PARAMETERS
+        .iter()
+        .map(|(key, why)| format!("{key} ({why})"))
+        .collect();
+    format!(
+        "spec.parameters must not set settings that break replication and failover: {}",
+        reasons.join("; ")
+    )
+}
+
+/// CEL: the [`HA_VALUE_RULES`] and [`HA_MINIMUMS`].
+pub fn ha_values_rule() -> String {
+    let mut clauses: Vec<String> = HA_VALUE_RULES
+        .iter()
+        .map(|(key, allowed, _)| {
+            format!(
+                "(!('{key}' in self) || self['{key}'] in {})",
+                cel_list(allowed)
+            )
+        })
+        .collect();
+    clauses.extend(HA_MINIMUMS.iter().map(|key| {
+        format!(
+            "(!('{key}' in self) || (self['{key}'].matches('^[0-9]+$') && int(self['{key}']) >= 10))"
+        )
+    }));
+    clauses.join(" && ")
+}
+
+pub fn ha_values_message() -> String {
+    let mut parts: Vec<String> = HA_VALUE_RULES
+        .iter()
+        .map(|(key, allowed, why)| format!("{key} may be {} ({why})", allowed.join(" or ")))
+        .collect();
+    parts.push(format!(
+        "{} must be at least 10 (the members stream, clone and keep a slot each)",
+        HA_MINIMUMS.join(" and ")
+    ));
+    format!("spec.parameters: {}", parts.join("; "))
+}
+
+/// Why `key = value` may not be in `spec.parameters` on replication grounds, if it may not.
+fn ha_refusal(key: &str, value: &str) -> Option<String> {
+    if let Some((_, why)) = HA_BREAKING_PARAMETERS.iter().find(|(k, _)| *k == key) {
+        return Some(format!("{key} breaks replication and failover: {why}"));
+    }
+    if let Some((_, allowed, why)) = HA_VALUE_RULES.iter().find(|(k, _, _)| *k == key)
+        && !allowed.contains(&value)
+    {
+        return Some(format!("{key} may be {}: {why}", allowed.join(" or ")));
+    }
+    if HA_MINIMUMS.contains(&key) && !value.parse::<u32>().is_ok_and(|n| n >= 10) {
+        return Some(format!("{key} must be at least 10"));
+    }
+    None
+}
+
+/// Why `key = value` may not be in `spec.parameters`, if it may not: it runs code, or it
+/// breaks replication and failover.
 pub fn refusal(key: &str, value: &str) -> Option<String> {
     if CODE_RUNNING_PARAMETERS.contains(&key) {
         return Some(code_running_message());
+    }
+    if let Some(why) = ha_refusal(key, value) {
+        return Some(why);
     }
     let allowed = |item: &str| {
         let name = item.trim_matches(|c: char| c.is_ascii_whitespace());

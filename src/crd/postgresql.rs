@@ -91,6 +91,8 @@ pub struct PostgreSQLSpec {
     #[x_kube(validation = Rule::new(parameters::owned_rule()).message(parameters::owned_message().as_str()))]
     #[x_kube(validation = Rule::new(parameters::no_code_running_rule()).message(parameters::code_running_message().as_str()))]
     #[x_kube(validation = Rule::new(parameters::preload_rule()).message(parameters::preload_message().as_str()))]
+    #[x_kube(validation = Rule::new(parameters::ha_breaking_rule()).message(parameters::ha_breaking_message().as_str()))]
+    #[x_kube(validation = Rule::new(parameters::ha_values_rule()).message(parameters::ha_values_message().as_str()))]
     #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9_.]*$'))").message("spec.parameters keys must be postgresql.conf names: lowercase letters, digits, '_' and '.'"))]
     #[x_kube(validation = Rule::new("self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))").message("spec.parameters values must be single-line"))]
     #[schemars(schema_with = "bounded_parameters")]
@@ -184,7 +186,7 @@ pub struct Bootstrap {
     pub database: String,
     /// Role that owns the application database; its credentials are in the `<name>-app` Secret.
     #[serde(default = "default_app")]
-    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_]{0,62}$') && self != 'postgres' && !self.startsWith('pg_')").message("spec.bootstrap.owner must be a lowercase identifier of at most 63 characters, not postgres and not starting with pg_"))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_]{0,62}$') && self != 'postgres' && !self.startsWith('pg_') && !self.startsWith('tusk_')").message("spec.bootstrap.owner must be a lowercase identifier of at most 63 characters, not postgres and not starting with pg_ or tusk_ (tusk_replication streams the replicas; its password is Tusk's)"))]
     #[schemars(length(max = 63))]
     pub owner: String,
 }
