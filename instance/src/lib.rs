@@ -24,5 +24,5 @@ pub mod rewind;
 pub mod role_source;
 pub mod slots;
 pub mod sql;
-
 pub mod supervisor;
+pub mod watchdog;

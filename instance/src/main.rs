@@ -15,6 +15,9 @@ enum Command {
     Install { dest: PathBuf },
     /// Run as PID 1 of the postgres container.
     Run(Box<tusk_instance::config::RunArgs>),
+    /// Started by `run` itself: stops the primary's postmaster if `run` stalls (watchdog.rs).
+    #[command(hide = true)]
+    Watchdog,
 }
 
 #[tokio::main]
@@ -30,6 +33,7 @@ async fn main() -> std::process::ExitCode {
     let result = match Cli::parse().command {
         Command::Install { dest } => tusk_instance::install::install(&dest),
         Command::Run(args) => tusk_instance::supervisor::run(*args).await,
+        Command::Watchdog => tusk_instance::watchdog::watch(),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

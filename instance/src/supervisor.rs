@@ -24,6 +24,7 @@ use crate::reaper::Reaper;
 use crate::report::{ManagerState, Role, STREAMING_GRACE, SharedState};
 use crate::rewind::Rejoined;
 use crate::role_source::{self, Intent, Observed, RoleSource};
+use crate::watchdog::Watchdog;
 
 const TICK: Duration = Duration::from_millis(250);
 const SLOT_SYNC_EVERY: Duration = Duration::from_secs(5);
@@ -31,6 +32,10 @@ const SLOT_SYNC_EVERY: Duration = Duration::from_secs(5);
 /// [`MAX_RETRY_PAUSE`], so a broken peer, config or full disk is not hammered.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(60);
+/// How long after this loop's own fencing moment the watchdog acts: while the loop runs, it
+/// always fences first (and says so); the watchdog acts only on a loop that stalled. Well
+/// within the Lease duration, so the old primary is down before a new one may start.
+const WATCHDOG_MARGIN: Duration = Duration::from_millis(500);
 /// A standby that does not stream is broken (not waiting for a failover) only while the holder
 /// was seen renewing this recently.
 const HOLDER_ALIVE: Duration = Duration::from_secs(5);
@@ -76,6 +81,8 @@ struct Supervisor {
     failed: Option<Failed>,
     /// The reason this manager last abstained, so the Event is posted once.
     abstained: Option<String>,
+    /// Stops the primary if this loop stalls (`None` when it could not be started).
+    watchdog: Option<Watchdog>,
 }
 
 /// A postmaster that exits sooner than this is restarted with a growing pause (250 ms, then
@@ -102,6 +109,13 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         _ = sigint.recv() => return Ok(()),
     };
     let reaper = Reaper::start()?;
+    let watchdog = match Watchdog::start(&reaper) {
+        Ok(watchdog) => Some(watchdog),
+        Err(e) => {
+            tracing::warn!(error = %e, "no watchdog: a stalled manager will not fence its primary");
+            None
+        }
+    };
     let client = match &args.role_file {
         Some(_) => None,
         None => Some(
@@ -151,6 +165,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         not_streaming_since: None,
         failed: None,
         abstained: None,
+        watchdog,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -166,6 +181,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     }
     tracing::info!("shutting down");
+    if let Some(watchdog) = &mut sup.watchdog {
+        watchdog.arm(0, None);
+    }
     if let Some(pm) = sup.postmaster.take() {
         // Fast shutdown: disconnect clients, checkpoint, exit.
         let status = pm.stop(libc::SIGINT, Duration::from_secs(120)).await;
@@ -219,7 +237,32 @@ impl Supervisor {
         if action == Action::Wait && local == Local::Primary && settled {
             self.sync_slots(&observed);
         }
+        // As things are after the action: a primary just started is watched from its start.
+        let now = self.local(&observed, self.facts().as_ref());
+        self.arm_watchdog(&observed, &now);
         self.publish(Some(&observed));
+    }
+
+    /// Tells the watchdog until when the running primary may run: the moment this loop would
+    /// fence it. Anything else disarms it.
+    fn arm_watchdog(&mut self, observed: &Observed, local: &Local) {
+        let Some(watchdog) = &mut self.watchdog else {
+            return;
+        };
+        let holder = observed
+            .lease
+            .as_ref()
+            .filter(|l| l.holder.as_deref() == Some(self.ctx.me()));
+        let until = match (&self.postmaster, holder, observed.last_renew) {
+            (Some(pm), Some(lease), Some(renewed)) if *local == Local::Primary && !self.fenced => {
+                Some((pm.pid, renewed + lease.renew_deadline() + WATCHDOG_MARGIN))
+            }
+            _ => None,
+        };
+        match until {
+            Some((pid, until)) => watchdog.arm(pid, Some(until)),
+            None => watchdog.arm(0, None),
+        }
     }
 
     /// Notices a postmaster that exited, expected (a demotion's shutdown) or not.

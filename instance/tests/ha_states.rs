@@ -195,3 +195,24 @@ fn a_holder_asked_to_release_the_lease_fences_and_stops_renewing() {
         .member("demo-0")
         .wait_ready_as("primary", Duration::from_secs(60));
 }
+
+#[test]
+fn a_primary_whose_manager_is_frozen_is_fenced_by_the_watchdog_by_the_renew_deadline() {
+    let mut cluster = single_primary();
+    let primary = cluster.member("demo-0");
+    let pid = primary.postmaster_pid().expect("postmaster");
+    // The manager alone stops (its postmaster runs on): it renews nothing any more.
+    primary.signal_manager(libc::SIGSTOP);
+    let fenced = wait_for("the postmaster stopped", Duration::from_secs(10), || {
+        primary.postmaster_pid() != Some(pid)
+    });
+    eprintln!("a frozen manager's primary was stopped {fenced:?} after the freeze");
+    assert!(
+        fenced < Duration::from_secs(6),
+        "stopped after the Lease duration: two writers were possible"
+    );
+    primary.signal_manager(libc::SIGCONT);
+    cluster
+        .member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(60));
+}

@@ -270,6 +270,12 @@ impl Instance {
         }
     }
 
+    /// Sends `signal` to the manager process alone (not its children).
+    pub fn signal_manager(&self, signal: i32) {
+        let child = self.child.as_ref().expect("manager running");
+        unsafe { libc::kill(child.id() as i32, signal) };
+    }
+
     /// Sends SIGTERM to the manager and waits for its exit status.
     pub fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("manager running");
