@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The failover benchmark on real pods: a three-instance cluster on the local real node
-# (e2e/local/node-run.sh), TRIALS kills of the primary's postmaster, TRIALS switchovers, TRIALS
-# force-deletions of the primary's pod and TRIALS freezes of the primary, each measured by a
-# writer through the -rw Service. Prints the write gaps (p50, p99, max) and the acknowledged rows
-# checked (a lost one fails the run): four series, so 50 trials make 200 faults.
+# (e2e/local/node-run.sh), TRIALS of each fault — the primary's postmaster killed, a switchover,
+# the primary's pod force-deleted, the primary frozen, the primary's claim and pod deleted, a
+# replica promoted by hand, the primary's instance manager frozen alone, a replica back from a
+# scale-down without its WAL — each measured by a writer through the -rw Service. Prints the
+# write gaps (p50, p99, max) and the acknowledged rows checked (a lost one fails the run): eight
+# series, so 40 trials make 320 faults.
 #   scripts/bench-failover.sh [TRIALS] [required|preferred|async]   # default 20, required
-# TUSK_FAILOVER_SERIES=delete,freeze (any of kill, switchover, delete, freeze) runs only those.
+# TUSK_FAILOVER_SERIES=delete,freeze (any of kill, switchover, delete, freeze, wipe, rogue,
+# manager, regrow) runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUSK_FAILOVER_TRIALS=${1:-20}

@@ -1,5 +1,7 @@
 //! The failover benchmark (scripts/bench-failover.sh): repeated faults (the postmaster killed,
-//! a planned switchover, the pod force-deleted and recreated, the primary frozen) on one
+//! a planned switchover, the pod force-deleted and recreated, the primary frozen, and the states
+//! faults leave behind: the primary's volume deleted with its pod, a replica promoted by hand,
+//! the primary's manager frozen alone, a replica back from a scale-down without its WAL) on one
 //! three-instance cluster on real pods, each measured by the writer's gap between the last
 //! acknowledged row before the fault and the first after it. Prints the figures; asserts only
 //! the invariants (no acknowledged row lost, no forked timeline), never a speed. Skipped unless
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
-use tusk_e2e::faults::promoted_other_than;
+use tusk_e2e::faults::{promoted_other_than, rejoined_streaming};
 use tusk_e2e::replication::{
     Writer, current_primary, forked, lost, pod_sql, replicated, rows, synchronous, write_gap,
 };
@@ -77,8 +79,19 @@ async fn trial(ctx: &Ctx, fault: impl AsyncFnOnce(&str) -> Result) -> Result<(Du
     Ok((gap, acks.len()))
 }
 
-/// The series `TUSK_FAILOVER_SERIES` names (comma-separated: kill, switchover, delete, freeze),
-/// or None for all four.
+/// Every series, in the order they run.
+const SERIES: [&str; 8] = [
+    "kill",
+    "switchover",
+    "delete",
+    "freeze",
+    "wipe",
+    "rogue",
+    "manager",
+    "regrow",
+];
+
+/// The series `TUSK_FAILOVER_SERIES` names (comma-separated, of [`SERIES`]), or None for all.
 fn series() -> Result<Option<Vec<String>>> {
     let Ok(list) = std::env::var("TUSK_FAILOVER_SERIES") else {
         return Ok(None);
@@ -86,8 +99,9 @@ fn series() -> Result<Option<Vec<String>>> {
     let names: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
     for name in &names {
         ensure!(
-            ["kill", "switchover", "delete", "freeze"].contains(&name.as_str()),
-            "TUSK_FAILOVER_SERIES: {name:?} is none of kill, switchover, delete, freeze"
+            SERIES.contains(&name.as_str()),
+            "TUSK_FAILOVER_SERIES: {name:?} is none of {}",
+            SERIES.join(", ")
         );
     }
     Ok(Some(names))
@@ -193,6 +207,94 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             .await?,
         );
     }
+    // The states faults leave behind (issue 25). The primary's volume deleted with its pod: it
+    // comes back, still the holder, on an empty claim; it never runs initdb, a replica is
+    // promoted and the rebuilt pod clones it — measured until it streams again.
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let mut wiped = Vec::new();
+    for _ in 0..runs("wipe", "the primary's claim and pod deleted") {
+        wiped.push(
+            trial(&ctx, async |primary: &str| {
+                let claim = format!("data-{primary}");
+                claims.delete(&claim, &DeleteParams::default()).await?;
+                pods.delete(primary, &DeleteParams::default().grace_period(0))
+                    .await?;
+                let promoted = promoted_other_than(&ctx, NAME, primary).await?;
+                rejoined_streaming(&ctx, primary, &promoted).await
+            })
+            .await?,
+        );
+    }
+    // A replica promoted by hand: fenced by its manager, rewound back into a replica; the
+    // primary never stops (the gap is the writer's ordinary one).
+    let mut rogues = Vec::new();
+    for _ in 0..runs("rogue", "a replica promoted behind the managers' back") {
+        rogues.push(
+            trial(&ctx, async |primary: &str| {
+                let ordinal: u32 = primary.rsplit('-').next().unwrap_or("0").parse()?;
+                let rogue = format!("{NAME}-{}", (ordinal + 1) % 3);
+                pod_sql(&ctx, &rogue, "SELECT pg_promote()").await?;
+                rejoined_streaming(&ctx, &rogue, primary).await
+            })
+            .await?,
+        );
+    }
+    // The primary's instance manager alone stopped: its watchdog fences the postmaster before
+    // the Lease expires, a replica is promoted; the manager continued, the old primary rejoins.
+    let mut managers = Vec::new();
+    for _ in 0..runs("manager", "the primary's instance manager frozen alone") {
+        managers.push(
+            trial(&ctx, async |primary: &str| {
+                ctx.platform
+                    .pod_freeze_manager(&ctx.ns, primary, true)
+                    .await?;
+                let promoted = promoted_other_than(&ctx, NAME, primary).await;
+                ctx.platform
+                    .pod_freeze_manager(&ctx.ns, primary, false)
+                    .await?;
+                let promoted = promoted?;
+                rejoined_streaming(&ctx, primary, &promoted).await
+            })
+            .await?,
+        );
+    }
+    // Scale 3 → 2, WAL switched past the removed replica's claim, scale → 3: it returns without
+    // the WAL it needs and is cloned again.
+    let mut regrown = Vec::new();
+    for _ in 0..runs(
+        "regrow",
+        "scale 3→2, WAL past the replica's claim, scale →3",
+    ) {
+        regrown.push(
+            trial(&ctx, async |_: &str| {
+                let instances = |n: u8| serde_json::json!({"spec": {"instances": n}});
+                let ordinals: Vec<String> = (0..3).map(|o| format!("{NAME}-{o}")).collect();
+                // The highest ordinal goes (a primary there is switched over first).
+                ctx.merge_patch_postgresql_in(&ctx.ns, NAME, instances(2))
+                    .await?;
+                let removed = &ordinals[2];
+                until(format!("{removed} removed"), ctx.timeout(), || async {
+                    Ok(Check::when(
+                        pods.get_opt(removed).await?.is_none(),
+                        format!("{removed} remains"),
+                    ))
+                })
+                .await?;
+                let now = current_primary(&ctx, NAME).await?.unwrap_or_default();
+                let switch = "CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT; \
+                              SELECT pg_switch_wal(); CHECKPOINT";
+                for _ in 0..4 {
+                    pod_sql(&ctx, &now, switch).await?;
+                }
+                ctx.merge_patch_postgresql_in(&ctx.ns, NAME, instances(3))
+                    .await?;
+                ctx.wait_ready(&[NAME]).await?;
+                rejoined_streaming(&ctx, removed, &now).await
+            })
+            .await?,
+        );
+    }
     say("| fault | write gap | acknowledged rows checked |");
     say("|---|---|---|");
     let series = [
@@ -200,6 +302,10 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
         ("planned switchover", &switched),
         ("primary pod force-deleted", &deleted),
         ("primary frozen", &frozen),
+        ("primary's claim and pod deleted", &wiped),
+        ("replica promoted by hand", &rogues),
+        ("primary's manager frozen alone", &managers),
+        ("scale 3→2→3 without the WAL", &regrown),
     ];
     for (fault, trials) in series.iter().filter(|(_, trials)| !trials.is_empty()) {
         say(format!("| {fault} | {} |", summary(trials)));

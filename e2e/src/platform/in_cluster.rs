@@ -91,6 +91,14 @@ impl InCluster {
         }
     }
 
+    /// SIGSTOP (or SIGCONT) to the init process of the pod's `postgres` container, the instance
+    /// manager, alone: sent from the host, as a signal from inside the container could not
+    /// reach its PID 1. The postmaster and the manager's watchdog run on.
+    pub async fn pod_freeze_manager(&self, ns: &str, pod: &str, frozen: bool) -> Result {
+        let signal = if frozen { "SIGSTOP" } else { "SIGCONT" };
+        self.ctr_task(ns, pod, &["kill", "--signal", signal]).await
+    }
+
     /// SIGKILL to the init process of the pod's `postgres` container, the instance manager
     /// (PID 1 of its PID namespace): the kernel then kills every other process in it, the
     /// postmaster included — a crash of the whole container. Root on e2e/local's node only.

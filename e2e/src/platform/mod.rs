@@ -94,6 +94,14 @@ impl Platform {
             .await
     }
 
+    /// Stops (SIGSTOP) or continues the instance manager of a database pod alone: its
+    /// postmaster runs on.
+    pub async fn pod_freeze_manager(&self, ns: &str, pod: &str, frozen: bool) -> Result {
+        self.local_node("stop a pod's instance manager alone (hook pod_freeze_manager)")?
+            .pod_freeze_manager(ns, pod, frozen)
+            .await
+    }
+
     /// SIGKILL to the instance manager of a database pod (its `postgres` container's PID 1),
     /// which takes every process of the container with it.
     pub async fn pod_kill(&self, ns: &str, pod: &str) -> Result {
