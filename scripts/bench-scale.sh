@@ -80,6 +80,11 @@ measure() {
   "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
     --rest-seconds "$rest" --build "$version" "${ready[@]}" \
     | tee >(grep '^|' >>"$out")
+  # TUSK_SCALE_AUDIT_DIR=DIR keeps each run's API audit log (which requests, by whom).
+  if [[ -n "${TUSK_SCALE_AUDIT_DIR:-}" ]]; then
+    mkdir -p "$TUSK_SCALE_AUDIT_DIR"
+    cp "$TUSK_E2E_DIR/logs/audit.log" "$TUSK_SCALE_AUDIT_DIR/$op-$clusters-$namespaces.audit.log"
+  fi
   "$repo/e2e/local/down.sh" >/dev/null
   trap - EXIT
 }

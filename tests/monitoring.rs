@@ -65,7 +65,8 @@ fn alerts_and_dashboard_query_only_registered_metrics() {
         let text = std::fs::read_to_string(files.join(file)).expect("the chart's file exists");
         let names = metric_names(&text);
         assert!(names.len() >= 4, "{file} queries {names:?}");
-        for name in &names {
+        // The instance managers' metrics are checked by their own crate (instance/src/metrics.rs).
+        for name in names.iter().filter(|n| !n.starts_with("tusk_instance_")) {
             let declared = format!("# TYPE {} ", family(name));
             assert!(
                 exposition.contains(&declared),

@@ -249,4 +249,42 @@ mod tests {
         }
         assert!(!text.contains("replay_lag"), "{text}");
     }
+
+    #[test]
+    fn the_charts_alerts_query_only_metrics_the_manager_exports() {
+        let rules = include_str!("../../deploy/helm/tusk/files/prometheus-rules.yaml");
+        let observed = Observation {
+            standbys: vec![Standby {
+                name: "demo-2".into(),
+                state: "streaming".into(),
+                lag_bytes: Some(0),
+            }],
+            slots: vec![Slot {
+                name: "tusk_demo_2".into(),
+                active: true,
+                retained_bytes: Some(0),
+                wal_status: Some("reserved".into()),
+            }],
+            ..Observation::default()
+        };
+        let volume = Some(Volume { size: 1, used: 1 });
+        let exposition = render(&report(Role::Primary), &observed, volume)
+            + &render(&report(Role::Replica), &Observation::default(), None);
+        let mut rest = rules;
+        let mut checked = 0;
+        while let Some(start) = rest.find("tusk_instance_") {
+            let tail = &rest[start..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(tail.len());
+            let name = &tail[..end];
+            assert!(
+                exposition.contains(&format!("# TYPE {name} ")),
+                "the chart's alerts query {name}, which the manager does not export"
+            );
+            checked += 1;
+            rest = &tail[end..];
+        }
+        assert!(checked >= 4, "{checked} instance metrics in the rules");
+    }
 }

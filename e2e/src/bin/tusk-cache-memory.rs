@@ -1,0 +1,223 @@
+//! Where the operator's memory goes, per watched kind: lists what the operator's watches list
+//! (same selectors, pages of 100), compacts each object as the operator does before caching it
+//! (`tusk::runtime::compact`, `drop_managed_fields`), keeps it in a reflector store, and counts
+//! the heap the store holds afterwards with a counting global allocator. Run against a cluster
+//! at rest (scripts/bench-scale.sh leaves one up with TUSK_SCALE_KEEP=1):
+//!   KUBECONFIG=… tusk-cache-memory [--clusters N]
+//! Prints one row per kind: objects, heap bytes per object, and the total, scaled to N clusters
+//! (default: as listed).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tusk::crd::{Backup, PostgreSQL};
+use tusk::runtime::compact::{compact_pod, compact_secret, compact_statefulset, compact_whole};
+use tusk::runtime::watch::drop_managed_fields;
+
+/// Bytes allocated and not freed, by everything in this process.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+struct Counting;
+
+// SAFETY: delegates every call to the system allocator, only counting sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const MANAGED: &str = "app.kubernetes.io/managed-by=tusk-operator";
+const DATABASE_PODS: &str =
+    "app.kubernetes.io/managed-by=tusk-operator,app.kubernetes.io/component=database";
+
+/// One kind's figures: heap held by its cache with the managed fields dropped only (`plain`, as
+/// every kind but StatefulSets and Secrets was cached before), and as the operator caches it.
+struct Row {
+    kind: &'static str,
+    objects: usize,
+    plain: isize,
+    compact: isize,
+}
+
+/// Lists `api` with `selector` in pages of 100, compacts every object with `compact` and keeps
+/// it in a store: the heap that store holds once the lists are gone.
+async fn measure<K>(
+    api: Api<K>,
+    selector: Option<&str>,
+    compact: fn(&mut K),
+) -> Result<(usize, isize, Store<K>), Box<dyn std::error::Error>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, mut writer) = reflector::store::<K>();
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut params = ListParams::default().limit(100);
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    let mut objects = 0;
+    writer.apply_watcher_event(&watcher::Event::Init);
+    loop {
+        let page = api.list(&params).await?;
+        let next = page.metadata.continue_.clone();
+        for mut object in page.items {
+            compact(&mut object);
+            writer.apply_watcher_event(&watcher::Event::InitApply(object));
+            objects += 1;
+        }
+        match next.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    drop(writer);
+    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    Ok((objects, bytes, store))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let scale_to = args
+        .iter()
+        .position(|a| a == "--clusters")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse::<usize>())
+        .transpose()?;
+    let client = Client::try_default().await?;
+    let all = |c: &Client| c.clone();
+    let mut rows = Vec::new();
+    let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    // The compaction of each kind is the operator's (runtime::context's owned_children! list,
+    // compact_pod for the pods, drop_managed_fields for the rest): keep the two in step.
+    macro_rules! kind {
+        ($name:literal, $k:ty, $selector:expr, $compact:expr) => {{
+            let (_, plain, store) = measure(
+                Api::<$k>::all(all(&client)),
+                $selector,
+                drop_managed_fields::<$k>,
+            )
+            .await?;
+            drop(store);
+            let (objects, compact, store) =
+                measure(Api::<$k>::all(all(&client)), $selector, $compact).await?;
+            keep.push(Box::new(store));
+            rows.push(Row {
+                kind: $name,
+                objects,
+                plain,
+                compact,
+            });
+        }};
+    }
+    kind!(
+        "PostgreSQL",
+        PostgreSQL,
+        None,
+        drop_managed_fields::<PostgreSQL>
+    );
+    kind!("Secret", Secret, Some(MANAGED), compact_secret);
+    kind!(
+        "ConfigMap",
+        ConfigMap,
+        Some(MANAGED),
+        compact_whole::<ConfigMap>
+    );
+    kind!("Service", Service, Some(MANAGED), compact_whole::<Service>);
+    kind!(
+        "StatefulSet",
+        StatefulSet,
+        Some(MANAGED),
+        compact_statefulset
+    );
+    kind!("CronJob", CronJob, Some(MANAGED), compact_whole::<CronJob>);
+    kind!(
+        "ServiceAccount",
+        ServiceAccount,
+        Some(MANAGED),
+        compact_whole::<ServiceAccount>
+    );
+    kind!("Role", Role, Some(MANAGED), compact_whole::<Role>);
+    kind!(
+        "RoleBinding",
+        RoleBinding,
+        Some(MANAGED),
+        compact_whole::<RoleBinding>
+    );
+    kind!(
+        "PodDisruptionBudget",
+        PodDisruptionBudget,
+        Some(MANAGED),
+        compact_whole::<PodDisruptionBudget>
+    );
+    kind!("Pod (database)", Pod, Some(DATABASE_PODS), compact_pod);
+    kind!("Job", Job, Some(MANAGED), drop_managed_fields::<Job>);
+    kind!("Backup", Backup, None, drop_managed_fields::<Backup>);
+    let clusters = rows.first().map_or(0, |r| r.objects);
+    let factor = |bytes: isize| match (scale_to, clusters) {
+        (Some(n), c) if c > 0 => bytes as f64 * n as f64 / c as f64,
+        _ => bytes as f64,
+    };
+    let mib = |bytes: f64| bytes / (1024.0 * 1024.0);
+    println!(
+        "| kind | objects | heap per object, managed fields dropped / as cached | heap, {} \
+         clusters, managed fields dropped / as cached |",
+        scale_to.unwrap_or(clusters)
+    );
+    println!("|---|---|---|---|");
+    let (mut plain_total, mut total) = (0.0, 0.0);
+    for row in &rows {
+        let per = |bytes: isize| bytes.checked_div(row.objects as isize).unwrap_or(0);
+        let (plain, compact) = (factor(row.plain), factor(row.compact));
+        plain_total += plain;
+        total += compact;
+        println!(
+            "| {} | {} | {} / {} B | {:.1} / {:.1} MiB |",
+            row.kind,
+            row.objects,
+            per(row.plain),
+            per(row.compact),
+            mib(plain),
+            mib(compact)
+        );
+    }
+    println!(
+        "| all caches | | | {:.1} / {:.1} MiB |",
+        mib(plain_total),
+        mib(total)
+    );
+    drop(keep);
+    Ok(())
+}
