@@ -5,6 +5,7 @@
 # and prints what it measured (e2e/src/scale/). Tables go to stdout and to $TUSK_SCALE_OUT.
 # TUSK_SCALE_PROFILE=debug measures the debug build instead (CI's short run: it proves the
 # benchmark works without a release build; its figures are not the product's).
+# TUSK_SCALE_CACHE_MEMORY=1 adds the heap each cached kind holds (tusk-cache-memory).
 # TUSK_SCALE_OPERATOR_BIN=PATH measures that operator binary instead (before/after comparisons).
 # TUSK_SCALE_OPERATORS="tusk cnpg zalando" measures the peers too, each on a fresh control plane
 # of its own (e2e/local/peer.sh runs them; scripts/testbin.sh builds them on first use); the
@@ -41,7 +42,7 @@ for op in "${operators[@]}"; do
   esac
 done
 if ((${#peers[@]})); then eval "$("$repo/scripts/testbin.sh" "${peers[@]}")"; fi
-(cd "$repo" && cargo build --locked --quiet -p tusk-e2e --bin tusk-scale)
+(cd "$repo" && cargo build --locked --quiet -p tusk-e2e --bin tusk-scale --bin tusk-cache-memory)
 target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # Copies of both, taken now: the target directory may be shared, and another build there
@@ -52,6 +53,7 @@ if [[ " ${operators[*]} " == *" tusk "* ]]; then
   operator=$bins/tusk
 fi
 install -m 0755 "$target/debug/tusk-scale" "$bins/tusk-scale"
+install -m 0755 "$target/debug/tusk-cache-memory" "$bins/tusk-cache-memory"
 eval "$("$repo/e2e/local/binaries.sh")"
 
 # measure OPERATOR CLUSTERS NAMESPACES: one run on a fresh control plane.
@@ -77,13 +79,20 @@ measure() {
     version=${version#"$op"-}
     ready=(--ready-timeout-seconds "${TUSK_SCALE_READY_TIMEOUT:-600}")
   fi
-  "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
+  # TUSK_SCALE_CACHE_MEMORY=1: where the heap goes, per cached kind, before the deletes.
+  local hook=()
+  if [[ -n "${TUSK_SCALE_CACHE_MEMORY:-}" && "$op" == tusk ]]; then
+    hook=(env TUSK_SCALE_AT_REST="$bins/tusk-cache-memory")
+  fi
+  "${hook[@]}" "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
     --rest-seconds "$rest" --build "$version" "${ready[@]}" \
     | tee >(grep '^|' >>"$out")
-  # TUSK_SCALE_AUDIT_DIR=DIR keeps each run's API audit log (which requests, by whom).
+  # TUSK_SCALE_AUDIT_DIR=DIR keeps each run's API audit log (which requests, by whom) and
+  # the operator's log.
   if [[ -n "${TUSK_SCALE_AUDIT_DIR:-}" ]]; then
     mkdir -p "$TUSK_SCALE_AUDIT_DIR"
     cp "$TUSK_E2E_DIR/logs/audit.log" "$TUSK_SCALE_AUDIT_DIR/$op-$clusters-$namespaces.audit.log"
+    cp "$TUSK_E2E_DIR/logs/operator.log" "$TUSK_SCALE_AUDIT_DIR/$op-$clusters-$namespaces.operator.log" 2>/dev/null || true
   fi
   "$repo/e2e/local/down.sh" >/dev/null
   trap - EXIT

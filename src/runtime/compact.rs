@@ -1,20 +1,15 @@
 //! Smaller watch caches. A pod template deserialized into k8s-openapi's types takes ~37 KB of
 //! heap (a StatefulSet ~44 KB, nine times its JSON): at a thousand clusters the StatefulSet
-//! cache alone held ~43 MiB. Cached StatefulSets keep their pod template as its JSON text in a
+//! cache alone held ~43 MiB. Cached objects keep their pod template as its JSON text in a
 //! cache-only annotation instead, and [`restore`] puts it back before an apply compares, so
 //! "already applied?" is decided on exactly what the server holds. Nothing else reads a cached
 //! template, and the annotation is never sent: applies send the desired object, not the cache.
-//! Secrets are cached for their existence only, so their values are not kept at all. Objects
-//! that nothing reads but an apply's comparison (ConfigMaps, Services, CronJobs, the pods'
-//! account, Role and binding, disruption budgets) keep their whole JSON text instead: a
-//! deserialized ServiceAccount or Role is mostly the overhead of its metadata's maps and
-//! strings, several times its JSON.
+//! Secrets are cached for their existence only, so their values are not kept at all.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::watch::drop_managed_fields;
@@ -22,13 +17,11 @@ use super::watch::drop_managed_fields;
 /// The cache-only annotation holding the pod template's JSON.
 pub const CACHED_TEMPLATE: &str = "cache.tusk.dev/pod-template";
 
-/// The cache-only annotation holding a whole object's JSON.
-pub const CACHED_OBJECT: &str = "cache.tusk.dev/object";
-
 /// Where each kind keeps its pod template (a JSON pointer).
 fn template_pointer(kind: &str) -> Option<&'static str> {
     match kind {
         "StatefulSet" => Some("/spec/template"),
+        "CronJob" => Some("/spec/jobTemplate/spec/template"),
         _ => None,
     }
 }
@@ -37,6 +30,14 @@ fn template_pointer(kind: &str) -> Option<&'static str> {
 pub fn compact_statefulset(object: &mut StatefulSet) {
     drop_managed_fields(object);
     stash(&mut object.metadata, &mut object.spec.template);
+}
+
+/// A CronJob as its cache keeps it.
+pub fn compact_cronjob(object: &mut CronJob) {
+    drop_managed_fields(object);
+    if let Some(job) = object.spec.job_template.spec.as_mut() {
+        stash(&mut object.metadata, &mut job.template);
+    }
 }
 
 /// A Secret as its cache keeps it: whether it exists is all a reconcile asks.
@@ -60,34 +61,6 @@ pub fn compact_pod(object: &mut Pod) {
     });
 }
 
-/// An object that only an apply compares, as its cache keeps it: its JSON text (without the
-/// server's bookkeeping, which no apply sets) in one annotation, beside the name, namespace
-/// and owners its watch and cache need. [`restore`] gives the comparison the JSON back.
-pub fn compact_whole<K>(object: &mut K)
-where
-    K: Resource + Serialize + Default,
-{
-    drop_managed_fields(object);
-    let meta = object.meta_mut();
-    meta.uid = None;
-    meta.resource_version = None;
-    meta.creation_timestamp = None;
-    meta.generation = None;
-    let Ok(text) = serde_json::to_string(object) else {
-        return;
-    };
-    let meta = object.meta();
-    let mut compact = K::default();
-    *compact.meta_mut() = ObjectMeta {
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        owner_references: meta.owner_references.clone(),
-        annotations: Some([(CACHED_OBJECT.to_owned(), text)].into()),
-        ..ObjectMeta::default()
-    };
-    *object = compact;
-}
-
 /// Moves `template` into `meta`'s annotation as JSON text; leaves both as they were if it
 /// cannot be serialized (it always can: it was just deserialized).
 fn stash(meta: &mut ObjectMeta, template: &mut PodTemplateSpec) {
@@ -103,15 +76,6 @@ fn stash(meta: &mut ObjectMeta, template: &mut PodTemplateSpec) {
 /// The JSON of a cached `kind` as the server holds it: the stashed template back in its place
 /// and the annotation gone. A value without the annotation (a test's cache) is left alone.
 pub fn restore(kind: &str, cached: &mut Value) {
-    let whole = cached
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(CACHED_OBJECT))
-        .and_then(Value::as_str)
-        .and_then(|text| serde_json::from_str::<Value>(text).ok());
-    if let Some(whole) = whole {
-        *cached = whole;
-        return;
-    }
     let Some(pointer) = template_pointer(kind) else {
         return;
     };
@@ -211,6 +175,23 @@ mod tests {
     }
 
     #[test]
+    fn a_cronjobs_job_template_is_stashed_and_restored() {
+        let live: CronJob = serde_json::from_value(json!({
+            "metadata": {"name": "db-backup"},
+            "spec": {"schedule": "0 2 * * *", "jobTemplate": {"spec": {"template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "backup"}]}}}}}
+        }))
+        .unwrap();
+        let mut cached = live.clone();
+        compact_cronjob(&mut cached);
+        let job = cached.spec.job_template.spec.as_ref().unwrap();
+        assert_eq!(job.template, PodTemplateSpec::default());
+        let mut json = serde_json::to_value(&cached).unwrap();
+        restore("CronJob", &mut json);
+        assert_eq!(json, serde_json::to_value(&live).unwrap());
+    }
+
+    #[test]
     fn cached_pods_keep_labels_readiness_and_ip_only() {
         let mut pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "demo-0", "labels": {"tusk.dev/role": "primary"},
@@ -244,40 +225,6 @@ mod tests {
         compact_secret(&mut secret);
         assert_eq!(secret.data, None);
         assert_eq!(secret.metadata.name.as_deref(), Some("db-app"));
-    }
-
-    #[test]
-    fn an_object_kept_whole_restores_for_the_comparison_and_drift_is_still_seen() {
-        use k8s_openapi::api::core::v1::Service;
-        let live: Service = serde_json::from_value(json!({
-            "metadata": {"name": "db-rw", "namespace": "prod", "uid": "u1",
-                         "resourceVersion": "7", "creationTimestamp": "2026-11-27T08:00:00Z",
-                         "labels": {"app": "db"},
-                         "ownerReferences": [{"apiVersion": "tusk.dev/v1alpha1",
-                             "kind": "PostgreSQL", "name": "db", "uid": "c0ffee"}],
-                         "managedFields": [{"manager": "tusk-operator"}]},
-            "spec": {"ports": [{"port": 5432}], "selector": {"app": "db"},
-                     "clusterIP": "10.0.0.1", "type": "ClusterIP"}
-        }))
-        .unwrap();
-        let mut cached = live.clone();
-        compact_whole(&mut cached);
-        assert_eq!(cached.spec, None, "only the JSON text is kept");
-        assert_eq!(cached.metadata.name.as_deref(), Some("db-rw"));
-        assert_eq!(
-            cached.metadata.owner_references, live.metadata.owner_references,
-            "the watch triggers the owner"
-        );
-        let mut actual = serde_json::to_value(&cached).unwrap();
-        restore("Service", &mut actual);
-        assert_eq!(actual["spec"]["clusterIP"], "10.0.0.1");
-        assert_eq!(actual["metadata"]["labels"]["app"], "db");
-        assert!(actual["metadata"].get("managedFields").is_none());
-        let wanted = json!({"metadata": {"name": "db-rw", "labels": {"app": "db"}},
-                            "spec": {"ports": [{"port": 5432}], "selector": {"app": "db"}}});
-        assert!(contains(&actual, &wanted), "unchanged: no write");
-        let moved = json!({"spec": {"ports": [{"port": 5433}]}});
-        assert!(!contains(&actual, &moved), "a changed port is a write");
     }
 
     #[test]

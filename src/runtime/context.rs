@@ -16,9 +16,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
-use super::compact::{compact_secret, compact_statefulset, compact_whole};
+use super::compact::{compact_cronjob, compact_secret, compact_statefulset};
 use super::instances::{InstanceReader, LeaseClock, StatusSource};
-use super::watch::{ChildWatches, owning_cluster};
+use super::watch::{ChildWatches, drop_managed_fields, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, STATUS_PORT};
@@ -95,16 +95,15 @@ macro_rules! owned_children {
 owned_children! {
     /// Credentials (compacted: values dropped, only their existence is read).
     secrets: Secret => compact_secret,
-    config_maps: ConfigMap => compact_whole::<ConfigMap>,
-    services: Service => compact_whole::<Service>,
-    /// Kept whole but for the pod template, kept as text: readiness and revisions are read.
+    config_maps: ConfigMap => drop_managed_fields,
+    services: Service => drop_managed_fields,
     statefulsets: StatefulSet => compact_statefulset,
-    cronjobs: CronJob => compact_whole::<CronJob>,
+    cronjobs: CronJob => compact_cronjob,
     /// The database pods' identity: account, Role, binding.
-    service_accounts: ServiceAccount => compact_whole::<ServiceAccount>,
-    roles: Role => compact_whole::<Role>,
-    role_bindings: RoleBinding => compact_whole::<RoleBinding>,
-    disruption_budgets: PodDisruptionBudget => compact_whole::<PodDisruptionBudget>,
+    service_accounts: ServiceAccount => drop_managed_fields,
+    roles: Role => drop_managed_fields,
+    role_bindings: RoleBinding => drop_managed_fields,
+    disruption_budgets: PodDisruptionBudget => drop_managed_fields,
 }
 
 /// The shared state of both controllers.

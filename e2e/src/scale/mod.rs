@@ -165,6 +165,16 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
     let restart_wait = AFTER_RESTART.min(plan.rest);
     tokio::time::sleep(restart_wait).await;
     let restarted = stand.usage()?;
+    say(format!(
+        "RSS settled {} KiB (anonymous {}), restart peak {} / later {} KiB; writes at rest {}, after the restart {}",
+        settled.rss_kib,
+        settled.anon_kib,
+        restarted.peak_kib,
+        restarted.rss_kib,
+        rest_requests.writes,
+        restart_requests.writes
+    ));
+    at_rest_hook()?;
 
     let start = Instant::now();
     plan.fleet.delete(&stand.client, op).await?;
@@ -209,6 +219,21 @@ fn reached(waited: Result<Duration>, must: bool) -> Result<Option<Duration>> {
             Ok(None)
         }
     }
+}
+
+/// TUSK_SCALE_AT_REST=PROGRAM runs PROGRAM while every cluster is still there, after the
+/// restart (scripts/bench-scale.sh: tusk-cache-memory, where the heap goes per cached kind).
+fn at_rest_hook() -> Result {
+    let Some(program) = std::env::var_os("TUSK_SCALE_AT_REST") else {
+        return Ok(());
+    };
+    let status = std::process::Command::new(&program)
+        .status()
+        .context(format!("running {}", program.to_string_lossy()))?;
+    if !status.success() {
+        fail!("{} failed: {status}", program.to_string_lossy());
+    }
+    Ok(())
 }
 
 /// SIGKILLs the operator at rest and starts it again: how long until it has been through every

@@ -10,6 +10,9 @@ pub struct Usage {
     pub rss_kib: u64,
     /// VmHWM: the peak of resident memory since the process started, in KiB.
     pub peak_kib: u64,
+    /// RssAnon: the part of VmRSS that is heap and stacks (the rest is mapped files, mostly
+    /// the binary's own code), in KiB.
+    pub anon_kib: u64,
     /// User plus system CPU time since the process started, in seconds.
     pub cpu_seconds: f64,
 }
@@ -20,10 +23,11 @@ pub fn usage(pid: u32) -> Result<Usage> {
         std::fs::read_to_string(format!("/proc/{pid}/{file}"))
             .context(format!("reading /proc/{pid}/{file}"))
     };
-    let (rss_kib, peak_kib) = memory(&read("status")?)?;
+    let (rss_kib, peak_kib, anon_kib) = memory(&read("status")?)?;
     Ok(Usage {
         rss_kib,
         peak_kib,
+        anon_kib,
         cpu_seconds: cpu_seconds(&read("stat")?, clock_ticks())?,
     })
 }
@@ -39,8 +43,8 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// VmRSS and VmHWM (KiB) from /proc/PID/status.
-fn memory(status: &str) -> Result<(u64, u64)> {
+/// VmRSS, VmHWM and RssAnon (KiB) from /proc/PID/status.
+fn memory(status: &str) -> Result<(u64, u64, u64)> {
     let field = |name: &str| -> Result<u64> {
         let Some(line) = status.lines().find(|l| l.starts_with(name)) else {
             fail!("/proc status has no {name}");
@@ -48,7 +52,7 @@ fn memory(status: &str) -> Result<(u64, u64)> {
         let kib = line[name.len()..].trim().trim_end_matches("kB").trim();
         kib.parse().context(format!("{name} {kib:?}"))
     };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
+    Ok((field("VmRSS:")?, field("VmHWM:")?, field("RssAnon:")?))
 }
 
 /// utime + stime (fields 14 and 15) of /proc/PID/stat, in seconds. The command name (field 2)
@@ -75,10 +79,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn memory_reads_rss_and_peak() {
-        let status =
-            "Name:\ttusk\nVmPeak:\t  900000 kB\nVmHWM:\t   40960 kB\nVmRSS:\t   32768 kB\n";
-        assert_eq!(memory(status).unwrap(), (32768, 40960));
+    fn memory_reads_rss_peak_and_anonymous() {
+        let status = "Name:\ttusk\nVmPeak:\t  900000 kB\nVmHWM:\t   40960 kB\n\
+                      VmRSS:\t   32768 kB\nRssAnon:\t   20480 kB\nRssFile:\t   12288 kB\n";
+        assert_eq!(memory(status).unwrap(), (32768, 40960, 20480));
         assert!(memory("Name:\ttusk\n").is_err());
     }
 
