@@ -23,7 +23,16 @@ const STATUS_PORT: i32 = 8000;
 
 /// Cluster `name` with three instances, Ready, ordinal 0 primary, and its writer running.
 pub async fn three_with_writer(ctx: &Ctx, name: &str) -> Result<(String, Writer)> {
-    ctx.apply(&replicated(name, 3)).await?;
+    started_with_writer(ctx, name, &replicated(name, 3)).await
+}
+
+/// Cluster `name` applied from `manifest`, Ready, ordinal 0 primary, and its writer running.
+pub async fn started_with_writer(
+    ctx: &Ctx,
+    name: &str,
+    manifest: &str,
+) -> Result<(String, Writer)> {
+    ctx.apply(manifest).await?;
     ctx.wait_ready(&[name]).await?;
     let primary = current_primary(ctx, name).await?.unwrap_or_default();
     ensure!(

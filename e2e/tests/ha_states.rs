@@ -9,23 +9,14 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use tusk_e2e::faults::{check_acks, instance_status, rejoined_streaming};
+use tusk_e2e::faults::{check_acks, instance_status, rejoined_streaming, started_with_writer};
 use tusk_e2e::replication::{Writer, current_primary, pod_sql, synchronous};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
 /// A three-instance cluster with `required` synchronous replication (`ANY 1`) and a writer
 /// through `-rw`; returns its primary (ordinal 0) and the writer.
 async fn three_required(ctx: &Ctx, name: &str) -> Result<(String, Writer)> {
-    ctx.apply(&synchronous(name, 3, "required")).await?;
-    ctx.wait_ready(&[name]).await?;
-    let primary = current_primary(ctx, name).await?.unwrap_or_default();
-    ensure!(
-        primary == format!("{name}-0"),
-        "{name}: ordinal 0 initialises and holds the Lease, status says {primary:?}"
-    );
-    let writer = Writer::start(ctx, name).await?;
-    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
-    Ok((primary, writer))
+    started_with_writer(ctx, name, &synchronous(name, 3, "required")).await
 }
 
 /// Every instance but `primary` streams from it, and the cluster is Ready.

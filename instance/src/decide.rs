@@ -205,6 +205,25 @@ mod tests {
         check_at(holder, None, renewed, local, expected);
     }
 
+    /// A 6 s Lease of members demo-0 and demo-1 held by `holder` (published at `address`),
+    /// recording system identifier `system` and a release request for `release`.
+    fn lease(
+        holder: Option<&str>,
+        address: Option<&str>,
+        system: Option<&str>,
+        release: Option<&str>,
+    ) -> LeaseView {
+        LeaseView {
+            holder: holder.map(str::to_string),
+            duration: Duration::from_secs(6),
+            instances: vec!["demo-0".into(), "demo-1".into()],
+            switchover_to: None,
+            holder_address: address.map(str::to_string),
+            system_identifier: system.map(str::to_string),
+            release_requested: release.map(str::to_string),
+        }
+    }
+
     /// `check` with the holder published at `address`.
     fn check_at(
         holder: Option<&str>,
@@ -214,15 +233,7 @@ mod tests {
         expected: Action,
     ) {
         let now = Instant::now();
-        let lease = LeaseView {
-            holder: holder.map(str::to_string),
-            duration: Duration::from_secs(6),
-            instances: vec!["demo-0".into(), "demo-1".into()],
-            switchover_to: None,
-            holder_address: address.map(str::to_string),
-            system_identifier: None,
-            release_requested: None,
-        };
+        let lease = lease(holder, address, None, None);
         let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
         let got = decide(Some(&lease), "demo-0", now, last_renew, &local);
         assert_eq!(
@@ -379,15 +390,7 @@ mod tests {
         local: &Local,
     ) -> Action {
         let now = Instant::now();
-        let lease = LeaseView {
-            holder: holder.map(str::to_string),
-            duration: Duration::from_secs(6),
-            instances: vec!["demo-0".into(), "demo-1".into()],
-            switchover_to: None,
-            holder_address: None,
-            system_identifier: system.map(str::to_string),
-            release_requested: release.map(str::to_string),
-        };
+        let lease = lease(holder, None, system, release);
         let last_renew = renewed.and_then(|s| now.checked_sub(Duration::from_secs_f64(s)));
         decide(Some(&lease), "demo-0", now, last_renew, local)
     }
