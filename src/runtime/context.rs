@@ -16,7 +16,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
-use super::compact::{compact_cronjob, compact_secret, compact_statefulset};
+use super::compact::{compact_cronjob, compact_secret, compact_statefulset, compact_whole};
 use super::instances::{InstanceReader, LeaseClock, StatusSource};
 use super::watch::{ChildWatches, drop_managed_fields, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
@@ -95,15 +95,15 @@ macro_rules! owned_children {
 owned_children! {
     /// Credentials (compacted: values dropped, only their existence is read).
     secrets: Secret => compact_secret,
-    config_maps: ConfigMap => drop_managed_fields,
-    services: Service => drop_managed_fields,
+    config_maps: ConfigMap => compact_whole::<ConfigMap>,
+    services: Service => compact_whole::<Service>,
     statefulsets: StatefulSet => compact_statefulset,
     cronjobs: CronJob => compact_cronjob,
     /// The database pods' identity: account, Role, binding.
     service_accounts: ServiceAccount => drop_managed_fields,
-    roles: Role => drop_managed_fields,
+    roles: Role => compact_whole::<Role>,
     role_bindings: RoleBinding => drop_managed_fields,
-    disruption_budgets: PodDisruptionBudget => drop_managed_fields,
+    disruption_budgets: PodDisruptionBudget => compact_whole::<PodDisruptionBudget>,
 }
 
 /// The shared state of both controllers.

@@ -22,7 +22,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tusk::crd::{Backup, PostgreSQL};
-use tusk::runtime::compact::{compact_cronjob, compact_pod, compact_secret, compact_statefulset};
+use tusk::runtime::compact::{
+    compact_cronjob, compact_pod, compact_secret, compact_statefulset, compact_whole,
+};
 use tusk::runtime::watch::drop_managed_fields;
 
 /// Bytes allocated and not freed, by everything in this process.
@@ -153,14 +155,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "ConfigMap",
         ConfigMap,
         Some(MANAGED),
-        drop_managed_fields::<ConfigMap>
+        compact_whole::<ConfigMap>
     );
-    kind!(
-        "Service",
-        Service,
-        Some(MANAGED),
-        drop_managed_fields::<Service>
-    );
+    kind!("Service", Service, Some(MANAGED), compact_whole::<Service>);
     kind!(
         "StatefulSet",
         StatefulSet,
@@ -174,7 +171,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(MANAGED),
         drop_managed_fields::<ServiceAccount>
     );
-    kind!("Role", Role, Some(MANAGED), drop_managed_fields::<Role>);
+    kind!("Role", Role, Some(MANAGED), compact_whole::<Role>);
     kind!(
         "RoleBinding",
         RoleBinding,
@@ -185,7 +182,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "PodDisruptionBudget",
         PodDisruptionBudget,
         Some(MANAGED),
-        drop_managed_fields::<PodDisruptionBudget>
+        compact_whole::<PodDisruptionBudget>
     );
     kind!("Pod (database)", Pod, Some(DATABASE_PODS), compact_pod);
     kind!("Job", Job, Some(MANAGED), drop_managed_fields::<Job>);
