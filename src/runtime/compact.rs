@@ -127,11 +127,12 @@ fn unpack(packed: &str) -> Option<Value> {
     serde_json::from_slice(&json).ok()
 }
 
-/// More than any pod template the server accepts (objects are capped at ~1.5 MB).
+/// More than any object the server accepts (objects are capped at ~1.5 MB).
 const UNPACKED_LIMIT: usize = 4 << 20;
 
-/// The JSON of a cached `kind` as the server holds it: the stashed template back in its place
-/// and the annotation gone. A value without the annotation (a test's cache) is left alone.
+/// The JSON of a cached `kind` as the server holds it: a packed whole object unpacked, or the
+/// stashed template back in its place and the annotation gone. A value without either
+/// annotation (a test's cache) is left alone.
 pub fn restore(kind: &str, cached: &mut Value) {
     let whole = cached
         .pointer("/metadata/annotations")
