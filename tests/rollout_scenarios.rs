@@ -1,6 +1,7 @@
 //! Mock-API scenarios pinning how a replicated cluster rolls onto a new StatefulSet revision:
 //! one outdated replica deleted per step, never while another instance is unready, and the
-//! primary moved by a switchover before it is restarted.
+//! primary moved by a switchover before it is restarted; an update that lowers a hot-standby
+//! setting waits for the primary to run the lower value first.
 
 mod support;
 
@@ -10,7 +11,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use support::paths::{PODS, STATUS};
 use support::read::event_reason;
-use support::replicas::{self, managers, read_lease, three_instances, three_pods};
+use support::replicas::{
+    self, Managers, managers, read_lease, three_instances, three_instances_of, three_pods,
+};
 use support::verifier::Expect;
 use support::world::*;
 use tusk::PostgreSQL;
@@ -19,7 +22,10 @@ use tusk::runtime::instances::LeaseClock;
 /// A Ready three-instance cluster, demo-0 primary, whose StatefulSet moved to revision
 /// `demo-new`; the pods at `updated` ordinals run it, the others `demo-old`.
 fn rolling(updated: &[usize]) -> (PostgreSQL, Cache) {
-    let (pg, mut cache) = three_instances(3);
+    rolling_of(three_instances(3), updated)
+}
+
+fn rolling_of((pg, mut cache): (PostgreSQL, Cache), updated: &[usize]) -> (PostgreSQL, Cache) {
     if let Some(status) = cache.statefulsets[0].status.as_mut() {
         status.update_revision = Some("demo-new".into());
     }
@@ -114,4 +120,41 @@ async fn scaling_up_brings_the_leases_member_list_up_to_date() {
     assert_eq!(members, "demo-0,demo-1,demo-2");
     assert_eq!(seen[1].body["spec"]["holderIdentity"], "demo-0");
     assert_eq!(seen[2].body["status"]["instances"], 3);
+}
+
+#[tokio::test]
+async fn a_lowered_max_connections_restarts_no_replica_before_the_primary_runs_it() {
+    let spec = "instances: 3\nstorage: {size: 1Gi}\nparameters: {max_connections: \"50\"}";
+    let primary_running = |max_connections: i64| {
+        let mut report = replicas::replica("demo-0", "0/5000000");
+        report.role = tusk::runtime::instances::Role::Primary;
+        report.hot_standby_settings = [("max_connections".to_owned(), max_connections)].into();
+        let Managers(mut reports) = managers("0/5000000", "0/5000000");
+        reports.push(("10.0.0.10", report));
+        Managers(reports)
+    };
+    let clock = Arc::new(LeaseClock::default());
+    // The primary still runs 100: a replica restarted now would refuse to run below it.
+    let (pg, cache) = rolling_of(three_instances_of(spec, 3), &[]);
+    let script = vec![
+        read_lease(Some("demo-0"), json!({})),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
+    let (action, seen) =
+        replicas::reconcile(&pg, cache, &clock, primary_running(100), script).await;
+    assert_eq!(event_reason(&seen[2]), "RollingUpdate");
+    let note = seen[2].body["note"].as_str().unwrap_or_default();
+    assert!(note.contains("lowers max_connections"), "{note}");
+    let soon = kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(5));
+    assert_eq!(action, soon, "looked at again soon");
+    // Its manager restarted it in place with 50: replicas restart, highest first.
+    let (pg, cache) = rolling_of(three_instances_of(spec, 3), &[]);
+    let script = vec![
+        read_lease(Some("demo-0"), json!({})),
+        Expect::delete(format!("{PODS}/demo-2")),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
+    replicas::reconcile(&pg, cache, &clock, primary_running(50), script).await;
 }

@@ -1,7 +1,32 @@
 //! `GET /status` of an instance manager (port 8000): what the operator reads to choose whom to
 //! promote and whether a switchover target has replayed enough.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+/// The settings a hot standby may not run with lower values than its primary: such a standby
+/// pauses recovery and never becomes ready. Lowering one therefore restarts the primary first
+/// (docs/replication.md, "Rolling updates").
+pub const HOT_STANDBY_SETTINGS: [&str; 5] = [
+    "max_connections",
+    "max_worker_processes",
+    "max_wal_senders",
+    "max_prepared_transactions",
+    "max_locks_per_transaction",
+];
+
+/// The names of [`HOT_STANDBY_SETTINGS`] whose `next` value is below the `running` one; a name
+/// missing from either side is not compared.
+pub fn lowered(running: &BTreeMap<String, i64>, next: &BTreeMap<String, i64>) -> Vec<String> {
+    HOT_STANDBY_SETTINGS
+        .iter()
+        .filter(
+            |name| matches!((running.get(**name), next.get(**name)), (Some(r), Some(n)) if n < r),
+        )
+        .map(|name| (*name).to_owned())
+        .collect()
+}
 
 /// The role an instance manager runs its PostgreSQL in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -101,6 +126,10 @@ pub struct InstanceStatus {
     pub wal_receiver: Option<String>,
     #[serde(default)]
     pub fenced: bool,
+    /// The running server's values of [`HOT_STANDBY_SETTINGS`] (empty from a manager that
+    /// does not report them, or while the server does not answer).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hot_standby_settings: BTreeMap<String, i64>,
 }
 
 impl InstanceStatus {
@@ -110,5 +139,27 @@ impl InstanceStatus {
         self.role == Role::Replica
             && self.postgres == PostgresState::Running
             && self.in_recovery != Some(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+    }
+
+    #[test]
+    fn only_a_setting_set_lower_is_lowered() {
+        let running = values(&[("max_connections", 200), ("max_wal_senders", 10)]);
+        let next = values(&[
+            ("max_connections", 100),
+            ("max_wal_senders", 20),
+            ("max_worker_processes", 4),
+        ]);
+        assert_eq!(lowered(&running, &next), ["max_connections"]);
+        assert!(lowered(&running, &running).is_empty());
+        assert!(lowered(&BTreeMap::new(), &next).is_empty(), "not reported");
     }
 }

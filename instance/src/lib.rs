@@ -15,6 +15,7 @@ pub mod install;
 pub mod metrics;
 pub mod monitor;
 pub mod pgdata;
+pub mod planned_restart;
 pub mod postmaster;
 pub mod preferred_sync;
 pub mod promote;

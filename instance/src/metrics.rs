@@ -189,6 +189,7 @@ mod tests {
             },
             wal_receiver: Some("streaming".into()),
             fenced: false,
+            ..StatusReport::default()
         }
     }
 

@@ -6,6 +6,7 @@
 //! supervisor learns from them what the server really is — a promotion still pending, or one
 //! nobody asked for, shows here.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use tokio_postgres::Client;
 use crate::context::Context;
 use crate::error::Error;
 use tusk_contract::Lsns;
+use tusk_contract::status::HOT_STANDBY_SETTINGS;
 
 /// How often the server is asked.
 const POLL: Duration = Duration::from_millis(250);
@@ -33,6 +35,11 @@ pub struct ServerFacts {
     pub system_identifier: Option<String>,
     pub lsn: Lsns,
     pub wal_receiver: Option<String>,
+    /// The hot-standby settings (`tusk_contract::status::HOT_STANDBY_SETTINGS`) as they run.
+    pub settings: BTreeMap<String, i64>,
+    /// On a primary: those whose configuration files now give a lower value than the running
+    /// one, which the next start will take (the ConfigMap changed).
+    pub lowered: Vec<String>,
 }
 
 /// A standby as the primary's `pg_stat_replication` shows it.
@@ -92,7 +99,17 @@ const FACTS: &str = "SELECT pg_is_in_recovery(), \
         (SELECT max(('x' || substr(name, 1, 8))::bit(32)::int) FROM pg_ls_waldir() \
           WHERE name ~ '^[0-9A-F]{24}$' OR name ~ '^[0-9A-F]{8}[.]history$'), \
         (SELECT timeline_id FROM pg_control_checkpoint()))::int8 \
-      ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END";
+      ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END, \
+    (SELECT json_object_agg(name, setting) FROM pg_settings WHERE name = ANY($1))::text";
+
+// On a primary, what the next start would take for each hot-standby setting: the last line
+// of the configuration files that sets it (pg_file_settings parses them as they are now; the
+// ConfigMap volume follows the ConfigMap), or the built-in default when no file sets it. Its
+// `error` is not filtered on: a changed restart-only setting always has one ("could not be
+// applied"); a value that is not a number is left out when parsed.
+const NEXT_SETTINGS: &str = "SELECT s.name, s.setting, COALESCE((SELECT f.setting \
+    FROM pg_file_settings f WHERE f.name = s.name \
+    ORDER BY f.seqno DESC LIMIT 1), s.boot_val) FROM pg_settings s WHERE s.name = ANY($1)";
 
 // pg_basebackup's streams are clones in progress, not members.
 const STANDBYS: &str = "SELECT application_name, state, \
@@ -159,11 +176,13 @@ pub fn spawn(
 }
 
 async fn ask(client: &Client) -> Result<Observation, Error> {
+    let names: Vec<&str> = HOT_STANDBY_SETTINGS.to_vec();
     let row = client
-        .query_one(FACTS, &[])
+        .query_one(FACTS, &[&names])
         .await
         .map_err(Error::sql("reading the server's status"))?;
-    let facts = ServerFacts {
+    let settings: Option<String> = row.get(7);
+    let mut facts = ServerFacts {
         in_recovery: row.get(0),
         system_identifier: row.get(1),
         lsn: Lsns {
@@ -173,9 +192,25 @@ async fn ask(client: &Client) -> Result<Observation, Error> {
         },
         wal_receiver: row.get(5),
         timeline: row.get(6),
+        settings: parse_settings(settings.as_deref()),
+        lowered: Vec::new(),
     };
     let (mut standbys, mut slots) = (Vec::new(), Vec::new());
     if !facts.in_recovery {
+        let rows = client
+            .query(NEXT_SETTINGS, &[&names])
+            .await
+            .map_err(Error::sql("reading pg_file_settings"))?;
+        facts.lowered = rows
+            .iter()
+            .filter_map(|row| {
+                let (name, running, next): (String, String, String) =
+                    (row.get(0), row.get(1), row.get(2));
+                let (running, next) = (running.parse::<i64>().ok()?, next.parse::<i64>().ok()?);
+                (next < running).then_some(name)
+            })
+            .collect();
+        facts.lowered.sort();
         let rows = client
             .query(STANDBYS, &[])
             .await
@@ -210,9 +245,29 @@ async fn ask(client: &Client) -> Result<Observation, Error> {
     })
 }
 
+/// `{"max_connections": "200", …}` as numbers; a value that is not one is left out.
+fn parse_settings(json: Option<&str>) -> BTreeMap<String, i64> {
+    let map: BTreeMap<String, String> = json
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default();
+    map.into_iter()
+        .filter_map(|(name, value)| Some((name, value.parse().ok()?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_are_read_as_numbers() {
+        let parsed = parse_settings(Some(r#"{"max_connections": "200", "odd": "on"}"#));
+        assert_eq!(
+            parsed,
+            BTreeMap::from([("max_connections".to_owned(), 200)])
+        );
+        assert!(parse_settings(None).is_empty());
+    }
 
     #[test]
     fn facts_count_only_for_the_postmaster_they_were_read_from_and_while_recent() {

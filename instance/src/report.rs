@@ -91,6 +91,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<&ServerFacts>) ->
         lsn: facts.lsn,
         wal_receiver: facts.wal_receiver,
         fenced: state.fenced,
+        hot_standby_settings: facts.settings,
     }
 }
 
@@ -131,6 +132,17 @@ mod tests {
                 replayed: Some("0/3000060".into()),
             },
             wal_receiver: Some("streaming".into()),
+            settings: [
+                ("max_connections", 200),
+                ("max_locks_per_transaction", 64),
+                ("max_prepared_transactions", 0),
+                ("max_wal_senders", 10),
+                ("max_worker_processes", 8),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+            lowered: Vec::new(),
         };
         let json = serde_json::to_value(build_report("demo-1", &state, Some(&facts))).unwrap();
         assert_eq!(
@@ -139,7 +151,10 @@ mod tests {
                 "ready": true, "leaseHolder": "demo-0", "timeline": 2,
                 "systemIdentifier": "7401", "inRecovery": true,
                 "lsn": {"current": null, "received": "0/3000060", "replayed": "0/3000060"},
-                "walReceiver": "streaming", "fenced": false})
+                "walReceiver": "streaming", "fenced": false,
+                "hotStandbySettings": {"max_connections": 200, "max_locks_per_transaction": 64,
+                    "max_prepared_transactions": 0, "max_wal_senders": 10,
+                    "max_worker_processes": 8}})
         );
         // The same body the operator's side decodes (tests/contracts/instance.json).
         let contract: serde_json::Value =

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::events::Events;
 use crate::monitor::{Observation, ServerFacts};
 use crate::pgdata;
+use crate::planned_restart::PlannedRestart;
 use crate::postmaster::{Listen, Postmaster};
 use crate::reaper::Reaper;
 use crate::report::{ManagerState, Role, STREAMING_GRACE, SharedState};
@@ -83,6 +84,8 @@ struct Supervisor {
     abstained: Option<String>,
     /// Stops the primary if this loop stalls (`None` when it could not be started).
     watchdog: Option<Watchdog>,
+    /// The primary's restart in place for lowered hot-standby settings.
+    planned_restart: PlannedRestart,
 }
 
 /// A postmaster that exits sooner than this is restarted with a growing pause (250 ms, then
@@ -166,6 +169,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         failed: None,
         abstained: None,
         watchdog,
+        planned_restart: PlannedRestart::default(),
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -236,6 +240,7 @@ impl Supervisor {
             .is_some_and(|pm| pm.started.elapsed() > SHORT_LIFE);
         if action == Action::Wait && local == Local::Primary && settled {
             self.sync_slots(&observed);
+            self.restart_for_lowered_settings(facts.as_ref());
         }
         // As things are after the action: a primary just started is watched from its start.
         let now = self.local(&observed, self.facts().as_ref());
@@ -274,8 +279,11 @@ impl Supervisor {
             return;
         };
         let demoting = matches!(self.demotion, Some(Demotion::ShuttingDown(_)));
+        let planned = self.planned_restart.ended();
         if demoting {
             tracing::info!(%status, "postmaster shut down for the switchover");
+        } else if planned {
+            tracing::info!(%status, "postmaster shut down to take lowered settings");
         } else {
             tracing::warn!(%status, "postmaster exited");
             if !self.fenced {
@@ -283,7 +291,7 @@ impl Supervisor {
                 self.events.warning("PostgreSQLExited", "Restart", note);
             }
         }
-        self.short_lives = if pm.started.elapsed() < SHORT_LIFE && !demoting {
+        self.short_lives = if pm.started.elapsed() < SHORT_LIFE && !demoting && !planned {
             self.short_lives.saturating_add(1)
         } else {
             0
@@ -629,12 +637,25 @@ impl Supervisor {
 
     /// The postmaster is gone: whatever it was doing is over.
     fn stopped(&mut self) {
+        self.planned_restart.ended();
         self.postmaster = None;
         self.running.send_replace(None);
         self.promoting = None;
         self.not_streaming_since = None;
         if !matches!(self.demotion, Some(Demotion::ShuttingDown(_))) {
             self.demotion = None;
+        }
+    }
+
+    /// A primary whose ConfigMap lowered a hot-standby setting restarts in place, first.
+    fn restart_for_lowered_settings(&mut self, facts: Option<&ServerFacts>) {
+        let (Some(pm), Some(facts)) = (&self.postmaster, facts) else {
+            return;
+        };
+        if let Some(note) = self.planned_restart.consider(pm, &facts.lowered) {
+            tracing::info!(lowered = ?facts.lowered, "restarting in place for lowered settings");
+            self.events
+                .normal("RestartingForLoweredSettings", "Restart", note);
         }
     }
 

@@ -1,7 +1,8 @@
 //! The states faults leave behind, against real PostgreSQL: a server promoted behind the
 //! manager's back, a holder whose volume is empty, a standby that lost the WAL it needs, a
 //! standby whose timeline is only in its pg_wal, an instance that cannot read the Lease, a
-//! rewind that was interrupted, and a holder asked to release the Lease.
+//! rewind that was interrupted, a holder asked to release the Lease, and a ConfigMap that
+//! lowers a setting no standby may run below its primary.
 
 mod common;
 
@@ -215,4 +216,39 @@ fn a_primary_whose_manager_is_frozen_is_fenced_by_the_watchdog_by_the_renew_dead
     cluster
         .member("demo-0")
         .wait_ready_as("primary", Duration::from_secs(60));
+}
+
+#[test]
+fn a_primary_whose_configuration_lowers_max_connections_restarts_in_place_first() {
+    let mut cluster = streaming_pair();
+    let primary = cluster.member("demo-0");
+    let pid = primary.postmaster_pid().expect("postmaster");
+    assert_eq!(
+        primary.status_field("hotStandbySettings")["max_connections"],
+        100
+    );
+    // The ConfigMap changed: the volume now lowers max_connections (the replica, not yet
+    // restarted, runs 100; it may run more than its primary, never less).
+    let conf = primary
+        .pgdata
+        .parent()
+        .expect("home")
+        .join("postgresql.conf");
+    let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
+    text.push_str("max_connections = 40\n");
+    std::fs::write(&conf, text).expect("lowering max_connections");
+    wait_for(
+        "demo-0 running max_connections = 40",
+        Duration::from_secs(30),
+        || primary.status_field("hotStandbySettings")["max_connections"] == 40,
+    );
+    assert_ne!(primary.postmaster_pid(), Some(pid), "restarted");
+    // In place: still the primary, no failover; the replica follows it again.
+    primary.wait_ready_as("primary", Duration::from_secs(30));
+    assert_eq!(primary.psql("SHOW max_connections").unwrap(), "40");
+    write_and_see_replicated(
+        &cluster.members[0],
+        &cluster.members[1],
+        "after the restart",
+    );
 }

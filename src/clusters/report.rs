@@ -231,6 +231,14 @@ async fn publish_primary(pg: &PostgreSQL, ctx: &Context, primary: &PrimaryState)
         );
         publish(ctx, pg, normal("RollingUpdate", "Restart", note)).await;
     }
+    if let Some(lowered) = &primary.primary_first {
+        let note = format!(
+            "the update lowers {}: replicas restart once the primary runs the lower values \
+             (its instance manager restarts it in place when the new configuration reaches it)",
+            lowered.join(", ")
+        );
+        publish(ctx, pg, normal("RollingUpdate", "PrimaryFirst", note)).await;
+    }
     if let Some(stuck) = &primary.stuck {
         let event = warning("FailoverBlocked", "Failover", stuck.clone());
         publish(ctx, pg, event).await;

@@ -107,6 +107,32 @@ fn check_parameter(key: &str, value: &str) -> Result<(), ParameterError> {
     }
 }
 
+/// PostgreSQL's built-in values of the hot-standby settings, which apply where neither Tusk nor
+/// `spec.parameters` sets one.
+const HOT_STANDBY_DEFAULTS: [(&str, i64); 5] = [
+    ("max_connections", 100),
+    ("max_worker_processes", 8),
+    ("max_wal_senders", 10),
+    ("max_prepared_transactions", 0),
+    ("max_locks_per_transaction", 64),
+];
+
+/// What every pod runs once a rollout of `parameters` is done, for each hot-standby setting
+/// (`tusk_contract::status::HOT_STANDBY_SETTINGS`); a value that is not a plain number is left
+/// out (nothing is compared for it).
+pub fn hot_standby_values(parameters: &BTreeMap<String, String>) -> BTreeMap<String, i64> {
+    HOT_STANDBY_DEFAULTS
+        .iter()
+        .filter_map(|(name, default)| {
+            let value = match parameters.get(*name) {
+                Some(value) => value.trim().parse().ok()?,
+                None => *default,
+            };
+            Some(((*name).to_owned(), value))
+        })
+        .collect()
+}
+
 /// A quoted postgresql.conf value. Inside quotes the server's lexer reads `\` as an escape
 /// (`\n`, `\'`, octal), so backslashes are doubled; a single quote is written twice.
 fn quote(value: &str) -> String {
@@ -166,6 +192,24 @@ pub fn config_checksum(config_map: &ConfigMap) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hot_standby_values_are_the_parameters_or_postgresqls_defaults() {
+        let parameters = BTreeMap::from([
+            ("max_connections".to_owned(), " 150 ".to_owned()),
+            ("max_wal_senders".to_owned(), "lots".to_owned()),
+        ]);
+        let values = hot_standby_values(&parameters);
+        assert_eq!(values.get("max_connections"), Some(&150));
+        assert_eq!(values.get("max_locks_per_transaction"), Some(&64));
+        assert_eq!(
+            values.get("max_wal_senders"),
+            None,
+            "not a number: not compared"
+        );
+        let names: Vec<&str> = HOT_STANDBY_DEFAULTS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, tusk_contract::status::HOT_STANDBY_SETTINGS);
+    }
     use crate::resources::fixtures::*;
 
     #[test]

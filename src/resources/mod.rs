@@ -28,7 +28,8 @@ pub use agent::{
     backup_job_spec, restore_job, store_environment,
 };
 pub use config::{
-    CONFIG_DIR, ParameterError, config_checksum, config_map, render_hba, render_postgresql_conf,
+    CONFIG_DIR, ParameterError, config_checksum, config_map, hot_standby_values, render_hba,
+    render_postgresql_conf,
 };
 pub use cronjob::backup_cronjob;
 pub use disruption::disruption_budget;

@@ -35,6 +35,11 @@ use crate::error::Result;
 use crate::resources::{Cluster, ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA};
 use crate::runtime::Context;
 
+/// How soon a rollout waiting for the primary's restart in place looks again: the restart
+/// follows the ConfigMap reaching the pod's volume (up to a minute or so), and may be too
+/// brief for a readiness change to wake the reconcile.
+const PRIMARY_FIRST_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Who is primary, and keeping it so: creates the Lease once, reads it on every reconcile of a
 /// replicated cluster (the Lease is the truth, not a status that may have missed a handover),
 /// carries a switchover on, fails over when the holder is lost, and labels every pod with its
@@ -80,7 +85,7 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
     }
     let bootstrapped = state.system_identifier.is_some() || pg.has_served();
     let next = match state.current.as_deref() {
-        Some(primary) if bootstrapped => rollout::next(cluster, ctx, &pods, primary),
+        Some(primary) if bootstrapped => rollout::next(cluster, ctx, &pods, primary).await,
         _ => Move::Idle,
     };
     let planned = match &next {
@@ -105,6 +110,14 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
         ctx.lease_clock.serving(&lease::clock_key(cluster));
     }
     label_roles(ctx, cluster, &pods, &mut state).await?;
+    if let Move::PrimaryFirst { lowered } = &next {
+        state.primary_first = Some(lowered.clone());
+        state.recheck = Some(
+            state
+                .recheck
+                .map_or(PRIMARY_FIRST_RECHECK, |r| r.min(PRIMARY_FIRST_RECHECK)),
+        );
+    }
     if let (Move::Restart { pod }, false, None) = (&next, switching, &state.failover) {
         rollout::restart(ctx, cluster, pod).await?;
         state.restarted = Some(pod.clone());

@@ -1,6 +1,7 @@
 //! Restarts of a replicated cluster's pods, replicas first (the I/O around `rollout_plan`):
 //! reads the cached pods and the StatefulSet's update revision, and deletes the pod the plan
-//! names. The primary's own move is a switchover, carried out by `switchover`.
+//! names, asking the primary's manager what it runs when the update may lower a hot-standby
+//! setting. The primary's own move is a switchover, carried out by `switchover`.
 
 use std::sync::Arc;
 
@@ -9,10 +10,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 
-use super::pods::is_ready;
+use super::pods::{is_ready, pod_ip};
 use super::rollout_plan::{Member, Move, next_move};
 use crate::error::Result;
-use crate::resources::Cluster;
+use crate::resources::{Cluster, hot_standby_values};
 use crate::runtime::apply::unless_gone;
 use crate::runtime::{Context, cached};
 
@@ -20,7 +21,7 @@ use crate::runtime::{Context, cached};
 const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// The next move for `cluster`, from the caches; `primary`: the Lease holder.
-pub fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &str) -> Move {
+pub async fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &str) -> Move {
     let revision = cached(
         &ctx.caches.statefulsets,
         cluster.namespace,
@@ -44,12 +45,33 @@ pub fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &s
             })
         })
         .collect();
-    next_move(
-        &members,
-        primary,
-        cluster.spec.instances,
-        cluster.spec.instances > 1,
-    )
+    let rolling = cluster.spec.instances > 1;
+    let replica_outdated = members.iter().any(|m| m.pod != primary && !m.updated);
+    let lowered = if rolling && replica_outdated {
+        lowered_on_primary(cluster, ctx, pods, primary).await
+    } else {
+        Vec::new()
+    };
+    next_move(&members, primary, cluster.spec.instances, rolling, &lowered)
+}
+
+/// The hot-standby settings the spec sets below what the primary runs, as its manager
+/// reports them (none when it does not answer or does not report them: the rollout then goes
+/// replicas first as before).
+async fn lowered_on_primary(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    pods: &[Arc<Pod>],
+    primary: &str,
+) -> Vec<String> {
+    let Some(ip) = pod_ip(pods, primary) else {
+        return Vec::new();
+    };
+    let Some(report) = ctx.instances.report(&ip).await else {
+        return Vec::new();
+    };
+    let desired = hot_standby_values(&cluster.spec.parameters);
+    tusk_contract::status::lowered(&report.hot_standby_settings, &desired)
 }
 
 fn update_revision(sts: Arc<StatefulSet>) -> Option<String> {

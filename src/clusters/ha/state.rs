@@ -23,6 +23,8 @@ pub struct PrimaryState {
     pub request_done: bool,
     /// The replica this reconcile restarted on the StatefulSet's new revision.
     pub restarted: Option<String>,
+    /// The rollout waits for the primary to restart in place with these lowered settings.
+    pub primary_first: Option<Vec<String>>,
     /// A failover is due but no replica can be promoted: why.
     pub stuck: Option<String>,
     /// Look again this soon: a lost primary is being watched.
