@@ -173,6 +173,15 @@ pub fn slot_name(pod: &str) -> String {
     format!("tusk_{cleaned}")
 }
 
+/// The environment variables that carry passwords (the operator fills them from the cluster's
+/// Secrets). Read once at start; no child process inherits them, and the manager itself is
+/// not dumpable, so its own `/proc/<pid>/environ` is not readable by the postgres user.
+pub const SECRET_VARIABLES: [&str; 3] = [
+    "POSTGRES_PASSWORD",
+    "TUSK_APP_PASSWORD",
+    "TUSK_REPLICATION_PASSWORD",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,11 @@ impl Reaper {
     }
 
     pub fn spawn(&self, cmd: &mut Command, what: &str) -> Result<Spawned, Error> {
+        // No child inherits a password: the postmaster passes its environment to every
+        // backend, and anything running as the postgres user could read it from /proc.
+        for name in crate::config::SECRET_VARIABLES {
+            cmd.env_remove(name);
+        }
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         let child = cmd.spawn().map_err(Error::io(format!("starting {what}")))?;
         let pid = child.id() as i32;

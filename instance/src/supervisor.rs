@@ -101,6 +101,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 .into(),
         ));
     }
+    hide_environment()?;
     std::fs::create_dir_all(&args.socket_dir)
         .map_err(Error::io(format!("creating {}", args.socket_dir.display())))?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
@@ -192,6 +193,19 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         // Fast shutdown: disconnect clients, checkpoint, exit.
         let status = pm.stop(libc::SIGINT, Duration::from_secs(120)).await;
         tracing::info!(%status, "postmaster stopped");
+    }
+    Ok(())
+}
+
+/// Makes this process non-dumpable: its `/proc/<pid>/` files (`environ` with the passwords
+/// the operator passed, `mem`) then belong to root, so a backend or anything else running as
+/// the postgres user cannot read them (a superuser's `pg_read_file('/proc/1/environ')`, say).
+fn hide_environment() -> Result<(), Error> {
+    // SAFETY: PR_SET_DUMPABLE takes a plain integer and changes only this process's flag.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(Error::io("making the manager non-dumpable")(
+            std::io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }

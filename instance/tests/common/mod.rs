@@ -270,6 +270,11 @@ impl Instance {
         }
     }
 
+    /// The manager's process id, while it runs.
+    pub fn manager_pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
     /// Sends `signal` to the manager process alone (not its children).
     pub fn signal_manager(&self, signal: i32) {
         let child = self.child.as_ref().expect("manager running");
