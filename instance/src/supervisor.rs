@@ -662,12 +662,15 @@ impl Supervisor {
     }
 
     /// A primary whose ConfigMap lowered a hot-standby setting restarts in place, first.
+    /// Without facts (the server shutting down stops answering) a restart under way is still
+    /// followed, and hurried if slow.
     fn restart_for_lowered_settings(&mut self, facts: Option<&ServerFacts>) {
-        let (Some(pm), Some(facts)) = (&self.postmaster, facts) else {
+        let Some(pm) = &self.postmaster else {
             return;
         };
-        if let Some(note) = self.planned_restart.consider(pm, &facts.lowered) {
-            tracing::info!(lowered = ?facts.lowered, "restarting in place for lowered settings");
+        let lowered = facts.map_or(&[][..], |f| f.lowered.as_slice());
+        if let Some(note) = self.planned_restart.consider(pm, lowered) {
+            tracing::info!(?lowered, "restarting in place for lowered settings");
             self.events
                 .normal("RestartingForLoweredSettings", "Restart", note);
         }
