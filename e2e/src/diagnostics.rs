@@ -1,12 +1,14 @@
-//! What a failed scenario leaves behind: the operator log, the Events of its namespaces, and
-//! the YAML of every Tusk object and child there (Secret data left out).
+//! What a failed scenario leaves behind: the operator log, the Events of its namespaces, the
+//! YAML of every Tusk object and child there (Secret data left out), the Leases, and on real
+//! pods each database pod's instance-manager log (what it decided is only there).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, LogParams};
 
 use crate::objects::Kind;
 use crate::{Context, Ctx, Result};
@@ -39,6 +41,12 @@ pub async fn dump(ctx: &Ctx, scenario: &str, failure: &str) -> Result<PathBuf> {
             &mut out,
             &format!("Tusk objects and children in {ns}"),
             objects(ctx, &ns).await,
+        );
+        section(&mut out, &format!("Leases in {ns}"), leases(ctx, &ns).await);
+        section(
+            &mut out,
+            &format!("instance managers' logs in {ns} (last {LOG_LINES} lines each)"),
+            manager_logs(ctx, &ns).await,
         );
     }
     let path = dir.join(format!("{scenario}.txt"));
@@ -80,6 +88,42 @@ async fn events(ctx: &Ctx, ns: &str) -> Result<String> {
             object,
             e.message.unwrap_or_default()
         );
+    }
+    Ok(out)
+}
+
+async fn leases(ctx: &Ctx, ns: &str) -> Result<String> {
+    let mut out = String::new();
+    for mut lease in Api::<Lease>::namespaced(ctx.client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+    {
+        lease.metadata.managed_fields = None;
+        out.push_str(&serde_saphyr::to_string(&lease).context("YAML")?);
+        out.push_str("---\n");
+    }
+    Ok(out)
+}
+
+/// The `postgres` container's log of each database pod (kwok's pods have none: said once each).
+async fn manager_logs(ctx: &Ctx, ns: &str) -> Result<String> {
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), ns);
+    let selector = ListParams::default().labels("app.kubernetes.io/component=database");
+    let mut out = String::new();
+    for pod in pods.list(&selector).await? {
+        let name = pod.metadata.name.unwrap_or_default();
+        let params = LogParams {
+            container: Some("postgres".into()),
+            tail_lines: Some(LOG_LINES as i64),
+            ..LogParams::default()
+        };
+        let _ = writeln!(out, "----- {name}");
+        match pods.logs(&name, &params).await {
+            Ok(log) => out.push_str(&strip_ansi(&log)),
+            Err(e) => {
+                let _ = writeln!(out, "(no log: {e})");
+            }
+        }
     }
     Ok(out)
 }
