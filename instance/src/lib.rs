@@ -25,5 +25,6 @@ pub mod rewind;
 pub mod role_source;
 pub mod slots;
 pub mod sql;
+pub mod streaming_clock;
 pub mod supervisor;
 pub mod watchdog;

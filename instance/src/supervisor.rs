@@ -25,6 +25,7 @@ use crate::reaper::Reaper;
 use crate::report::{ManagerState, Role, STREAMING_GRACE, SharedState};
 use crate::rewind::Rejoined;
 use crate::role_source::{self, Intent, Observed, RoleSource};
+use crate::streaming_clock::StreamingClock;
 use crate::watchdog::Watchdog;
 
 const TICK: Duration = Duration::from_millis(250);
@@ -78,7 +79,7 @@ struct Supervisor {
     promoting: Option<Instant>,
     demotion: Option<Demotion>,
     /// Since when a standby's WAL receiver has not been streaming.
-    not_streaming_since: Option<Instant>,
+    not_streaming: StreamingClock,
     failed: Option<Failed>,
     /// The reason this manager last abstained, so the Event is posted once.
     abstained: Option<String>,
@@ -166,7 +167,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         short_lives: 0,
         promoting: None,
         demotion: None,
-        not_streaming_since: None,
+        not_streaming: StreamingClock::default(),
         failed: None,
         abstained: None,
         watchdog,
@@ -216,7 +217,7 @@ impl Supervisor {
         let observed = self.observed.borrow().clone();
         self.withdraw_release(&observed);
         let facts = self.facts();
-        self.track_streaming(facts.as_ref());
+        self.track_streaming(facts.as_ref(), &observed);
         self.finish_promotion(facts.as_ref());
         let local = self.local(&observed, facts.as_ref());
         let action = decide(
@@ -325,17 +326,18 @@ impl Supervisor {
     }
 
     /// Follows a standby's WAL receiver: since when it has not streamed.
-    fn track_streaming(&mut self, facts: Option<&ServerFacts>) {
+    fn track_streaming(&mut self, facts: Option<&ServerFacts>, observed: &Observed) {
         let streaming = match facts {
             Some(f) if f.in_recovery => f.wal_receiver.as_deref() == Some("streaming"),
             // A primary, or no answer: nothing to say about streaming.
             _ => true,
         };
-        if streaming {
-            self.not_streaming_since = None;
-        } else {
-            self.not_streaming_since.get_or_insert_with(Instant::now);
-        }
+        let following = observed
+            .lease
+            .as_ref()
+            .and_then(|l| Some((l.holder.clone()?, l.holder_address.clone())));
+        self.not_streaming
+            .observe(streaming, following, Instant::now());
     }
 
     /// A promotion ends when the server says it left recovery.
@@ -379,7 +381,8 @@ impl Supervisor {
                         .is_some_and(|at| at.elapsed() < HOLDER_ALIVE);
                     let stalled = holder_alive
                         && self
-                            .not_streaming_since
+                            .not_streaming
+                            .since()
                             .is_some_and(|since| since.elapsed() >= STREAMING_GRACE);
                     Local::Standby {
                         upstream: pm.upstream.clone(),
@@ -645,7 +648,7 @@ impl Supervisor {
         self.running.send_replace(Some(self.generation));
         self.fenced = false;
         self.last_slot_sync = None;
-        self.not_streaming_since = None;
+        self.not_streaming.reset();
         Ok(())
     }
 
@@ -655,7 +658,7 @@ impl Supervisor {
         self.postmaster = None;
         self.running.send_replace(None);
         self.promoting = None;
-        self.not_streaming_since = None;
+        self.not_streaming.reset();
         if !matches!(self.demotion, Some(Demotion::ShuttingDown(_))) {
             self.demotion = None;
         }
@@ -730,7 +733,7 @@ impl Supervisor {
         state.postgres_running = self.postmaster.is_some();
         state.generation = self.postmaster.as_ref().map(|_| self.generation);
         state.fenced = self.fenced;
-        state.not_streaming_since = self.not_streaming_since;
+        state.not_streaming_since = self.not_streaming.since();
         if let Some(observed) = observed {
             state.lease_holder = observed.lease.as_ref().and_then(|l| l.holder.clone());
             state.lease_read_at = observed.last_read;
