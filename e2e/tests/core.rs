@@ -101,7 +101,11 @@ async fn samples(ctx: Ctx) -> Result {
 #[scenario]
 async fn self_healing(ctx: Ctx) -> Result {
     let (ns, name) = (ctx.ns.clone(), "heal");
-    for obj in nightly_cluster_children(&ctx, name).await? {
+    let children = nightly_cluster_children(&ctx, name).await?;
+    let claim = Obj::new(Kind::Pvc, format!("data-{name}-0"));
+    let claim_uid = ctx.uid_in(&ns, &claim).await?;
+    ensure!(!claim_uid.is_empty(), "{ns}/{claim} does not exist");
+    for obj in children {
         let old = ctx.uid_in(&ns, &obj).await?;
         ctx.delete_in(&ns, &obj).await?;
         until(
@@ -120,6 +124,32 @@ async fn self_healing(ctx: Ctx) -> Result {
         say(format!("deleted {obj}: re-created"));
     }
     ctx.wait_ready(&[name]).await?;
+    // The claims belong to the PostgreSQL: deleting the StatefulSet left the data in place
+    // (with the StatefulSet's own deletion policy, the volume went with it and the cluster,
+    // its Lease remembering it had bootstrapped, never started again).
+    let kept = ctx.uid_in(&ns, &claim).await?;
+    ensure!(
+        kept == claim_uid,
+        "{claim} was replaced when the StatefulSet was deleted (uid {claim_uid} -> '{kept}')"
+    );
+    let owner = ctx.postgresql_in(&ns, name).await?.metadata.uid;
+    let owners = ctx
+        .get_in(&ns, &claim)
+        .await?
+        .map(|c| c.metadata.owner_references);
+    let owners: Vec<String> = owners
+        .flatten()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| o.uid)
+        .collect();
+    ensure!(
+        owner.as_ref().is_some_and(|uid| owners.contains(uid)),
+        "{claim} is not owned by the PostgreSQL {name} ({owner:?}); its owners: {owners:?}"
+    );
+    say(format!(
+        "{claim} kept through the deletions, owned by the PostgreSQL"
+    ));
 
     // Drift: hand edits of fields the operator owns are reverted.
     let sts: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);

@@ -173,6 +173,17 @@ impl<'a> Cluster<'a> {
         }
     }
 
+    /// The owner reference each volume claim carries: the PostgreSQL, neither as controller nor
+    /// blocking its deletion (the StatefulSet controller, which creates the claims, may not set
+    /// finalizers on a PostgreSQL where owner-reference permissions are enforced).
+    pub fn claim_owner(&self) -> OwnerReference {
+        OwnerReference {
+            controller: None,
+            block_owner_deletion: None,
+            ..self.owner.clone()
+        }
+    }
+
     pub fn superuser_secret_name(&self) -> String {
         format!("{}-superuser", self.name)
     }

@@ -31,6 +31,10 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
         metadata: ObjectMeta {
             name: Some("data".to_owned()),
             labels: Some(selector.clone()),
+            // Copied onto each claim the StatefulSet creates: the claims belong to the
+            // PostgreSQL, not to the StatefulSet, so they go with the cluster and outlive a
+            // StatefulSet deleted by hand (see the retention policy below).
+            owner_references: Some(vec![cluster.claim_owner()]),
             ..ObjectMeta::default()
         },
         spec: Some(PersistentVolumeClaimSpec {
@@ -59,14 +63,12 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
             // Replicas clone from whichever pod holds the Lease, so they need not wait for
             // lower ordinals; after a failover ordinal 0 may well be a replica.
             pod_management_policy: Some("Parallel".to_owned()),
-            // Deleting the PostgreSQL deletes its volumes too: backups, not PVCs, are what
-            // outlives a cluster (see spec.backup.onDelete).
-            persistent_volume_claim_retention_policy: Some(
-                StatefulSetPersistentVolumeClaimRetentionPolicy {
-                    when_deleted: Some("Delete".to_owned()),
-                    when_scaled: Some("Retain".to_owned()),
-                },
-            ),
+            // The claims are owned by the PostgreSQL (their template's owner reference), so
+            // deleting it deletes them: backups, not PVCs, are what outlives a cluster (see
+            // spec.backup.onDelete). Deleting only the StatefulSet keeps them; with `Delete`
+            // here a `kubectl delete statefulset` emptied every volume and the cluster, whose
+            // Lease remembers it bootstrapped, could never start again.
+            persistent_volume_claim_retention_policy: Some(claim_retention(true)),
             // A replicated cluster restarts its pods itself, replicas first and the primary
             // last after a switchover (clusters/ha/rollout_plan.rs): the StatefulSet's own rolling
             // update goes by ordinal and knows nothing of roles.
@@ -86,6 +88,15 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
             ..StatefulSetSpec::default()
         },
         status: None,
+    }
+}
+
+/// The retention policy for claims that carry the PostgreSQL's owner reference (`owned`), or for
+/// a StatefulSet created before they did, whose claims the StatefulSet must still take with it.
+pub fn claim_retention(owned: bool) -> StatefulSetPersistentVolumeClaimRetentionPolicy {
+    StatefulSetPersistentVolumeClaimRetentionPolicy {
+        when_deleted: Some(if owned { "Retain" } else { "Delete" }.to_owned()),
+        when_scaled: Some("Retain".to_owned()),
     }
 }
 

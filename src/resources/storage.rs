@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 
 use super::Cluster;
+use super::statefulset::claim_retention;
 
 /// Name of the volume claim template, and the prefix of every claim.
 pub const DATA_CLAIM: &str = "data";
@@ -61,12 +62,16 @@ pub fn quantity_bytes(quantity: &str) -> Option<u128> {
 }
 
 /// The data claim template of a StatefulSet.
-fn data_template(statefulset: &StatefulSet) -> Option<&PersistentVolumeClaimSpec> {
+fn data_claim(statefulset: &StatefulSet) -> Option<&PersistentVolumeClaim> {
     let templates = statefulset.spec.volume_claim_templates.as_ref()?;
-    let data = templates
+    templates
         .iter()
-        .find(|t| t.metadata.name.as_deref() == Some(DATA_CLAIM))?;
-    data.spec.as_ref()
+        .find(|t| t.metadata.name.as_deref() == Some(DATA_CLAIM))
+}
+
+/// The spec of the data claim template of a StatefulSet.
+fn data_template(statefulset: &StatefulSet) -> Option<&PersistentVolumeClaimSpec> {
+    data_claim(statefulset)?.spec.as_ref()
 }
 
 /// The storage request of a claim spec.
@@ -76,20 +81,28 @@ fn requested(spec: &PersistentVolumeClaimSpec) -> Option<&Quantity> {
 
 /// Keeps the claim template of `existing` in `desired`: the API server refuses any change to
 /// it, and a refused StatefulSet would stop every other change (image, configuration) too.
+/// A StatefulSet created before its claims carried the PostgreSQL's owner reference keeps
+/// `whenDeleted: Delete`, so that its claims still go with the cluster.
 pub fn keep_claim_template(desired: &mut StatefulSet, existing: &StatefulSet) {
-    let Some(created) = data_template(existing) else {
+    let Some(created) = data_claim(existing) else {
         return;
     };
-    let (created_size, created_class) = (
-        requested(created).cloned(),
-        created.storage_class_name.clone(),
-    );
+    let created_owners = created.metadata.owner_references.clone();
+    let (created_size, created_class) = match created.spec.as_ref() {
+        Some(spec) => (requested(spec).cloned(), spec.storage_class_name.clone()),
+        None => (None, None),
+    };
+    desired.spec.persistent_volume_claim_retention_policy =
+        Some(claim_retention(created_owners.is_some()));
     let templates = desired.spec.volume_claim_templates.as_mut();
-    let data = templates.and_then(|ts| {
+    let Some(data) = templates.and_then(|ts| {
         ts.iter_mut()
             .find(|t| t.metadata.name.as_deref() == Some(DATA_CLAIM))
-    });
-    let Some(spec) = data.and_then(|t| t.spec.as_mut()) else {
+    }) else {
+        return;
+    };
+    data.metadata.owner_references = created_owners;
+    let Some(spec) = data.spec.as_mut() else {
         return;
     };
     spec.storage_class_name = created_class;
@@ -153,6 +166,7 @@ mod tests {
     use super::*;
     use crate::resources::fixtures::*;
     use crate::resources::statefulset;
+    use k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy;
 
     #[test]
     fn quantities_in_bytes() {
@@ -190,6 +204,46 @@ mod tests {
             &Cluster::new(&pg).unwrap(),
             &built("storage: {size: 5Gi}").1
         ));
+    }
+
+    #[test]
+    fn claims_belong_to_the_postgresql_and_an_older_statefulset_keeps_taking_its_own() {
+        let (pg, built) = built(MINIMAL);
+        let template = &built.spec.volume_claim_templates.as_ref().unwrap()[0];
+        let owners = template.metadata.owner_references.as_ref().unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].uid, pg.metadata.uid.clone().unwrap());
+        assert_eq!(
+            (owners[0].controller, owners[0].block_owner_deletion),
+            (None, None)
+        );
+        let policy = built.spec.persistent_volume_claim_retention_policy.as_ref();
+        let when = |p: Option<&StatefulSetPersistentVolumeClaimRetentionPolicy>| {
+            let p = p.unwrap();
+            (
+                p.when_deleted.clone().unwrap(),
+                p.when_scaled.clone().unwrap(),
+            )
+        };
+        assert_eq!(
+            when(policy),
+            ("Retain".into(), "Retain".into()),
+            "a StatefulSet deleted by hand leaves the data"
+        );
+
+        // Created before claims carried the owner reference: its template cannot change, so
+        // its claims still go with the StatefulSet, and so with the PostgreSQL.
+        let mut older = built.clone();
+        older.spec.volume_claim_templates.as_mut().unwrap()[0]
+            .metadata
+            .owner_references = None;
+        older.spec.persistent_volume_claim_retention_policy = Some(claim_retention(false));
+        let mut desired = built.clone();
+        keep_claim_template(&mut desired, &older);
+        assert_eq!(desired, older);
+        let mut desired = older.clone();
+        keep_claim_template(&mut desired, &built);
+        assert_eq!(desired, built);
     }
 
     #[test]
