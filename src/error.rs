@@ -57,6 +57,9 @@ pub enum Error {
         source: crate::runtime::buckets::BucketError,
     },
 
+    #[error(transparent)]
+    Tls(#[from] crate::resources::tls::TlsError),
+
     #[error("{0}")]
     Invariant(String),
 }
@@ -93,6 +96,7 @@ impl Error {
             Self::Serialize { .. } => "SerializeFailed",
             Self::Status { .. } => "StatusUpdateFailed",
             Self::Bucket { .. } => "StoreUnreachable",
+            Self::Tls(_) => "CertificateFailed",
             Self::Invariant(_) => "InternalError",
         }
     }

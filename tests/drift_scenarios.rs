@@ -102,3 +102,46 @@ async fn a_deleted_secret_is_recreated_with_a_warning() {
         "no secret in Events"
     );
 }
+
+#[tokio::test]
+async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
+    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        remove_named(&mut cache.secrets, "demo-ca");
+    });
+    let (_, seen) = scenario(
+        pg,
+        cache,
+        vec![
+            Expect::get_missing(format!("{SECRETS}/demo-ca")),
+            Expect::create(SECRETS),
+            // The server certificate is replaced: the old one was signed by the lost CA.
+            Expect::apply(format!("{SECRETS}/demo-server-tls")),
+            Expect::event(NS),
+            Expect::event(NS),
+            Expect::event(NS),
+        ],
+    )
+    .await;
+    assert_eq!(seen[1].body["metadata"]["name"], "demo-ca");
+    let ca = seen[1].body["data"]["ca.crt"].as_str().expect("ca.crt");
+    assert_eq!(seen[2].body["data"]["ca.crt"].as_str(), Some(ca));
+    assert!(seen[2].body["data"]["tls.key"].is_string());
+    assert!(
+        seen[2].body["data"].get("ca.key").is_none(),
+        "no CA key in the mounted Secret"
+    );
+    let notes: Vec<&str> = seen[3..]
+        .iter()
+        .map(|e| e.body["note"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        notes[..2],
+        ["Created Secret demo-ca", "Updated Secret demo-server-tls"]
+    );
+    assert_eq!(event_reason(&seen[5]), "CertificateAuthorityRecreated");
+    assert_eq!(seen[5].body["type"], "Warning");
+    let key = seen[1].body["data"]["ca.key"].as_str().expect("ca.key");
+    for event in &seen[3..] {
+        assert!(!event.body.to_string().contains(key), "no key in Events");
+    }
+}

@@ -34,6 +34,11 @@ async fn create_from_empty_makes_exactly_these_calls() {
         Expect::create(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-replication")),
         Expect::create(SECRETS),
+        // The cluster's CA, then the server certificate it signs.
+        Expect::get_missing(format!("{SECRETS}/demo-server-tls")),
+        Expect::get_missing(format!("{SECRETS}/demo-ca")),
+        Expect::create(SECRETS),
+        Expect::create(SECRETS),
         Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
         Expect::apply(format!("{SERVICES}/demo-rw")),
         Expect::apply(format!("{SERVICES}/demo-ro")),
@@ -93,8 +98,8 @@ async fn create_from_empty_makes_exactly_these_calls() {
     assert_eq!(
         notes,
         [
-            "Created Secret demo-superuser, Secret demo-app, Secret demo-replication, ConfigMap \
-             demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
+            "Created Secret demo-superuser, Secret demo-app, Secret demo-replication, Secret \
+             demo-ca, Secret demo-server-tls, ConfigMap demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
              ServiceAccount demo-instance, Role demo-instance, RoleBinding demo-instance, \
              StatefulSet demo, Lease demo-primary"
         ]

@@ -51,6 +51,8 @@ pub fn children(pg: &PostgreSQL) -> Vec<Obj> {
         Obj::new(Kind::Secret, format!("{name}-superuser")),
         Obj::new(Kind::Secret, format!("{name}-app")),
         Obj::new(Kind::Secret, format!("{name}-replication")),
+        Obj::new(Kind::Secret, format!("{name}-ca")),
+        Obj::new(Kind::Secret, format!("{name}-server-tls")),
         Obj::new(Kind::ConfigMap, format!("{name}-config")),
         Obj::new(Kind::Service, format!("{name}-rw")),
         Obj::new(Kind::Service, format!("{name}-ro")),

@@ -20,8 +20,8 @@ use super::desired::Desired;
 use super::status::{BackupSchedule, Readiness};
 use super::storage::{StorageProgress, expand_claims};
 use crate::error::{Error, Result};
-use crate::resources::Cluster;
 use crate::resources::storage::keep_claim_template;
+use crate::resources::{Cluster, tls};
 use crate::runtime::apply::{Change, Written, apply, create, delete};
 use crate::runtime::{Context, cached};
 
@@ -51,6 +51,7 @@ pub async fn apply_children(
         let change = ensure_secret(&secrets, ctx, ns, &secret).await?;
         writes.extend(Written::of(&secret, change));
     }
+    writes.extend(ensure_certificates(cluster, ctx, &secrets).await?);
 
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     apply_one(
@@ -179,6 +180,59 @@ async fn apply_budget(
         }
     }
     Ok(())
+}
+
+/// Issues the cluster's CA and its server certificate once, each in its Secret. Only what is
+/// missing is made: a missing server certificate is signed by the stored CA (clients that trust
+/// it keep trusting the server); a missing CA is issued anew with a server certificate it signs,
+/// which replaces the old one.
+async fn ensure_certificates(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    api: &Api<Secret>,
+) -> Result<Vec<Written>> {
+    let ns = cluster.namespace;
+    let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
+    let is_cached = |name: &str| cached(&ctx.caches.secrets, ns, name).is_some();
+    if is_cached(&ca_name) && is_cached(&server_name) {
+        return Ok(Vec::new());
+    }
+    // The cache can lag behind the API server: reads decide what is really missing.
+    let read = |name: String| async move {
+        api.get_opt(&name).await.map_err(|source| Error::Read {
+            kind: "Secret".to_owned(),
+            name,
+            source,
+        })
+    };
+    let server_exists = is_cached(&server_name) || read(server_name).await?.is_some();
+    let now = time::OffsetDateTime::now_utc();
+    let mut writes = Vec::new();
+    let ca = match read(ca_name).await? {
+        Some(_) if server_exists => return Ok(writes),
+        Some(stored) => tls::stored_ca(&stored)?,
+        None => {
+            let ca = tls::issue_ca(cluster, now)?;
+            let secret = tls::ca_secret(cluster, &ca);
+            let change = create(api, &secret).await?;
+            writes.extend(Written::of(&secret, change));
+            if change != Change::Created {
+                // Another writer stored a CA meanwhile: the next reconcile signs with it.
+                return Ok(writes);
+            }
+            ca
+        }
+    };
+    let server = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
+    let secret = tls::server_secret(cluster, &server, &ca.cert);
+    let change = if server_exists {
+        apply(api, None, secret.clone()).await?;
+        Change::Updated
+    } else {
+        create(api, &secret).await?
+    };
+    writes.extend(Written::of(&secret, change));
+    Ok(writes)
 }
 
 /// Creates a credentials Secret once. An existing Secret, ours or one the user brought, is

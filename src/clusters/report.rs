@@ -82,7 +82,23 @@ pub async fn writes(
         let (kind, name, action) = (write.kind(), write.name(), write.change.as_str());
         ctx.metrics.child_written(kind, &action.to_lowercase());
         info!(cluster = %cluster.name, namespace = %cluster.namespace, kind, name, action, "child written");
-        if kind == "Secret" && write.change == Change::Created && served {
+        let is_ca = name == cluster.ca_secret_name();
+        if kind == "Secret" && is_ca && write.change == Change::Created && served {
+            let note = format!(
+                "Secret {name} was missing: a new certificate authority and server certificate \
+                 were issued; clients that verify the server need the new ca.crt"
+            );
+            publish(
+                ctx,
+                pg,
+                warning("CertificateAuthorityRecreated", "Created", note),
+            )
+            .await;
+        } else if kind == "Secret"
+            && write.change == Change::Created
+            && served
+            && !name.ends_with("-tls")
+        {
             let note = format!(
                 "Secret {name} was missing and has been re-created with a new password; the \
                  database still has the old one: restore the Secret or set the new password with \

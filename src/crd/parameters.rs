@@ -18,6 +18,10 @@ pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
     "include_dir",
     "synchronous_standby_names",
     "include_if_exists",
+    "ssl",
+    "ssl_cert_file",
+    "ssl_key_file",
+    "ssl_ca_file",
 ];
 
 /// Settings that run shell commands or load code as the postgres user: whoever may edit the

@@ -12,6 +12,8 @@ use crate::crd::{MAX_INSTANCES, OPERATOR_OWNED_PARAMETERS, parameter_refusal};
 
 /// Where the ConfigMap's configuration files are mounted in the PostgreSQL container.
 pub const CONFIG_DIR: &str = "/etc/tusk";
+/// Where the database pods mount Secret `<name>-server-tls` (`resources::tls`).
+pub const TLS_DIR: &str = "/etc/tusk-tls";
 /// A `spec.parameters` entry that cannot be written to postgresql.conf safely. CEL refuses
 /// these at `kubectl apply`; the builder checks again so that neither quoting nor what the
 /// server runs depends on the API server having had the rule (older objects, rule changes).
@@ -59,6 +61,11 @@ pub fn render_postgresql_conf(
          ident_file = '{CONFIG_DIR}/pg_ident.conf'\n\
          unix_socket_directories = '/var/run/postgresql'\n\
          password_encryption = 'scram-sha-256'\n\
+         # TLS with the cluster's own certificate (Secret <name>-server-tls).\n\
+         ssl = on\n\
+         ssl_cert_file = '{TLS_DIR}/tls.crt'\n\
+         ssl_key_file = '{TLS_DIR}/tls.key'\n\
+         ssl_ca_file = '{TLS_DIR}/ca.crt'\n\
          wal_log_hints = on\n\
          # A standby retries streaming after 1 s, not 5 s, once its primary restarted or moved:\n\
          # with synchronous replication the primary's commits wait for that reconnect.\n\
@@ -69,6 +76,10 @@ pub fn render_postgresql_conf(
          wal_receiver_timeout = '5s'\n\
          wal_sender_timeout = '5s'\n"
     );
+    // TLS 1.3 only unless spec.parameters allows older clients in.
+    if !parameters.contains_key("ssl_min_protocol_version") {
+        conf.push_str("ssl_min_protocol_version = 'TLSv1.3'\n");
+    }
     if let Some(names) = synchronous {
         let _ = writeln!(conf, "synchronous_standby_names = {}", quote(names));
     }

@@ -14,6 +14,7 @@ mod secrets;
 mod services;
 mod statefulset;
 pub mod storage;
+pub mod tls;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -212,6 +213,14 @@ impl<'a> Cluster<'a> {
     /// replicas stream from the primary.
     pub fn replication_secret_name(&self) -> String {
         format!("{}-replication", self.name)
+    }
+    /// Secret `<name>-ca`: the cluster's certificate authority (operator only).
+    pub fn ca_secret_name(&self) -> String {
+        format!("{}-ca", self.name)
+    }
+    /// Secret `<name>-server-tls`: the certificate PostgreSQL presents.
+    pub fn server_tls_secret_name(&self) -> String {
+        format!("{}-server-tls", self.name)
     }
     /// Service `<name>-ro`: the replicas only.
     pub fn ro_service_name(&self) -> String {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::config::CONFIG_DIR;
+use super::config::{CONFIG_DIR, TLS_DIR};
 use super::image::{DATA_MOUNT, PGDATA, POSTGRES_PORT, postgres_image};
 use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
 use super::{AgentSettings, Cluster};
@@ -94,6 +94,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         volume_mounts: Some(vec![
             mount("data", DATA_MOUNT, false),
             mount("config", CONFIG_DIR, true),
+            mount("tls", TLS_DIR, true),
             mount("tusk-bin", INSTANCE_MANAGER_DIR, true),
             mount("run", "/var/run/postgresql", false),
             mount("tmp", "/tmp", false),

@@ -8,8 +8,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMapVolumeSource, EmptyDirVolumeSource, KeyToPath, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Volume,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
+    SecretVolumeSource, Volume, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -182,6 +182,17 @@ fn pod_template(
                 empty_dir("tusk-bin", None),
                 empty_dir("run", None),
                 empty_dir("tmp", None),
+                // Root-owned, group fsGroup, 0640: the modes PostgreSQL accepts for a key file
+                // it does not own. The kubelet refreshes the files when the Secret changes.
+                Volume {
+                    name: "tls".to_owned(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(cluster.server_tls_secret_name()),
+                        default_mode: Some(0o640),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                },
                 // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
                 // /dev/shm is too small for them.
                 empty_dir("shm", Some("Memory")),

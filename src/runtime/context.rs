@@ -121,6 +121,9 @@ pub struct Context {
     pub lease_clock: Arc<LeaseClock>,
     /// The instance managers' `/status`, read during a failover.
     pub instances: Arc<dyn StatusSource>,
+    /// The cluster's DNS domain (`TUSK_CLUSTER_DOMAIN`, default `cluster.local`): the fully
+    /// qualified names the server certificates carry.
+    pub cluster_domain: String,
 }
 
 impl Context {
@@ -146,6 +149,10 @@ impl Context {
             buckets,
             lease_clock: Arc::default(),
             instances: Arc::new(InstanceReader::new(STATUS_PORT)),
+            cluster_domain: std::env::var("TUSK_CLUSTER_DOMAIN")
+                .ok()
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| "cluster.local".to_owned()),
         }
     }
 }

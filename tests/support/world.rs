@@ -16,7 +16,7 @@ use tusk::clusters::ha::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
-use tusk::resources::{self, AgentSettings, Cluster};
+use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
@@ -98,6 +98,8 @@ impl Cache {
                 resources::superuser_secret(&cluster, "su-password"),
                 resources::app_secret(&cluster, "app-password"),
                 resources::replication_secret(&cluster, "replication-password"),
+                tls::ca_secret(&cluster, &pem("ca")),
+                tls::server_secret(&cluster, &pem("server"), "ca"),
             ],
             config_maps: vec![config_map],
             services: vec![
@@ -327,4 +329,12 @@ pub fn not_ready_status(pg: &mut PostgreSQL, schedule: BackupSchedule) {
 /// Removes the object named `name` from a cache list, as if deleted out of band.
 pub fn remove_named<K: kube::ResourceExt>(objects: &mut Vec<K>, name: &str) {
     objects.retain(|o| o.name_any() != name);
+}
+
+/// Placeholder PEM text: the operator caches Secrets for their existence only.
+fn pem(what: &str) -> tls::Pem {
+    tls::Pem {
+        cert: format!("{what} certificate"),
+        key: format!("{what} key"),
+    }
 }

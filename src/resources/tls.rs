@@ -1,0 +1,212 @@
+//! The cluster's own certificate authority and the server certificate PostgreSQL presents.
+//!
+//! One CA per cluster (ECDSA P-256), its key in Secret `<name>-ca`, which only the operator reads;
+//! the server's certificate, key and the CA certificate in Secret `<name>-server-tls`, the only
+//! one mounted into the pods. The server certificate names every way a client reaches an
+//! instance (the three Services and each pod's headless name, short and qualified), so that
+//! `sslmode=verify-full` holds whichever name a client was given. Pure functions: the clock and
+//! the cluster domain come in as values.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+};
+use time::{Duration, OffsetDateTime};
+
+use super::{Cluster, Component};
+use crate::crd::MAX_INSTANCES;
+
+/// Keys of the server Secret (those cert-manager writes) and of the CA Secret.
+pub const TLS_CRT: &str = "tls.crt";
+pub const TLS_KEY: &str = "tls.key";
+pub const CA_CRT: &str = "ca.crt";
+pub const CA_KEY: &str = "ca.key";
+
+/// Lifetimes. Renewal is not built yet, so they are long; the server's is the shorter, so that
+/// a renewal only ever needs the CA that is already trusted.
+pub const CA_LIFETIME: Duration = Duration::days(10 * 365);
+pub const SERVER_LIFETIME: Duration = Duration::days(2 * 365);
+/// Issued slightly in the past: a node whose clock lags must not see a certificate from the future.
+const BACKDATE: Duration = Duration::minutes(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot issue a certificate for {name}: {source}")]
+    Issue { name: String, source: rcgen::Error },
+    #[error("Secret {secret} has no usable {key}: {source}")]
+    Stored {
+        secret: String,
+        key: &'static str,
+        source: rcgen::Error,
+    },
+    #[error("Secret {secret} has no {key}")]
+    Missing { secret: String, key: &'static str },
+}
+
+/// A certificate and its private key, both PEM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pem {
+    pub cert: String,
+    pub key: String,
+}
+
+/// Every DNS name a client may use for this cluster: `-rw`, `-ro`, `-r` and each possible pod's
+/// `<pod>.<headless>`, each as `x`, `x.<ns>`, `x.<ns>.svc` and `x.<ns>.svc.<domain>`; then
+/// `localhost`. All ordinals a spec may reach are named, so scaling up needs no new certificate.
+pub fn server_names(cluster: &Cluster, domain: &str) -> Vec<String> {
+    let ns = cluster.namespace;
+    let headless = cluster.headless_service_name();
+    let services = [
+        cluster.rw_service_name(),
+        cluster.ro_service_name(),
+        cluster.any_service_name(),
+    ];
+    let pods = (0..MAX_INSTANCES)
+        .map(|ordinal| format!("{}-{ordinal}.{headless}", cluster.statefulset_name()));
+    services
+        .into_iter()
+        .chain(pods)
+        .flat_map(|host| {
+            [
+                format!("{host}.{ns}.svc.{domain}"),
+                format!("{host}.{ns}.svc"),
+                format!("{host}.{ns}"),
+                host,
+            ]
+        })
+        .chain(["localhost".to_owned()])
+        .collect()
+}
+
+fn issue_error(name: &str) -> impl FnOnce(rcgen::Error) -> TlsError + '_ {
+    move |source| TlsError::Issue {
+        name: name.to_owned(),
+        source,
+    }
+}
+
+fn common_name(name: String) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "Tusk");
+    dn.push(DnType::CommonName, name);
+    dn
+}
+
+fn ca_params(cluster: &Cluster, now: OffsetDateTime) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = common_name(format!("{}/{} CA", cluster.namespace, cluster.name));
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.not_before = now - BACKDATE;
+    params.not_after = now + CA_LIFETIME;
+    params
+}
+
+/// A new CA for `cluster`.
+pub fn issue_ca(cluster: &Cluster, now: OffsetDateTime) -> Result<Pem, TlsError> {
+    let name = cluster.ca_secret_name();
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
+    let cert = ca_params(cluster, now)
+        .self_signed(&key)
+        .map_err(issue_error(&name))?;
+    Ok(Pem {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
+/// A server certificate for [`server_names`], signed by `ca`.
+pub fn issue_server(
+    cluster: &Cluster,
+    domain: &str,
+    ca: &Pem,
+    now: OffsetDateTime,
+) -> Result<Pem, TlsError> {
+    let name = cluster.server_tls_secret_name();
+    let stored = |key: &'static str| {
+        let secret = cluster.ca_secret_name();
+        move |source| TlsError::Stored {
+            secret,
+            key,
+            source,
+        }
+    };
+    let ca_key = KeyPair::from_pem(&ca.key).map_err(stored(CA_KEY))?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(stored(CA_CRT))?;
+    let mut params =
+        CertificateParams::new(server_names(cluster, domain)).map_err(issue_error(&name))?;
+    params.distinguished_name = common_name(cluster.rw_service_name());
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - BACKDATE;
+    params.not_after = now + SERVER_LIFETIME;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(issue_error(&name))?;
+    Ok(Pem {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
+fn data(entries: [(&str, &str); 3]) -> BTreeMap<String, ByteString> {
+    entries
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect()
+}
+
+/// Secret `<name>-ca`: the CA's certificate and key. Never mounted.
+pub fn ca_secret(cluster: &Cluster, ca: &Pem) -> Secret {
+    Secret {
+        metadata: cluster.child_meta(cluster.ca_secret_name(), Component::Credentials),
+        type_: Some("Opaque".to_owned()),
+        data: Some(data([(CA_CRT, &ca.cert), (CA_KEY, &ca.key), ("", "")])),
+        ..Secret::default()
+    }
+}
+
+/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt`), mounted by the database pods.
+pub fn server_secret(cluster: &Cluster, server: &Pem, ca_cert: &str) -> Secret {
+    Secret {
+        metadata: cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials),
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(data([
+            (TLS_CRT, &server.cert),
+            (TLS_KEY, &server.key),
+            (CA_CRT, ca_cert),
+        ])),
+        ..Secret::default()
+    }
+}
+
+/// The CA stored in Secret `<name>-ca`.
+pub fn stored_ca(secret: &Secret) -> Result<Pem, TlsError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let get = |key: &'static str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+            .ok_or(TlsError::Missing {
+                secret: name.clone(),
+                key,
+            })
+    };
+    Ok(Pem {
+        cert: get(CA_CRT)?,
+        key: get(CA_KEY)?,
+    })
+}
+
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tests;

@@ -1,0 +1,140 @@
+use x509_parser::extensions::GeneralName;
+use x509_parser::pem::parse_x509_pem;
+
+use super::*;
+use crate::resources::fixtures::*;
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
+}
+
+fn der(pem: &str) -> Vec<u8> {
+    parse_x509_pem(pem.as_bytes()).unwrap().1.contents
+}
+
+#[test]
+fn the_server_certificate_names_every_service_and_pod_in_every_form() {
+    let pg = postgresql(MINIMAL);
+    let names = server_names(&Cluster::new(&pg).unwrap(), "cluster.local");
+    for name in [
+        "demo-rw",
+        "demo-rw.prod",
+        "demo-rw.prod.svc",
+        "demo-rw.prod.svc.cluster.local",
+        "demo-ro.prod.svc",
+        "demo-r.prod.svc.cluster.local",
+        "demo-0.demo-hl",
+        "demo-0.demo-hl.prod.svc",
+        "demo-8.demo-hl.prod.svc.cluster.local",
+        "localhost",
+    ] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} missing from {names:?}"
+        );
+    }
+    assert_eq!(names.len(), (3 + 9) * 4 + 1);
+}
+
+#[test]
+fn the_server_certificate_is_signed_by_the_cluster_ca_for_serving_only() {
+    let pg = postgresql(MINIMAL);
+    let cluster = Cluster::new(&pg).unwrap();
+    let ca = issue_ca(&cluster, now()).unwrap();
+    let server = issue_server(&cluster, "example.org", &ca, now()).unwrap();
+
+    let ca_der = der(&ca.cert);
+    let (_, ca_x509) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
+    let constraints = ca_x509.basic_constraints().unwrap().unwrap().value;
+    assert!(constraints.ca, "the CA is a CA");
+    assert_eq!(
+        constraints.path_len_constraint,
+        Some(0),
+        "and signs only leaves"
+    );
+    assert!(ca_x509.key_usage().unwrap().unwrap().value.key_cert_sign());
+
+    let server_der = der(&server.cert);
+    let (_, leaf) = x509_parser::parse_x509_certificate(&server_der).unwrap();
+    leaf.verify_signature(Some(ca_x509.public_key()))
+        .expect("the server certificate verifies against the CA");
+    assert_eq!(leaf.issuer(), ca_x509.subject());
+    assert!(
+        !leaf
+            .basic_constraints()
+            .unwrap()
+            .is_some_and(|c| c.value.ca)
+    );
+    let eku = leaf.extended_key_usage().unwrap().unwrap().value;
+    assert!(eku.server_auth && !eku.client_auth);
+    let sans: Vec<String> = leaf
+        .subject_alternative_name()
+        .unwrap()
+        .unwrap()
+        .value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(d) => Some((*d).to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert!(sans.contains(&"demo-rw.prod.svc.example.org".to_owned()));
+    assert_eq!(sans, server_names(&cluster, "example.org"));
+
+    // Valid from just before now; the server's life ends well before the CA's.
+    let validity = leaf.validity();
+    let start = validity.not_before.timestamp();
+    assert!(
+        start <= now().unix_timestamp() && start >= (now() - Duration::hours(1)).unix_timestamp()
+    );
+    assert_eq!(
+        validity.not_after.timestamp(),
+        (now() + SERVER_LIFETIME).unix_timestamp()
+    );
+    assert!(validity.not_after < ca_x509.validity().not_after);
+}
+
+#[test]
+fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
+    let pg = postgresql(MINIMAL);
+    let cluster = Cluster::new(&pg).unwrap();
+    let ca = issue_ca(&cluster, now()).unwrap();
+    let secret = ca_secret(&cluster, &ca);
+    assert_eq!(secret.metadata.name.as_deref(), Some("demo-ca"));
+    assert_eq!(stored_ca(&secret).unwrap(), ca);
+    issue_server(
+        &cluster,
+        "cluster.local",
+        &stored_ca(&secret).unwrap(),
+        now(),
+    )
+    .unwrap();
+
+    let server = issue_server(&cluster, "cluster.local", &ca, now()).unwrap();
+    let mounted = server_secret(&cluster, &server, &ca.cert);
+    assert_eq!(mounted.metadata.name.as_deref(), Some("demo-server-tls"));
+    assert_eq!(mounted.type_.as_deref(), Some("kubernetes.io/tls"));
+    let keys: Vec<&String> = mounted.data.as_ref().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [CA_CRT, TLS_CRT, TLS_KEY],
+        "no CA key in what pods mount"
+    );
+
+    let mut damaged = secret.clone();
+    damaged.data.as_mut().unwrap().remove(CA_KEY);
+    let error = stored_ca(&damaged).unwrap_err().to_string();
+    assert_eq!(error, "Secret demo-ca has no ca.key");
+    let garbled = Pem {
+        cert: ca.cert.clone(),
+        key: "not a key".into(),
+    };
+    let error = issue_server(&cluster, "cluster.local", &garbled, now())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("Secret demo-ca has no usable ca.key"),
+        "{error}"
+    );
+}

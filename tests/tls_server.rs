@@ -1,0 +1,239 @@
+//! A real PostgreSQL with the configuration and the certificates the operator writes: it
+//! speaks TLS 1.3 only, and `sslmode=verify-full` holds through every name a client is given
+//! (each Service and pod, short and qualified) and fails for any other name.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use tusk::PostgreSQL;
+use tusk::resources::{Cluster, render_postgresql_conf, tls};
+
+/// uid/gid of `postgres` when running as root (the server refuses root), else None.
+fn postgres_ids() -> Option<(u32, u32)> {
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    let id = |flag: &str| {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .unwrap()
+    };
+    root.then(|| (id("-u"), id("-g")))
+}
+
+fn as_postgres(program: &str) -> Command {
+    let mut cmd = Command::new(tusk_testkit::pg_bin_dir().join(program));
+    if let Some((uid, gid)) = postgres_ids() {
+        std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+        std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+    }
+    cmd
+}
+
+fn write_owned(path: &Path, text: &str, mode: u32) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    if let Some((uid, gid)) = postgres_ids() {
+        chown(path, Some(uid), Some(gid)).unwrap();
+    }
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn psql(conninfo: &str, ca: &Path) -> Output {
+    Command::new(tusk_testkit::pg_bin_dir().join("psql"))
+        .args([
+            "-X",
+            "-At",
+            "-d",
+            &format!(
+                "{conninfo} sslrootcert={} user=postgres dbname=postgres",
+                ca.display()
+            ),
+            "-c",
+            "SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        ])
+        .env("PGPASSWORD", "tls-test")
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given() {
+    let pg: PostgreSQL = serde_json::from_value(serde_json::json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+        "metadata": {"name": "demo", "namespace": "prod", "uid": "1234-uid"},
+        "spec": {"storage": {"size": "1Gi"}, "instances": 3},
+    }))
+    .unwrap();
+    let cluster = Cluster::new(&pg).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let ca = tls::issue_ca(&cluster, now).unwrap();
+    let server = tls::issue_server(&cluster, "cluster.local", &ca, now).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for sub in ["tls", "etc", "run", "data"] {
+        std::fs::create_dir(root.join(sub)).unwrap();
+        std::fs::set_permissions(root.join(sub), std::fs::Permissions::from_mode(0o700)).unwrap();
+        if let Some((uid, gid)) = postgres_ids() {
+            chown(root.join(sub), Some(uid), Some(gid)).unwrap();
+        }
+    }
+    write_owned(&root.join("tls/tls.crt"), &server.cert, 0o644);
+    write_owned(&root.join("tls/tls.key"), &server.key, 0o600);
+    write_owned(&root.join("tls/ca.crt"), &ca.cert, 0o644);
+    let client_ca = root.join("client-ca.crt");
+    std::fs::write(&client_ca, &ca.cert).unwrap();
+
+    // The operator's postgresql.conf and pg_hba.conf, with its directories moved here.
+    let port = tusk_testkit::free_port();
+    let conf = render_postgresql_conf(&BTreeMap::new(), None)
+        .unwrap()
+        .replace("/etc/tusk-tls", &root.join("tls").display().to_string())
+        .replace("/etc/tusk", &root.join("etc").display().to_string())
+        .replace(
+            "/var/run/postgresql",
+            &root.join("run").display().to_string(),
+        )
+        .replace("port = 5432", &format!("port = {port}"))
+        .replace("listen_addresses = '*'", "listen_addresses = '127.0.0.1'");
+    assert!(conf.contains("ssl = on") && conf.contains("ssl_min_protocol_version = 'TLSv1.3'"));
+    write_owned(&root.join("etc/postgresql.conf"), &conf, 0o644);
+    write_owned(
+        &root.join("etc/pg_hba.conf"),
+        &tusk::resources::render_hba(),
+        0o644,
+    );
+    write_owned(&root.join("etc/pg_ident.conf"), "", 0o644);
+
+    let data = root.join("data");
+    let init = as_postgres("initdb")
+        .args([
+            "-D",
+            &data.display().to_string(),
+            "-U",
+            "postgres",
+            "--auth=trust",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "initdb: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let log = root.join("postgres.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let mut server = Server {
+        child: as_postgres("postgres")
+            .args(["-D", &data.display().to_string()])
+            .arg("-c")
+            .arg(format!(
+                "config_file={}",
+                root.join("etc/postgresql.conf").display()
+            ))
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .unwrap(),
+    };
+    let socket = root.join("run").display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let set = as_postgres("psql")
+            .args([
+                "-X",
+                "-h",
+                &socket,
+                "-p",
+                &port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .args(["-c", "ALTER ROLE postgres PASSWORD 'tls-test'"])
+            .output()
+            .unwrap();
+        if set.status.success() {
+            break;
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!(
+                "postgres exited {status}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "postgres never answered: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let at = |host: &str, extra: &str| {
+        psql(
+            &format!("host={host} hostaddr=127.0.0.1 port={port} {extra}"),
+            &client_ca,
+        )
+    };
+    for host in [
+        "demo-rw",
+        "demo-rw.prod",
+        "demo-rw.prod.svc",
+        "demo-rw.prod.svc.cluster.local",
+        "demo-ro.prod.svc",
+        "demo-r.prod.svc.cluster.local",
+        "demo-0.demo-hl.prod.svc",
+        "demo-2.demo-hl.prod.svc.cluster.local",
+    ] {
+        let out = at(host, "sslmode=verify-full");
+        assert!(
+            out.status.success(),
+            "verify-full as {host}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "TLSv1.3",
+            "{host}"
+        );
+    }
+
+    let out = at("db.example.org", "sslmode=verify-full");
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && error.contains("does not match host name"),
+        "{error}"
+    );
+
+    let out = at(
+        "demo-rw",
+        "sslmode=require ssl_max_protocol_version=TLSv1.2",
+    );
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a TLS 1.2 client got in");
+    assert!(
+        error.to_lowercase().contains("protocol version") || error.contains("SSL"),
+        "{error}"
+    );
+}
