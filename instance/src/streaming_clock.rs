@@ -10,6 +10,23 @@
 
 use std::time::Instant;
 
+use crate::monitor::ServerFacts;
+
+/// Whether a server counts as streaming, from what it answered (`facts`) and whether its
+/// postmaster was started as a standby. A primary streams nothing and never stalls. A standby
+/// that answers nothing has not reached a consistent state (or lost its monitor for a moment,
+/// which the grace absorbs): it counts as not streaming, so that one whose primary cannot give
+/// it the WAL or timeline history it needs is rewound or cloned instead of staying "starting
+/// up" for good (found by the failover benchmark: a primary cloned after a timeline began lacks
+/// that timeline's history file, and a standby from before it could never catch up).
+pub fn streams(facts: Option<&ServerFacts>, standby: bool) -> bool {
+    match facts {
+        Some(f) if f.in_recovery => f.wal_receiver.as_deref() == Some("streaming"),
+        Some(_) => true,
+        None => !standby,
+    }
+}
+
 /// The primary a standby follows: the Lease's holder and its published address.
 pub type Following = Option<(String, Option<String>)>;
 
@@ -75,6 +92,23 @@ mod tests {
         assert_eq!(clock.since(), Some(later(40)));
         clock.observe(true, holder("demo-0", "10.0.0.20"), later(41));
         assert_eq!(clock.since(), None);
+    }
+
+    #[test]
+    fn a_standby_that_answers_nothing_is_not_streaming_and_a_primary_never_stalls() {
+        let standby = |receiver: Option<&str>| ServerFacts {
+            in_recovery: true,
+            wal_receiver: receiver.map(str::to_owned),
+            ..ServerFacts::default()
+        };
+        assert!(streams(Some(&standby(Some("streaming"))), true));
+        assert!(!streams(Some(&standby(Some("waiting"))), true));
+        assert!(!streams(Some(&standby(None)), true));
+        // Started as a standby and not answering: still starting up, or never will.
+        assert!(!streams(None, true));
+        // A primary, answering or not.
+        assert!(streams(None, false));
+        assert!(streams(Some(&ServerFacts::default()), false));
     }
 
     #[test]

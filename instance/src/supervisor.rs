@@ -327,11 +327,8 @@ impl Supervisor {
 
     /// Follows a standby's WAL receiver: since when it has not streamed.
     fn track_streaming(&mut self, facts: Option<&ServerFacts>, observed: &Observed) {
-        let streaming = match facts {
-            Some(f) if f.in_recovery => f.wal_receiver.as_deref() == Some("streaming"),
-            // A primary, or no answer: nothing to say about streaming.
-            _ => true,
-        };
+        let standby = self.postmaster.as_ref().is_some_and(|pm| pm.standby);
+        let streaming = crate::streaming_clock::streams(facts, standby);
         let following = observed
             .lease
             .as_ref()

@@ -252,3 +252,80 @@ fn a_primary_whose_configuration_lowers_max_connections_restarts_in_place_first(
         "after the restart",
     );
 }
+
+/// Found by the failover benchmark on real pods: a standby that needs WAL from the primary to
+/// reach a consistent state, from a primary that lacks the history file of a timeline between
+/// the two (a primary cloned after that timeline began holds only the files of later ones).
+/// The server answers no connection ("the database system is starting up"), so it reported
+/// nothing, its stall clock never ran, and it was never rewound nor cloned: unready for good.
+#[test]
+fn a_standby_that_never_reaches_consistency_is_cloned_again() {
+    let mut cluster = Cluster::new(&["demo-0", "demo-1", "demo-2"]);
+    start_streaming(&mut cluster);
+    write_and_see_replicated(&cluster.members[0], &cluster.members[2], "before");
+    // demo-2's data becomes a base backup without WAL, taken on timeline 1: it needs the
+    // primary's WAL before it can answer any connection.
+    cluster.member("demo-2").stop();
+    let primary_port = cluster.members[0].port;
+    let pgdata = cluster.member("demo-2").pgdata.clone();
+    std::fs::remove_dir_all(&pgdata).unwrap();
+    let mut backup = std::process::Command::new(pg_bin_dir().join("pg_basebackup"));
+    backup
+        .args(["-h", "127.0.0.1", "-p", &primary_port.to_string()])
+        .args(["-U", "tusk_replication", "-X", "none", "-c", "fast", "-D"])
+        .arg(&pgdata)
+        .env("PGPASSWORD", REPLICATION_PASSWORD);
+    if let Some((uid, gid)) = postgres_ids() {
+        std::os::unix::process::CommandExt::uid(&mut backup, uid);
+        std::os::unix::process::CommandExt::gid(&mut backup, gid);
+    }
+    let out = backup.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A standby's data, as a clone's is.
+    let signal = pgdata.join("standby.signal");
+    std::fs::write(&signal, "").unwrap();
+    if let Some((uid, gid)) = postgres_ids() {
+        std::os::unix::fs::chown(&signal, Some(uid), Some(gid)).unwrap();
+    }
+    // demo-1 takes over on timeline 2; demo-0 follows it, then takes over on timeline 3.
+    fail_over(&mut cluster);
+    cluster
+        .member("demo-0")
+        .wait_streaming_from("demo-1", Duration::from_secs(90));
+    cluster.set_lease("demo-1", false);
+    let old = cluster.member("demo-1");
+    wait_for("demo-1 fenced", Duration::from_secs(10), || {
+        old.postmaster_pid().is_none()
+    });
+    cluster.set_lease("demo-0", true);
+    let primary = cluster.member("demo-0");
+    wait_for(
+        "demo-0 primary on timeline 3",
+        Duration::from_secs(60),
+        || {
+            primary
+                .status()
+                .is_some_and(|s| s["role"] == "primary" && s["timeline"] == 3)
+        },
+    );
+    // The primary loses timeline 2's history file, as one cloned on timeline 3 never had it.
+    std::fs::remove_file(primary.pgdata.join("pg_wal/00000002.history")).unwrap();
+    cluster.member("demo-2").start();
+    let replica = cluster.member("demo-2");
+    let healed = wait_for(
+        "demo-2 streams from demo-0",
+        Duration::from_secs(180),
+        || {
+            replica.status().is_some_and(|s| {
+                s["walReceiver"] == "streaming" && s["ready"] == true && s["timeline"] == 3
+            })
+        },
+    );
+    eprintln!("a standby that could not reach consistency was cloned again in {healed:?}");
+    let sql = "SELECT count(*) FROM t WHERE v = 'before'";
+    wait_for_value(replica, sql, "1", Duration::from_secs(30));
+}

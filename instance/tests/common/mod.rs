@@ -23,7 +23,7 @@ pub fn pg_bin_dir() -> PathBuf {
 }
 
 /// uid/gid of `postgres` when running as root, else None.
-fn postgres_ids() -> Option<(u32, u32)> {
+pub fn postgres_ids() -> Option<(u32, u32)> {
     let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
     if uid.ok() != Some(0) {
         return None;
