@@ -234,7 +234,9 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             trial(&ctx, async |primary: &str| {
                 let ordinal: u32 = primary.rsplit('-').next().unwrap_or("0").parse()?;
                 let rogue = format!("{NAME}-{}", (ordinal + 1) % 3);
-                pod_sql(&ctx, &rogue, "SELECT pg_promote()").await?;
+                // Without waiting: the manager's fence may end this very session (the 9th trial
+                // of a 25-trial run failed on "terminating connection due to immediate shutdown").
+                pod_sql(&ctx, &rogue, "SELECT pg_promote(wait => false)").await?;
                 rejoined_streaming(&ctx, &rogue, primary).await
             })
             .await?,

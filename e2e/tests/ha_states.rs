@@ -40,7 +40,8 @@ async fn ha_replica_promoted_behind_the_back_is_fenced(ctx: Ctx) -> Result {
     let (primary, writer) = three_required(&ctx, "rogue").await?;
     let rogue = "rogue-2";
     let fault = Instant::now();
-    pod_sql(&ctx, rogue, "SELECT pg_promote()").await?;
+    // Without waiting: the manager fences the server, which may end this very session.
+    pod_sql(&ctx, rogue, "SELECT pg_promote(wait => false)").await?;
     let fenced = until(format!("{rogue} fenced"), ctx.timeout(), || async {
         let status = instance_status(&ctx, rogue).await?;
         let done = status.fenced || status.in_recovery == Some(true);
