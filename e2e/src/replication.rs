@@ -223,7 +223,8 @@ pub async fn row_count(ctx: &Ctx, pod: &str, n: i64) -> Result<String> {
     pod_sql(ctx, pod, &sql).await
 }
 
-async fn service_ip(ctx: &Ctx, name: &str) -> Result<String> {
+/// The cluster IP of Service `name` (the host reaches it through the node's kube-proxy).
+pub async fn service_ip(ctx: &Ctx, name: &str) -> Result<String> {
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     services
         .get(name)
