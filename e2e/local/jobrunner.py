@@ -453,6 +453,19 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     }
     if AS_POSTGRES:
         subprocess.run(["chown", "-R", "postgres:postgres", str(root)], check=True)
+    # Secret volumes as the kubelet leaves them with fsGroup: files root's, group postgres. The
+    # server accepts a 0640 key file owned by root, never one it owns itself; a runner that is
+    # not root makes them its own and 0600 instead.
+    for volume in pod["spec"].get("volumes", []):
+        local = root / "volumes" / volume["name"]
+        if "secret" not in volume or not local.exists():
+            continue
+        if AS_POSTGRES:
+            subprocess.run(["chown", "-R", "root:postgres", str(local)], check=True)
+        else:
+            for path in local.rglob("*"):
+                if path.is_file():
+                    path.chmod(0o600)
     # initdb --username="$POSTGRES_USER" --pwfile=<(printf "%s\n" "$POSTGRES_PASSWORD") $POSTGRES_INITDB_ARGS
     pwfile = root / "pwfile"
     pwfile.write_text(env.get("POSTGRES_PASSWORD", "") + "\n")
