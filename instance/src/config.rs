@@ -69,6 +69,10 @@ pub struct RunArgs {
     /// the official images.
     #[arg(long, env = "TUSK_PG_BIN_DIR", hide = true)]
     pub pg_bin_dir: Option<PathBuf>,
+    /// The cluster's CA (PEM): every connection to a peer verifies the server's certificate
+    /// against it and by name (`sslmode=verify-full`). The operator mounts it here.
+    #[arg(long, env = "TUSK_CA_FILE", default_value = "/etc/tusk-tls/ca.crt")]
+    pub ca_file: PathBuf,
     /// `pod=host:port,...`: addresses replacing `<pod>.<TUSK_PEER_DOMAIN>:5432` (tests).
     #[arg(long, env = "TUSK_PEER_HOSTS", default_value = "", hide = true)]
     pub peer_hosts: String,

@@ -29,6 +29,8 @@ pub enum Error {
         #[source]
         source: Box<kube::Error>,
     },
+    #[error(transparent)]
+    Tls(#[from] tusk_pgtls::TlsError),
     #[error("configuration: {0}")]
     Config(String),
     #[error("{0}")]

@@ -293,15 +293,24 @@ pub fn write_standby_config(ctx: &Context, upstream: &Upstream) -> Result<(), Er
     write_private(&pgdata.join("standby.signal"), b"")
 }
 
-/// The conninfo of member `peer`'s server: its address, `extra`, and the passfile (never a
-/// password).
+/// The conninfo of member `peer`'s server: its address, `extra`, TLS verified against the
+/// cluster's CA and by name, channel binding required (so a server that asks for a password
+/// in clear, or a man in the middle, gets nothing), and the passfile (never a password).
 pub fn peer_conninfo(ctx: &Context, peer: &str, extra: &[(&str, &str)]) -> String {
     let (host, port) = ctx.peers.address(peer);
     let (port, passfile) = (port.to_string(), ctx.passfile());
-    let passfile = passfile.to_string_lossy();
+    let (passfile, ca_file) = (
+        passfile.to_string_lossy(),
+        ctx.args.ca_file.to_string_lossy(),
+    );
     let mut pairs = vec![("host", host.as_str()), ("port", port.as_str())];
     pairs.extend_from_slice(extra);
-    pairs.push(("passfile", &passfile));
+    pairs.extend([
+        ("sslmode", "verify-full"),
+        ("sslrootcert", &ca_file),
+        ("channel_binding", "require"),
+        ("passfile", &passfile),
+    ]);
     conninfo(&pairs)
 }
 

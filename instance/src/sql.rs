@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::context::Context;
 use crate::error::Error;
@@ -19,21 +19,17 @@ pub async fn connect(ctx: &Context, database: &str) -> Result<Client, Error> {
         .dbname(database)
         .application_name("tusk-instance")
         .connect_timeout(Duration::from_secs(3));
-    let (client, connection) = config
-        .connect(NoTls)
+    tusk_pgtls::connect(&config, None, "local")
         .await
-        .map_err(Error::sql("connecting to the local server"))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "local connection ended");
-        }
-    });
-    Ok(client)
+        .map_err(Error::sql("connecting to the local server"))
 }
 
-/// Connects as `postgres` to member `peer`'s server over the network.
+/// Connects as `postgres` to member `peer`'s server over the network: TLS verified against the
+/// cluster's CA (read at every call, so a rotated CA is used at once) and by name, channel
+/// binding required.
 pub async fn connect_peer(ctx: &Context, peer: &str) -> Result<Client, Error> {
     let (host, port) = ctx.peers.address(peer);
+    let tls = tusk_pgtls::verifying(&ctx.args.ca_file)?;
     let mut config = tokio_postgres::Config::new();
     config
         .host(&host)
@@ -43,16 +39,9 @@ pub async fn connect_peer(ctx: &Context, peer: &str) -> Result<Client, Error> {
         .dbname("postgres")
         .application_name("tusk-instance")
         .connect_timeout(Duration::from_secs(3));
-    let (client, connection) = config
-        .connect(NoTls)
+    tusk_pgtls::connect(&config, Some(tls), "peer")
         .await
-        .map_err(Error::sql(format!("connecting to {peer}")))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "peer connection ended");
-        }
-    });
-    Ok(client)
+        .map_err(Error::sql(format!("connecting to {peer}")))
 }
 
 /// `"name"` with embedded quotes doubled: an identifier that is always taken literally.

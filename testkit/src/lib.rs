@@ -7,6 +7,7 @@
 pub mod fakegcs;
 pub mod gcs_auth;
 pub mod process;
+pub mod tls;
 
 use std::time::{Duration, Instant};
 

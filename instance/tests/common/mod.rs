@@ -101,10 +101,19 @@ impl Cluster {
             .map(|(n, (p, _))| format!("{n}=127.0.0.1:{p}"))
             .collect::<Vec<_>>()
             .join(",");
+        // TLS as in a pod: the server presents a certificate of a CA the managers are given,
+        // and a connection without TLS is refused first, so every path of the managers' own
+        // (streaming, cloning, rewinding, peer queries) is proven to use it.
+        let tls = tusk_testkit::tls::issue(dir.path(), &[]);
+        for file in [&tls.ca, &tls.cert, &tls.key] {
+            chown(file);
+        }
+        let tls_settings = tusk_testkit::tls::server_settings(&tls);
         let hba = dir.path().join("pg_hba.conf");
         std::fs::write(
             &hba,
-            "local all all peer\nhost all all 127.0.0.1/32 scram-sha-256\n\
+            "local all all peer\nhostnossl all all 127.0.0.1/32 reject\n\
+             host all all 127.0.0.1/32 scram-sha-256\n\
              host replication tusk_replication 127.0.0.1/32 scram-sha-256\n",
         )
         .unwrap();
@@ -124,7 +133,7 @@ impl Cluster {
                     format!(
                         "listen_addresses = '127.0.0.1'\nhba_file = '{}'\nfsync = off\n\
                          shared_buffers = 16MB\nwal_keep_size = '128MB'\n\
-                         password_encryption = 'scram-sha-256'\n{extra}",
+                         password_encryption = 'scram-sha-256'\n{tls_settings}{extra}",
                         hba.display()
                     ),
                 )
@@ -144,6 +153,10 @@ impl Cluster {
                     ("TUSK_SOCKET_DIR", run.display().to_string()),
                     ("TUSK_PG_BIN_DIR", pg_bin_dir().display().to_string()),
                     ("TUSK_PEER_HOSTS", peers.clone()),
+                    ("TUSK_CA_FILE", tls.ca.display().to_string()),
+                    // libpq looks for a client certificate under $HOME/.postgresql: the
+                    // member's own home, as in a pod, not the test runner's (unreadable).
+                    ("HOME", home.display().to_string()),
                     ("TUSK_ROLE_FILE", role_file.display().to_string()),
                     ("RUST_LOG", "info".into()),
                 ]

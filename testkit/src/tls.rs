@@ -1,0 +1,65 @@
+//! A throwaway CA and a server certificate signed by it, for tests that run PostgreSQL with
+//! `ssl = on` on 127.0.0.1 and connect with `verify-full` (the name `localhost` and the address
+//! 127.0.0.1 are both in the certificate).
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+/// The files of [`issue`], PEM.
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Writes `ca.crt`, `server.crt` and `server.key` (0600) into `dir` and returns their paths.
+/// `extra_names` are DNS names added to `localhost` and 127.0.0.1.
+pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name
+        .push(DnType::CommonName, "tusk test CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca, ca_key);
+
+    let key = KeyPair::generate().expect("server key");
+    let mut names: Vec<String> = vec!["localhost".into()];
+    names.extend(extra_names.iter().map(|n| n.to_string()));
+    let mut server = CertificateParams::new(names).expect("server names");
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
+    server
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    let cert = server.signed_by(&key, &issuer).expect("server certificate");
+
+    let files = TlsFiles {
+        ca: dir.join("ca.crt"),
+        cert: dir.join("server.crt"),
+        key: dir.join("server.key"),
+    };
+    std::fs::write(&files.ca, ca_cert.pem()).expect("write ca.crt");
+    std::fs::write(&files.cert, cert.pem()).expect("write server.crt");
+    std::fs::write(&files.key, key.serialize_pem()).expect("write server.key");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&files.key, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod server.key");
+    files
+}
+
+/// postgresql.conf lines serving `files` (TLS 1.3 only, as the operator configures it).
+pub fn server_settings(files: &TlsFiles) -> String {
+    format!(
+        "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\nssl_ca_file = '{}'\n\
+         ssl_min_protocol_version = 'TLSv1.3'\n",
+        files.cert.display(),
+        files.key.display(),
+        files.ca.display()
+    )
+}
