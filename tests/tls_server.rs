@@ -236,4 +236,15 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         error.to_lowercase().contains("protocol version") || error.contains("SSL"),
         "{error}"
     );
+
+    // Without TLS: refused by pg_hba.conf's first network rule, with the right password, for
+    // clients and for replication, from any address (127.0.0.1 included).
+    for extra in ["sslmode=disable", "sslmode=disable replication=true"] {
+        let out = at("demo-rw", extra);
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && error.contains("no encryption"),
+            "{extra}: {error}"
+        );
+    }
 }

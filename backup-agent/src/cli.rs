@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use backup_agent::compression::Compression;
+use backup_agent::pg::SslMode;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -120,6 +121,16 @@ pub struct PgArgs {
     /// PostgreSQL port.
     #[arg(long, env = "PGPORT", default_value_t = 5432)]
     pub port: u16,
+    /// Numeric address to dial; the host still names the server for TLS.
+    #[arg(long, env = "PGHOSTADDR")]
+    pub hostaddr: Option<std::net::IpAddr>,
+    /// TLS, as libpq names it. Every mode that speaks TLS verifies the server against
+    /// PGSSLROOTCERT and by name, with channel binding required.
+    #[arg(long, env = "PGSSLMODE", value_enum, default_value_t = SslMode::Prefer)]
+    pub ssl_mode: SslMode,
+    /// The CA (PEM) the server's certificate must chain to.
+    #[arg(long, env = "PGSSLROOTCERT")]
+    pub ssl_root_cert: Option<PathBuf>,
     /// PostgreSQL role; needs superuser (or equivalent) rights to dump roles and every database.
     #[arg(long, env = "PGUSER", default_value = "postgres")]
     pub username: String,

@@ -211,5 +211,8 @@ fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
         bin_dir: args.pg_bin_dir.clone(),
         connect_timeout: parse_duration(&args.connect_timeout)
             .map_err(|e| AgentError::Usage(e.to_string()))?,
+        hostaddr: args.hostaddr,
+        ssl_mode: args.ssl_mode,
+        ssl_root_cert: args.ssl_root_cert.clone(),
     })
 }

@@ -49,6 +49,8 @@ fn resolve(var: &Value, store: &TestStore, pg: &PgServer) -> (String, String) {
         match name.as_str() {
             "PGHOST" => "127.0.0.1".to_owned(),
             "PGPORT" => pg.port.to_string(),
+            // The mounted CA: the test server's (its certificate names 127.0.0.1).
+            "PGSSLROOTCERT" => pg.ca.display().to_string(),
             "TUSK_S3_ENDPOINT" => store.endpoint().to_owned(),
             _ => value,
         }

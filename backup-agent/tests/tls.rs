@@ -1,70 +1,77 @@
-//! S3 endpoints with a certificate from a private CA (MinIO over https): trusted through
-//! `s3.caBundle`, by the operator's store (PEM read from a Secret or ConfigMap) and by the agent
-//! (the bundle mounted as a file, TUSK_S3_CA_BUNDLE); refused without it.
+//! The agent's connections to PostgreSQL over TLS, as the operator's Jobs make them
+//! (`PGSSLMODE=verify-full`, `PGSSLROOTCERT` the cluster's CA): a server is trusted only if its
+//! certificate chains to that CA and carries the name dialled, and no password goes to a server
+//! that cannot do channel binding. Real PostgreSQL with `ssl = on`.
 
 mod common;
 
-use backup_store::store::ObjectStore;
-use backup_store::store::s3::S3Store;
-use common::agent::{bare_agent, run, run_ok};
-use common::stores::{BUCKET, s3_config};
-use common::tls::TestCa;
-use common::{minio, process::Emulator};
+use common::agent::{agent, run_fails, run_ok};
+use common::postgres::PgServer;
+use common::stores::{Kind, TestStore};
 
-async fn store(minio: &Emulator, ca_bundle: Option<&str>) -> S3Store {
-    let mut config = s3_config(&minio.endpoint, BUCKET, minio::SECRET_KEY);
-    config.ca_bundle = ca_bundle.map(str::to_owned);
-    S3Store::new(config).await.expect("s3 store")
-}
-
-fn agent_list(minio: &Emulator, ca_file: Option<&std::path::Path>) -> std::process::Command {
-    let mut cmd = bare_agent();
-    cmd.arg("list")
-        .env("TUSK_STORE", "s3")
-        .env("TUSK_BUCKET", BUCKET)
-        .env("TUSK_NAMESPACE", "tests")
-        .env("TUSK_CLUSTER", "db")
-        .env("TUSK_S3_ENDPOINT", &minio.endpoint)
-        .env("TUSK_S3_FORCE_PATH_STYLE", "true")
-        .env("AWS_ACCESS_KEY_ID", minio::ACCESS_KEY)
-        .env("AWS_SECRET_ACCESS_KEY", minio::SECRET_KEY)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
-    if let Some(file) = ca_file {
-        cmd.env("TUSK_S3_CA_BUNDLE", file);
-    }
+/// The agent listing databases on `pg` over verified TLS, trusting `ca`.
+fn verified(store: &TestStore, pg: &PgServer, ca: &std::path::Path) -> std::process::Command {
+    let mut cmd = agent(store, "db", Some(pg));
+    cmd.env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", ca)
+        .env("TUSK_CONNECT_TIMEOUT", "2s")
+        .arg("backup");
     cmd
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn minio_over_tls_with_a_private_ca() {
-    let ca = TestCa::generate();
-    let minio = minio::start_tls(&ca).await;
-    assert!(minio.endpoint.starts_with("https://"), "{}", minio.endpoint);
+async fn a_backup_over_verified_tls_completes() {
+    let store = TestStore::start(Kind::Minio).await;
+    let pg = PgServer::start();
+    let details = run_ok(verified(&store, &pg, &pg.ca));
+    assert!(details["backupId"].is_string(), "{details}");
+}
 
-    // The operator's store: the bundle's PEM, as read from the destination's Secret.
-    let trusted = store(&minio, Some(&ca.ca_pem)).await;
-    minio::create_bucket(&trusted, BUCKET).await;
-    trusted
-        .check()
-        .await
-        .expect("bucket check with the CA bundle");
-
-    // Without it the endpoint's certificate is not trusted.
-    let err = store(&minio, None)
-        .await
-        .check()
-        .await
-        .expect_err("untrusted");
-    eprintln!("without the bundle: {err}");
-
-    // The agent: the bundle mounted as a file.
-    let listed = run_ok(agent_list(&minio, Some(&ca.ca_file)));
-    assert_eq!(listed["backups"], serde_json::json!([]));
-    let out = run(agent_list(&minio, None));
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "untrusted endpoint: object store exit code"
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_whose_certificate_another_ca_signed_is_refused() {
+    let store = TestStore::start(Kind::Minio).await;
+    let pg = PgServer::start();
+    let other = tempfile::tempdir().expect("temp dir");
+    let stranger = tusk_testkit::tls::issue(other.path(), &[]);
+    run_fails(
+        verified(&store, &pg, &stranger.ca),
+        3,
+        "invalid peer certificate",
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_does_not_carry_the_name_dialled_is_refused() {
+    let store = TestStore::start(Kind::Minio).await;
+    let pg = PgServer::start();
+    let mut cmd = verified(&store, &pg, &pg.ca);
+    // The right address under a name the certificate does not carry.
+    cmd.env("PGHOST", "db.example.org")
+        .env("PGHOSTADDR", "127.0.0.1");
+    run_fails(cmd, 3, "invalid peer certificate");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_asking_for_the_password_in_clear_gets_none() {
+    let store = TestStore::start(Kind::Minio).await;
+    let pg = PgServer::start();
+    // A server (or whoever holds a certificate of the CA) that asks for the cleartext password.
+    let hba = pg.dir.path().join("data/pg_hba.conf");
+    std::fs::write(
+        &hba,
+        "local all all trust\nhostssl all all 127.0.0.1/32 password\n",
+    )
+    .expect("write pg_hba.conf");
+    pg.psql_local("postgres", "SELECT pg_reload_conf()");
+    let error = run_fails(verified(&store, &pg, &pg.ca), 3, "channel binding");
+    assert!(!error.contains(common::postgres::PASSWORD));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_without_a_ca_to_verify_against_is_a_usage_error() {
+    let store = TestStore::start(Kind::Minio).await;
+    let pg = PgServer::start();
+    let mut cmd = agent(&store, "db", Some(&pg));
+    cmd.env("PGSSLMODE", "require").arg("backup");
+    run_fails(cmd, 2, "PGSSLMODE=require needs PGSSLROOTCERT");
 }

@@ -15,7 +15,7 @@ what their containers would do:
   command line and environment, after resolving valueFrom (secretKeyRef, configMapKeyRef,
   fieldRef), envFrom and `$(VAR)` references, materializing its secret/configMap/emptyDir
   volumes, and rewriting only in-cluster addresses: PGHOST `<cluster>-rw.<ns>.svc[.cluster.local]`
-  (+ PGPORT) to the local instance, TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
+  is dialled at the local instance (PGHOSTADDR + PGPORT; the name stays, for verify-full), TUSK_S3_ENDPOINT of the in-cluster MinIO to the local MinIO,
   GCS (no endpoint: storage.googleapis.com) to TUSK_GCS_ENDPOINT of $TUSK_E2E_DIR/gcs.endpoint
   (the operator's, see operator.sh), and paths under a volume's mountPath to its local directory. The exit code is reported as
   annotation `e2e.tusk.dev/exit-code` (with the termination message the container left, as
@@ -543,7 +543,9 @@ def rewrite_addresses(env: dict[str, str], pod_name: str) -> None:
         with state_lock:
             instance = load_state().get(f'{m["ns"]}/{m["cluster"]}')
         if instance:
-            env["PGHOST"], env["PGPORT"] = "127.0.0.1", str(instance["port"])
+            # PGHOST keeps the name the server's certificate carries (verify-full); the
+            # connection goes to the local instance's address, as libpq's hostaddr does.
+            env["PGHOSTADDR"], env["PGPORT"] = "127.0.0.1", str(instance["port"])
         else:
             log(f'{pod_name}: no local PostgreSQL for {m["ns"]}/{m["cluster"]}; PGHOST left unresolvable')
     if "TUSK_S3_ENDPOINT" in env:

@@ -195,7 +195,8 @@ class AddressTest(unittest.TestCase):
         with mock.patch.object(jobrunner, "load_state", return_value=state), \
                 mock.patch.object(jobrunner, "minio_endpoint", return_value="http://127.9.9.9:9000"):
             jobrunner.rewrite_addresses(env, "prod/pod")
-            self.assertEqual(env, {"PGHOST": "127.0.0.1", "PGPORT": "54321",
+            self.assertEqual(env, {"PGHOST": "demo-rw.prod.svc.cluster.local",
+                                   "PGHOSTADDR": "127.0.0.1", "PGPORT": "54321",
                                    "TUSK_S3_ENDPOINT": "http://127.9.9.9:9000"})
             other = {"PGHOST": "db.example.com", "PGPORT": "5432", "TUSK_S3_ENDPOINT": "https://s3.amazonaws.com"}
             jobrunner.rewrite_addresses(other, "prod/pod")
@@ -203,7 +204,8 @@ class AddressTest(unittest.TestCase):
             self.assertEqual(other["TUSK_S3_ENDPOINT"], "https://s3.amazonaws.com")
             primary = {"PGHOST": "demo-0.demo-hl.prod.svc", "PGPORT": "5432"}
             jobrunner.rewrite_addresses(primary, "prod/pod")
-            self.assertEqual(primary, {"PGHOST": "127.0.0.1", "PGPORT": "54321"})
+            self.assertEqual(primary, {"PGHOST": "demo-0.demo-hl.prod.svc",
+                                       "PGHOSTADDR": "127.0.0.1", "PGPORT": "54321"})
             foreign = {"PGHOST": "demo-0.other-hl.prod.svc", "PGPORT": "5432"}
             jobrunner.rewrite_addresses(foreign, "prod/pod")
             self.assertEqual(foreign["PGHOST"], "demo-0.other-hl.prod.svc")

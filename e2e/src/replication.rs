@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Api;
 use tokio::task::JoinHandle;
-use tokio_postgres::NoTls;
 use tusk::crd::Failover;
 use tusk_testkit::PSQL_SCRIPT;
 
@@ -58,7 +57,8 @@ impl Writer {
     /// cluster IP (the host routes cluster IPs on the e2e node).
     pub async fn start(ctx: &Ctx, cluster: &str) -> Result<Self> {
         let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
-        Self::spawn(app_config(ctx, cluster, &ip).await?, 0).await
+        let name = format!("{cluster}-rw.{}.svc", ctx.ns);
+        Self::spawn(app_target(ctx, cluster, &name, &ip).await?, 0).await
     }
 
     /// Starts writing straight to pod `pod` of cluster `cluster` (its pod IP, never through a
@@ -66,12 +66,17 @@ impl Writer {
     /// numbered from [`PINNED_FIRST`], apart from [`Writer::start`]'s in the same table.
     pub async fn pinned(ctx: &Ctx, cluster: &str, pod: &str) -> Result<Self> {
         let ip = pod_ip(ctx, pod).await?;
-        Self::spawn(app_config(ctx, cluster, &ip).await?, PINNED_FIRST - 1).await
+        let name = format!("{pod}.{cluster}-hl.{}.svc", ctx.ns);
+        Self::spawn(
+            app_target(ctx, cluster, &name, &ip).await?,
+            PINNED_FIRST - 1,
+        )
+        .await
     }
 
     /// Writes rows from `after + 1` on with `config`, past the rows an earlier writer of the
     /// same numbering left in the table.
-    async fn spawn(config: tokio_postgres::Config, after: i64) -> Result<Self> {
+    async fn spawn(config: Target, after: i64) -> Result<Self> {
         // Right after a switchover `-rw` may still lead to the demoted primary for a moment
         // (read-only): the first session is retried until it can write.
         let (client, after) = crate::until("a writable session", Duration::from_secs(60), || {
@@ -185,7 +190,8 @@ pub fn forked(acks: &[Ack]) -> Option<(Ack, Ack)> {
 /// Every `n` in table `writes`, sorted, read through the `-rw` Service.
 pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
     let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
-    let client = connect_soon(&app_config(ctx, cluster, &ip).await?).await?;
+    let name = format!("{cluster}-rw.{}.svc", ctx.ns);
+    let client = connect_soon(&app_target(ctx, cluster, &name, &ip).await?).await?;
     let rows = client
         .query("SELECT n FROM writes ORDER BY n", &[])
         .await
@@ -245,7 +251,7 @@ pub async fn pod_ip(ctx: &Ctx, pod: &str) -> Result<String> {
 }
 
 /// The application role's connection to `host`, from the `<cluster>-app` Secret.
-async fn app_config(ctx: &Ctx, cluster: &str, host: &str) -> Result<tokio_postgres::Config> {
+async fn app_target(ctx: &Ctx, cluster: &str, name: &str, ip: &str) -> Result<Target> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     let secret = secrets.get(&format!("{cluster}-app")).await?;
     let field = |key: &str| -> Result<String> {
@@ -258,23 +264,34 @@ async fn app_config(ctx: &Ctx, cluster: &str, host: &str) -> Result<tokio_postgr
     };
     let mut config = tokio_postgres::Config::new();
     config
-        .host(host)
+        .host(name)
+        .hostaddr(ip.parse().context(format!("address {ip:?}"))?)
         .port(5432)
         .user(field("username")?)
         .password(field("password")?)
         .dbname(field("dbname")?)
         .connect_timeout(Duration::from_secs(1));
-    Ok(config)
+    // As an application would: the cluster's CA, the name verified, channel binding.
+    let tls_secret = secrets.get(&format!("{cluster}-server-tls")).await?;
+    let ca = (tls_secret.data.as_ref())
+        .and_then(|d| d.get("ca.crt"))
+        .context(format!("ca.crt in {cluster}-server-tls"))?;
+    let tls = tusk_pgtls::verifying_pem(&ca.0, &format!("in Secret {cluster}-server-tls"))?;
+    Ok(Target { config, tls })
+}
+
+/// Where a writer connects: the server's name and address, and the CA that verifies it.
+#[derive(Clone)]
+struct Target {
+    config: tokio_postgres::Config,
+    tls: tusk_pgtls::MakeRustlsConnect,
 }
 
 /// A session that created the table `writes` (if needed), and the last row of the numbering
 /// that starts after `after`. A writer started again on the same cluster (the benchmark starts
 /// one per trial) continues after it: from `after + 1` again, every insert would fail on the
 /// primary key until it passed the earlier rows.
-async fn writable_session(
-    config: &tokio_postgres::Config,
-    after: i64,
-) -> Result<(tokio_postgres::Client, i64)> {
+async fn writable_session(config: &Target, after: i64) -> Result<(tokio_postgres::Client, i64)> {
     let client = connect(config).await?;
     client
         .batch_execute("CREATE TABLE IF NOT EXISTS writes (n bigint PRIMARY KEY, timeline bigint)")
@@ -299,7 +316,7 @@ fn db_error(e: &tokio_postgres::Error) -> String {
 
 /// Connects, trying again for up to 60 s: right after a fault the Service may route nowhere for
 /// a moment (a restarted primary is unready for a probe or two after it took writes again).
-async fn connect_soon(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
+async fn connect_soon(config: &Target) -> Result<tokio_postgres::Client> {
     crate::until("a connection", Duration::from_secs(60), || async {
         Ok(match connect(config).await {
             Ok(client) => crate::Check::Done(client),
@@ -311,14 +328,12 @@ async fn connect_soon(config: &tokio_postgres::Config) -> Result<tokio_postgres:
 
 /// Connects, giving up after 2 s: `connect_timeout` bounds only the TCP connect, and the
 /// startup handshake with a frozen server would otherwise wait forever.
-async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
-    let (client, connection) = tokio::time::timeout(Duration::from_secs(2), config.connect(NoTls))
+async fn connect(target: &Target) -> Result<tokio_postgres::Client> {
+    let connect = tusk_pgtls::connect(&target.config, Some(target.tls.clone()), "writer");
+    let client = tokio::time::timeout(Duration::from_secs(2), connect)
         .await
         .context("connecting: no answer within 2s")?
         .context("connecting")?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
     Ok(client)
 }
 

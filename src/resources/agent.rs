@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use super::pod::{
     plain_env, pod_label_env, restricted_container_security, restricted_pod_security, secret_env,
 };
+use super::tls::CA_CRT;
 use super::{Cluster, Component, POSTGRES_PORT};
 use crate::crd::{BackupPolicy, Destination, SecretKeyRef};
 
@@ -41,6 +42,9 @@ pub struct RestorePlan {
 
 /// Where a GCS service-account key is mounted in agent pods.
 const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
+/// Where the cluster's CA certificate (which signed its server certificate) is mounted in agent
+/// pods that connect to the cluster.
+const SERVER_CA_DIR: &str = "/var/run/secrets/tusk/postgres-ca";
 /// Where an S3 endpoint's private CA bundle is mounted in agent pods.
 const CA_BUNDLE_DIR: &str = "/var/run/secrets/tusk/ca";
 /// The unprivileged user of the backup-agent image.
@@ -71,7 +75,7 @@ pub fn agent_environment(
     layout: &Layout,
     destination: &Destination,
 ) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
-    let (mut env, volumes, mounts) = store_environment(layout, destination);
+    let (mut env, mut volumes, mut mounts) = store_environment(layout, destination);
     // After the cluster's identity, before the store: the order the pinned contract records.
     env.splice(
         3..3,
@@ -80,8 +84,25 @@ pub fn agent_environment(
             plain_env("PGPORT", POSTGRES_PORT.to_string()),
             secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
             secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
+            // The server is verified against the cluster's CA and by the name in PGHOST, with
+            // channel binding: the superuser's password goes to no one else.
+            plain_env("PGSSLMODE", "verify-full"),
+            plain_env("PGSSLROOTCERT", format!("{SERVER_CA_DIR}/ca.crt")),
         ],
     );
+    // Only the CA certificate of the server Secret: the Job never sees the server's key.
+    let ca = SecretKeyRef {
+        name: cluster.server_tls_secret_name(),
+        key: CA_CRT.to_owned(),
+    };
+    let (volume, mount) = key_file(
+        "server-ca",
+        SERVER_CA_DIR,
+        "ca.crt",
+        FileSource::Secret(&ca),
+    );
+    volumes.push(volume);
+    mounts.push(mount);
     (env, volumes, mounts)
 }
 

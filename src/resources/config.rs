@@ -151,16 +151,16 @@ fn quote(value: &str) -> String {
 }
 
 /// pg_hba.conf: peer authentication on the local socket (so `kubectl exec … psql -U postgres`
-/// works inside the pod) and SCRAM passwords over the network.
+/// works inside the pod); over the network, a connection without TLS is refused first, from
+/// every address (127.0.0.1 too, so no rule above it lets plaintext in), then SCRAM passwords
+/// over TLS.
 pub fn render_hba() -> String {
     "# Managed by Tusk.\n\
-     local all all peer\n\
-     host  all all 127.0.0.1/32 scram-sha-256\n\
-     host  all all ::1/128      scram-sha-256\n\
-     host  all all 0.0.0.0/0    scram-sha-256\n\
-     host  all all ::/0         scram-sha-256\n\
-     host  replication tusk_replication 0.0.0.0/0 scram-sha-256\n\
-     host  replication tusk_replication ::/0      scram-sha-256\n"
+     local     all         all              peer\n\
+     hostnossl all         all              all  reject\n\
+     hostnossl replication all              all  reject\n\
+     hostssl   all         all              all  scram-sha-256\n\
+     hostssl   replication tusk_replication all  scram-sha-256\n"
         .to_owned()
 }
 
@@ -376,7 +376,19 @@ mod tests {
         assert_eq!(keys, ["pg_hba.conf", "pg_ident.conf", "postgresql.conf"]);
         // Replicas stream as tusk_replication, with a password, from any address.
         let hba = &cm.data.as_ref().unwrap()["pg_hba.conf"];
-        assert!(hba.contains("host  replication tusk_replication 0.0.0.0/0 scram-sha-256\n"));
+        assert!(hba.contains("hostssl   replication tusk_replication all  scram-sha-256\n"));
+        // Plaintext is refused before any rule could accept it.
+        let first_network_rules: Vec<&str> = hba
+            .lines()
+            .filter(|l| l.starts_with("host"))
+            .take(2)
+            .collect();
+        assert!(
+            first_network_rules
+                .iter()
+                .all(|l| l.starts_with("hostnossl") && l.ends_with("reject")),
+            "{hba}"
+        );
     }
 
     #[test]

@@ -108,6 +108,31 @@ mod tests {
     }
 
     #[test]
+    fn the_backup_verifies_the_server_with_only_the_ca_certificate_mounted() {
+        let cj = build(WITH_S3_BACKUP, true);
+        let env = env_of(&cj);
+        assert_eq!(value(&env, "PGSSLMODE"), Some("verify-full"));
+        let root = value(&env, "PGSSLROOTCERT").expect("PGSSLROOTCERT");
+        let pod = (cj.spec.job_template.spec.as_ref())
+            .and_then(|j| j.template.spec.as_ref())
+            .unwrap();
+        let mount = (pod.containers[0].volume_mounts.iter().flatten())
+            .find(|m| root.starts_with(&format!("{}/", m.mount_path)))
+            .expect("the CA's directory is mounted");
+        let volume = (pod.volumes.iter().flatten())
+            .find(|v| v.name == mount.name)
+            .unwrap();
+        let secret = volume.secret.as_ref().expect("a Secret volume");
+        assert_eq!(secret.secret_name.as_deref(), Some("demo-server-tls"));
+        // ca.crt alone: the server's key never reaches a Job.
+        let keys: Vec<&str> = (secret.items.iter().flatten())
+            .map(|i| i.key.as_str())
+            .collect();
+        assert_eq!(keys, ["ca.crt"]);
+        assert_eq!(mount.read_only, Some(true));
+    }
+
+    #[test]
     fn the_agents_reason_reaches_the_pod_status() {
         let cj = build(WITH_S3_BACKUP, true);
         let job = cj.spec.job_template.spec.as_ref().unwrap();

@@ -1,11 +1,12 @@
 //! Connection parameters (libpq env compatible) and catalog queries over tokio-postgres.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use backup_store::Redacted;
+use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
 
 use crate::error::AgentError;
 
@@ -22,6 +23,46 @@ pub struct PgParams {
     pub bin_dir: Option<PathBuf>,
     /// How long to keep retrying while the server is unreachable or starting up.
     pub connect_timeout: Duration,
+    /// The address to dial, `host` still naming the server for TLS (libpq's PGHOSTADDR).
+    pub hostaddr: Option<IpAddr>,
+    /// TLS, as libpq's PGSSLMODE names it.
+    pub ssl_mode: SslMode,
+    /// The CA the server's certificate must chain to (PGSSLROOTCERT); required by every mode
+    /// that speaks TLS: the agent never sends a password over TLS it has not verified.
+    pub ssl_root_cert: Option<PathBuf>,
+}
+
+/// libpq's `sslmode` values. `require` and `verify-ca` are held to `verify-full` by the agent's
+/// own connections (the CA and the name are always checked); the tools get them as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SslMode {
+    Disable,
+    Allow,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl SslMode {
+    pub fn as_libpq(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
+    /// Whether this mode refuses a server that does not speak TLS.
+    pub fn requires_tls(self) -> bool {
+        matches!(
+            self,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+        )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -56,18 +97,15 @@ impl PgParams {
         if let Some(password) = &self.password {
             config.password(password.expose());
         }
+        if let Some(addr) = self.hostaddr {
+            config.hostaddr(addr);
+        }
+        let tls = self.tls()?;
         let deadline = Instant::now() + self.connect_timeout;
         let mut delay = Duration::from_millis(250);
         loop {
-            match config.connect(NoTls).await {
-                Ok((client, connection)) => {
-                    tokio::spawn(async move {
-                        if let Err(e) = connection.await {
-                            tracing::warn!(error = %e, "database connection closed with an error");
-                        }
-                    });
-                    return Ok(client);
-                }
+            match tusk_pgtls::connect(&config, tls.clone(), "database").await {
+                Ok(client) => return Ok(client),
                 Err(e) => {
                     let code = e.code().cloned();
                     let fatal = matches!(
@@ -76,6 +114,9 @@ impl PgParams {
                             | Some(SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
                             | Some(SqlState::INVALID_CATALOG_NAME)
                     );
+                    // With its causes: "error performing TLS handshake" alone does not say
+                    // that the certificate was refused, nor why.
+                    let e = backup_store::store::chain(&e);
                     let message = match code {
                         Some(SqlState::INVALID_PASSWORD) => format!(
                             "authentication failed for {} (check PGUSER/PGPASSWORD): {e}",
@@ -95,6 +136,22 @@ impl PgParams {
                 }
             }
         }
+    }
+
+    /// The verifying connector when the mode speaks TLS (with channel binding required, so a
+    /// server asking for a password in clear gets none), `None` for a plain connection.
+    fn tls(&self) -> Result<Option<tusk_pgtls::MakeRustlsConnect>, AgentError> {
+        if !self.ssl_mode.requires_tls() {
+            return Ok(None);
+        }
+        let root = self.ssl_root_cert.as_ref().ok_or_else(|| {
+            AgentError::Usage(format!(
+                "PGSSLMODE={} needs PGSSLROOTCERT: the agent verifies every server it speaks TLS to",
+                self.ssl_mode.as_libpq()
+            ))
+        })?;
+        let tls = tusk_pgtls::verifying(root).map_err(|e| AgentError::Usage(e.to_string()))?;
+        Ok(Some(tls))
     }
 
     pub async fn server_info(client: &Client) -> Result<ServerInfo, AgentError> {

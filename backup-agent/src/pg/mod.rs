@@ -4,5 +4,5 @@ mod connect;
 pub mod counts;
 mod tools;
 
-pub use connect::{DatabaseInfo, PgParams, ServerInfo};
+pub use connect::{DatabaseInfo, PgParams, ServerInfo, SslMode};
 pub use tools::{ToolOutput, parse_major, quote_conninfo, quote_ident, spawn_tool, tool_version};

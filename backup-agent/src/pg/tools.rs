@@ -65,7 +65,22 @@ fn command(params: &PgParams, tool: &str) -> Command {
         .env("PGUSER", &params.user)
         .env("PGDATABASE", &params.maintenance_db)
         .env("PGAPPNAME", "tusk-backup-agent")
-        .env_remove("PGPASSWORD");
+        .env("PGSSLMODE", params.ssl_mode.as_libpq())
+        .env_remove("PGPASSWORD")
+        .env_remove("PGHOSTADDR")
+        .env_remove("PGSSLROOTCERT")
+        .env_remove("PGCHANNELBINDING");
+    if let Some(addr) = params.hostaddr {
+        cmd.env("PGHOSTADDR", addr.to_string());
+    }
+    if let Some(root) = &params.ssl_root_cert {
+        cmd.env("PGSSLROOTCERT", root);
+    }
+    if params.ssl_mode.requires_tls() {
+        // As the agent's own connections: no password to a server that cannot prove it is
+        // the one the certificate names.
+        cmd.env("PGCHANNELBINDING", "require");
+    }
     if let Some(password) = &params.password {
         cmd.env("PGPASSWORD", password.expose());
     }

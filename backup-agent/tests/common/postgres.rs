@@ -9,6 +9,9 @@ pub const PASSWORD: &str = "test-superuser-pw";
 pub struct PgServer {
     pub dir: tempfile::TempDir,
     pub port: u16,
+    /// The CA that signed the server's certificate (names `localhost` and 127.0.0.1): the
+    /// server speaks TLS as a Tusk pod's does, and still accepts clients without it.
+    pub ca: PathBuf,
     pub bin_dir: PathBuf,
     as_postgres: bool,
 }
@@ -47,9 +50,18 @@ impl PgServer {
         let pwfile = dir.path().join("pw");
         std::fs::write(&pwfile, PASSWORD).expect("write pwfile");
         let data = dir.path().join("data");
+        let tls = tusk_testkit::tls::issue(dir.path(), &[]);
+        if as_postgres {
+            Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&tls.key)
+                .status()
+                .expect("chown");
+        }
         let server = PgServer {
             dir,
             port,
+            ca: tls.ca.clone(),
             bin_dir,
             as_postgres,
         };
@@ -78,9 +90,12 @@ impl PgServer {
             ],
         );
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off \
+             -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
             server.port,
-            server.dir.path().display()
+            server.dir.path().display(),
+            tls.cert.display(),
+            tls.key.display()
         );
         let log = server.dir.path().join("server.log");
         server.run_tool(
@@ -137,6 +152,21 @@ impl PgServer {
             .args(["-h", "127.0.0.1", "-U", "postgres"])
             .args(["-p", &self.port.to_string(), "-d", database, "-c", sql])
             .env("PGPASSWORD", PASSWORD);
+        let out = tusk_testkit::output_ok(&mut psql, &format!("psql {sql:?}"));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Runs SQL as the superuser over the Unix socket (trust); returns stdout.
+    pub fn psql_local(&self, database: &str, sql: &str) -> String {
+        let mut psql = self.command("psql");
+        psql.args(tusk_testkit::PSQL_SCRIPT)
+            .args([
+                "-h",
+                &self.dir.path().display().to_string(),
+                "-U",
+                "postgres",
+            ])
+            .args(["-p", &self.port.to_string(), "-d", database, "-c", sql]);
         let out = tusk_testkit::output_ok(&mut psql, &format!("psql {sql:?}"));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::restore::{self, RestoreOptions};
 use crate::error::AgentError;
-use crate::pg::{self, PgParams};
+use crate::pg::{self, PgParams, SslMode};
 use backup_store::CatalogError;
 use backup_store::catalog;
 use backup_store::layout::ClusterLocation;
@@ -134,6 +134,9 @@ async fn check_tool_version(
         maintenance_db: String::new(),
         bin_dir: options.bin_dir.clone(),
         connect_timeout: Duration::ZERO,
+        hostaddr: None,
+        ssl_mode: SslMode::Disable,
+        ssl_root_cert: None,
     };
     let restore = pg::tool_version(&tools, "pg_restore").await?;
     match (

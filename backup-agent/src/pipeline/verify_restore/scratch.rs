@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 use crate::error::AgentError;
-use crate::pg::PgParams;
+use crate::pg::{PgParams, SslMode};
 
 /// The scratch server's superuser (the name clusters Tusk backs up use for theirs).
 pub const SUPERUSER: &str = "postgres";
@@ -81,6 +81,9 @@ impl ScratchServer {
             maintenance_db: "postgres".into(),
             bin_dir: self.bin_dir.clone(),
             connect_timeout,
+            hostaddr: None,
+            ssl_mode: SslMode::Disable,
+            ssl_root_cert: None,
         }
     }
 
