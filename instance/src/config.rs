@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// against it and by name (`sslmode=verify-full`). The operator mounts it here.
     #[arg(long, env = "TUSK_CA_FILE", default_value = "/etc/tusk-tls/ca.crt")]
     pub ca_file: PathBuf,
+    /// How often the TLS files are checked for a change (then the server reloads), in
+    /// milliseconds.
+    #[arg(long, env = "TUSK_TLS_POLL_MS", default_value_t = 10_000, hide = true)]
+    pub tls_poll_ms: u64,
     /// `pod=host:port,...`: addresses replacing `<pod>.<TUSK_PEER_DOMAIN>:5432` (tests).
     #[arg(long, env = "TUSK_PEER_HOSTS", default_value = "", hide = true)]
     pub peer_hosts: String,
@@ -92,6 +96,10 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn renew_interval(&self) -> Duration {
         Duration::from_millis(self.renew_interval_ms.max(50))
+    }
+
+    pub fn tls_poll_interval(&self) -> Duration {
+        Duration::from_millis(self.tls_poll_ms.max(100))
     }
 
     pub fn peers(&self) -> Result<Peers, String> {

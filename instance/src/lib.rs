@@ -27,4 +27,5 @@ pub mod slots;
 pub mod sql;
 pub mod streaming_clock;
 pub mod supervisor;
+pub mod tls_reload;
 pub mod watchdog;

@@ -148,6 +148,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         crate::preferred_sync::spawn(ctx.clone(), observed.clone(), number);
     }
     let (running, running_rx) = watch::channel(None);
+    crate::tls_reload::spawn(ctx.clone(), running_rx.clone());
     let server = crate::monitor::spawn(ctx.clone(), running_rx);
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
     crate::http::serve(ctx.clone(), state.clone(), server.clone()).await?;

@@ -15,7 +15,8 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// Writes `ca.crt`, `server.crt` and `server.key` (0600) into `dir` and returns their paths.
+/// Writes `ca.crt`, `tls.crt` and `tls.key` (0600; the keys of a `kubernetes.io/tls` Secret)
+/// into `dir` and returns their paths.
 /// `extra_names` are DNS names added to `localhost` and 127.0.0.1.
 pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
     let ca_key = KeyPair::generate().expect("CA key");
@@ -41,15 +42,15 @@ pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
 
     let files = TlsFiles {
         ca: dir.join("ca.crt"),
-        cert: dir.join("server.crt"),
-        key: dir.join("server.key"),
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
     };
     std::fs::write(&files.ca, ca_cert.pem()).expect("write ca.crt");
-    std::fs::write(&files.cert, cert.pem()).expect("write server.crt");
-    std::fs::write(&files.key, key.serialize_pem()).expect("write server.key");
+    std::fs::write(&files.cert, cert.pem()).expect("write tls.crt");
+    std::fs::write(&files.key, key.serialize_pem()).expect("write tls.key");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&files.key, std::fs::Permissions::from_mode(0o600))
-        .expect("chmod server.key");
+        .expect("chmod tls.key");
     files
 }
 

@@ -104,8 +104,10 @@ impl Cluster {
         // TLS as in a pod: the server presents a certificate of a CA the managers are given,
         // and a connection without TLS is refused first, so every path of the managers' own
         // (streaming, cloning, rewinding, peer queries) is proven to use it.
-        let tls = tusk_testkit::tls::issue(dir.path(), &[]);
-        for file in [&tls.ca, &tls.cert, &tls.key] {
+        let tls_dir = dir.path().join("tls");
+        std::fs::create_dir(&tls_dir).expect("tls dir");
+        let tls = tusk_testkit::tls::issue(&tls_dir, &[]);
+        for file in [&tls_dir, &tls.ca, &tls.cert, &tls.key] {
             chown(file);
         }
         let tls_settings = tusk_testkit::tls::server_settings(&tls);
