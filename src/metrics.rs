@@ -12,6 +12,8 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::clusters::backup_schedule::freshness::overdue_at;
 use crate::crd::{Phase, PostgreSQL};
+use crate::resources::{CLUSTER_LABEL, tls};
+use k8s_openapi::api::core::v1::Secret;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
@@ -48,6 +50,7 @@ pub struct Metrics {
     last_backup: Family<ClusterLabels, Gauge>,
     last_verified: Family<ClusterLabels, Gauge>,
     backup_overdue_at: Family<ClusterLabels, Gauge>,
+    certificate_expiry: Family<ClusterLabels, Gauge>,
     verifications_finished: Family<ResultLabels, Counter>,
     verification_duration: Histogram,
     failovers: Counter,
@@ -56,6 +59,8 @@ pub struct Metrics {
     /// The controllers' caches of clusters (one per watched scope), recounted at every scrape so
     /// that deleted clusters leave the gauge even though nothing reconciles them.
     cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
+    /// The caches of the clusters' Secrets, for the server certificates' expiry.
+    secret_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<Secret>>>,
 }
 
 /// Registers metrics and hands back the handle the operator updates.
@@ -113,6 +118,12 @@ impl Default for Metrics {
              schedule's interval after the last success) unless one succeeds first",
             Family::default(),
         );
+        let certificate_expiry = add.seconds(
+            "server_certificate_expiry_timestamp",
+            "Unix time at which each cluster's server certificate expires (the operator renews it \
+             with a third of its life left)",
+            Family::default(),
+        );
         let verifications_finished = add.metric(
             "verifications_finished",
             "Backup verifications that finished, by result: Verified, the failed check's reason \
@@ -153,7 +164,9 @@ impl Default for Metrics {
             last_backup,
             last_verified,
             backup_overdue_at,
+            certificate_expiry,
             cluster_caches: std::sync::Mutex::default(),
+            secret_caches: std::sync::Mutex::default(),
         }
     }
 }
@@ -274,6 +287,33 @@ impl Metrics {
         }
     }
 
+    /// Sets the expiry of every server certificate the operator issued (its Secret records it);
+    /// a cluster that is gone has no series.
+    pub fn record_certificate_expiry<'a>(&self, secrets: impl IntoIterator<Item = &'a Secret>) {
+        self.certificate_expiry.clear();
+        for secret in secrets {
+            let cluster = (secret.metadata.labels.as_ref()).and_then(|l| l.get(CLUSTER_LABEL));
+            let (Some(cluster), Some(not_after)) = (cluster, tls::recorded_not_after(secret))
+            else {
+                continue;
+            };
+            let labels = ClusterLabels {
+                namespace: secret.metadata.namespace.clone().unwrap_or_default(),
+                cluster: cluster.clone(),
+            };
+            let at = not_after.unix_timestamp();
+            self.certificate_expiry.get_or_create(&labels).set(at);
+        }
+    }
+
+    /// Reports the server certificates among the Secrets of `cache` at every scrape from now on.
+    pub fn watch_secrets(&self, cache: kube::runtime::reflector::Store<Secret>) {
+        self.secret_caches
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(cache);
+    }
+
     /// Counts the clusters of `cache` by phase at every scrape from now on.
     pub fn watch_clusters(&self, cache: kube::runtime::reflector::Store<PostgreSQL>) {
         self.caches().push(cache);
@@ -294,6 +334,14 @@ impl Metrics {
             self.count_phases(clusters.iter().map(AsRef::as_ref));
             self.record_backup_times(clusters.iter().map(AsRef::as_ref));
         }
+        let secrets: Vec<_> = (self.secret_caches.lock())
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .flat_map(|c| c.state())
+            .collect();
+        if !secrets.is_empty() {
+            self.record_certificate_expiry(secrets.iter().map(AsRef::as_ref));
+        }
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
@@ -302,103 +350,5 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exposes_reconciles_by_result_and_duration() {
-        let metrics = Metrics::default();
-        metrics.reconciled("success", Duration::from_millis(20));
-        metrics.reconciled("success", Duration::from_millis(30));
-        metrics.reconciled("ApplyFailed", Duration::from_millis(30));
-        metrics.child_written("StatefulSet", "created");
-        metrics.count_phases(std::iter::empty());
-        let text = metrics.encode();
-        assert!(
-            text.contains("tusk_reconcile_total{result=\"success\"} 2"),
-            "{text}"
-        );
-        assert!(text.contains("tusk_reconcile_total{result=\"ApplyFailed\"} 1"));
-        assert!(text.contains("tusk_reconcile_duration_seconds_count 3"));
-        assert!(
-            text.contains("tusk_child_writes_total{kind=\"StatefulSet\",change=\"created\"} 1")
-        );
-        assert!(text.contains("tusk_clusters{phase=\"Ready\"} 0"));
-    }
-
-    /// Cluster prod/demo with `status`.
-    fn demo_with_status(status: serde_json::Value) -> PostgreSQL {
-        let spec = serde_json::json!({"storage": {"size": "1Gi"}});
-        crate::crd::fixtures::postgresql("prod", "demo", spec, status)
-    }
-
-    #[test]
-    fn last_successful_and_verified_backup_times_per_cluster() {
-        let pg = demo_with_status(serde_json::json!({
-            "lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-22T02:00:00Z"},
-            "lastVerifiedBackup": {"name": "b0", "verifiedAt": "2026-11-22T04:00:00Z"},
-        }));
-        let metrics = Metrics::default();
-        metrics.record_backup_times([&pg]);
-        let text = metrics.encode();
-        let labels = "{namespace=\"prod\",cluster=\"demo\"}";
-        for line in [
-            format!("tusk_last_successful_backup_timestamp_seconds{labels} 1795312800"),
-            format!("tusk_last_verified_backup_timestamp_seconds{labels} 1795320000"),
-        ] {
-            assert!(text.contains(&line), "{line} in {text}");
-        }
-        metrics.record_backup_times([]);
-        assert!(!metrics.encode().contains("cluster=\"demo\""));
-    }
-
-    #[test]
-    fn backups_of_a_running_schedule_are_overdue_two_runs_and_half_an_interval_after_the_last_success()
-     {
-        let mut pg = demo_with_status(serde_json::json!({
-            "lastSuccessfulBackup": {"name": "b1", "completedAt": "2026-11-20T02:10:00Z"},
-            "conditions": [{"type": "BackupScheduled", "status": "True", "reason": "Scheduled",
-                "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
-        }));
-        pg.spec.backup = serde_json::from_value(serde_json::json!({
-            "schedule": "0 2 * * *", "destination": {"gcs": {"bucket": "b"}},
-        }))
-        .unwrap();
-        let metrics = Metrics::default();
-        metrics.record_backup_times([&pg]);
-        // 2026-11-22T14:00:00Z: runs on the 21st and 22nd at 02:00, plus half a day.
-        let line =
-            "tusk_backup_overdue_timestamp_seconds{namespace=\"prod\",cluster=\"demo\"} 1795356000";
-        assert!(metrics.encode().contains(line), "{}", metrics.encode());
-        if let Some(policy) = pg.spec.backup.as_mut() {
-            policy.suspend = true;
-        }
-        metrics.record_backup_times([&pg]);
-        assert!(
-            !metrics
-                .encode()
-                .contains("tusk_backup_overdue_timestamp_seconds{")
-        );
-    }
-
-    #[test]
-    fn deleted_clusters_leave_the_phase_gauge_at_the_next_scrape() {
-        use kube::runtime::watcher::Event;
-        let pg = demo_with_status(serde_json::json!({"phase": "Ready"}));
-        let (cache, mut writer) = kube::runtime::reflector::store();
-        writer.apply_watcher_event(&Event::Apply(pg.clone()));
-        let metrics = Metrics::default();
-        metrics.watch_clusters(cache);
-        assert!(
-            metrics
-                .encode()
-                .contains("tusk_clusters{phase=\"Ready\"} 1")
-        );
-        writer.apply_watcher_event(&Event::Delete(pg));
-        assert!(
-            metrics
-                .encode()
-                .contains("tusk_clusters{phase=\"Ready\"} 0")
-        );
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

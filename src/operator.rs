@@ -141,6 +141,7 @@ pub async fn run(
     metrics.watch_clusters(cluster_reader.clone());
     let (caches, mut drivers) =
         Caches::new(cluster_reader.clone(), owned, pods, jobs, backups.clone());
+    metrics.watch_secrets(caches.secrets.clone());
     drivers.extend([pods_driver, jobs_driver.boxed(), backups_driver.boxed()]);
     let buckets = Arc::new(SecretBuckets::new(client.clone(), bucket_timeout));
     let context = Arc::new(Context::new(client, agent, caches, metrics, buckets));

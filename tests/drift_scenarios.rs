@@ -12,6 +12,7 @@ use support::verifier::{self, Expect};
 use support::world::*;
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
+use tusk::resources::tls;
 
 /// A converged, Ready cluster whose cache then lost what `forget` removes.
 fn converged_without(
@@ -144,4 +145,57 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
     for event in &seen[3..] {
         assert!(!event.body.to_string().contains(key), "no key in Events");
     }
+}
+
+#[tokio::test]
+async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place() {
+    let pg = postgresql(MINIMAL);
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    let now = time::OffsetDateTime::now_utc();
+    let ca = tls::issue_ca(&cluster, now).expect("CA");
+    let stored = serde_json::to_value(tls::ca_secret(&cluster, &ca)).expect("JSON");
+    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        for secret in &mut cache.secrets {
+            if secret.metadata.name.as_deref() == Some("demo-server-tls") {
+                // Issued 17 months ago: less than a third of 24 months left.
+                let expires = tls::server_not_after(now - time::Duration::days(510));
+                let at = jiff::Timestamp::from_second(expires.unix_timestamp()).unwrap();
+                secret
+                    .metadata
+                    .annotations
+                    .get_or_insert_default()
+                    .insert(tls::NOT_AFTER_ANNOTATION.to_owned(), at.to_string());
+            }
+        }
+    });
+    let (_, seen) = scenario(
+        pg,
+        cache,
+        vec![
+            Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+                (StatusCode::OK, stored)
+            }),
+            Expect::apply(format!("{SECRETS}/demo-server-tls")),
+            Expect::event(NS),
+        ],
+    )
+    .await;
+    let renewed = &seen[1].body;
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(renewed.clone()).expect("a Secret");
+    let data = secret.data.expect("data");
+    assert_eq!(
+        data["ca.crt"].0,
+        ca.cert.as_bytes(),
+        "signed by the stored CA"
+    );
+    let not_after = renewed["metadata"]["annotations"][tls::NOT_AFTER_ANNOTATION]
+        .as_str()
+        .expect("the new expiry recorded");
+    let not_after: jiff::Timestamp = not_after.parse().expect("RFC 3339");
+    assert!(not_after.as_second() > (now + time::Duration::days(700)).unix_timestamp());
+    assert!(
+        renewed["data"].get("ca.key").is_none(),
+        "no CA key in the mounted Secret"
+    );
 }

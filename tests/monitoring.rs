@@ -34,7 +34,7 @@ fn family(name: &str) -> &str {
 fn every_family() -> Metrics {
     let cluster: PostgreSQL = serde_json::from_value(serde_json::json!({
         "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-        "metadata": {"name": "demo", "namespace": "prod"},
+        "metadata": {"name": "demo", "namespace": "prod", "uid": "uid-demo"},
         "spec": {"storage": {"size": "1Gi"},
             "backup": {"schedule": "@daily", "destination": {"gcs": {"bucket": "b"}}}},
         "status": {
@@ -54,6 +54,14 @@ fn every_family() -> Metrics {
     metrics.first_ready(std::time::Duration::from_secs(30));
     metrics.count_phases([&cluster]);
     metrics.record_backup_times([&cluster]);
+    let tusk_cluster = tusk::resources::Cluster::new(&cluster).expect("cluster");
+    let pem = tusk::resources::tls::Pem {
+        cert: "c".into(),
+        key: "k".into(),
+    };
+    let not_after = time::OffsetDateTime::from_unix_timestamp(1_900_000_000).expect("time");
+    let server = tusk::resources::tls::server_secret(&tusk_cluster, &pem, "ca", not_after);
+    metrics.record_certificate_expiry([&server]);
     metrics
 }
 

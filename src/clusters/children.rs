@@ -193,8 +193,11 @@ async fn ensure_certificates(
 ) -> Result<Vec<Written>> {
     let ns = cluster.namespace;
     let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
-    let is_cached = |name: &str| cached(&ctx.caches.secrets, ns, name).is_some();
-    if is_cached(&ca_name) && is_cached(&server_name) {
+    let now = time::OffsetDateTime::now_utc();
+    let due = |secret: &Secret| tls::server_renewal_due(secret, now);
+    let cached_server = cached(&ctx.caches.secrets, ns, &server_name);
+    let ca_cached = cached(&ctx.caches.secrets, ns, &ca_name).is_some();
+    if ca_cached && cached_server.as_deref().is_some_and(|s| !due(s)) {
         return Ok(Vec::new());
     }
     // The cache can lag behind the API server: reads decide what is really missing.
@@ -205,11 +208,14 @@ async fn ensure_certificates(
             source,
         })
     };
-    let server_exists = is_cached(&server_name) || read(server_name).await?.is_some();
-    let now = time::OffsetDateTime::now_utc();
+    // None: no server Secret; Some(true): its certificate is due for renewal.
+    let server_due = match cached_server {
+        Some(secret) => Some(due(&secret)),
+        None => read(server_name).await?.map(|secret| due(&secret)),
+    };
     let mut writes = Vec::new();
     let ca = match read(ca_name).await? {
-        Some(_) if server_exists => return Ok(writes),
+        Some(_) if server_due == Some(false) => return Ok(writes),
         Some(stored) => tls::stored_ca(&stored)?,
         None => {
             let ca = tls::issue_ca(cluster, now)?;
@@ -224,8 +230,10 @@ async fn ensure_certificates(
         }
     };
     let server = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
-    let secret = tls::server_secret(cluster, &server, &ca.cert);
-    let change = if server_exists {
+    let secret = tls::server_secret(cluster, &server, &ca.cert, tls::server_not_after(now));
+    // A renewal (or a new CA) replaces the Secret's files in place; the instance managers
+    // reload PostgreSQL when they change, no pod restarts.
+    let change = if server_due.is_some() {
         apply(api, None, secret.clone()).await?;
         Change::Updated
     } else {

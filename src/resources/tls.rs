@@ -26,10 +26,13 @@ pub const TLS_KEY: &str = "tls.key";
 pub const CA_CRT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
 
-/// Lifetimes. Renewal is not built yet, so they are long; the server's is the shorter, so that
-/// a renewal only ever needs the CA that is already trusted.
+/// Lifetimes. The server's is the shorter, so that a renewal only ever needs the CA that is
+/// already trusted; it is renewed once a third of it is left ([`server_renewal_due`]).
 pub const CA_LIFETIME: Duration = Duration::days(10 * 365);
 pub const SERVER_LIFETIME: Duration = Duration::days(2 * 365);
+/// On the server Secret: when its certificate expires (RFC 3339). Renewal and status read it
+/// from the cached metadata; the certificate itself is never cached.
+pub const NOT_AFTER_ANNOTATION: &str = "tusk.dev/not-after";
 /// Issued slightly in the past: a node whose clock lags must not see a certificate from the future.
 const BACKDATE: Duration = Duration::minutes(5);
 
@@ -144,7 +147,7 @@ pub fn issue_server(
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
     params.not_before = now - BACKDATE;
-    params.not_after = now + SERVER_LIFETIME;
+    params.not_after = server_not_after(now);
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
     let cert = params
         .signed_by(&key, &issuer)
@@ -153,6 +156,29 @@ pub fn issue_server(
         cert: cert.pem(),
         key: key.serialize_pem(),
     })
+}
+
+/// When a server certificate issued at `now` expires.
+pub fn server_not_after(now: OffsetDateTime) -> OffsetDateTime {
+    now + SERVER_LIFETIME
+}
+
+/// The expiry a server Secret records, if it records one that parses.
+pub fn recorded_not_after(secret: &Secret) -> Option<OffsetDateTime> {
+    let text = secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(NOT_AFTER_ANNOTATION)?;
+    let at: jiff::Timestamp = text.parse().ok()?;
+    OffsetDateTime::from_unix_timestamp(at.as_second()).ok()
+}
+
+/// Whether the server certificate in `secret` must be issued again: less than a third of its
+/// life left, or no expiry recorded (a Secret from before the annotation, or one edited), so
+/// that a missed reconcile, a slow rollout or a paused operator still renew long before expiry.
+pub fn server_renewal_due(secret: &Secret, now: OffsetDateTime) -> bool {
+    recorded_not_after(secret).is_none_or(|not_after| now >= not_after - SERVER_LIFETIME / 3)
 }
 
 fn data(entries: [(&str, &str); 3]) -> BTreeMap<String, ByteString> {
@@ -173,10 +199,22 @@ pub fn ca_secret(cluster: &Cluster, ca: &Pem) -> Secret {
     }
 }
 
-/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt`), mounted by the database pods.
-pub fn server_secret(cluster: &Cluster, server: &Pem, ca_cert: &str) -> Secret {
+/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt`), mounted by the database
+/// pods, its certificate's expiry `not_after` in an annotation.
+pub fn server_secret(
+    cluster: &Cluster,
+    server: &Pem,
+    ca_cert: &str,
+    not_after: OffsetDateTime,
+) -> Secret {
+    let mut metadata = cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials);
+    let at = jiff::Timestamp::from_second(not_after.unix_timestamp()).unwrap_or_default();
+    metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(NOT_AFTER_ANNOTATION.to_owned(), at.to_string());
     Secret {
-        metadata: cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials),
+        metadata,
         type_: Some("kubernetes.io/tls".to_owned()),
         data: Some(data([
             (TLS_CRT, &server.cert),

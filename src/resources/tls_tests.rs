@@ -112,7 +112,7 @@ fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
     .unwrap();
 
     let server = issue_server(&cluster, "cluster.local", &ca, now()).unwrap();
-    let mounted = server_secret(&cluster, &server, &ca.cert);
+    let mounted = server_secret(&cluster, &server, &ca.cert, server_not_after(now()));
     assert_eq!(mounted.metadata.name.as_deref(), Some("demo-server-tls"));
     assert_eq!(mounted.type_.as_deref(), Some("kubernetes.io/tls"));
     let keys: Vec<&String> = mounted.data.as_ref().unwrap().keys().collect();
@@ -137,4 +137,41 @@ fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
         error.starts_with("Secret demo-ca has no usable ca.key"),
         "{error}"
     );
+}
+
+#[test]
+fn a_server_certificate_is_renewed_once_a_third_of_its_life_is_left_or_its_expiry_is_unknown() {
+    let pg = postgresql(MINIMAL);
+    let cluster = Cluster::new(&pg).unwrap();
+    let ca = issue_ca(&cluster, now()).unwrap();
+    let server = issue_server(&cluster, "cluster.local", &ca, now()).unwrap();
+    let issued = now();
+    let secret = server_secret(&cluster, &server, &ca.cert, server_not_after(issued));
+    assert_eq!(
+        recorded_not_after(&secret),
+        Some(server_not_after(issued).replace_nanosecond(0).unwrap())
+    );
+    // Two thirds of the life: not yet; past it: due.
+    let two_thirds = SERVER_LIFETIME * 2 / 3;
+    assert!(!server_renewal_due(&secret, issued));
+    assert!(!server_renewal_due(
+        &secret,
+        issued + two_thirds - Duration::hours(1)
+    ));
+    assert!(server_renewal_due(
+        &secret,
+        issued + two_thirds + Duration::hours(1)
+    ));
+    assert!(server_renewal_due(&secret, issued + SERVER_LIFETIME * 2));
+    // No expiry recorded (a Secret written before the annotation, or edited by hand): due.
+    let mut unknown = secret.clone();
+    unknown.metadata.annotations = None;
+    assert!(server_renewal_due(&unknown, issued));
+    let mut garbled = secret;
+    garbled
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(NOT_AFTER_ANNOTATION.to_owned(), "soon".to_owned());
+    assert!(server_renewal_due(&garbled, issued));
 }

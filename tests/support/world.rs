@@ -99,7 +99,12 @@ impl Cache {
                 resources::app_secret(&cluster, "app-password"),
                 resources::replication_secret(&cluster, "replication-password"),
                 tls::ca_secret(&cluster, &pem("ca")),
-                tls::server_secret(&cluster, &pem("server"), "ca"),
+                tls::server_secret(
+                    &cluster,
+                    &pem("server"),
+                    "ca",
+                    tls::server_not_after(time::OffsetDateTime::now_utc()),
+                ),
             ],
             config_maps: vec![config_map],
             services: vec![
