@@ -40,8 +40,8 @@ fn a_primary_asking_for_the_replication_password_in_clear_gets_none() {
 
 /// psql to `member` with `sslmode=verify-full` trusting only `ca`.
 fn verified_psql(member: &Instance, ca: &std::path::Path) -> Result<String, String> {
-    let out = std::process::Command::new(pg_bin_dir().join("psql"))
-        .args(tusk_testkit::PSQL_SCRIPT)
+    let mut psql = std::process::Command::new(pg_bin_dir().join("psql"));
+    psql.args(tusk_testkit::PSQL_SCRIPT)
         .arg("-d")
         .arg(format!(
             "host=localhost hostaddr=127.0.0.1 port={} user=postgres dbname=postgres \
@@ -50,14 +50,8 @@ fn verified_psql(member: &Instance, ca: &std::path::Path) -> Result<String, Stri
             ca.display()
         ))
         .args(["-c", "SELECT 1"])
-        .env("PGPASSWORD", SUPERUSER_PASSWORD)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
+        .env("PGPASSWORD", SUPERUSER_PASSWORD);
+    output_of(psql)
 }
 
 #[test]

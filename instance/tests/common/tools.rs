@@ -16,14 +16,18 @@ pub fn psql_on(
     db: &str,
     sql: &str,
 ) -> Result<String, String> {
-    let out = Command::new(pg_bin_dir().join("psql"))
-        .args(tusk_testkit::PSQL_SCRIPT)
+    let mut psql = Command::new(pg_bin_dir().join("psql"));
+    psql.args(tusk_testkit::PSQL_SCRIPT)
         .args(["-h", "127.0.0.1"])
         .args(["-p", &port.to_string(), "-U", user, "-d", db, "-c", sql])
         .env("PGPASSWORD", password)
-        .env("PGCONNECT_TIMEOUT", "3")
-        .output()
-        .map_err(|e| e.to_string())?;
+        .env("PGCONNECT_TIMEOUT", "3");
+    output_of(psql)
+}
+
+/// Runs a psql command: its trimmed stdout, or its stderr as the error.
+pub fn output_of(mut psql: Command) -> Result<String, String> {
+    let out = psql.output().map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
