@@ -52,7 +52,7 @@ async fn l4_cronjob_backup_restore(ctx: Ctx) -> Result {
         say("(this platform cannot list the store; the Job's success stands for the manifest)");
     }
     let cron = serde_json::to_value(cronjobs.get(&cronjob).await?)?;
-    let restore: Job = serde_json::from_value(restore_job(&cron, &ns, dst, &job)?)?;
+    let restore: Job = serde_json::from_value(restore_job(&cron, &ns, src, dst, &job)?)?;
     ctx.jobs_in(&ns)
         .create(&PostParams::default(), &restore)
         .await?;
@@ -65,7 +65,7 @@ async fn l4_cronjob_backup_restore(ctx: Ctx) -> Result {
 
 /// A restore Job the way the operator builds one: the backup Job's pod template, agent command
 /// `restore --preserve-role app`, connected to the target cluster with its own superuser.
-fn restore_job(cron: &Value, ns: &str, dst: &str, backup: &str) -> Result<Value> {
+fn restore_job(cron: &Value, ns: &str, src: &str, dst: &str, backup: &str) -> Result<Value> {
     let template = &cron["spec"]["jobTemplate"];
     let mut labels = template["metadata"]["labels"].clone();
     let labels_map = labels
@@ -77,6 +77,12 @@ fn restore_job(cron: &Value, ns: &str, dst: &str, backup: &str) -> Result<Value>
     let mut spec = template["spec"].clone();
     let pod = &mut spec["template"];
     pod["metadata"]["labels"] = labels.clone();
+    // The target's CA verifies the target's server (the template mounts the source's).
+    for volume in pod["spec"]["volumes"].as_array_mut().into_iter().flatten() {
+        if volume["secret"]["secretName"] == format!("{src}-server-tls") {
+            volume["secret"]["secretName"] = format!("{dst}-server-tls").into();
+        }
+    }
     let container = &mut pod["spec"]["containers"][0];
     container["args"] = json!(["restore", "--preserve-role", "app"]);
     let mut env = Vec::new();
