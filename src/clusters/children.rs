@@ -22,7 +22,8 @@ use super::storage::{StorageProgress, expand_claims};
 use crate::error::{Error, Result};
 use crate::resources::storage::keep_claim_template;
 use crate::resources::{Cluster, tls};
-use crate::runtime::apply::{Change, Written, apply, create, delete};
+use crate::runtime::apply::{Change, Written, apply, apply_json, create, delete};
+use crate::runtime::packed::PackedStore;
 use crate::runtime::{Context, cached};
 
 /// The result of applying every child.
@@ -54,14 +55,8 @@ pub async fn apply_children(
     writes.extend(ensure_certificates(cluster, ctx, &secrets).await?);
 
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    apply_one(
-        &api,
-        &caches.config_maps,
-        ns,
-        desired.config_map,
-        &mut writes,
-    )
-    .await?;
+    let config_map = desired.config_map;
+    apply_packed(&api, &caches.config_maps, ns, config_map, &mut writes).await?;
     let api: Api<Service> = Api::namespaced(client.clone(), ns);
     let rw = if restore_pending {
         desired.rw.held
@@ -69,18 +64,18 @@ pub async fn apply_children(
         desired.rw.routed
     };
     for service in std::iter::once(rw).chain(desired.services) {
-        apply_one(&api, &caches.services, ns, service, &mut writes).await?;
+        apply_packed(&api, &caches.services, ns, service, &mut writes).await?;
     }
     // The pods' account exists before the StatefulSet asks for it.
     let access = desired.access;
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let sa = access.service_account;
-    apply_one(&api, &caches.service_accounts, ns, sa, &mut writes).await?;
+    apply_packed(&api, &caches.service_accounts, ns, sa, &mut writes).await?;
     let api: Api<Role> = Api::namespaced(client.clone(), ns);
-    apply_one(&api, &caches.roles, ns, access.role, &mut writes).await?;
+    apply_packed(&api, &caches.roles, ns, access.role, &mut writes).await?;
     let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
     let binding = access.role_binding;
-    apply_one(&api, &caches.role_bindings, ns, binding, &mut writes).await?;
+    apply_packed(&api, &caches.role_bindings, ns, binding, &mut writes).await?;
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
     let mut desired_statefulset = desired.statefulset;
     let existing = cached(&caches.statefulsets, ns, &desired_statefulset.name_any());
@@ -156,6 +151,23 @@ where
     Ok(applied.object)
 }
 
+/// Applies `desired` against its packed copy and notes the write.
+async fn apply_packed<K>(
+    api: &Api<K>,
+    cache: &PackedStore<K>,
+    namespace: &str,
+    desired: K,
+    writes: &mut Vec<Written>,
+) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + 'static,
+{
+    let cached = cache.get(namespace, &desired.name_any());
+    let change = apply_json(api, cached, &desired).await?;
+    writes.extend(Written::of(&desired, change));
+    Ok(())
+}
+
 /// Applies the PodDisruptionBudget of a replicated cluster, or deletes it when the cluster went
 /// back to one instance.
 async fn apply_budget(
@@ -169,13 +181,18 @@ async fn apply_budget(
     let cache = &ctx.caches.disruption_budgets;
     match desired {
         Some(budget) => {
-            apply_one(&api, cache, ns, budget, writes).await?;
+            apply_packed(&api, cache, ns, budget, writes).await?;
         }
         None => {
             let name = cluster.statefulset_name();
-            if let Some(existing) = cached(cache, ns, &name) {
+            if cache.get(ns, &name).is_some() {
                 delete(&api, &name).await?;
-                writes.extend(Written::of(existing.as_ref(), Change::Deleted));
+                let written = Written::named::<PodDisruptionBudget>(
+                    Some(ns.to_owned()),
+                    name,
+                    Change::Deleted,
+                );
+                writes.extend(written);
             }
         }
     }

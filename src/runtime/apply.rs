@@ -51,12 +51,21 @@ impl Written {
     /// A write of `object`; `None` when nothing changed. The reference names the object only
     /// (no uid or version), as the `related` object of its Event.
     pub fn of<K: Resource<DynamicType = ()>>(object: &K, change: Change) -> Option<Self> {
+        Self::named::<K>(object.namespace(), object.name_any(), change)
+    }
+
+    /// A write of the `K` named `name` in `namespace`; `None` when nothing changed.
+    pub fn named<K: Resource<DynamicType = ()>>(
+        namespace: Option<String>,
+        name: String,
+        change: Change,
+    ) -> Option<Self> {
         (change != Change::Unchanged).then(|| Self {
             reference: ObjectReference {
                 api_version: Some(K::api_version(&()).into_owned()),
                 kind: Some(K::kind(&()).into_owned()),
-                name: Some(object.name_any()),
-                namespace: object.namespace(),
+                name: Some(name),
+                namespace,
                 ..ObjectReference::default()
             },
             change,
@@ -98,7 +107,7 @@ where
     if let Some(cached) = cached {
         let mut actual = serde_json::to_value(cached.as_ref()).map_err(serialize)?;
         compact::restore(&kind, &mut actual);
-        if contains(&actual, &wanted) && atomic_fields_equal(&kind, &actual, &wanted) {
+        if already_applied(&kind, &actual, &wanted) {
             return Ok(Applied {
                 object: cached,
                 change: Change::Unchanged,
@@ -115,6 +124,37 @@ where
         object: Arc::new(object),
         change: Change::Created,
     })
+}
+
+/// Applies `desired` unless `cached`, the JSON of the object as the server last sent it (a
+/// [`PackedStore`](super::packed::PackedStore) entry), already contains it.
+pub async fn apply_json<K>(api: &Api<K>, cached: Option<Value>, desired: &K) -> Result<Change>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let name = desired.name_any();
+    let Some(actual) = cached else {
+        patch(api, &name, desired, &kind).await?;
+        return Ok(Change::Created);
+    };
+    let wanted = serde_json::to_value(desired).map_err(|source| Error::Serialize {
+        kind: kind.clone(),
+        name: name.clone(),
+        source,
+    })?;
+    if already_applied(&kind, &actual, &wanted) {
+        return Ok(Change::Unchanged);
+    }
+    patch(api, &name, desired, &kind).await?;
+    Ok(Change::Updated)
+}
+
+/// Whether `actual`, an object's JSON as the server holds it, already has every field of
+/// `wanted`: then applying it would change nothing and is not sent.
+fn already_applied(kind: &str, actual: &Value, wanted: &Value) -> bool {
+    contains(actual, wanted) && atomic_fields_equal(kind, actual, wanted)
 }
 
 async fn patch<K>(api: &Api<K>, name: &str, desired: &K, kind: &str) -> Result<K>

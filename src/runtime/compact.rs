@@ -4,11 +4,9 @@
 //! cache-only annotation instead, and [`restore`] puts it back before an apply compares, so
 //! "already applied?" is decided on exactly what the server holds. Nothing else reads a cached
 //! template, and the annotation is never sent: applies send the desired object, not the cache.
-//! Secrets are cached for their existence only, so their values are not kept at all.
-//! ConfigMaps, Services, Roles and disruption budgets, which nothing reads but an apply's
-//! comparison, are kept as their whole packed JSON (1.0, 0.5 and 0.2 KB less each; at 1,000
-//! clusters 2.8 MiB). ServiceAccounts and RoleBindings are not: so small that the packed text
-//! weighs as much as the deserialized object (tusk-cache-memory measures it).
+//! Secrets are cached for their existence only, so their values are not kept at all. Kinds
+//! that nothing reads but an apply's comparison are not cached as objects at all (see
+//! `packed`).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -16,17 +14,12 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::watch::drop_managed_fields;
 
 /// The cache-only annotation holding the pod template's JSON.
 pub const CACHED_TEMPLATE: &str = "cache.tusk.dev/pod-template";
-
-/// The cache-only annotation holding a whole object's packed JSON.
-pub const CACHED_OBJECT: &str = "cache.tusk.dev/object";
 
 /// Where each kind keeps its pod template (a JSON pointer).
 fn template_pointer(kind: &str) -> Option<&'static str> {
@@ -72,34 +65,6 @@ pub fn compact_pod(object: &mut Pod) {
     });
 }
 
-/// An object that only an apply compares, as its cache keeps it: its packed JSON (without the
-/// server's bookkeeping, which no apply sets) in one annotation, beside the name, namespace
-/// and owners its watch and store need. [`restore`] gives the comparison the JSON back.
-pub fn compact_whole<K>(object: &mut K)
-where
-    K: Resource + Serialize + Default,
-{
-    drop_managed_fields(object);
-    let meta = object.meta_mut();
-    meta.uid = None;
-    meta.resource_version = None;
-    meta.creation_timestamp = None;
-    meta.generation = None;
-    let Ok(json) = serde_json::to_vec(object) else {
-        return;
-    };
-    let meta = object.meta();
-    let mut compact = K::default();
-    *compact.meta_mut() = ObjectMeta {
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        owner_references: meta.owner_references.clone(),
-        annotations: Some([(CACHED_OBJECT.to_owned(), pack(&json))].into()),
-        ..ObjectMeta::default()
-    };
-    *object = compact;
-}
-
 /// Moves `template` into `meta`'s annotation as packed JSON text; leaves both as they were if
 /// it cannot be serialized (it always can: it was just deserialized).
 fn stash(meta: &mut ObjectMeta, template: &mut PodTemplateSpec) {
@@ -130,20 +95,9 @@ fn unpack(packed: &str) -> Option<Value> {
 /// More than any object the server accepts (objects are capped at ~1.5 MB).
 const UNPACKED_LIMIT: usize = 4 << 20;
 
-/// The JSON of a cached `kind` as the server holds it: a packed whole object unpacked, or the
-/// stashed template back in its place and the annotation gone. A value without either
-/// annotation (a test's cache) is left alone.
+/// The JSON of a cached `kind` as the server holds it: the stashed template back in its place
+/// and the annotation gone. A value without the annotation (a test's cache) is left alone.
 pub fn restore(kind: &str, cached: &mut Value) {
-    let whole = cached
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(CACHED_OBJECT))
-        .and_then(Value::as_str)
-        .map(unpack);
-    if let Some(whole) = whole {
-        // Not unpackable (never): an empty object, so the apply is sent.
-        *cached = whole.unwrap_or(Value::Null);
-        return;
-    }
     let Some(pointer) = template_pointer(kind) else {
         return;
     };
@@ -341,39 +295,5 @@ mod tests {
         restore("StatefulSet", &mut json);
         restore("ConfigMap", &mut json);
         assert_eq!(json, before);
-    }
-
-    #[test]
-    fn an_object_kept_whole_restores_for_the_comparison_and_drift_is_still_seen() {
-        use k8s_openapi::api::core::v1::Service;
-        let live: Service = serde_json::from_value(json!({
-            "metadata": {"name": "db-rw", "namespace": "prod", "uid": "u1",
-                         "resourceVersion": "7", "creationTimestamp": "2026-11-27T08:00:00Z",
-                         "labels": {"app": "db"},
-                         "ownerReferences": [{"apiVersion": "tusk.dev/v1alpha1",
-                             "kind": "PostgreSQL", "name": "db", "uid": "c0ffee"}],
-                         "managedFields": [{"manager": "tusk-operator"}]},
-            "spec": {"ports": [{"port": 5432}], "selector": {"app": "db"},
-                     "clusterIP": "10.0.0.1", "type": "ClusterIP"}
-        }))
-        .unwrap();
-        let mut cached = live.clone();
-        compact_whole(&mut cached);
-        assert_eq!(cached.spec, None, "only the JSON text is kept");
-        assert_eq!(cached.metadata.name.as_deref(), Some("db-rw"));
-        assert_eq!(
-            cached.metadata.owner_references, live.metadata.owner_references,
-            "the watch triggers the owner"
-        );
-        let mut actual = serde_json::to_value(&cached).unwrap();
-        restore("Service", &mut actual);
-        assert_eq!(actual["spec"]["clusterIP"], "10.0.0.1");
-        assert_eq!(actual["metadata"]["labels"]["app"], "db");
-        assert!(actual["metadata"].get("managedFields").is_none());
-        let wanted = json!({"metadata": {"name": "db-rw", "labels": {"app": "db"}},
-                            "spec": {"ports": [{"port": 5432}], "selector": {"app": "db"}}});
-        assert!(contains(&actual, &wanted), "unchanged: no write");
-        let moved = json!({"spec": {"ports": [{"port": 5433}]}});
-        assert!(!contains(&actual, &moved), "a changed port is a write");
     }
 }

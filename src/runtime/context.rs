@@ -16,24 +16,31 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
-use super::compact::{compact_cronjob, compact_secret, compact_statefulset, compact_whole};
+use super::compact::{compact_cronjob, compact_secret, compact_statefulset};
 use super::instances::{InstanceReader, LeaseClock, StatusSource};
-use super::watch::{ChildWatches, drop_managed_fields, owning_cluster};
+use super::packed::{CacheEnded, PackedStore};
+use super::watch::{ChildWatches, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::{AgentSettings, STATUS_PORT};
 
-/// The children a cluster owns, each with its compaction (see `compact`). This is the one
-/// list: each entry is a field of [`Caches`], a watch started by [`watch_owned`] that
-/// triggers the owning cluster, and a cache [`Caches::children_ready`] waits for.
+/// The children a cluster owns. This is the one list: each entry is a field of [`Caches`], a
+/// watch started by [`watch_owned`] that triggers the owning cluster, and a cache
+/// [`Caches::children_ready`] waits for. `cached` kinds are read by reconciles and kept as
+/// objects, each with its compaction (see `compact`); `packed` kinds are read by an apply's
+/// comparison only and kept as packed JSON (see `packed`).
 macro_rules! owned_children {
-    ($($(#[$doc:meta])* $field:ident: $kind:ty => $compact:expr,)*) => {
+    (
+        cached { $($(#[$doc:meta])* $field:ident: $kind:ty => $compact:expr,)* }
+        packed { $($(#[$pdoc:meta])* $pfield:ident: $pkind:ty,)* }
+    ) => {
         /// The watch caches: the clusters, their children and the Backups, fed by the same
         /// watches that trigger reconciles.
         #[derive(Clone)]
         pub struct Caches {
             pub clusters: Store<PostgreSQL>,
             $($(#[$doc])* pub $field: Store<$kind>,)*
+            $($(#[$pdoc])* pub $pfield: PackedStore<$pkind>,)*
             /// The database pods (compacted: labels, readiness and IP), for roles and failover.
             pub pods: Store<Pod>,
             /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
@@ -46,17 +53,20 @@ macro_rules! owned_children {
             /// Waits until every child cache has been filled by its first list. Before that a
             /// cache miss means "not seen yet", not "absent", and acting on it would rewrite
             /// existing objects.
-            pub async fn children_ready(&self) -> Result<(), WriterDropped> {
-                $(self.$field.wait_until_ready().await?;)*
-                self.pods.wait_until_ready().await?;
-                self.jobs.wait_until_ready().await?;
-                self.backups.wait_until_ready().await
+            pub async fn children_ready(&self) -> Result<(), CacheEnded> {
+                let ended = |_: WriterDropped| CacheEnded;
+                $(self.$field.wait_until_ready().await.map_err(ended)?;)*
+                $(self.$pfield.wait_until_ready().await?;)*
+                self.pods.wait_until_ready().await.map_err(ended)?;
+                self.jobs.wait_until_ready().await.map_err(ended)?;
+                self.backups.wait_until_ready().await.map_err(ended)
             }
         }
 
         /// The owned children's caches, as their watches (`drivers`) fill them.
         pub struct OwnedWatches {
-            $(pub $field: Store<$kind>,)*
+            $($field: Store<$kind>,)*
+            $($pfield: PackedStore<$pkind>,)*
             pub drivers: Vec<BoxFuture<'static, ()>>,
         }
 
@@ -67,7 +77,11 @@ macro_rules! owned_children {
                 let ($field, driver) = watches.cached::<$kind>($compact, owning_cluster);
                 drivers.push(driver);
             )*
-            OwnedWatches { $($field,)* drivers }
+            $(
+                let ($pfield, driver) = watches.packed::<$pkind>(owning_cluster);
+                drivers.push(driver);
+            )*
+            OwnedWatches { $($field,)* $($pfield,)* drivers }
         }
 
         impl Caches {
@@ -82,6 +96,7 @@ macro_rules! owned_children {
                 let caches = Self {
                     clusters,
                     $($field: owned.$field,)*
+                    $($pfield: owned.$pfield,)*
                     pods,
                     jobs,
                     backups,
@@ -93,17 +108,22 @@ macro_rules! owned_children {
 }
 
 owned_children! {
-    /// Credentials (compacted: values dropped, only their existence is read).
-    secrets: Secret => compact_secret,
-    config_maps: ConfigMap => compact_whole::<ConfigMap>,
-    services: Service => compact_whole::<Service>,
-    statefulsets: StatefulSet => compact_statefulset,
-    cronjobs: CronJob => compact_cronjob,
-    /// The database pods' identity: account, Role, binding.
-    service_accounts: ServiceAccount => drop_managed_fields,
-    roles: Role => compact_whole::<Role>,
-    role_bindings: RoleBinding => drop_managed_fields,
-    disruption_budgets: PodDisruptionBudget => compact_whole::<PodDisruptionBudget>,
+    cached {
+        /// Credentials (compacted: values dropped; their existence and the server
+        /// certificate's expiry are read).
+        secrets: Secret => compact_secret,
+        statefulsets: StatefulSet => compact_statefulset,
+        cronjobs: CronJob => compact_cronjob,
+    }
+    packed {
+        config_maps: ConfigMap,
+        services: Service,
+        /// The database pods' identity: account, Role, binding.
+        service_accounts: ServiceAccount,
+        roles: Role,
+        role_bindings: RoleBinding,
+        disruption_budgets: PodDisruptionBudget,
+    }
 }
 
 /// The shared state of both controllers.

@@ -11,6 +11,7 @@ pub mod context;
 pub mod events;
 pub mod instances;
 pub mod jobs;
+pub mod packed;
 pub mod settle;
 pub mod status;
 pub mod watch;

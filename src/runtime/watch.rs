@@ -11,8 +11,11 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::warn;
+
+use super::packed::{PackedStore, packed_store};
 
 use crate::crd::PostgreSQL;
 use crate::resources::CLUSTER_LABEL;
@@ -85,6 +88,45 @@ impl ChildWatches<'_> {
                 if let Some(cluster) = object.ok().as_ref().and_then(trigger) {
                     // The receiver only goes away when the controller has stopped.
                     let _ = triggers.unbounded_send(cluster);
+                }
+                futures::future::ready(())
+            });
+        (reader, futures::FutureExt::boxed(driver))
+    }
+
+    /// A watch of the children of kind `K` that only an apply compares: it keeps a
+    /// [`PackedStore`] current (each object as its packed JSON, nothing deserialized) and
+    /// queues the cluster of every touched object, as [`Self::cached`] does.
+    pub fn packed<K>(
+        &self,
+        trigger: fn(&K) -> Option<Trigger>,
+    ) -> (PackedStore<K>, BoxFuture<'static, ()>)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug
+            + Send
+            + 'static,
+    {
+        let (reader, mut writer) = packed_store();
+        let triggers = self.triggers.clone();
+        let driver = watcher(self.scope.api(self.client), self.config.clone())
+            .default_backoff()
+            .for_each(move |event| {
+                if let Ok(event) = event {
+                    let touched = match &event {
+                        watcher::Event::Apply(object)
+                        | watcher::Event::Delete(object)
+                        | watcher::Event::InitApply(object) => trigger(object),
+                        watcher::Event::Init | watcher::Event::InitDone => None,
+                    };
+                    writer.apply(event);
+                    if let Some(cluster) = touched {
+                        // The receiver only goes away when the controller has stopped.
+                        let _ = triggers.unbounded_send(cluster);
+                    }
                 }
                 futures::future::ready(())
             });

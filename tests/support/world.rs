@@ -17,6 +17,7 @@ use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestorePr
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
+use tusk::runtime::packed::PackedStore;
 use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
@@ -231,14 +232,14 @@ pub fn plain_context(
     let caches = Caches {
         clusters: store_of(vec![pg.clone()]).0,
         secrets: store_of(cache.secrets).0,
-        config_maps: store_of(cache.config_maps).0,
-        services: store_of(cache.services).0,
+        config_maps: PackedStore::of(cache.config_maps),
+        services: PackedStore::of(cache.services),
         statefulsets: store_of(cache.statefulsets).0,
         cronjobs: store_of(cache.cronjobs).0,
-        service_accounts: store_of(cache.service_accounts).0,
-        roles: store_of(cache.roles).0,
-        role_bindings: store_of(cache.role_bindings).0,
-        disruption_budgets: store_of(cache.disruption_budgets).0,
+        service_accounts: PackedStore::of(cache.service_accounts),
+        roles: PackedStore::of(cache.roles),
+        role_bindings: PackedStore::of(cache.role_bindings),
+        disruption_budgets: PackedStore::of(cache.disruption_budgets),
         pods: store_of(cache.pods).0,
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,

@@ -1,6 +1,7 @@
 //! Where the operator's memory goes, per watched kind: lists what the operator's watches list
 //! (same selectors, pages of 100), compacts each object as the operator does before caching it
-//! (`tusk::runtime::compact`, `drop_managed_fields`), keeps it in a reflector store, and counts
+//! (`tusk::runtime::compact`, `drop_managed_fields`), keeps it in a reflector store (or packs it
+//! into a `PackedStore`, for the kinds the operator keeps packed), and counts
 //! the heap the store holds afterwards with a counting global allocator. Run against a cluster
 //! at rest (`TUSK_SCALE_CACHE_MEMORY=1 scripts/bench-scale.sh` runs it before the deletes):
 //!   KUBECONFIG=… tusk-cache-memory [--clusters N]
@@ -20,11 +21,11 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tusk::crd::{Backup, PostgreSQL};
-use tusk::runtime::compact::{
-    compact_cronjob, compact_pod, compact_secret, compact_statefulset, compact_whole,
-};
+use tusk::runtime::compact::{compact_cronjob, compact_pod, compact_secret, compact_statefulset};
+use tusk::runtime::packed::{PackedStore, packed_store};
 use tusk::runtime::watch::drop_managed_fields;
 
 /// Bytes allocated and not freed, by everything in this process.
@@ -109,6 +110,38 @@ where
     Ok((objects, bytes, store))
 }
 
+/// As [`measure`], for the kinds the operator keeps in a [`PackedStore`].
+async fn measure_packed<K>(
+    api: Api<K>,
+    selector: Option<&str>,
+) -> Result<(usize, isize, PackedStore<K>), Box<dyn std::error::Error>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let (store, mut writer) = packed_store::<K>();
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut params = ListParams::default().limit(100);
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    writer.apply(watcher::Event::Init);
+    loop {
+        let page = api.list(&params).await?;
+        let next = page.metadata.continue_.clone();
+        for object in page.items {
+            writer.apply(watcher::Event::InitApply(object));
+        }
+        match next.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    writer.apply(watcher::Event::InitDone);
+    drop(writer);
+    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    Ok((store.len(), bytes, store))
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -144,6 +177,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }};
     }
+    // Kinds the operator keeps packed (runtime::context's `packed` list).
+    macro_rules! packed {
+        ($name:literal, $k:ty) => {{
+            let (_, plain, store) = measure(
+                Api::<$k>::all(all(&client)),
+                Some(MANAGED),
+                drop_managed_fields::<$k>,
+            )
+            .await?;
+            drop(store);
+            let (objects, compact, store) =
+                measure_packed(Api::<$k>::all(all(&client)), Some(MANAGED)).await?;
+            keep.push(Box::new(store));
+            rows.push(Row {
+                kind: $name,
+                objects,
+                plain,
+                compact,
+            });
+        }};
+    }
     kind!(
         "PostgreSQL",
         PostgreSQL,
@@ -151,13 +205,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         drop_managed_fields::<PostgreSQL>
     );
     kind!("Secret", Secret, Some(MANAGED), compact_secret);
-    kind!(
-        "ConfigMap",
-        ConfigMap,
-        Some(MANAGED),
-        compact_whole::<ConfigMap>
-    );
-    kind!("Service", Service, Some(MANAGED), compact_whole::<Service>);
+    packed!("ConfigMap", ConfigMap);
+    packed!("Service", Service);
     kind!(
         "StatefulSet",
         StatefulSet,
@@ -165,25 +214,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         compact_statefulset
     );
     kind!("CronJob", CronJob, Some(MANAGED), compact_cronjob);
-    kind!(
-        "ServiceAccount",
-        ServiceAccount,
-        Some(MANAGED),
-        drop_managed_fields::<ServiceAccount>
-    );
-    kind!("Role", Role, Some(MANAGED), compact_whole::<Role>);
-    kind!(
-        "RoleBinding",
-        RoleBinding,
-        Some(MANAGED),
-        drop_managed_fields::<RoleBinding>
-    );
-    kind!(
-        "PodDisruptionBudget",
-        PodDisruptionBudget,
-        Some(MANAGED),
-        compact_whole::<PodDisruptionBudget>
-    );
+    packed!("ServiceAccount", ServiceAccount);
+    packed!("Role", Role);
+    packed!("RoleBinding", RoleBinding);
+    packed!("PodDisruptionBudget", PodDisruptionBudget);
     kind!("Pod (database)", Pod, Some(DATABASE_PODS), compact_pod);
     kind!("Job", Job, Some(MANAGED), drop_managed_fields::<Job>);
     kind!("Backup", Backup, None, drop_managed_fields::<Backup>);
