@@ -19,7 +19,9 @@ use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNO
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::compact_pod;
 use crate::runtime::context::watch_owned;
-use crate::runtime::watch::{ChildWatches, drop_managed_fields, labelled_cluster, shared_watch};
+use crate::runtime::watch::{
+    ChildWatches, RelistSignal, drop_managed_fields, labelled_cluster, shared_watch,
+};
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
 
@@ -100,8 +102,10 @@ pub async fn run(
     let children = watcher::Config::default()
         .labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"))
         .page_size(LIST_PAGE);
+    let (relisted, relists) = futures::channel::mpsc::unbounded();
     let (clusters, cluster_reader) = {
         let (reader, writer) = reflector::store();
+        let mut relist = RelistSignal::new(relisted);
         // Reconcile on spec changes and switchover requests, not on the operator's own status
         // writes.
         let stream = watcher(
@@ -111,6 +115,7 @@ pub async fn run(
         .default_backoff()
         .modify(drop_managed_fields)
         .reflect(writer)
+        .inspect(move |event| relist.observe(event))
         .applied_objects()
         .predicate_filter(spec_or_request, Default::default());
         (stream, reader)
@@ -168,6 +173,7 @@ pub async fn run(
             let clusters = Controller::for_stream(clusters, cluster_reader)
                 .with_config(controller::Config::default().concurrency(8))
                 .reconcile_on(trigger_queue)
+                .reconcile_all_on(relists)
                 .watches_shared_stream(job_events.clone(), cluster_of_job)
                 .watches_shared_stream(backup_events.clone(), move |backup| {
                     clusters_of_backup(&backup, &restoring_lookup)

@@ -181,6 +181,35 @@ where
     (reader, handle, driver)
 }
 
+/// Signals every relist of a watch after its first list ends. kube's controller schedules each
+/// object of a relist as it is listed, but the store takes the new list only once the list is
+/// complete: an object created since the previous list (while the watch was down, or during a
+/// `410 Expired` restart) is looked up in the old store, not found and dropped (kube-rs#1167),
+/// and nothing triggers it again. The signal feeds `reconcile_all_on`, which runs after the
+/// store holds the list. The first list needs none: the controller holds its runner until the
+/// store is ready.
+pub struct RelistSignal {
+    lists: usize,
+    relisted: UnboundedSender<()>,
+}
+
+impl RelistSignal {
+    pub fn new(relisted: UnboundedSender<()>) -> Self {
+        Self { lists: 0, relisted }
+    }
+
+    /// Observes one event of the watch (after its reflector applied it).
+    pub fn observe<K, E>(&mut self, event: &Result<watcher::Event<K>, E>) {
+        if let Ok(watcher::Event::InitDone) = event {
+            self.lists += 1;
+            if self.lists > 1 {
+                // The receiver only goes away when the controller has stopped.
+                let _ = self.relisted.unbounded_send(());
+            }
+        }
+    }
+}
+
 /// Drops `metadata.managedFields` before an object is cached or handed on: nothing reads them
 /// (applies compare fields, not owners), and they are a large part of every object, so caches
 /// of a thousand clusters' children hold far less.
@@ -221,6 +250,28 @@ mod tests {
             labelled_cluster(&object),
             Some(ObjectRef::new("shop").within("prod"))
         );
+    }
+
+    #[test]
+    fn every_relist_after_the_first_list_is_signalled_once_it_is_complete() {
+        let (sender, mut signals) = futures::channel::mpsc::unbounded();
+        let mut signal = RelistSignal::new(sender);
+        let mut count = |events: Vec<watcher::Event<ConfigMap>>| {
+            for event in events {
+                signal.observe::<_, ()>(&Ok(event));
+            }
+            std::iter::from_fn(|| signals.try_next().ok().flatten()).count()
+        };
+        let listed = || watcher::Event::InitApply(ConfigMap::default());
+        let first = vec![watcher::Event::Init, listed(), watcher::Event::InitDone];
+        assert_eq!(count(first), 0, "the first list: the runner waits for it");
+        let changed = vec![watcher::Event::Apply(ConfigMap::default())];
+        assert_eq!(count(changed), 0);
+        let half = vec![watcher::Event::Init, listed()];
+        assert_eq!(count(half), 0, "not before the store holds the new list");
+        assert_eq!(count(vec![watcher::Event::InitDone]), 1);
+        let again = vec![watcher::Event::Init, watcher::Event::InitDone];
+        assert_eq!(count(again), 1);
     }
 
     #[test]
