@@ -12,7 +12,8 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::clusters::backup_schedule::freshness::overdue_at;
 use crate::crd::{Phase, PostgreSQL};
-use crate::resources::{CLUSTER_LABEL, tls};
+use crate::resources::tls;
+use crate::runtime::watch::owning_cluster;
 use k8s_openapi::api::core::v1::Secret;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -292,14 +293,15 @@ impl Metrics {
     pub fn record_certificate_expiry<'a>(&self, secrets: impl IntoIterator<Item = &'a Secret>) {
         self.certificate_expiry.clear();
         for secret in secrets {
-            let cluster = (secret.metadata.labels.as_ref()).and_then(|l| l.get(CLUSTER_LABEL));
+            // The owner names the cluster: cached Secrets keep no labels.
+            let cluster = owning_cluster(secret);
             let (Some(cluster), Some(not_after)) = (cluster, tls::recorded_not_after(secret))
             else {
                 continue;
             };
             let labels = ClusterLabels {
-                namespace: secret.metadata.namespace.clone().unwrap_or_default(),
-                cluster: cluster.clone(),
+                namespace: cluster.namespace.unwrap_or_default(),
+                cluster: cluster.name,
             };
             let at = not_after.unix_timestamp();
             self.certificate_expiry.get_or_create(&labels).set(at);

@@ -19,7 +19,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::Value;
 
 use super::watch::drop_managed_fields;
-use crate::resources::CLUSTER_LABEL;
 use crate::resources::tls::NOT_AFTER_ANNOTATION;
 
 /// The cache-only annotation holding the pod template's JSON.
@@ -48,10 +47,10 @@ pub fn compact_cronjob(object: &mut CronJob) {
     }
 }
 
-/// A Secret as its cache keeps it: whether it exists, its cluster and the server
-/// certificate's recorded expiry are all a reconcile and the metrics read. The rest of its
-/// metadata goes too (a fifth of a compacted Secret: five per cluster); the owner reference
-/// keeps what finds the owning cluster.
+/// A Secret as its cache keeps it: whether it exists and the server certificate's recorded
+/// expiry are all a reconcile reads, and the metrics add the cluster, which the owner reference
+/// names. The rest of the metadata goes too: a map of one entry still allocates a whole B-tree
+/// node (~0.5 KB), and there are five Secrets per cluster.
 pub fn compact_secret(object: &mut Secret) {
     let meta = &object.metadata;
     let keep = |map: &Option<BTreeMap<String, String>>, key: &str| {
@@ -73,7 +72,6 @@ pub fn compact_secret(object: &mut Secret) {
         metadata: ObjectMeta {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
-            labels: keep(&meta.labels, CLUSTER_LABEL),
             annotations: keep(&meta.annotations, NOT_AFTER_ANNOTATION),
             owner_references,
             deletion_timestamp: meta.deletion_timestamp.clone(),
@@ -329,9 +327,7 @@ mod tests {
         let meta = &secret.metadata;
         assert_eq!(meta.name.as_deref(), Some("db-server-tls"));
         assert_eq!(meta.uid, None);
-        let labels = meta.labels.as_ref().unwrap();
-        assert_eq!(labels.len(), 1, "{labels:?}");
-        assert_eq!(labels[CLUSTER_LABEL], "db", "the metrics read the cluster");
+        assert_eq!(meta.labels, None);
         assert!(
             crate::resources::tls::recorded_not_after(&secret).is_some(),
             "renewal and the metrics read the expiry"
