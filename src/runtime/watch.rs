@@ -260,7 +260,7 @@ mod tests {
             for event in events {
                 signal.observe::<_, ()>(&Ok(event));
             }
-            std::iter::from_fn(|| signals.try_next().ok().flatten()).count()
+            std::iter::from_fn(|| signals.try_recv().ok()).count()
         };
         let listed = || watcher::Event::InitApply(ConfigMap::default());
         let first = vec![watcher::Event::Init, listed(), watcher::Event::InitDone];
