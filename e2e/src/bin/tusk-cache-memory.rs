@@ -73,8 +73,33 @@ struct Row {
     compact: isize,
 }
 
-/// Lists `api` with `selector` in pages of 100, compacts every object with `compact` and keeps
-/// it in a store: the heap that store holds once the lists are gone.
+/// Lists `api` with `selector` in pages of 100, handing each object to `each`, one page held
+/// at a time (as the operator's watches list).
+async fn for_each_listed<K>(
+    api: &Api<K>,
+    selector: Option<&str>,
+    mut each: impl FnMut(K),
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let mut params = ListParams::default().limit(100);
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    loop {
+        let page = api.list(&params).await?;
+        let next = page.metadata.continue_.clone();
+        page.items.into_iter().for_each(&mut each);
+        match next.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Lists `api` with `selector`, compacts every object with `compact` and keeps it in a store:
+/// the heap that store holds once the lists are gone.
 async fn measure<K>(
     api: Api<K>,
     selector: Option<&str>,
@@ -85,25 +110,14 @@ where
 {
     let (store, mut writer) = reflector::store::<K>();
     let before = LIVE.load(Ordering::Relaxed);
-    let mut params = ListParams::default().limit(100);
-    if let Some(selector) = selector {
-        params = params.labels(selector);
-    }
     let mut objects = 0;
     writer.apply_watcher_event(&watcher::Event::Init);
-    loop {
-        let page = api.list(&params).await?;
-        let next = page.metadata.continue_.clone();
-        for mut object in page.items {
-            compact(&mut object);
-            writer.apply_watcher_event(&watcher::Event::InitApply(object));
-            objects += 1;
-        }
-        match next.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
-    }
+    for_each_listed(&api, selector, |mut object| {
+        compact(&mut object);
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+        objects += 1;
+    })
+    .await?;
     writer.apply_watcher_event(&watcher::Event::InitDone);
     drop(writer);
     let bytes = LIVE.load(Ordering::Relaxed) - before;
@@ -120,22 +134,11 @@ where
 {
     let (store, mut writer) = packed_store::<K>();
     let before = LIVE.load(Ordering::Relaxed);
-    let mut params = ListParams::default().limit(100);
-    if let Some(selector) = selector {
-        params = params.labels(selector);
-    }
     writer.apply(watcher::Event::Init);
-    loop {
-        let page = api.list(&params).await?;
-        let next = page.metadata.continue_.clone();
-        for object in page.items {
-            writer.apply(watcher::Event::InitApply(object));
-        }
-        match next.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
-    }
+    for_each_listed(&api, selector, |object| {
+        writer.apply(watcher::Event::InitApply(object));
+    })
+    .await?;
     writer.apply(watcher::Event::InitDone);
     drop(writer);
     let bytes = LIVE.load(Ordering::Relaxed) - before;
@@ -157,8 +160,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
     // The compaction of each kind is the operator's (runtime::context's owned_children! list,
     // compact_pod for the pods, drop_managed_fields for the rest): keep the two in step.
-    macro_rules! kind {
-        ($name:literal, $k:ty, $selector:expr, $compact:expr) => {{
+    // One row: the heap with the managed fields dropped only, then as `$cached` keeps it.
+    macro_rules! row {
+        ($name:literal, $k:ty, $selector:expr, $cached:expr) => {{
             let (_, plain, store) = measure(
                 Api::<$k>::all(all(&client)),
                 $selector,
@@ -166,8 +170,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
             .await?;
             drop(store);
-            let (objects, compact, store) =
-                measure(Api::<$k>::all(all(&client)), $selector, $compact).await?;
+            let (objects, compact, store) = $cached.await?;
             keep.push(Box::new(store));
             rows.push(Row {
                 kind: $name,
@@ -177,26 +180,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }};
     }
+    macro_rules! kind {
+        ($name:literal, $k:ty, $selector:expr, $compact:expr) => {
+            row!(
+                $name,
+                $k,
+                $selector,
+                measure(Api::<$k>::all(all(&client)), $selector, $compact)
+            )
+        };
+    }
     // Kinds the operator keeps packed (runtime::context's `packed` list).
     macro_rules! packed {
-        ($name:literal, $k:ty) => {{
-            let (_, plain, store) = measure(
-                Api::<$k>::all(all(&client)),
+        ($name:literal, $k:ty) => {
+            row!(
+                $name,
+                $k,
                 Some(MANAGED),
-                drop_managed_fields::<$k>,
+                measure_packed(Api::<$k>::all(all(&client)), Some(MANAGED))
             )
-            .await?;
-            drop(store);
-            let (objects, compact, store) =
-                measure_packed(Api::<$k>::all(all(&client)), Some(MANAGED)).await?;
-            keep.push(Box::new(store));
-            rows.push(Row {
-                kind: $name,
-                objects,
-                plain,
-                compact,
-            });
-        }};
+        };
     }
     kind!(
         "PostgreSQL",
