@@ -78,37 +78,102 @@ async fn an_existing_secret_is_never_overwritten() {
     assert_eq!(verifier::writes(&seen).len(), 0);
 }
 
+/// A read of `name` answered with the Secret the converged `cache` holds under that name.
+fn get_cached_secret(cache: &Cache, name: &str) -> Expect {
+    let secret = cache
+        .secrets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+        .map(|s| serde_json::to_value(s).expect("serialisable"))
+        .expect("in the converged cache");
+    Expect::new(Method::GET, format!("{SECRETS}/{name}"), move |_| {
+        (StatusCode::OK, secret)
+    })
+}
+
 #[tokio::test]
 async fn a_deleted_secret_is_recreated_with_a_warning() {
-    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
-        remove_named(&mut cache.secrets, "demo-app");
-    });
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    let server = get_cached_secret(&cache, "demo-server-tls");
+    remove_named(&mut cache.secrets, "demo-app");
     let (_, seen) = scenario(
         pg,
         cache,
         vec![
             Expect::get_missing(format!("{SECRETS}/demo-app")),
+            // Its CA comes from the server Secret, which the cache holds without data.
+            server,
             Expect::create(SECRETS),
             Expect::event(NS),
             Expect::event(NS),
         ],
     )
     .await;
-    assert_eq!(seen[2].body["note"], "Created Secret demo-app");
-    assert_eq!(seen[3].body["type"], "Warning");
-    assert_eq!(event_reason(&seen[3]), "SecretRecreated");
-    let password = seen[1].body["data"]["password"].as_str().expect("password");
+    assert_eq!(seen[2].body["data"]["ca.crt"], "Y2E=", "the CA, \"ca\"");
+    assert_eq!(seen[3].body["note"], "Created Secret demo-app");
+    assert_eq!(seen[4].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[4]), "SecretRecreated");
+    let password = seen[2].body["data"]["password"].as_str().expect("password");
     assert!(
-        !seen[3].body.to_string().contains(password),
+        !seen[4].body.to_string().contains(password),
         "no secret in Events"
     );
 }
 
 #[tokio::test]
+async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    let server = get_cached_secret(&cache, "demo-server-tls");
+    // As an operator without TLS stored it: its own, with no CA and a plain URI.
+    let cluster = tusk::resources::Cluster::new(&pg).expect("valid");
+    let mut old = tusk::resources::app_secret(&cluster, "old-password");
+    let data = old.data.as_mut().expect("data");
+    data.remove("sslmode");
+    data.remove("jdbc-uri");
+    remove_named(&mut cache.secrets, "demo-app");
+    cache.secrets.push(old.clone());
+    let stored = serde_json::to_value(&old).expect("serialisable");
+    let script = vec![
+        Expect::new(Method::GET, format!("{SECRETS}/demo-app"), move |_| {
+            (StatusCode::OK, stored)
+        }),
+        server,
+        Expect::apply(format!("{SECRETS}/demo-app")),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let applied = &seen[2].body;
+    let text = |key: &str| {
+        let encoded = applied["data"][key].as_str().expect(key);
+        String::from_utf8(
+            base64::Engine::decode(&base64::prelude::BASE64_STANDARD, encoded).expect("base64"),
+        )
+        .expect("utf-8")
+    };
+    assert_eq!(
+        text("password"),
+        "old-password",
+        "the database's password is kept"
+    );
+    assert_eq!(text("ca.crt"), "ca");
+    assert_eq!(
+        text("uri"),
+        "postgresql://app:old%2Dpassword@demo-rw.prod.svc:5432/app?sslmode=verify-full"
+    );
+    assert_eq!(
+        applied["metadata"]["annotations"][tls::CA_FINGERPRINT_ANNOTATION],
+        tls::ca_fingerprint("ca")
+    );
+    assert_eq!(seen[3].body["note"], "Updated Secret demo-app");
+    assert!(!seen[3].body.to_string().contains("old-password"));
+}
+
+#[tokio::test]
 async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
-    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
-        remove_named(&mut cache.secrets, "demo-ca");
-    });
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    let superuser = get_cached_secret(&cache, "demo-superuser");
+    let app = get_cached_secret(&cache, "demo-app");
+    remove_named(&mut cache.secrets, "demo-ca");
     let (_, seen) = scenario(
         pg,
         cache,
@@ -117,12 +182,24 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
             Expect::create(SECRETS),
             // The server certificate is replaced: the old one was signed by the lost CA.
             Expect::apply(format!("{SECRETS}/demo-server-tls")),
+            // The credentials follow: clients get the new CA, with their passwords kept.
+            superuser,
+            Expect::apply(format!("{SECRETS}/demo-superuser")),
+            app,
+            Expect::apply(format!("{SECRETS}/demo-app")),
             Expect::event(NS),
             Expect::event(NS),
             Expect::event(NS),
         ],
     )
     .await;
+    // Base64 of the passwords the converged world stored.
+    for (applied, password) in [(4, "c3UtcGFzc3dvcmQ="), (6, "YXBwLXBhc3N3b3Jk")] {
+        let data = &seen[applied].body["data"];
+        assert_eq!(data["ca.crt"], seen[1].body["data"]["ca.crt"]);
+        assert_eq!(data["password"], password);
+    }
+    let seen = [&seen[..3], &seen[7..]].concat();
     assert_eq!(seen[1].body["metadata"]["name"], "demo-ca");
     let ca = seen[1].body["data"]["ca.crt"].as_str().expect("ca.crt");
     assert_eq!(seen[2].body["data"]["ca.crt"].as_str(), Some(ca));
@@ -137,7 +214,10 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
         .collect();
     assert_eq!(
         notes[..2],
-        ["Created Secret demo-ca", "Updated Secret demo-server-tls"]
+        [
+            "Created Secret demo-ca",
+            "Updated Secret demo-server-tls, Secret demo-superuser, Secret demo-app"
+        ]
     );
     assert_eq!(event_reason(&seen[5]), "CertificateAuthorityRecreated");
     assert_eq!(seen[5].body["type"], "Warning");
@@ -155,17 +235,21 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
     let ca = tls::issue_ca(&cluster, now).expect("CA");
     let stored = serde_json::to_value(tls::ca_secret(&cluster, &ca)).expect("JSON");
     let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        // Issued 17 months ago (less than a third of 24 months left) by the stored CA, which
+        // the credentials already carry: the renewal rewrites the server Secret alone.
+        let expires = tls::server_not_after(now - time::Duration::days(510));
+        let at = jiff::Timestamp::from_second(expires.unix_timestamp()).unwrap();
         for secret in &mut cache.secrets {
-            if secret.metadata.name.as_deref() == Some("demo-server-tls") {
-                // Issued 17 months ago: less than a third of 24 months left.
-                let expires = tls::server_not_after(now - time::Duration::days(510));
-                let at = jiff::Timestamp::from_second(expires.unix_timestamp()).unwrap();
-                secret
-                    .metadata
-                    .annotations
-                    .get_or_insert_default()
-                    .insert(tls::NOT_AFTER_ANNOTATION.to_owned(), at.to_string());
+            let annotations = secret.metadata.annotations.get_or_insert_default();
+            match secret.metadata.name.as_deref() {
+                Some("demo-server-tls") => {
+                    annotations.insert(tls::NOT_AFTER_ANNOTATION.to_owned(), at.to_string());
+                }
+                Some("demo-superuser" | "demo-app") => {}
+                _ => continue,
             }
+            let fingerprint = tls::ca_fingerprint(&ca.cert);
+            annotations.insert(tls::CA_FINGERPRINT_ANNOTATION.to_owned(), fingerprint);
         }
     });
     let (_, seen) = scenario(

@@ -28,16 +28,17 @@ async fn create_from_empty_makes_exactly_these_calls() {
         // The cleanup finalizer before any other child, so a deletion can never skip
         // backup.onDelete.
         Expect::patch_cluster(CLUSTER),
+        // The cluster's CA, then the server certificate it signs.
+        Expect::get_missing(format!("{SECRETS}/demo-server-tls")),
+        Expect::get_missing(format!("{SECRETS}/demo-ca")),
+        Expect::create(SECRETS),
+        Expect::create(SECRETS),
+        // The credentials, which carry that CA.
         Expect::get_missing(format!("{SECRETS}/demo-superuser")),
         Expect::create(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-app")),
         Expect::create(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-replication")),
-        Expect::create(SECRETS),
-        // The cluster's CA, then the server certificate it signs.
-        Expect::get_missing(format!("{SECRETS}/demo-server-tls")),
-        Expect::get_missing(format!("{SECRETS}/demo-ca")),
-        Expect::create(SECRETS),
         Expect::create(SECRETS),
         Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
         Expect::apply(format!("{SERVICES}/demo-rw")),
@@ -74,7 +75,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
         );
         assert!(apply.query.contains("force=true"), "{}", apply.query);
     }
-    let secret = &seen[1].body;
+    let secret = &seen[5].body;
     assert_eq!(secret["metadata"]["name"], "demo-superuser");
     let password = secret["data"]["password"].as_str().expect("password set");
     assert_eq!(
@@ -83,8 +84,16 @@ async fn create_from_empty_makes_exactly_these_calls() {
         "32 random bytes of alphanumerics, base64-encoded"
     );
     assert_ne!(
-        seen[1].body["data"]["password"],
-        seen[3].body["data"]["password"]
+        seen[5].body["data"]["password"],
+        seen[7].body["data"]["password"]
+    );
+    // The credentials carry the CA the server certificate was signed with.
+    let (ca, server) = (&seen[2].body, &seen[3].body);
+    assert_eq!(server["metadata"]["name"], "demo-server-tls");
+    assert_eq!(secret["data"]["ca.crt"], ca["data"]["ca.crt"]);
+    assert_eq!(
+        secret["metadata"]["annotations"]["tusk.dev/ca-sha256"],
+        server["metadata"]["annotations"]["tusk.dev/ca-sha256"]
     );
 
     let events: Vec<_> = seen
@@ -98,8 +107,8 @@ async fn create_from_empty_makes_exactly_these_calls() {
     assert_eq!(
         notes,
         [
-            "Created Secret demo-superuser, Secret demo-app, Secret demo-replication, Secret \
-             demo-ca, Secret demo-server-tls, ConfigMap demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
+            "Created Secret demo-ca, Secret demo-server-tls, Secret demo-superuser, Secret \
+             demo-app, Secret demo-replication, ConfigMap demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
              ServiceAccount demo-instance, Role demo-instance, RoleBinding demo-instance, \
              StatefulSet demo, Lease demo-primary"
         ]

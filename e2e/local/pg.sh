@@ -2,7 +2,9 @@
 # psql as the superuser against the local PostgreSQL that e2e/local/jobrunner.py runs for a Tusk
 # cluster, over TCP with the password from the cluster's `<cluster>-superuser` Secret (the way
 # the backup agent connects). Tests seed and check data with it. TUSK_PG_SECRET=app connects as
-# the application owner instead, with `<cluster>-app`'s username, password and database.
+# the application owner instead, with `<cluster>-app`'s username, password and database. The
+# server is verified as applications do: sslmode and ca.crt from the same Secret (the local
+# server presents the cluster's certificate, which names localhost).
 #   e2e/local/pg.sh NAMESPACE CLUSTER [psql args...]
 #   e2e/local/pg.sh default shop -d shop -c 'SELECT count(*) FROM orders'
 set -euo pipefail
@@ -22,4 +24,13 @@ export PGPASSWORD
 db=postgres
 [[ "$which" == superuser ]] || db=$(secret dbname)
 bin=${TUSK_PG_BIN_DIR:-$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin | sort -V | tail -1)}
-exec "$bin/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U "$user" -d "$db" "$@"
+host=127.0.0.1
+if [[ -n "$(secret ca\\.crt)" ]]; then
+  ca=$(mktemp)
+  trap 'rm -f "$ca"' EXIT
+  secret ca\\.crt >"$ca"
+  PGSSLMODE=$(secret sslmode) PGSSLROOTCERT=$ca PGHOSTADDR=127.0.0.1
+  export PGSSLMODE PGSSLROOTCERT PGHOSTADDR
+  host=localhost
+fi
+"$bin/psql" -X -v ON_ERROR_STOP=1 -h "$host" -p "$port" -U "$user" -d "$db" "$@"

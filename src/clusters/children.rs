@@ -1,5 +1,5 @@
 //! The apply step for a cluster's children: the desired objects (see `desired`) are applied in
-//! dependency order — credentials, configuration, Services, the StatefulSet, then the backup
+//! dependency order — certificates and credentials, configuration, Services, the StatefulSet, then the backup
 //! CronJob, which depends on the StatefulSet being ready — and every write is reported.
 
 use std::fmt::Debug;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::Api;
@@ -16,13 +16,14 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::credentials::apply_secrets;
 use super::desired::Desired;
 use super::status::{BackupSchedule, Readiness};
 use super::storage::{StorageProgress, expand_claims};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::resources::Cluster;
 use crate::resources::storage::keep_claim_template;
-use crate::resources::{Cluster, tls};
-use crate::runtime::apply::{Change, Written, apply, apply_json, create, delete};
+use crate::runtime::apply::{Change, Written, apply, apply_json, delete};
 use crate::runtime::packed::PackedStore;
 use crate::runtime::{Context, cached};
 
@@ -47,12 +48,7 @@ pub async fn apply_children(
     let (ns, client, caches) = (cluster.namespace, ctx.client.clone(), &ctx.caches);
     let mut writes = Vec::new();
 
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for secret in desired.secrets {
-        let change = ensure_secret(&secrets, ctx, ns, &secret).await?;
-        writes.extend(Written::of(&secret, change));
-    }
-    writes.extend(ensure_certificates(cluster, ctx, &secrets).await?);
+    writes.extend(apply_secrets(cluster, &desired, ctx).await?);
 
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let config_map = desired.config_map;
@@ -197,90 +193,4 @@ async fn apply_budget(
         }
     }
     Ok(())
-}
-
-/// Issues the cluster's CA and its server certificate once, each in its Secret. Only what is
-/// missing is made: a missing server certificate is signed by the stored CA (clients that trust
-/// it keep trusting the server); a missing CA is issued anew with a server certificate it signs,
-/// which replaces the old one.
-async fn ensure_certificates(
-    cluster: &Cluster<'_>,
-    ctx: &Context,
-    api: &Api<Secret>,
-) -> Result<Vec<Written>> {
-    let ns = cluster.namespace;
-    let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
-    let now = time::OffsetDateTime::now_utc();
-    let due = |secret: &Secret| tls::server_renewal_due(secret, now);
-    let cached_server = cached(&ctx.caches.secrets, ns, &server_name);
-    let ca_cached = cached(&ctx.caches.secrets, ns, &ca_name).is_some();
-    if ca_cached && cached_server.as_deref().is_some_and(|s| !due(s)) {
-        return Ok(Vec::new());
-    }
-    // The cache can lag behind the API server: reads decide what is really missing.
-    let read = |name: String| async move {
-        api.get_opt(&name).await.map_err(|source| Error::Read {
-            kind: "Secret".to_owned(),
-            name,
-            source,
-        })
-    };
-    // None: no server Secret; Some(true): its certificate is due for renewal.
-    let server_due = match cached_server {
-        Some(secret) => Some(due(&secret)),
-        None => read(server_name).await?.map(|secret| due(&secret)),
-    };
-    let mut writes = Vec::new();
-    let ca = match read(ca_name).await? {
-        Some(_) if server_due == Some(false) => return Ok(writes),
-        Some(stored) => tls::stored_ca(&stored)?,
-        None => {
-            let ca = tls::issue_ca(cluster, now)?;
-            let secret = tls::ca_secret(cluster, &ca);
-            let change = create(api, &secret).await?;
-            writes.extend(Written::of(&secret, change));
-            if change != Change::Created {
-                // Another writer stored a CA meanwhile: the next reconcile signs with it.
-                return Ok(writes);
-            }
-            ca
-        }
-    };
-    let server = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
-    let secret = tls::server_secret(cluster, &server, &ca.cert, tls::server_not_after(now));
-    // A renewal (or a new CA) replaces the Secret's files in place; the instance managers
-    // reload PostgreSQL when they change, no pod restarts.
-    let change = if server_due.is_some() {
-        apply(api, None, secret.clone()).await?;
-        Change::Updated
-    } else {
-        create(api, &secret).await?
-    };
-    writes.extend(Written::of(&secret, change));
-    Ok(writes)
-}
-
-/// Creates a credentials Secret once. An existing Secret, ours or one the user brought, is
-/// never rewritten: the database keeps the password it was initialised with.
-async fn ensure_secret(
-    api: &Api<Secret>,
-    ctx: &Context,
-    namespace: &str,
-    secret: &Secret,
-) -> Result<Change> {
-    let name = secret.name_any();
-    if cached(&ctx.caches.secrets, namespace, &name).is_some() {
-        return Ok(Change::Unchanged);
-    }
-    // The cache can lag behind the API server; a read protects an existing password.
-    let read_error = |source| Error::Read {
-        kind: "Secret".to_owned(),
-        name: name.clone(),
-        source,
-    };
-    if api.get_opt(&name).await.map_err(read_error)?.is_some() {
-        return Ok(Change::Unchanged);
-    }
-    // Created by a concurrent reconcile between our read and write: keep theirs.
-    create(api, secret).await
 }

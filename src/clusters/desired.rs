@@ -12,9 +12,11 @@ use crate::resources::{self, AgentSettings, Cluster, ParameterError};
 /// The children of one cluster, in the order they are applied.
 #[derive(Clone, Debug)]
 pub struct Desired {
-    /// The superuser's, the application's and the replication role's credentials, with fresh
-    /// passwords: created only when absent, never rewritten.
-    pub secrets: [Secret; 3],
+    /// The superuser's and the application's credentials, with fresh passwords: created only
+    /// when absent; the password is never rewritten.
+    pub credentials: [Secret; 2],
+    /// The replication role's password: created only when absent, never rewritten.
+    pub replication: Secret,
     pub config_map: ConfigMap,
     /// The `-rw` Service in its two states (see [`ClientService`]).
     pub rw: ClientService,
@@ -64,11 +66,11 @@ pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, Para
     let config_map = resources::config_map(cluster)?;
     let checksum = resources::config_checksum(&config_map);
     Ok(Desired {
-        secrets: [
+        credentials: [
             resources::superuser_secret(cluster, &resources::generate_password()),
             resources::app_secret(cluster, &resources::generate_password()),
-            resources::replication_secret(cluster, &resources::generate_password()),
         ],
+        replication: resources::replication_secret(cluster, &resources::generate_password()),
         statefulset: resources::statefulset(cluster, &checksum, agent),
         config_map,
         rw: ClientService {
@@ -108,8 +110,9 @@ mod tests {
         let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent).unwrap();
         let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
-            .secrets
+            .credentials
             .iter()
+            .chain([&children.replication])
             .map(ResourceExt::name_any)
             .chain([
                 children.config_map.name_any(),

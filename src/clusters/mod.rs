@@ -1,7 +1,7 @@
 //! The PostgreSQL controller. `reconcile` orders the phases; each has its room:
 //!
 //! - the pipeline, in order: `validate` → `desired` (build, pure) → `children` (apply, with
-//!   `storage` for claim growth) → `restore` → `status` (computed, pure) → `report` (the status
+//!   `credentials` for the Secrets and `storage` for claim growth) → `restore` → `status` (computed, pure) → `report` (the status
 //!   written, and every Event of a reconcile); `readiness` is the fact Ready derives from;
 //!   `cleanup` carries out the finalizer on deletion.
 //! - [`ha`]: who is primary — the Lease, failover, switchover, rolling restarts, role labels.
@@ -15,6 +15,7 @@
 pub mod backup_schedule;
 pub mod children;
 pub mod cleanup;
+pub mod credentials;
 pub mod desired;
 pub mod ha;
 pub mod readiness;

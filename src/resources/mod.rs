@@ -43,8 +43,8 @@ pub use instance_access::{
 };
 pub use postgres_container::{INSTANCE_MANAGER, STATUS_PORT};
 pub use secrets::{
-    SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,
-    superuser_secret,
+    SSLMODE, SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,
+    superuser_secret, with_ca,
 };
 pub use services::{CLIENTS_HELD_LABEL, any_service, headless_service, ro_service, rw_service};
 pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};

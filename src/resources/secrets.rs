@@ -1,5 +1,8 @@
 //! The superuser and application credential Secrets. Passwords are generated once, from a CSPRNG,
-//! and never rewritten by the operator: the database keeps the password it was initialised with.
+//! and never changed by the operator: the database keeps the password it was initialised with.
+//! What clients need to verify the server (`ca.crt`, `sslmode`, URIs asking for `verify-full`)
+//! follows the cluster's CA: [`with_ca`] adds it, recording its fingerprint as the server Secret
+//! does ([`CA_FINGERPRINT_ANNOTATION`]).
 
 use std::collections::BTreeMap;
 
@@ -8,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use rand::distr::{Alphanumeric, SampleString};
 
+use super::tls::{CA_CRT, CA_FINGERPRINT_ANNOTATION, ca_fingerprint};
 use super::{Cluster, Component, POSTGRES_PORT};
 
 /// Name of the PostgreSQL superuser role.
@@ -68,6 +72,12 @@ pub fn replication_secret(cluster: &Cluster, password: &str) -> Secret {
     secret
 }
 
+/// What every connection string asks of the server: TLS, a certificate the cluster's CA signed,
+/// and the name dialled among its names. libpq and pgjdbc both read the CA from
+/// `~/.postgresql/root.crt` unless `sslrootcert` (or `PGSSLROOTCERT`) names another file; the
+/// Secret's `ca.crt` is that file.
+pub const SSLMODE: &str = "verify-full";
+
 fn credentials(
     cluster: &Cluster,
     name: String,
@@ -76,36 +86,87 @@ fn credentials(
     password: &str,
 ) -> Secret {
     let host = cluster.rw_host();
+    Secret {
+        metadata: cluster.child_meta(name, Component::Credentials),
+        type_: Some("kubernetes.io/basic-auth".to_owned()),
+        data: Some(connection_data(&host, user, dbname, password)),
+        ..Secret::default()
+    }
+}
+
+fn connection_data(
+    host: &str,
+    user: &str,
+    dbname: &str,
+    password: &str,
+) -> BTreeMap<String, ByteString> {
     let port = POSTGRES_PORT.to_string();
+    let encode = |text| utf8_percent_encode(text, NON_ALPHANUMERIC).to_string();
     let uri = format!(
-        "postgresql://{user}:{}@{host}:{port}/{dbname}",
-        utf8_percent_encode(password, NON_ALPHANUMERIC)
+        "postgresql://{}:{}@{host}:{port}/{dbname}?sslmode={SSLMODE}",
+        encode(user),
+        encode(password)
+    );
+    let jdbc = format!(
+        "jdbc:postgresql://{host}:{port}/{dbname}?user={}&password={}&sslmode={SSLMODE}",
+        encode(user),
+        encode(password)
     );
     let pgpass = format!("{host}:{port}:{dbname}:{user}:{password}\n");
-    let data = [
-        ("host", host.as_str()),
+    [
+        ("host", host),
         ("port", port.as_str()),
         ("dbname", dbname),
         ("username", user),
         ("password", password),
+        ("sslmode", SSLMODE),
         ("uri", uri.as_str()),
+        ("jdbc-uri", jdbc.as_str()),
         ("pgpass", pgpass.as_str()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-    .collect::<BTreeMap<_, _>>();
-    Secret {
-        metadata: cluster.child_meta(name, Component::Credentials),
-        type_: Some("kubernetes.io/basic-auth".to_owned()),
+    .collect()
+}
+
+fn value<'a>(secret: &'a Secret, key: &str) -> Option<&'a str> {
+    std::str::from_utf8(&secret.data.as_ref()?.get(key)?.0).ok()
+}
+
+/// `secret` (a credentials Secret of ours, as stored) rebuilt from its own login with today's
+/// keys, its `ca.crt` the cluster's CA certificate `ca_cert` and that CA's fingerprint recorded.
+/// The password is the one stored: never a new one. None when the stored Secret lacks part of
+/// its login (edited by hand): it is left as it is.
+pub fn with_ca(secret: &Secret, ca_cert: &str) -> Option<Secret> {
+    let (user, dbname, password) = (
+        value(secret, "username")?,
+        value(secret, "dbname")?,
+        value(secret, "password")?,
+    );
+    let host = value(secret, "host")?;
+    let mut data = connection_data(host, user, dbname, password);
+    data.insert(CA_CRT.to_owned(), ByteString(ca_cert.as_bytes().to_vec()));
+    let mut metadata = secret.metadata.clone();
+    metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            CA_FINGERPRINT_ANNOTATION.to_owned(),
+            ca_fingerprint(ca_cert),
+        );
+    Some(Secret {
+        metadata,
+        type_: secret.type_.clone(),
         data: Some(data),
         ..Secret::default()
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::resources::fixtures::*;
+    use crate::resources::tls::recorded_ca;
 
     fn assert_values(secret: &Secret, want: &[(&str, &str)]) {
         for (key, value) in want {
@@ -131,10 +192,62 @@ mod tests {
                 ("dbname", "app"),
                 ("username", "app"),
                 ("password", "s3cr3t"),
-                ("uri", "postgresql://app:s3cr3t@demo-rw.prod.svc:5432/app"),
+                ("sslmode", "verify-full"),
+                (
+                    "uri",
+                    "postgresql://app:s3cr3t@demo-rw.prod.svc:5432/app?sslmode=verify-full",
+                ),
+                (
+                    "jdbc-uri",
+                    "jdbc:postgresql://demo-rw.prod.svc:5432/app?user=app&password=s3cr3t\
+                     &sslmode=verify-full",
+                ),
             ],
         );
         assert_eq!(password_of(&secret).as_deref(), Some("s3cr3t"));
+    }
+
+    #[test]
+    fn trust_adds_the_ca_and_keeps_the_stored_password() {
+        // As stored by an operator before TLS: a plain URI, no CA.
+        let mut stored = built(app_secret, "kept");
+        let data = stored.data.as_mut().unwrap();
+        data.insert(
+            "uri".into(),
+            ByteString(b"postgresql://app:kept@h:5432/app".to_vec()),
+        );
+        data.remove("sslmode");
+        data.remove("jdbc-uri");
+        assert_eq!(recorded_ca(&stored), None);
+
+        let trusted = with_ca(&stored, "CA PEM").unwrap();
+        let fingerprint = ca_fingerprint("CA PEM");
+        assert_eq!(recorded_ca(&trusted), Some(fingerprint.as_str()));
+        assert_ne!(fingerprint, ca_fingerprint("another CA"));
+        let mut want = built(app_secret, "kept");
+        want.data
+            .as_mut()
+            .unwrap()
+            .insert("ca.crt".into(), ByteString(b"CA PEM".to_vec()));
+        assert_eq!(trusted.data, want.data);
+        assert_eq!(trusted.metadata.name, want.metadata.name);
+        assert_eq!(trusted.type_, want.type_);
+
+        // A Secret edited by hand (no password) is left alone.
+        stored.data.as_mut().unwrap().remove("password");
+        assert_eq!(with_ca(&stored, "CA PEM"), None);
+    }
+
+    #[test]
+    fn logins_with_reserved_characters_stay_valid_uris() {
+        let secret = built(superuser_secret, "a/b@c");
+        assert_values(
+            &secret,
+            &[(
+                "uri",
+                "postgresql://postgres:a%2Fb%40c@demo-rw.prod.svc:5432/postgres?sslmode=verify-full",
+            )],
+        );
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub const SERVER_LIFETIME: Duration = Duration::days(2 * 365);
 /// On the server Secret: when its certificate expires (RFC 3339). Renewal and status read it
 /// from the cached metadata; the certificate itself is never cached.
 pub const NOT_AFTER_ANNOTATION: &str = "tusk.dev/not-after";
+/// On the server Secret and the credentials Secrets: which CA their `ca.crt` holds (the first
+/// 64 bits of its SHA-256, hex). The credentials follow the server Secret's: a reconcile compares
+/// the two cached annotations, and reads nothing while they agree.
+pub const CA_FINGERPRINT_ANNOTATION: &str = "tusk.dev/ca-sha256";
 /// Issued slightly in the past: a node whose clock lags must not see a certificate from the future.
 const BACKDATE: Duration = Duration::minutes(5);
 
@@ -175,10 +179,25 @@ pub fn recorded_not_after(secret: &Secret) -> Option<OffsetDateTime> {
 }
 
 /// Whether the server certificate in `secret` must be issued again: less than a third of its
-/// life left, or no expiry recorded (a Secret from before the annotation, or one edited), so
-/// that a missed reconcile, a slow rollout or a paused operator still renew long before expiry.
+/// life left, or no expiry or CA recorded (a Secret from before the annotations, or one edited),
+/// so that a missed reconcile, a slow rollout or a paused operator still renew long before expiry.
 pub fn server_renewal_due(secret: &Secret, now: OffsetDateTime) -> bool {
-    recorded_not_after(secret).is_none_or(|not_after| now >= not_after - SERVER_LIFETIME / 3)
+    recorded_ca(secret).is_none()
+        || recorded_not_after(secret).is_none_or(|not_after| now >= not_after - SERVER_LIFETIME / 3)
+}
+
+/// The fingerprint of a CA certificate (PEM), as [`CA_FINGERPRINT_ANNOTATION`] records it.
+pub fn ca_fingerprint(ca_cert: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(ca_cert.as_bytes())[..8])
+}
+
+/// The CA fingerprint `secret` records, if any.
+pub fn recorded_ca(secret: &Secret) -> Option<&str> {
+    let annotations = secret.metadata.annotations.as_ref()?;
+    annotations
+        .get(CA_FINGERPRINT_ANNOTATION)
+        .map(String::as_str)
 }
 
 fn data(entries: [(&str, &str); 3]) -> BTreeMap<String, ByteString> {
@@ -200,7 +219,7 @@ pub fn ca_secret(cluster: &Cluster, ca: &Pem) -> Secret {
 }
 
 /// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt`), mounted by the database
-/// pods, its certificate's expiry `not_after` in an annotation.
+/// pods, its certificate's expiry `not_after` and its CA's fingerprint in annotations.
 pub fn server_secret(
     cluster: &Cluster,
     server: &Pem,
@@ -209,10 +228,13 @@ pub fn server_secret(
 ) -> Secret {
     let mut metadata = cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials);
     let at = jiff::Timestamp::from_second(not_after.unix_timestamp()).unwrap_or_default();
-    metadata
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(NOT_AFTER_ANNOTATION.to_owned(), at.to_string());
+    metadata.annotations = Some(BTreeMap::from([
+        (NOT_AFTER_ANNOTATION.to_owned(), at.to_string()),
+        (
+            CA_FINGERPRINT_ANNOTATION.to_owned(),
+            ca_fingerprint(ca_cert),
+        ),
+    ]));
     Secret {
         metadata,
         type_: Some("kubernetes.io/tls".to_owned()),

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::Value;
 
 use super::watch::drop_managed_fields;
-use crate::resources::tls::NOT_AFTER_ANNOTATION;
+use crate::resources::tls::{CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION};
 
 /// The cache-only annotation holding the pod template's JSON.
 pub const CACHED_TEMPLATE: &str = "cache.tusk.dev/pod-template";
@@ -47,16 +47,16 @@ pub fn compact_cronjob(object: &mut CronJob) {
     }
 }
 
-/// A Secret as its cache keeps it: whether it exists and the server certificate's recorded
-/// expiry are all a reconcile reads, and the metrics add the cluster, which the owner reference
+/// A Secret as its cache keeps it: whether it exists, the server certificate's recorded expiry
+/// and the CA fingerprints are all a reconcile reads, and the metrics add the cluster, which the owner reference
 /// names. The rest of the metadata goes too: a map of one entry still allocates a whole B-tree
 /// node (~0.5 KB), and there are five Secrets per cluster.
 pub fn compact_secret(object: &mut Secret) {
     let meta = &object.metadata;
-    let keep = |map: &Option<BTreeMap<String, String>>, key: &str| {
-        let value = map.as_ref()?.get(key)?;
-        Some(BTreeMap::from([(key.to_owned(), value.clone())]))
-    };
+    let kept: BTreeMap<String, String> = [NOT_AFTER_ANNOTATION, CA_FINGERPRINT_ANNOTATION]
+        .into_iter()
+        .filter_map(|key| Some((key.to_owned(), meta.annotations.as_ref()?.get(key)?.clone())))
+        .collect();
     let owner_references = meta.owner_references.as_ref().map(|owners| {
         owners
             .iter()
@@ -72,7 +72,7 @@ pub fn compact_secret(object: &mut Secret) {
         metadata: ObjectMeta {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
-            annotations: keep(&meta.annotations, NOT_AFTER_ANNOTATION),
+            annotations: (!kept.is_empty()).then_some(kept),
             owner_references,
             deletion_timestamp: meta.deletion_timestamp.clone(),
             ..ObjectMeta::default()

@@ -94,18 +94,21 @@ impl Cache {
             .map(|policy| resources::backup_cronjob(&cluster, policy, &agent(), ready))
             .into_iter()
             .collect();
+        let server = tls::server_secret(
+            &cluster,
+            &pem("server"),
+            "ca",
+            tls::server_not_after(time::OffsetDateTime::now_utc()),
+        );
+        // The credentials carry the CA that signed the server's certificate.
+        let trusted = |secret| resources::with_ca(&secret, "ca").expect("a login");
         Self {
             secrets: vec![
-                resources::superuser_secret(&cluster, "su-password"),
-                resources::app_secret(&cluster, "app-password"),
+                trusted(resources::superuser_secret(&cluster, "su-password")),
+                trusted(resources::app_secret(&cluster, "app-password")),
                 resources::replication_secret(&cluster, "replication-password"),
                 tls::ca_secret(&cluster, &pem("ca")),
-                tls::server_secret(
-                    &cluster,
-                    &pem("server"),
-                    "ca",
-                    tls::server_not_after(time::OffsetDateTime::now_utc()),
-                ),
+                server,
             ],
             config_maps: vec![config_map],
             services: vec![

@@ -274,28 +274,44 @@ impl InCluster {
         pod_psql(ns, cluster, &["-U", "postgres", "-d", db], sql).await
     }
 
-    /// The application's own connection URI (over the cluster's Service), from inside the pod.
+    /// The application's own connection URI (over the cluster's Service, `verify-full`), from
+    /// inside the pod, trusting the `ca.crt` of the same Secret: what an application does.
     pub async fn app_sql(&self, ns: &str, cluster: &str, sql: &str) -> Result<String> {
         let secrets: Api<k8s_openapi::api::core::v1::Secret> =
             Api::namespaced(self.client.clone(), ns);
         let secret = secrets.get(&format!("{cluster}-app")).await?;
-        let uri = secret
-            .data
-            .and_then(|d| d.get("uri").cloned())
-            .context(format!("no uri in {ns}/{cluster}-app"))?;
-        let uri = String::from_utf8(uri.0).context("uri")?;
-        pod_psql(ns, cluster, &[&uri], sql).await
+        let value = |key: &str| -> Result<String> {
+            let bytes = (secret.data.as_ref())
+                .and_then(|d| d.get(key).cloned())
+                .context(format!("no {key} in {ns}/{cluster}-app"))?;
+            Ok(String::from_utf8(bytes.0).context(key.to_owned())?)
+        };
+        let (uri, ca) = (value("uri")?, value("ca.crt")?);
+        // The CA is public; written where the pod may write, then psql trusts that file only.
+        let trust = "printf '%s' \"$1\" > /tmp/app-ca.crt && shift && \
+                     PGSSLROOTCERT=/tmp/app-ca.crt exec psql \"$@\"";
+        let mut args = vec!["sh", "-c", trust, "sh", &ca, &uri];
+        args.extend(tusk_testkit::PSQL_SCRIPT);
+        args.extend(["-c", sql]);
+        pod_exec(ns, cluster, &args).await
     }
 }
 
 /// psql in the cluster's first pod (its `postgres` container): unaligned, tuples only, stopping at
 /// the first error. `target` names the connection (`-U`/`-d` or a URI).
 async fn pod_psql(ns: &str, cluster: &str, target: &[&str], sql: &str) -> Result<String> {
-    let pod = format!("{cluster}-0");
-    let mut args = vec!["-n", ns, "exec", &pod, "-c", "postgres", "--", "psql"];
+    let mut args = vec!["psql"];
     args.extend_from_slice(target);
     args.extend(tusk_testkit::PSQL_SCRIPT);
     args.extend(["-c", sql]);
+    pod_exec(ns, cluster, &args).await
+}
+
+/// `command` in the cluster's first pod (its `postgres` container).
+async fn pod_exec(ns: &str, cluster: &str, command: &[&str]) -> Result<String> {
+    let pod = format!("{cluster}-0");
+    let mut args = vec!["-n", ns, "exec", &pod, "-c", "postgres", "--"];
+    args.extend_from_slice(command);
     run_command(tokio::process::Command::new("kubectl").args(args)).await
 }
 

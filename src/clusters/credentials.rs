@@ -1,0 +1,207 @@
+//! The cluster's Secrets, applied first: its CA and server certificate, then the credentials
+//! clients use, which carry that CA. Passwords are created once and never changed; what a
+//! client needs to verify the server follows every new server certificate.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+
+use super::desired::Desired;
+use crate::crd::PostgreSQL;
+use crate::error::{Error, Result};
+use crate::resources::{self, Cluster, tls};
+use crate::runtime::apply::{Change, Written, apply, create};
+use crate::runtime::{Context, cached};
+
+/// The CA certificate the server Secret carries, which the credentials copy.
+fn server_ca(server: &Secret) -> Option<String> {
+    let ca_cert = server.data.as_ref()?.get(tls::CA_CRT)?;
+    String::from_utf8(ca_cert.0.clone()).ok()
+}
+
+/// Applies the certificates, then the credentials Secrets (each made with the CA), then the
+/// replication role's Secret (no CA: the pods mount the server Secret's).
+pub async fn apply_secrets(
+    cluster: &Cluster<'_>,
+    desired: &Desired,
+    ctx: &Context,
+) -> Result<Vec<Written>> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), cluster.namespace);
+    let (mut writes, server) = ensure_certificates(cluster, ctx, &api).await?;
+    let mut ca = server.as_ref().and_then(server_ca);
+    for secret in &desired.credentials {
+        let change = ensure_credentials(cluster, ctx, &api, secret, &mut ca).await?;
+        writes.extend(Written::of(secret, change));
+    }
+    let replication = &desired.replication;
+    let change = ensure_secret(&api, ctx, cluster.namespace, replication).await?;
+    writes.extend(Written::of(replication, change));
+    Ok(writes)
+}
+
+fn read_error(name: &str) -> impl FnOnce(kube::Error) -> Error {
+    let name = name.to_owned();
+    move |source| Error::Read {
+        kind: "Secret".to_owned(),
+        name,
+        source,
+    }
+}
+
+/// Whether `secret` is this cluster's own (a Secret the user brought under the name is not).
+fn ours(secret: &Secret, cluster: &Cluster) -> bool {
+    let kind = PostgreSQL::kind(&());
+    secret
+        .owner_references()
+        .iter()
+        .any(|owner| owner.kind == kind && owner.name == cluster.name)
+}
+
+/// A credentials Secret, created with a fresh password when absent; one of ours whose `ca.crt`
+/// is not the server Secret's CA is rewritten with the password it holds. The cached copies keep
+/// both fingerprints, so a converged cluster reads nothing. `ca` is the server Secret's CA
+/// certificate once known (written or read by this reconcile).
+async fn ensure_credentials(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    api: &Api<Secret>,
+    desired: &Secret,
+    ca: &mut Option<String>,
+) -> Result<Change> {
+    let (ns, name) = (cluster.namespace, desired.name_any());
+    let wanted = match ca.as_deref() {
+        Some(ca) => Some(tls::ca_fingerprint(ca)),
+        None => cached(&ctx.caches.secrets, ns, &cluster.server_tls_secret_name())
+            .and_then(|server| tls::recorded_ca(&server).map(str::to_owned)),
+    };
+    let carries =
+        |secret: &Secret| wanted.is_some() && tls::recorded_ca(secret) == wanted.as_deref();
+    if let Some(cached) = cached(&ctx.caches.secrets, ns, &name)
+        && (carries(&cached) || !ours(&cached, cluster))
+    {
+        return Ok(Change::Unchanged);
+    }
+    // The cache can lag behind the API server; a read protects an existing password.
+    let stored = api.get_opt(&name).await.map_err(read_error(&name))?;
+    match &stored {
+        Some(stored) if carries(stored) || !ours(stored, cluster) => return Ok(Change::Unchanged),
+        _ => {}
+    }
+    if ca.is_none() {
+        let server_name = cluster.server_tls_secret_name();
+        let server = api
+            .get_opt(&server_name)
+            .await
+            .map_err(read_error(&server_name))?;
+        *ca = server.as_ref().and_then(server_ca);
+    }
+    let Some(ca) = ca.as_deref() else {
+        // No server certificate yet (another writer is making it): the next reconcile adds it.
+        return match stored {
+            Some(_) => Ok(Change::Unchanged),
+            None => create(api, desired).await,
+        };
+    };
+    match stored {
+        Some(stored) => match resources::with_ca(&stored, ca) {
+            Some(updated) if tls::recorded_ca(&stored) != tls::recorded_ca(&updated) => {
+                apply(api, None, updated).await?;
+                Ok(Change::Updated)
+            }
+            _ => Ok(Change::Unchanged),
+        },
+        // Created by a concurrent reconcile between our read and write: theirs is kept.
+        None => {
+            create(
+                api,
+                &resources::with_ca(desired, ca).unwrap_or_else(|| desired.clone()),
+            )
+            .await
+        }
+    }
+}
+
+/// Issues the cluster's CA and its server certificate once, each in its Secret. Only what is
+/// missing is made: a missing server certificate is signed by the stored CA (clients that trust
+/// it keep trusting the server); a missing CA is issued anew with a server certificate it signs,
+/// which replaces the old one.
+/// Returns the server Secret when it wrote one.
+async fn ensure_certificates(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    api: &Api<Secret>,
+) -> Result<(Vec<Written>, Option<Secret>)> {
+    let ns = cluster.namespace;
+    let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
+    let now = time::OffsetDateTime::now_utc();
+    let due = |secret: &Secret| tls::server_renewal_due(secret, now);
+    let cached_server = cached(&ctx.caches.secrets, ns, &server_name);
+    let ca_cached = cached(&ctx.caches.secrets, ns, &ca_name).is_some();
+    if ca_cached && cached_server.as_deref().is_some_and(|s| !due(s)) {
+        return Ok((Vec::new(), None));
+    }
+    // The cache can lag behind the API server: reads decide what is really missing.
+    let read = |name: String| async move {
+        let error = read_error(&name);
+        api.get_opt(&name).await.map_err(error)
+    };
+    // None: no server Secret; Some(true): its certificate is due for renewal.
+    let server_due = match cached_server {
+        Some(secret) => Some(due(&secret)),
+        None => read(server_name).await?.map(|secret| due(&secret)),
+    };
+    let mut writes = Vec::new();
+    let ca = match read(ca_name).await? {
+        Some(_) if server_due == Some(false) => return Ok((writes, None)),
+        Some(stored) => tls::stored_ca(&stored)?,
+        None => {
+            let ca = tls::issue_ca(cluster, now)?;
+            let secret = tls::ca_secret(cluster, &ca);
+            let change = create(api, &secret).await?;
+            writes.extend(Written::of(&secret, change));
+            if change != Change::Created {
+                // Another writer stored a CA meanwhile: the next reconcile signs with it.
+                return Ok((writes, None));
+            }
+            ca
+        }
+    };
+    let server = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
+    let secret = tls::server_secret(cluster, &server, &ca.cert, tls::server_not_after(now));
+    // A renewal (or a new CA) replaces the Secret's files in place; the instance managers
+    // reload PostgreSQL when they change, no pod restarts.
+    let change = if server_due.is_some() {
+        apply(api, None, secret.clone()).await?;
+        Change::Updated
+    } else {
+        create(api, &secret).await?
+    };
+    writes.extend(Written::of(&secret, change));
+    let written = (change != Change::Unchanged).then_some(secret);
+    Ok((writes, written))
+}
+
+/// Creates a Secret once. An existing Secret, ours or one the user brought, is never rewritten:
+/// the database keeps the password it was initialised with.
+async fn ensure_secret(
+    api: &Api<Secret>,
+    ctx: &Context,
+    namespace: &str,
+    secret: &Secret,
+) -> Result<Change> {
+    let name = secret.name_any();
+    if cached(&ctx.caches.secrets, namespace, &name).is_some() {
+        return Ok(Change::Unchanged);
+    }
+    // The cache can lag behind the API server; a read protects an existing password.
+    if api
+        .get_opt(&name)
+        .await
+        .map_err(read_error(&name))?
+        .is_some()
+    {
+        return Ok(Change::Unchanged);
+    }
+    // Created by a concurrent reconcile between our read and write: keep theirs.
+    create(api, secret).await
+}
