@@ -109,7 +109,10 @@ async fn a_deleted_secret_is_recreated_with_a_warning() {
         ],
     )
     .await;
-    assert_eq!(seen[2].body["data"]["ca.crt"], "Y2E=", "the CA, \"ca\"");
+    assert_eq!(
+        seen[2].body["data"]["ca.crt"], "Y2EgY2VydGlmaWNhdGU=",
+        "the CA, \"ca certificate\""
+    );
     assert_eq!(seen[3].body["note"], "Created Secret demo-app");
     assert_eq!(seen[4].body["type"], "Warning");
     assert_eq!(event_reason(&seen[4]), "SecretRecreated");
@@ -155,14 +158,14 @@ async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
         "old-password",
         "the database's password is kept"
     );
-    assert_eq!(text("ca.crt"), "ca");
+    assert_eq!(text("ca.crt"), "ca certificate");
     assert_eq!(
         text("uri"),
         "postgresql://app:old%2Dpassword@demo-rw.prod.svc:5432/app?sslmode=verify-full"
     );
     assert_eq!(
         applied["metadata"]["annotations"][tls::CA_FINGERPRINT_ANNOTATION],
-        tls::ca_fingerprint("ca")
+        tls::ca_fingerprint("ca certificate")
     );
     assert_eq!(seen[3].body["note"], "Updated Secret demo-app");
     assert!(!seen[3].body.to_string().contains("old-password"));
@@ -281,5 +284,75 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
     assert!(
         renewed["data"].get("ca.key").is_none(),
         "no CA key in the mounted Secret"
+    );
+}
+
+#[tokio::test]
+async fn a_server_certificate_left_signed_by_a_replaced_ca_is_signed_again() {
+    // The state a failed write leaves: a new CA stored, the server rewrite refused (as it was
+    // while the operator could not patch Secrets), so the server still holds the old CA's.
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    let ca = tls::issue_ca(&cluster, time::OffsetDateTime::now_utc()).expect("CA");
+    let stored = tls::ca_secret(&cluster, &ca);
+    remove_named(&mut cache.secrets, "demo-ca");
+    cache.secrets.push(stored.clone());
+    let (superuser, app) = (
+        get_cached_secret(&cache, "demo-superuser"),
+        get_cached_secret(&cache, "demo-app"),
+    );
+    let stored = serde_json::to_value(&stored).expect("JSON");
+    let script = vec![
+        Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+            (StatusCode::OK, stored)
+        }),
+        Expect::apply(format!("{SECRETS}/demo-server-tls")),
+        superuser,
+        Expect::apply(format!("{SECRETS}/demo-superuser")),
+        app,
+        Expect::apply(format!("{SECRETS}/demo-app")),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let fingerprint = tls::ca_fingerprint(&ca.cert);
+    for written in [&seen[1], &seen[3], &seen[5]] {
+        let annotations = &written.body["metadata"]["annotations"];
+        assert_eq!(
+            annotations[tls::CA_FINGERPRINT_ANNOTATION],
+            fingerprint.as_str()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_ca_secret_from_before_fingerprints_is_annotated_once() {
+    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
+    let mut legacy = cache
+        .secrets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("demo-ca"))
+        .cloned()
+        .expect("the converged CA");
+    legacy.metadata.annotations = None;
+    remove_named(&mut cache.secrets, "demo-ca");
+    cache.secrets.push(legacy.clone());
+    let stored = serde_json::to_value(&legacy).expect("JSON");
+    let script = vec![
+        Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+            (StatusCode::OK, stored)
+        }),
+        // The server already holds this CA's certificate: only the CA Secret is annotated.
+        Expect::apply(format!("{SECRETS}/demo-ca")),
+        Expect::event(NS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(
+        seen[1].body["metadata"]["annotations"][tls::CA_FINGERPRINT_ANNOTATION],
+        tls::ca_fingerprint("ca certificate")
+    );
+    assert_eq!(seen[2].body["note"], "Updated Secret demo-ca");
+    assert!(
+        !seen[2].body.to_string().contains("ca key"),
+        "no key in Events"
     );
 }

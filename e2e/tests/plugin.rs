@@ -216,7 +216,16 @@ async fn kubectl_tusk_report_has_the_objects_and_no_secret_value(ctx: Ctx) -> Re
         .await?
     {
         for (key, value) in secret.data.unwrap_or_default() {
-            if ["password", "uri", "jdbc-uri", "pgpass", "access-key", "secret-key"].contains(&key.as_str()) {
+            if [
+                "password",
+                "uri",
+                "jdbc-uri",
+                "pgpass",
+                "access-key",
+                "secret-key",
+            ]
+            .contains(&key.as_str())
+            {
                 let raw = String::from_utf8_lossy(&value.0).into_owned();
                 let stored = serde_json::to_value(&value)?
                     .as_str()

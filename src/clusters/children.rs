@@ -8,7 +8,6 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::Api;
 use kube::runtime::reflector::Store;
@@ -86,7 +85,30 @@ pub async fn apply_children(
         &mut writes,
     )
     .await?;
-    apply_budget(cluster, desired.disruption_budget, ctx, &mut writes).await?;
+    let (api, name) = (
+        Api::namespaced(client.clone(), ns),
+        cluster.statefulset_name(),
+    );
+    let budget = desired.disruption_budget;
+    apply_optional(
+        ns,
+        name.clone(),
+        budget,
+        &api,
+        &caches.disruption_budgets,
+        &mut writes,
+    )
+    .await?;
+    let (api, policy) = (Api::namespaced(client.clone(), ns), desired.network_policy);
+    apply_optional(
+        ns,
+        name,
+        policy,
+        &api,
+        &caches.network_policies,
+        &mut writes,
+    )
+    .await?;
     let (storage, claims) = expand_claims(cluster, &statefulset, ctx).await?;
     writes.extend(claims);
     let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
@@ -164,33 +186,31 @@ where
     Ok(())
 }
 
-/// Applies the PodDisruptionBudget of a replicated cluster, or deletes it when the cluster went
-/// back to one instance.
-async fn apply_budget(
-    cluster: &Cluster<'_>,
-    desired: Option<PodDisruptionBudget>,
-    ctx: &Context,
+/// Applies an optional child kept in a packed cache, or deletes it (by `name`) when the cluster
+/// no longer wants it: the disruption budget back at one instance, the NetworkPolicy once
+/// `spec.networkPolicy` is removed.
+async fn apply_optional<K>(
+    ns: &str,
+    name: String,
+    desired: Option<K>,
+    api: &Api<K>,
+    cache: &PackedStore<K>,
     writes: &mut Vec<Written>,
-) -> Result<()> {
-    let ns = cluster.namespace;
-    let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
-    let cache = &ctx.caches.disruption_budgets;
+) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + 'static,
+{
     match desired {
-        Some(budget) => {
-            apply_packed(&api, cache, ns, budget, writes).await?;
+        Some(object) => apply_packed(api, cache, ns, object, writes).await,
+        None if cache.get(ns, &name).is_some() => {
+            delete(api, &name).await?;
+            writes.extend(Written::named::<K>(
+                Some(ns.to_owned()),
+                name,
+                Change::Deleted,
+            ));
+            Ok(())
         }
-        None => {
-            let name = cluster.statefulset_name();
-            if cache.get(ns, &name).is_some() {
-                delete(&api, &name).await?;
-                let written = Written::named::<PodDisruptionBudget>(
-                    Some(ns.to_owned()),
-                    name,
-                    Change::Deleted,
-                );
-                writes.extend(written);
-            }
-        }
+        None => Ok(()),
     }
-    Ok(())
 }

@@ -124,7 +124,8 @@ async fn ensure_credentials(
 /// Issues the cluster's CA and its server certificate once, each in its Secret. Only what is
 /// missing is made: a missing server certificate is signed by the stored CA (clients that trust
 /// it keep trusting the server); a missing CA is issued anew with a server certificate it signs,
-/// which replaces the old one.
+/// which replaces the old one. A server certificate due for renewal, or signed by another CA
+/// than the stored one, is issued again in place.
 /// Returns the server Secret when it wrote one.
 async fn ensure_certificates(
     cluster: &Cluster<'_>,
@@ -134,10 +135,18 @@ async fn ensure_certificates(
     let ns = cluster.namespace;
     let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
     let now = time::OffsetDateTime::now_utc();
-    let due = |secret: &Secret| tls::server_renewal_due(secret, now);
+    // What a server Secret needs: not due for renewal, and signed by the CA stored now (a CA
+    // issued anew while the server's rewrite failed must still reach the server).
+    let current = |server: &Secret, ca_fingerprint: Option<&str>| {
+        !tls::server_renewal_due(server, now)
+            && ca_fingerprint.is_some()
+            && tls::recorded_ca(server) == ca_fingerprint
+    };
     let cached_server = cached(&ctx.caches.secrets, ns, &server_name);
-    let ca_cached = cached(&ctx.caches.secrets, ns, &ca_name).is_some();
-    if ca_cached && cached_server.as_deref().is_some_and(|s| !due(s)) {
+    let cached_ca = cached(&ctx.caches.secrets, ns, &ca_name);
+    if let (Some(server), Some(ca)) = (&cached_server, &cached_ca)
+        && current(server, tls::recorded_ca(ca))
+    {
         return Ok((Vec::new(), None));
     }
     // The cache can lag behind the API server: reads decide what is really missing.
@@ -145,15 +154,29 @@ async fn ensure_certificates(
         let error = read_error(&name);
         api.get_opt(&name).await.map_err(error)
     };
-    // None: no server Secret; Some(true): its certificate is due for renewal.
-    let server_due = match cached_server {
-        Some(secret) => Some(due(&secret)),
-        None => read(server_name).await?.map(|secret| due(&secret)),
+    let server = match cached_server {
+        Some(secret) => Some(Secret::clone(&secret)),
+        None => read(server_name).await?,
     };
     let mut writes = Vec::new();
     let ca = match read(ca_name).await? {
-        Some(_) if server_due == Some(false) => return Ok((writes, None)),
-        Some(stored) => tls::stored_ca(&stored)?,
+        Some(stored) => {
+            let ca = tls::stored_ca(&stored)?;
+            let fingerprint = tls::ca_fingerprint(&ca.cert);
+            if tls::recorded_ca(&stored) != Some(fingerprint.as_str()) {
+                // A CA Secret from before the annotation: recorded once, the cache compares.
+                let annotated = tls::ca_secret(cluster, &ca);
+                apply(api, None, annotated.clone()).await?;
+                writes.extend(Written::of(&annotated, Change::Updated));
+            }
+            if server
+                .as_ref()
+                .is_some_and(|s| current(s, Some(&fingerprint)))
+            {
+                return Ok((writes, None));
+            }
+            ca
+        }
         None => {
             let ca = tls::issue_ca(cluster, now)?;
             let secret = tls::ca_secret(cluster, &ca);
@@ -166,11 +189,11 @@ async fn ensure_certificates(
             ca
         }
     };
-    let server = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
-    let secret = tls::server_secret(cluster, &server, &ca.cert, tls::server_not_after(now));
+    let issued = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
+    let secret = tls::server_secret(cluster, &issued, &ca.cert, tls::server_not_after(now));
     // A renewal (or a new CA) replaces the Secret's files in place; the instance managers
     // reload PostgreSQL when they change, no pod restarts.
-    let change = if server_due.is_some() {
+    let change = if server.is_some() {
         apply(api, None, secret.clone()).await?;
         Change::Updated
     } else {

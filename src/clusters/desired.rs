@@ -4,6 +4,7 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 
@@ -27,6 +28,8 @@ pub struct Desired {
     pub statefulset: StatefulSet,
     /// With more than one instance: at most one of them down for a drain.
     pub disruption_budget: Option<PodDisruptionBudget>,
+    /// With `spec.networkPolicy`: ingress only from what needs it.
+    pub network_policy: Option<NetworkPolicy>,
     /// The backup CronJob, with `spec.backup` only.
     pub backup: Option<BackupCronJob>,
 }
@@ -62,7 +65,12 @@ pub struct BackupCronJob {
 }
 
 /// Builds every child of `cluster`; refuses parameters that postgresql.conf cannot hold safely.
-pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, ParameterError> {
+/// `operator_namespace` is where the operator's pods run (a NetworkPolicy admits them).
+pub fn desired(
+    cluster: &Cluster,
+    agent: &AgentSettings,
+    operator_namespace: &str,
+) -> Result<Desired, ParameterError> {
     let config_map = resources::config_map(cluster)?;
     let checksum = resources::config_checksum(&config_map);
     Ok(Desired {
@@ -88,6 +96,7 @@ pub fn desired(cluster: &Cluster, agent: &AgentSettings) -> Result<Desired, Para
             role_binding: resources::instance_role_binding(cluster),
         },
         disruption_budget: resources::disruption_budget(cluster),
+        network_policy: resources::network_policy(cluster, operator_namespace),
         backup: cluster.spec.backup.as_ref().map(|policy| BackupCronJob {
             serving: resources::backup_cronjob(cluster, policy, agent, true),
             held: resources::backup_cronjob(cluster, policy, agent, false),
@@ -107,7 +116,14 @@ mod tests {
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let build = |spec| desired(&Cluster::new(&postgresql(spec)).unwrap(), &agent).unwrap();
+        let build = |spec| {
+            desired(
+                &Cluster::new(&postgresql(spec)).unwrap(),
+                &agent,
+                "tusk-system",
+            )
+            .unwrap()
+        };
         let children = build(WITH_S3_BACKUP);
         let names: Vec<String> = children
             .credentials
@@ -149,7 +165,7 @@ mod tests {
         assert_eq!(suspend(&backup.held), Some(true));
         let plain = postgresql(MINIMAL);
         assert!(
-            desired(&Cluster::new(&plain).unwrap(), &agent)
+            desired(&Cluster::new(&plain).unwrap(), &agent, "tusk-system")
                 .unwrap()
                 .backup
                 .is_none()

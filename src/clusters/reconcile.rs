@@ -73,7 +73,8 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         return cleanup::finalize(pg, ctx).await;
     }
     // Validate, then build every child: both pure, and both refuse before anything is applied.
-    let built = validate(&pg.spec).and_then(|()| Ok(desired(&cluster, &ctx.agent)?));
+    let built = validate(&pg.spec)
+        .and_then(|()| Ok(desired(&cluster, &ctx.agent, &ctx.operator_namespace)?));
     caches_synced(ctx).await?;
     let children = match built {
         Ok(children) => children,

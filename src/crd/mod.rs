@@ -7,6 +7,7 @@ mod backup;
 mod cluster_status;
 pub mod conditions;
 mod destination;
+mod network;
 mod parameters;
 mod postgresql;
 mod replication;
@@ -21,6 +22,7 @@ pub use destination::{
     CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,
     SecretKeyRef,
 };
+pub use network::NetworkPolicySpec;
 pub use parameters::{
     CODE_RUNNING_PARAMETERS, OPERATOR_OWNED_PARAMETERS, PRELOADABLE_LIBRARIES,
     refusal as parameter_refusal,

@@ -112,6 +112,11 @@ pub struct PostgreSQLSpec {
     /// Scheduled logical backups. The backup CronJob exists only once the cluster is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupPolicy>,
+
+    /// Restrict ingress to the database pods (a NetworkPolicy). Unset: none is made, and one
+    /// made before is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<super::NetworkPolicySpec>,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

@@ -8,6 +8,7 @@ mod cronjob;
 mod disruption;
 mod image;
 mod instance_access;
+mod network;
 mod pod;
 mod postgres_container;
 mod secrets;
@@ -41,6 +42,7 @@ pub use instance_access::{
     SWITCHOVER_LEASE_ANNOTATIONS, SWITCHOVER_STARTED_ANNOTATION, holder_address, initial_lease,
     instance_role, instance_role_binding, instance_service_account,
 };
+pub use network::{OPERATOR_POD_LABEL, network_policy};
 pub use postgres_container::{INSTANCE_MANAGER, STATUS_PORT};
 pub use secrets::{
     SSLMODE, SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,

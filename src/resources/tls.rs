@@ -33,9 +33,9 @@ pub const SERVER_LIFETIME: Duration = Duration::days(2 * 365);
 /// On the server Secret: when its certificate expires (RFC 3339). Renewal and status read it
 /// from the cached metadata; the certificate itself is never cached.
 pub const NOT_AFTER_ANNOTATION: &str = "tusk.dev/not-after";
-/// On the server Secret and the credentials Secrets: which CA their `ca.crt` holds (the first
-/// 64 bits of its SHA-256, hex). The credentials follow the server Secret's: a reconcile compares
-/// the two cached annotations, and reads nothing while they agree.
+/// On the CA, server and credentials Secrets: which CA their `ca.crt` holds (the first 64 bits of
+/// its SHA-256, hex). The server Secret follows the CA's, the credentials the server's: a
+/// reconcile compares the cached annotations, and reads nothing while they agree.
 pub const CA_FINGERPRINT_ANNOTATION: &str = "tusk.dev/ca-sha256";
 /// Issued slightly in the past: a node whose clock lags must not see a certificate from the future.
 const BACKDATE: Duration = Duration::minutes(5);
@@ -208,10 +208,16 @@ fn data(entries: [(&str, &str); 3]) -> BTreeMap<String, ByteString> {
         .collect()
 }
 
-/// Secret `<name>-ca`: the CA's certificate and key. Never mounted.
+/// Secret `<name>-ca`: the CA's certificate and key, its fingerprint in an annotation. Never
+/// mounted.
 pub fn ca_secret(cluster: &Cluster, ca: &Pem) -> Secret {
+    let mut metadata = cluster.child_meta(cluster.ca_secret_name(), Component::Credentials);
+    metadata.annotations = Some(BTreeMap::from([(
+        CA_FINGERPRINT_ANNOTATION.to_owned(),
+        ca_fingerprint(&ca.cert),
+    )]));
     Secret {
-        metadata: cluster.child_meta(cluster.ca_secret_name(), Component::Credentials),
+        metadata,
         type_: Some("Opaque".to_owned()),
         data: Some(data([(CA_CRT, &ca.cert), (CA_KEY, &ca.key), ("", "")])),
         ..Secret::default()

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
@@ -123,6 +124,7 @@ owned_children! {
         roles: Role,
         role_bindings: RoleBinding,
         disruption_budgets: PodDisruptionBudget,
+        network_policies: NetworkPolicy,
     }
 }
 
@@ -144,6 +146,9 @@ pub struct Context {
     /// The cluster's DNS domain (`TUSK_CLUSTER_DOMAIN`, default `cluster.local`): the fully
     /// qualified names the server certificates carry.
     pub cluster_domain: String,
+    /// Where the operator's own pods run (`POD_NAMESPACE`, default `tusk-system`): a cluster's
+    /// NetworkPolicy admits them to the instance managers.
+    pub operator_namespace: String,
 }
 
 impl Context {
@@ -169,6 +174,10 @@ impl Context {
             buckets,
             lease_clock: Arc::default(),
             instances: Arc::new(InstanceReader::new(STATUS_PORT)),
+            operator_namespace: std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "tusk-system".to_owned()),
             cluster_domain: std::env::var("TUSK_CLUSTER_DOMAIN")
                 .ok()
                 .filter(|d| !d.is_empty())

@@ -15,3 +15,4 @@ pub const ROLES: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/role
 pub const ROLE_BINDINGS: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/rolebindings";
 pub const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/prod/leases";
 pub const PODS: &str = "/api/v1/namespaces/prod/pods";
+pub const NETWORK_POLICIES: &str = "/apis/networking.k8s.io/v1/namespaces/prod/networkpolicies";

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -71,6 +72,7 @@ pub struct Cache {
     pub roles: Vec<Role>,
     pub role_bindings: Vec<RoleBinding>,
     pub disruption_budgets: Vec<PodDisruptionBudget>,
+    pub network_policies: Vec<NetworkPolicy>,
     pub pods: Vec<Pod>,
     pub jobs: Vec<Job>,
     pub backups: Vec<Backup>,
@@ -97,11 +99,11 @@ impl Cache {
         let server = tls::server_secret(
             &cluster,
             &pem("server"),
-            "ca",
+            &pem("ca").cert,
             tls::server_not_after(time::OffsetDateTime::now_utc()),
         );
         // The credentials carry the CA that signed the server's certificate.
-        let trusted = |secret| resources::with_ca(&secret, "ca").expect("a login");
+        let trusted = |secret| resources::with_ca(&secret, &pem("ca").cert).expect("a login");
         Self {
             secrets: vec![
                 trusted(resources::superuser_secret(&cluster, "su-password")),
@@ -123,6 +125,9 @@ impl Cache {
             roles: vec![resources::instance_role(&cluster)],
             role_bindings: vec![resources::instance_role_binding(&cluster)],
             disruption_budgets: resources::disruption_budget(&cluster).into_iter().collect(),
+            network_policies: resources::network_policy(&cluster, "tusk-system")
+                .into_iter()
+                .collect(),
             pods: Vec::new(),
             jobs: Vec::new(),
             backups: Vec::new(),
@@ -243,6 +248,7 @@ pub fn plain_context(
         roles: PackedStore::of(cache.roles),
         role_bindings: PackedStore::of(cache.role_bindings),
         disruption_budgets: PackedStore::of(cache.disruption_budgets),
+        network_policies: PackedStore::of(cache.network_policies),
         pods: store_of(cache.pods).0,
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,

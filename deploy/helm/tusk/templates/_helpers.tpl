@@ -40,9 +40,11 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: ["tusk.dev"]
   resources: ["backups/status"]
   verbs: ["patch"]
+# Patch: a renewed server certificate and a new CA are written in place, and the credentials
+# follow the CA (their passwords kept). Never delete: the database keeps its passwords.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch", "create"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["list", "watch", "create", "patch"]
@@ -79,6 +81,10 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
   verbs: ["get", "create", "update"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# With spec.networkPolicy: the cluster's NetworkPolicy, deleted when the field goes.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
   verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
