@@ -135,7 +135,11 @@ async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
     data.remove("jdbc-uri");
     remove_named(&mut cache.secrets, "demo-app");
     cache.secrets.push(old.clone());
-    let stored = serde_json::to_value(&old).expect("serialisable");
+    let mut stored = serde_json::to_value(&old).expect("serialisable");
+    // As the API server returns it: an apply body must carry none of this back.
+    stored["metadata"]["resourceVersion"] = json!("42");
+    stored["metadata"]["managedFields"] = json!([{"manager": "tusk-operator"}]);
+    stored["metadata"]["labels"]["added-by"] = json!("someone else");
     let script = vec![
         Expect::new(Method::GET, format!("{SECRETS}/demo-app"), move |_| {
             (StatusCode::OK, stored)
@@ -166,6 +170,12 @@ async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
     assert_eq!(
         applied["metadata"]["annotations"][tls::CA_FINGERPRINT_ANNOTATION],
         tls::ca_fingerprint("ca certificate")
+    );
+    let metadata = &applied["metadata"];
+    assert!(metadata.get("resourceVersion").is_none() && metadata.get("managedFields").is_none());
+    assert!(
+        metadata["labels"].get("added-by").is_none(),
+        "no one else's label taken over"
     );
     assert_eq!(seen[3].body["note"], "Updated Secret demo-app");
     assert!(!seen[3].body.to_string().contains("old-password"));

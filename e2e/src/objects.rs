@@ -6,6 +6,7 @@ use std::fmt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Api, ResourceExt};
@@ -22,6 +23,7 @@ pub enum Kind {
     Job,
     Pod,
     Pvc,
+    NetworkPolicy,
 }
 
 impl Kind {
@@ -44,6 +46,7 @@ impl Kind {
             Kind::Job => ApiResource::erase::<Job>(&()),
             Kind::Pod => ApiResource::erase::<Pod>(&()),
             Kind::Pvc => ApiResource::erase::<PersistentVolumeClaim>(&()),
+            Kind::NetworkPolicy => ApiResource::erase::<NetworkPolicy>(&()),
         }
     }
 
@@ -57,6 +60,7 @@ impl Kind {
             Kind::Job => "job",
             Kind::Pod => "pod",
             Kind::Pvc => "pvc",
+            Kind::NetworkPolicy => "networkpolicy",
         }
     }
 }

@@ -28,6 +28,7 @@ pub async fn apply_secrets(
 ) -> Result<Vec<Written>> {
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     let (mut writes, server) = ensure_certificates(cluster, ctx, &api).await?;
+    // The CA clients trust: from the server Secret when this reconcile wrote or read it.
     let mut ca = server.as_ref().and_then(server_ca);
     for secret in &desired.credentials {
         let change = ensure_credentials(cluster, ctx, &api, secret, &mut ca).await?;
@@ -103,7 +104,7 @@ async fn ensure_credentials(
         };
     };
     match stored {
-        Some(stored) => match resources::with_ca(&stored, ca) {
+        Some(stored) => match resources::with_ca(desired, &stored, ca) {
             Some(updated) if tls::recorded_ca(&stored) != tls::recorded_ca(&updated) => {
                 apply(api, None, updated).await?;
                 Ok(Change::Updated)
@@ -114,7 +115,7 @@ async fn ensure_credentials(
         None => {
             create(
                 api,
-                &resources::with_ca(desired, ca).unwrap_or_else(|| desired.clone()),
+                &resources::with_ca(desired, desired, ca).unwrap_or_else(|| desired.clone()),
             )
             .await
         }
@@ -126,12 +127,21 @@ async fn ensure_credentials(
 /// it keep trusting the server); a missing CA is issued anew with a server certificate it signs,
 /// which replaces the old one. A server certificate due for renewal, or signed by another CA
 /// than the stored one, is issued again in place.
-/// Returns the server Secret when it wrote one.
+/// Returns the server Secret when it wrote or read one. With `spec.tls.serverSecret`, nothing is
+/// issued: the user's Secret is read (it is not ours, so not cached) and checked.
 async fn ensure_certificates(
     cluster: &Cluster<'_>,
     ctx: &Context,
     api: &Api<Secret>,
 ) -> Result<(Vec<Written>, Option<Secret>)> {
+    if let Some(name) = cluster.user_server_secret() {
+        let secret = api.get_opt(name).await.map_err(read_error(name))?;
+        let secret = secret.ok_or_else(|| tls::TlsError::Absent {
+            secret: name.to_owned(),
+        })?;
+        tls::check_user_server_secret(&secret)?;
+        return Ok((Vec::new(), Some(secret)));
+    }
     let ns = cluster.namespace;
     let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
     let now = time::OffsetDateTime::now_utc();

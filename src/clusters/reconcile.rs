@@ -128,12 +128,13 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     }
     report::findings(pg, ctx, &outcome).await;
     let now = Timestamp::now();
-    Ok(Action::requeue(next_check(
-        &backups.freshness,
-        backups.verify_at,
-        recheck,
-        now,
-    )))
+    let next = next_check(&backups.freshness, backups.verify_at, recheck, now);
+    // A Secret the user brings is not watched: its renewals reach the credentials by this.
+    let next = match cluster.user_server_secret() {
+        Some(_) => next.min(USER_SECRET_RECHECK),
+        None => next,
+    };
+    Ok(Action::requeue(next))
 }
 
 /// The primary step (`ha`), remembering how soon it wants to look again: a later step's error
@@ -192,6 +193,9 @@ async fn finalized<'a>(pg: &'a PostgreSQL, ctx: &Context) -> Result<Cow<'a, Post
 
 /// When to look again: the resync interval, or sooner when backups turn overdue, a
 /// verification is due or the primary is being watched.
+/// How often a cluster with `spec.tls.serverSecret` looks at that Secret again.
+const USER_SECRET_RECHECK: Duration = Duration::from_secs(60);
+
 fn next_check(
     freshness: &Freshness,
     verify_at: Option<Timestamp>,

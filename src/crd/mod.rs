@@ -12,6 +12,7 @@ mod parameters;
 mod postgresql;
 mod replication;
 mod rules;
+mod tls;
 mod verification;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
@@ -32,6 +33,7 @@ pub use postgresql::{
     PostgreSQL, PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,
 };
 pub use replication::{Durability, Replication, Synchronous};
+pub use tls::TlsSpec;
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
     VerifiedBackup, VerifyPolicy, failed_check_reason, last_verified, verify_request,

@@ -117,6 +117,11 @@ pub struct PostgreSQLSpec {
     /// made before is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<super::NetworkPolicySpec>,
+
+    /// Certificates you bring (cert-manager). Unset: Tusk runs a CA per cluster and issues and
+    /// renews the server certificate itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<super::TlsSpec>,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

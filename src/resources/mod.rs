@@ -220,9 +220,17 @@ impl<'a> Cluster<'a> {
     pub fn ca_secret_name(&self) -> String {
         format!("{}-ca", self.name)
     }
-    /// Secret `<name>-server-tls`: the certificate PostgreSQL presents.
+    /// The Secret whose certificate PostgreSQL presents: `spec.tls.serverSecret` when the user
+    /// brings one, else `<name>-server-tls`, which the operator issues.
     pub fn server_tls_secret_name(&self) -> String {
-        format!("{}-server-tls", self.name)
+        match self.user_server_secret() {
+            Some(name) => name.to_owned(),
+            None => format!("{}-server-tls", self.name),
+        }
+    }
+    /// `spec.tls.serverSecret`: the server certificate comes from the user, not from Tusk.
+    pub fn user_server_secret(&self) -> Option<&str> {
+        self.spec.tls.as_ref().map(|tls| tls.server_secret.as_str())
     }
     /// Service `<name>-ro`: the replicas only.
     pub fn ro_service_name(&self) -> String {

@@ -133,20 +133,22 @@ fn value<'a>(secret: &'a Secret, key: &str) -> Option<&'a str> {
     std::str::from_utf8(&secret.data.as_ref()?.get(key)?.0).ok()
 }
 
-/// `secret` (a credentials Secret of ours, as stored) rebuilt from its own login with today's
-/// keys, its `ca.crt` the cluster's CA certificate `ca_cert` and that CA's fingerprint recorded.
-/// The password is the one stored: never a new one. None when the stored Secret lacks part of
-/// its login (edited by hand): it is left as it is.
-pub fn with_ca(secret: &Secret, ca_cert: &str) -> Option<Secret> {
+/// `desired` (a credentials Secret as the builder makes it) with the login `stored` holds (its
+/// own, or `desired`'s when it is the one about to be created), today's keys, `ca.crt` the CA
+/// certificate `ca_cert` and that CA's fingerprint recorded. The password is the stored one:
+/// never a new one. The metadata is `desired`'s, so the result is an apply body (nothing the
+/// server keeps, no label someone else added). None when `stored` lacks part of its login
+/// (edited by hand): it is left as it is.
+pub fn with_ca(desired: &Secret, stored: &Secret, ca_cert: &str) -> Option<Secret> {
     let (user, dbname, password) = (
-        value(secret, "username")?,
-        value(secret, "dbname")?,
-        value(secret, "password")?,
+        value(stored, "username")?,
+        value(stored, "dbname")?,
+        value(stored, "password")?,
     );
-    let host = value(secret, "host")?;
+    let host = value(stored, "host")?;
     let mut data = connection_data(host, user, dbname, password);
     data.insert(CA_CRT.to_owned(), ByteString(ca_cert.as_bytes().to_vec()));
-    let mut metadata = secret.metadata.clone();
+    let mut metadata = desired.metadata.clone();
     metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
@@ -156,7 +158,7 @@ pub fn with_ca(secret: &Secret, ca_cert: &str) -> Option<Secret> {
         );
     Some(Secret {
         metadata,
-        type_: secret.type_.clone(),
+        type_: desired.type_.clone(),
         data: Some(data),
         ..Secret::default()
     })
@@ -220,7 +222,13 @@ mod tests {
         data.remove("jdbc-uri");
         assert_eq!(recorded_ca(&stored), None);
 
-        let trusted = with_ca(&stored, "CA PEM").unwrap();
+        // As the server keeps it: bookkeeping an apply body must not carry.
+        stored.metadata.resource_version = Some("42".into());
+        stored.metadata.managed_fields = Some(Vec::new());
+        let desired = built(app_secret, "a fresh password, not used");
+        let trusted = with_ca(&desired, &stored, "CA PEM").unwrap();
+        assert_eq!(trusted.metadata.resource_version, None);
+        assert_eq!(trusted.metadata.managed_fields, None);
         let fingerprint = ca_fingerprint("CA PEM");
         assert_eq!(recorded_ca(&trusted), Some(fingerprint.as_str()));
         assert_ne!(fingerprint, ca_fingerprint("another CA"));
@@ -235,7 +243,7 @@ mod tests {
 
         // A Secret edited by hand (no password) is left alone.
         stored.data.as_mut().unwrap().remove("password");
-        assert_eq!(with_ca(&stored, "CA PEM"), None);
+        assert_eq!(with_ca(&desired, &stored, "CA PEM"), None);
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub enum TlsError {
     },
     #[error("Secret {secret} has no {key}")]
     Missing { secret: String, key: &'static str },
+    #[error("Secret {secret}, named by spec.tls.serverSecret, does not exist")]
+    Absent { secret: String },
 }
 
 /// A certificate and its private key, both PEM.
@@ -251,6 +253,21 @@ pub fn server_secret(
         ])),
         ..Secret::default()
     }
+}
+
+/// Checks a Secret the user brought for the server (`spec.tls.serverSecret`): it must hold a
+/// certificate, its key and the CA that clients are to trust.
+pub fn check_user_server_secret(secret: &Secret) -> Result<(), TlsError> {
+    let data = secret.data.as_ref();
+    for key in [TLS_CRT, TLS_KEY, CA_CRT] {
+        if data.and_then(|d| d.get(key)).is_none_or(|v| v.0.is_empty()) {
+            return Err(TlsError::Missing {
+                secret: secret.metadata.name.clone().unwrap_or_default(),
+                key,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The CA stored in Secret `<name>-ca`.

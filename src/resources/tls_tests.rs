@@ -175,3 +175,34 @@ fn a_server_certificate_is_renewed_once_a_third_of_its_life_is_left_or_its_expir
         .insert(NOT_AFTER_ANNOTATION.to_owned(), "soon".to_owned());
     assert!(server_renewal_due(&garbled, issued));
 }
+
+#[test]
+fn a_server_secret_the_user_brings_is_mounted_instead_and_checked() {
+    let pg = postgresql("storage: {size: 1Gi}\ntls: {serverSecret: shop-tls}");
+    let cluster = Cluster::new(&pg).unwrap();
+    assert_eq!(cluster.user_server_secret(), Some("shop-tls"));
+    assert_eq!(cluster.server_tls_secret_name(), "shop-tls");
+    let agent = crate::resources::AgentSettings {
+        image: "agent:test".into(),
+    };
+    let sts = crate::resources::statefulset(&cluster, "checksum", &agent);
+    let volumes = sts.spec.template.spec.unwrap().volumes.unwrap();
+    let tls = volumes.iter().find(|v| v.name == "tls").unwrap();
+    assert_eq!(
+        tls.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some("shop-tls")
+    );
+    let plain = postgresql(MINIMAL);
+    let plain = Cluster::new(&plain).unwrap();
+    assert_eq!(plain.server_tls_secret_name(), "demo-server-tls");
+
+    let mut secret = Secret {
+        data: Some(data([(TLS_CRT, "c"), (TLS_KEY, "k"), (CA_CRT, "ca")])),
+        ..Secret::default()
+    };
+    secret.metadata.name = Some("shop-tls".into());
+    check_user_server_secret(&secret).unwrap();
+    secret.data.as_mut().unwrap().remove(CA_CRT);
+    let refused = check_user_server_secret(&secret).unwrap_err().to_string();
+    assert_eq!(refused, "Secret shop-tls has no ca.crt");
+}

@@ -103,7 +103,8 @@ impl Cache {
             tls::server_not_after(time::OffsetDateTime::now_utc()),
         );
         // The credentials carry the CA that signed the server's certificate.
-        let trusted = |secret| resources::with_ca(&secret, &pem("ca").cert).expect("a login");
+        let trusted =
+            |secret| resources::with_ca(&secret, &secret, &pem("ca").cert).expect("a login");
         Self {
             secrets: vec![
                 trusted(resources::superuser_secret(&cluster, "su-password")),
