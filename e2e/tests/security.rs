@@ -64,7 +64,8 @@ async fn network_policy_follows_the_spec(ctx: Ctx) -> Result {
 async fn user_certificate(ctx: &Ctx, name: &str, secret: &str) -> Result<String> {
     let pg: tusk::PostgreSQL = serde_json::from_value(serde_json::json!({
         "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
-        "metadata": {"name": name, "namespace": ctx.ns},
+        // Only the names matter here; Cluster::new wants a uid, as from the API server.
+        "metadata": {"name": name, "namespace": ctx.ns, "uid": "made-outside-tusk"},
         "spec": {"storage": {"size": "1Gi"}},
     }))?;
     let cluster = Cluster::new(&pg)?;
