@@ -78,19 +78,6 @@ async fn an_existing_secret_is_never_overwritten() {
     assert_eq!(verifier::writes(&seen).len(), 0);
 }
 
-/// A read of `name` answered with the Secret the converged `cache` holds under that name.
-fn get_cached_secret(cache: &Cache, name: &str) -> Expect {
-    let secret = cache
-        .secrets
-        .iter()
-        .find(|s| s.metadata.name.as_deref() == Some(name))
-        .map(|s| serde_json::to_value(s).expect("serialisable"))
-        .expect("in the converged cache");
-    Expect::new(Method::GET, format!("{SECRETS}/{name}"), move |_| {
-        (StatusCode::OK, secret)
-    })
-}
-
 #[tokio::test]
 async fn a_deleted_secret_is_recreated_with_a_warning() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
@@ -184,28 +171,18 @@ async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
 #[tokio::test]
 async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    let superuser = get_cached_secret(&cache, "demo-superuser");
-    let app = get_cached_secret(&cache, "demo-app");
+    let follow = credentials_follow(&cache);
     remove_named(&mut cache.secrets, "demo-ca");
-    let (_, seen) = scenario(
-        pg,
-        cache,
-        vec![
-            Expect::get_missing(format!("{SECRETS}/demo-ca")),
-            Expect::create(SECRETS),
-            // The server certificate is replaced: the old one was signed by the lost CA.
-            Expect::apply(format!("{SECRETS}/demo-server-tls")),
-            // The credentials follow: clients get the new CA, with their passwords kept.
-            superuser,
-            Expect::apply(format!("{SECRETS}/demo-superuser")),
-            app,
-            Expect::apply(format!("{SECRETS}/demo-app")),
-            Expect::event(NS),
-            Expect::event(NS),
-            Expect::event(NS),
-        ],
-    )
-    .await;
+    let mut script = vec![
+        Expect::get_missing(format!("{SECRETS}/demo-ca")),
+        Expect::create(SECRETS),
+        // The server certificate is replaced: the old one was signed by the lost CA.
+        Expect::apply(format!("{SECRETS}/demo-server-tls")),
+    ];
+    // The credentials follow: clients get the new CA, with their passwords kept.
+    script.extend(follow);
+    script.extend([Expect::event(NS), Expect::event(NS), Expect::event(NS)]);
+    let (_, seen) = scenario(pg, cache, script).await;
     // Base64 of the passwords the converged world stored.
     for (applied, password) in [(4, "c3UtcGFzc3dvcmQ="), (6, "YXBwLXBhc3N3b3Jk")] {
         let data = &seen[applied].body["data"];
@@ -307,22 +284,16 @@ async fn a_server_certificate_left_signed_by_a_replaced_ca_is_signed_again() {
     let stored = tls::ca_secret(&cluster, &ca);
     remove_named(&mut cache.secrets, "demo-ca");
     cache.secrets.push(stored.clone());
-    let (superuser, app) = (
-        get_cached_secret(&cache, "demo-superuser"),
-        get_cached_secret(&cache, "demo-app"),
-    );
+    let follow = credentials_follow(&cache);
     let stored = serde_json::to_value(&stored).expect("JSON");
-    let script = vec![
+    let mut script = vec![
         Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
             (StatusCode::OK, stored)
         }),
         Expect::apply(format!("{SECRETS}/demo-server-tls")),
-        superuser,
-        Expect::apply(format!("{SECRETS}/demo-superuser")),
-        app,
-        Expect::apply(format!("{SECRETS}/demo-app")),
-        Expect::event(NS),
     ];
+    script.extend(follow);
+    script.push(Expect::event(NS));
     let (_, seen) = scenario(pg, cache, script).await;
     let fingerprint = tls::ca_fingerprint(&ca.cert);
     for written in [&seen[1], &seen[3], &seen[5]] {

@@ -43,26 +43,10 @@ fn get_user_secret(without: Option<&'static str>) -> Expect {
 #[tokio::test]
 async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_carry_its_ca() {
     let (pg, cache) = converged_with_own_certificate();
-    let stored = |name: &'static str| {
-        let secret = cache
-            .secrets
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(name))
-            .map(|s| serde_json::to_value(s).expect("JSON"))
-            .expect("converged");
-        Expect::new(Method::GET, format!("{SECRETS}/{name}"), move |_| {
-            (StatusCode::OK, secret)
-        })
-    };
-    let script = vec![
-        get_user_secret(None),
-        // The credentials held Tusk's CA: they now carry the user's, their passwords kept.
-        stored("demo-superuser"),
-        Expect::apply(format!("{SECRETS}/demo-superuser")),
-        stored("demo-app"),
-        Expect::apply(format!("{SECRETS}/demo-app")),
-        Expect::event(NS),
-    ];
+    // The credentials held Tusk's CA: they now carry the user's, their passwords kept.
+    let mut script = vec![get_user_secret(None)];
+    script.extend(credentials_follow(&cache));
+    script.push(Expect::event(NS));
     let (result, seen) = scenario_result(pg, cache.clone(), script).await;
     result.expect("reconciled");
     for applied in [&seen[2].body, &seen[4].body] {

@@ -22,6 +22,9 @@ use tusk::runtime::packed::PackedStore;
 use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
+use super::paths::SECRETS;
+use super::verifier::Expect;
+
 use super::memory_store::MemoryBucket;
 
 pub const NS: &str = "prod";
@@ -353,4 +356,30 @@ fn pem(what: &str) -> tls::Pem {
         cert: format!("{what} certificate"),
         key: format!("{what} key"),
     }
+}
+
+/// A read of `name` answered with the Secret the converged `cache` holds under that name.
+pub fn get_cached_secret(cache: &Cache, name: &str) -> Expect {
+    let secret = cache
+        .secrets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+        .map(|s| serde_json::to_value(s).expect("serialisable"))
+        .expect("in the converged cache");
+    Expect::new(http::Method::GET, format!("{SECRETS}/{name}"), move |_| {
+        (http::StatusCode::OK, secret)
+    })
+}
+
+/// The credentials following a new CA: each read (answered from `cache`), then applied.
+pub fn credentials_follow(cache: &Cache) -> Vec<Expect> {
+    ["demo-superuser", "demo-app"]
+        .into_iter()
+        .flat_map(|name| {
+            [
+                get_cached_secret(cache, name),
+                Expect::apply(format!("{SECRETS}/{name}")),
+            ]
+        })
+        .collect()
 }

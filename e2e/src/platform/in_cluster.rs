@@ -284,7 +284,7 @@ impl InCluster {
             let bytes = (secret.data.as_ref())
                 .and_then(|d| d.get(key).cloned())
                 .context(format!("no {key} in {ns}/{cluster}-app"))?;
-            Ok(String::from_utf8(bytes.0).context(key.to_owned())?)
+            String::from_utf8(bytes.0).context(key.to_owned())
         };
         let (uri, ca) = (value("uri")?, value("ca.crt")?);
         // The CA is public; written where the pod may write, then psql trusts that file only.
