@@ -13,6 +13,7 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 use crate::clusters::backup_schedule::freshness::overdue_at;
 use crate::crd::{Phase, PostgreSQL};
 use crate::resources::tls;
+use crate::runtime::secret_facts::SecretStore;
 use crate::runtime::watch::owning_cluster;
 use k8s_openapi::api::core::v1::Secret;
 
@@ -61,7 +62,7 @@ pub struct Metrics {
     /// that deleted clusters leave the gauge even though nothing reconciles them.
     cluster_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<PostgreSQL>>>,
     /// The caches of the clusters' Secrets, for the server certificates' expiry.
-    secret_caches: std::sync::Mutex<Vec<kube::runtime::reflector::Store<Secret>>>,
+    secret_caches: std::sync::Mutex<Vec<SecretStore>>,
 }
 
 /// Registers metrics and hands back the handle the operator updates.
@@ -309,7 +310,7 @@ impl Metrics {
     }
 
     /// Reports the server certificates among the Secrets of `cache` at every scrape from now on.
-    pub fn watch_secrets(&self, cache: kube::runtime::reflector::Store<Secret>) {
+    pub fn watch_secrets(&self, cache: SecretStore) {
         self.secret_caches
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -336,13 +337,15 @@ impl Metrics {
             self.count_phases(clusters.iter().map(AsRef::as_ref));
             self.record_backup_times(clusters.iter().map(AsRef::as_ref));
         }
-        let secrets: Vec<_> = (self.secret_caches.lock())
+        let secret_caches = (self.secret_caches.lock())
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .iter()
-            .flat_map(|c| c.state())
-            .collect();
-        if !secrets.is_empty() {
-            self.record_certificate_expiry(secrets.iter().map(AsRef::as_ref));
+            .clone();
+        if !secret_caches.is_empty() {
+            let secrets: Vec<_> = secret_caches
+                .iter()
+                .flat_map(SecretStore::certificates)
+                .collect();
+            self.record_certificate_expiry(&secrets);
         }
         let mut text = String::new();
         // Writing into a String cannot fail.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::runtime::secret_facts::SecretStore;
 
 #[test]
 fn exposes_reconciles_by_result_and_duration() {
@@ -110,13 +111,12 @@ fn each_clusters_server_certificate_expiry_is_exported_and_leaves_with_its_secre
         key: "k".into(),
     };
     let not_after = time::OffsetDateTime::from_unix_timestamp(1_900_000_000).unwrap();
-    let mut secret = tls::server_secret(&cluster, &pem, "ca", not_after);
-    // As the Secret cache holds it.
-    crate::runtime::compact::compact_secret(&mut secret);
+    let secret = tls::server_secret(&cluster, &pem, "ca", not_after);
     // Secrets without a recorded expiry (passwords, the CA) have no series.
     let password = crate::resources::app_secret(&cluster, "pw");
+    // Read from the Secret cache, as the operator's scrapes do.
     let metrics = Metrics::default();
-    metrics.record_certificate_expiry([&secret, &password]);
+    metrics.watch_secrets(SecretStore::of([secret, password.clone()]));
     let text = metrics.encode();
     assert!(
         text.contains(
@@ -124,7 +124,8 @@ fn each_clusters_server_certificate_expiry_is_exported_and_leaves_with_its_secre
         ),
         "{text}"
     );
-    metrics.record_certificate_expiry([&password]);
+    let metrics = Metrics::default();
+    metrics.watch_secrets(SecretStore::of([password]));
     assert!(
         !metrics
             .encode()

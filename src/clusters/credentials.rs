@@ -10,8 +10,8 @@ use super::desired::Desired;
 use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster, tls};
+use crate::runtime::Context;
 use crate::runtime::apply::{Change, Written, apply, create};
-use crate::runtime::{Context, cached};
 
 /// The CA certificate the server Secret carries, which the credentials copy.
 fn server_ca(server: &Secret) -> Option<String> {
@@ -72,12 +72,15 @@ async fn ensure_credentials(
     let (ns, name) = (cluster.namespace, desired.name_any());
     let wanted = match ca.as_deref() {
         Some(ca) => Some(tls::ca_fingerprint(ca)),
-        None => cached(&ctx.caches.secrets, ns, &cluster.server_tls_secret_name())
+        None => ctx
+            .caches
+            .secrets
+            .get(ns, &cluster.server_tls_secret_name())
             .and_then(|server| tls::recorded_ca(&server).map(str::to_owned)),
     };
     let carries =
         |secret: &Secret| wanted.is_some() && tls::recorded_ca(secret) == wanted.as_deref();
-    if let Some(cached) = cached(&ctx.caches.secrets, ns, &name)
+    if let Some(cached) = ctx.caches.secrets.get(ns, &name)
         && (carries(&cached) || !ours(&cached, cluster))
     {
         return Ok(Change::Unchanged);
@@ -152,8 +155,8 @@ async fn ensure_certificates(
             && ca_fingerprint.is_some()
             && tls::recorded_ca(server) == ca_fingerprint
     };
-    let cached_server = cached(&ctx.caches.secrets, ns, &server_name);
-    let cached_ca = cached(&ctx.caches.secrets, ns, &ca_name);
+    let cached_server = ctx.caches.secrets.get(ns, &server_name);
+    let cached_ca = ctx.caches.secrets.get(ns, &ca_name);
     if let (Some(server), Some(ca)) = (&cached_server, &cached_ca)
         && current(server, tls::recorded_ca(ca))
     {
@@ -165,7 +168,7 @@ async fn ensure_certificates(
         api.get_opt(&name).await.map_err(error)
     };
     let server = match cached_server {
-        Some(secret) => Some(Secret::clone(&secret)),
+        Some(secret) => Some(secret),
         None => read(server_name).await?,
     };
     let mut writes = Vec::new();
@@ -223,7 +226,7 @@ async fn ensure_secret(
     secret: &Secret,
 ) -> Result<Change> {
     let name = secret.name_any();
-    if cached(&ctx.caches.secrets, namespace, &name).is_some() {
+    if ctx.caches.secrets.get(namespace, &name).is_some() {
         return Ok(Change::Unchanged);
     }
     // The cache can lag behind the API server; a read protects an existing password.

@@ -4,22 +4,18 @@
 //! cache-only annotation instead, and [`restore`] puts it back before an apply compares, so
 //! "already applied?" is decided on exactly what the server holds. Nothing else reads a cached
 //! template, and the annotation is never sent: applies send the desired object, not the cache.
-//! Secrets are cached for their existence only, so their values are not kept at all. Kinds
-//! that nothing reads but an apply's comparison are not cached as objects at all (see
-//! `packed`).
-
-use std::collections::BTreeMap;
+//! Secrets, and the kinds nothing reads but an apply's comparison, are not cached as objects
+//! at all (see `secret_facts` and `packed`).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::watch::drop_managed_fields;
-use crate::resources::tls::{CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION};
 
 /// The cache-only annotation holding the pod template's JSON.
 pub const CACHED_TEMPLATE: &str = "cache.tusk.dev/pod-template";
@@ -45,40 +41,6 @@ pub fn compact_cronjob(object: &mut CronJob) {
     if let Some(job) = object.spec.job_template.spec.as_mut() {
         stash(&mut object.metadata, &mut job.template);
     }
-}
-
-/// A Secret as its cache keeps it: whether it exists, the server certificate's recorded expiry
-/// and the CA fingerprints are all a reconcile reads, and the metrics add the cluster, which the owner reference
-/// names. The rest of the metadata goes too: a map of one entry still allocates a whole B-tree
-/// node (~0.5 KB), and there are five Secrets per cluster.
-pub fn compact_secret(object: &mut Secret) {
-    let meta = &object.metadata;
-    let kept: BTreeMap<String, String> = [NOT_AFTER_ANNOTATION, CA_FINGERPRINT_ANNOTATION]
-        .into_iter()
-        .filter_map(|key| Some((key.to_owned(), meta.annotations.as_ref()?.get(key)?.clone())))
-        .collect();
-    let owner_references = meta.owner_references.as_ref().map(|owners| {
-        owners
-            .iter()
-            .map(|owner| OwnerReference {
-                api_version: owner.api_version.clone(),
-                kind: owner.kind.clone(),
-                name: owner.name.clone(),
-                ..OwnerReference::default()
-            })
-            .collect()
-    });
-    *object = Secret {
-        metadata: ObjectMeta {
-            name: meta.name.clone(),
-            namespace: meta.namespace.clone(),
-            annotations: (!kept.is_empty()).then_some(kept),
-            owner_references,
-            deletion_timestamp: meta.deletion_timestamp.clone(),
-            ..ObjectMeta::default()
-        },
-        ..Secret::default()
-    };
 }
 
 /// A database pod as its cache keeps it: labels, deletion, readiness conditions and IP are all
@@ -305,39 +267,6 @@ mod tests {
         assert_eq!(status.pod_ip.as_deref(), Some("10.0.0.7"));
         assert_eq!(status.conditions.unwrap()[0].type_, "Ready");
         assert_eq!(status.container_statuses, None);
-    }
-
-    #[test]
-    fn cached_secrets_keep_no_values_and_only_what_is_read() {
-        let mut secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "db-server-tls", "namespace": "prod", "uid": "u1",
-                         "labels": {"tusk.dev/cluster": "db", "app.kubernetes.io/name": "x"},
-                         "annotations": {"tusk.dev/not-after": "2028-01-01T00:00:00Z",
-                                         "other": "y"},
-                         "ownerReferences": [{"apiVersion": "tusk.dev/v1alpha1",
-                             "kind": "PostgreSQL", "name": "db", "uid": "c0ffee"}]},
-            "type": "kubernetes.io/tls",
-            "data": {"tls.key": "c2VjcmV0"}
-        }))
-        .unwrap();
-        let owner = crate::runtime::watch::owning_cluster(&secret);
-        compact_secret(&mut secret);
-        assert_eq!(secret.data, None);
-        assert_eq!(secret.type_, None);
-        let meta = &secret.metadata;
-        assert_eq!(meta.name.as_deref(), Some("db-server-tls"));
-        assert_eq!(meta.uid, None);
-        assert_eq!(meta.labels, None);
-        assert!(
-            crate::resources::tls::recorded_not_after(&secret).is_some(),
-            "renewal and the metrics read the expiry"
-        );
-        assert_eq!(meta.annotations.as_ref().unwrap().len(), 1);
-        assert_eq!(
-            crate::runtime::watch::owning_cluster(&secret),
-            owner,
-            "a change still triggers its cluster"
-        );
     }
 
     #[test]

@@ -17,9 +17,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
-use super::compact::{compact_cronjob, compact_secret, compact_statefulset};
+use super::compact::{compact_cronjob, compact_statefulset};
 use super::instances::{InstanceReader, LeaseClock, StatusSource};
-use super::packed::{CacheEnded, PackedStore};
+use super::packed::Packed;
+use super::secret_facts::SecretFacts;
+use super::summaries::{CacheEnded, SummaryStore};
 use super::watch::{ChildWatches, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
@@ -28,12 +30,13 @@ use crate::resources::{AgentSettings, STATUS_PORT};
 /// The children a cluster owns. This is the one list: each entry is a field of [`Caches`], a
 /// watch started by [`watch_owned`] that triggers the owning cluster, and a cache
 /// [`Caches::children_ready`] waits for. `cached` kinds are read by reconciles and kept as
-/// objects, each with its compaction (see `compact`); `packed` kinds are read by an apply's
-/// comparison only and kept as packed JSON (see `packed`).
+/// objects, each with its compaction (see `compact`); `summarized` kinds are kept as a summary
+/// of each object (see `summaries`): Secrets as the few facts read of them, the kinds only an
+/// apply's comparison reads as packed JSON.
 macro_rules! owned_children {
     (
         cached { $($(#[$doc:meta])* $field:ident: $kind:ty => $compact:expr,)* }
-        packed { $($(#[$pdoc:meta])* $pfield:ident: $pkind:ty,)* }
+        summarized { $($(#[$pdoc:meta])* $pfield:ident: $pkind:ty => $summary:ty,)* }
     ) => {
         /// The watch caches: the clusters, their children and the Backups, fed by the same
         /// watches that trigger reconciles.
@@ -41,7 +44,7 @@ macro_rules! owned_children {
         pub struct Caches {
             pub clusters: Store<PostgreSQL>,
             $($(#[$doc])* pub $field: Store<$kind>,)*
-            $($(#[$pdoc])* pub $pfield: PackedStore<$pkind>,)*
+            $($(#[$pdoc])* pub $pfield: SummaryStore<$pkind, $summary>,)*
             /// The database pods (compacted: labels, readiness and IP), for roles and failover.
             pub pods: Store<Pod>,
             /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
@@ -67,7 +70,7 @@ macro_rules! owned_children {
         /// The owned children's caches, as their watches (`drivers`) fill them.
         pub struct OwnedWatches {
             $($field: Store<$kind>,)*
-            $($pfield: PackedStore<$pkind>,)*
+            $($pfield: SummaryStore<$pkind, $summary>,)*
             pub drivers: Vec<BoxFuture<'static, ()>>,
         }
 
@@ -79,7 +82,7 @@ macro_rules! owned_children {
                 drivers.push(driver);
             )*
             $(
-                let ($pfield, driver) = watches.packed::<$pkind>(owning_cluster);
+                let ($pfield, driver) = watches.summarized::<$pkind, $summary>(owning_cluster);
                 drivers.push(driver);
             )*
             OwnedWatches { $($field,)* $($pfield,)* drivers }
@@ -110,21 +113,20 @@ macro_rules! owned_children {
 
 owned_children! {
     cached {
-        /// Credentials (compacted: values dropped; their existence and the server
-        /// certificate's expiry are read).
-        secrets: Secret => compact_secret,
         statefulsets: StatefulSet => compact_statefulset,
         cronjobs: CronJob => compact_cronjob,
     }
-    packed {
-        config_maps: ConfigMap,
-        services: Service,
+    summarized {
+        /// Credentials and certificates: owner and recorded annotations, never a value.
+        secrets: Secret => SecretFacts,
+        config_maps: ConfigMap => Packed,
+        services: Service => Packed,
         /// The database pods' identity: account, Role, binding.
-        service_accounts: ServiceAccount,
-        roles: Role,
-        role_bindings: RoleBinding,
-        disruption_budgets: PodDisruptionBudget,
-        network_policies: NetworkPolicy,
+        service_accounts: ServiceAccount => Packed,
+        roles: Role => Packed,
+        role_bindings: RoleBinding => Packed,
+        disruption_budgets: PodDisruptionBudget => Packed,
+        network_policies: NetworkPolicy => Packed,
     }
 }
 

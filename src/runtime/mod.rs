@@ -12,8 +12,10 @@ pub mod events;
 pub mod instances;
 pub mod jobs;
 pub mod packed;
+pub mod secret_facts;
 pub mod settle;
 pub mod status;
+pub mod summaries;
 pub mod watch;
 
 pub use context::{Caches, Context, cached};

@@ -1,21 +1,15 @@
-//! Caches of the children nothing reads but an apply's comparison (ConfigMaps, Services,
-//! accounts, Roles, bindings, disruption budgets): each object is kept as its deflated JSON
-//! under its namespace and name, and nothing else. A reflector store keeps a deserialized
-//! k8s-openapi object per entry (its `ObjectMeta` alone is ~0.5 KB before any string) and its
-//! key; at a thousand clusters these six kinds held ~16 MiB that way, ~1.8 KB per object even
-//! with the JSON packed into an annotation. Here an entry is its name and its packed bytes, and
-//! the namespace is held once per namespace. The comparison unpacks the JSON on demand
-//! ([`PackedStore::get`]), so "already applied?" is still decided on what the server holds.
-
-use std::collections::HashMap;
-use std::marker::PhantomData;
-use std::sync::{Arc, RwLock};
+//! The summary kept of the children nothing reads but an apply's comparison (ConfigMaps,
+//! Services, accounts, Roles, bindings, disruption budgets, NetworkPolicies): each object's
+//! deflated JSON. At a thousand clusters these kinds held ~16 MiB as reflector objects, ~1.8 KB
+//! per object even with the JSON packed into an annotation. The comparison unpacks the JSON on
+//! demand ([`PackedStore::get`]), so "already applied?" is still decided on what the server
+//! holds.
 
 use kube::Resource;
-use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::watch;
+
+use super::summaries::{Summary, SummaryStore, SummaryWriter, summary_store};
 
 /// Deflate level: a few thousand small objects at start, one per change after; the ratio is
 /// worth the CPU.
@@ -24,151 +18,33 @@ const LEVEL: u8 = 6;
 /// More than any object the server accepts (objects are capped at ~1.5 MB).
 const UNPACKED_LIMIT: usize = 4 << 20;
 
-/// Objects by namespace, then name.
-type Objects = HashMap<Arc<str>, HashMap<Box<str>, Box<[u8]>>>;
+/// An object's JSON, deflated.
+pub struct Packed(Box<[u8]>);
 
-/// The readable half: cheap to clone, shared with the watch that fills it.
-pub struct PackedStore<K> {
-    objects: Arc<RwLock<Objects>>,
-    ready: watch::Receiver<bool>,
-    kind: PhantomData<fn() -> K>,
-}
-
-impl<K> Clone for PackedStore<K> {
-    fn clone(&self) -> Self {
-        Self {
-            objects: self.objects.clone(),
-            ready: self.ready.clone(),
-            kind: PhantomData,
-        }
+impl<K: Resource + Serialize> Summary<K> for Packed {
+    fn of(object: &K) -> Option<Self> {
+        pack(object).map(Packed)
     }
 }
 
-/// The watch ended before the cache was filled once.
-#[derive(Debug, thiserror::Error)]
-#[error("the watch of a cache ended before its first list")]
-pub struct CacheEnded;
+/// Each object as its packed JSON.
+pub type PackedStore<K> = SummaryStore<K, Packed>;
 
-/// The writing half, owned by the watch that fills the store.
-pub struct PackedWriter<K> {
-    objects: Arc<RwLock<Objects>>,
-    ready: watch::Sender<bool>,
-    /// The objects of a relist in progress: the store keeps serving the old ones until the
-    /// list is complete, as a reflector does.
-    relist: Option<Objects>,
-    kind: PhantomData<fn() -> K>,
+/// An empty [`PackedStore`] and the writer that fills it.
+pub fn packed_store<K>() -> (PackedStore<K>, SummaryWriter<K, Packed>) {
+    summary_store()
 }
 
-/// An empty store and the writer that fills it.
-pub fn packed_store<K>() -> (PackedStore<K>, PackedWriter<K>) {
-    let objects = Arc::new(RwLock::new(Objects::new()));
-    let (sender, receiver) = watch::channel(false);
-    let store = PackedStore {
-        objects: objects.clone(),
-        ready: receiver,
-        kind: PhantomData,
-    };
-    let writer = PackedWriter {
-        objects,
-        ready: sender,
-        relist: None,
-        kind: PhantomData,
-    };
-    (store, writer)
-}
-
-impl<K: Resource + Serialize> PackedStore<K> {
-    /// A filled store holding `objects` (tests, and callers that list themselves).
-    pub fn of(objects: impl IntoIterator<Item = K>) -> Self {
-        let (store, mut writer) = packed_store();
-        writer.apply(watcher::Event::Init);
-        for object in objects {
-            writer.apply(watcher::Event::InitApply(object));
-        }
-        writer.apply(watcher::Event::InitDone);
-        // The store keeps its objects and stays ready without its writer.
-        store
-    }
-
+impl<K> PackedStore<K> {
     /// The JSON of `name` in `namespace` as the server last sent it (without the server's
     /// bookkeeping and status, which no apply sets), if the watch has seen it. An entry that
     /// cannot be unpacked (never: only [`pack`] writes them) reads as `Null`, which compares as
     /// different, so the apply is sent.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
-        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        let packed = objects.get(namespace)?.get(name)?;
-        Some(unpack(packed).unwrap_or(Value::Null))
+        self.with(namespace, name, |packed| {
+            unpack(&packed.0).unwrap_or(Value::Null)
+        })
     }
-
-    /// How many objects the store holds.
-    pub fn len(&self) -> usize {
-        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.values().map(HashMap::len).sum()
-    }
-
-    /// Whether the store holds no object.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Waits until the first list has filled the store. Every waiter is woken.
-    pub async fn wait_until_ready(&self) -> Result<(), CacheEnded> {
-        let mut ready = self.ready.clone();
-        ready
-            .wait_for(|ready| *ready)
-            .await
-            .map_err(|_| CacheEnded)?;
-        Ok(())
-    }
-}
-
-impl<K: Resource + Serialize> PackedWriter<K> {
-    /// Applies one watch event, as a reflector's writer does.
-    pub fn apply(&mut self, event: watcher::Event<K>) {
-        match event {
-            watcher::Event::Init => self.relist = Some(Objects::new()),
-            watcher::Event::InitApply(object) => {
-                if let Some(relist) = self.relist.as_mut() {
-                    insert(relist, &object);
-                }
-            }
-            watcher::Event::InitDone => {
-                let relist = self.relist.take().unwrap_or_default();
-                *self.objects.write().unwrap_or_else(|e| e.into_inner()) = relist;
-                self.ready.send_replace(true);
-            }
-            watcher::Event::Apply(object) => {
-                insert(
-                    &mut self.objects.write().unwrap_or_else(|e| e.into_inner()),
-                    &object,
-                );
-            }
-            watcher::Event::Delete(object) => {
-                let meta = object.meta();
-                let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-                let namespace = meta.namespace.as_deref().unwrap_or_default();
-                if let (Some(names), Some(name)) = (objects.get_mut(namespace), &meta.name) {
-                    names.remove(name.as_str());
-                    if names.is_empty() {
-                        objects.remove(namespace);
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn insert<K: Resource + Serialize>(objects: &mut Objects, object: &K) {
-    let meta = object.meta();
-    let (Some(name), Some(packed)) = (meta.name.as_deref(), pack(object)) else {
-        return;
-    };
-    let namespace = meta.namespace.as_deref().unwrap_or_default();
-    let names = match objects.get_mut(namespace) {
-        Some(names) => names,
-        None => objects.entry(Arc::from(namespace)).or_default(),
-    };
-    names.insert(name.into(), packed);
 }
 
 /// The object's JSON without what no apply sets (the server's bookkeeping and the status),
@@ -200,7 +76,7 @@ fn unpack(packed: &[u8]) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use k8s_openapi::api::core::v1::Service;
     use serde_json::json;
 
     use super::*;
@@ -243,47 +119,6 @@ mod tests {
         );
         assert_eq!(store.get("prod", "db-ro"), None);
         assert_eq!(store.get("staging", "db-rw"), None, "namespaces are apart");
-    }
-
-    #[test]
-    fn changes_and_deletions_are_followed_and_a_relist_replaces_the_whole_store() {
-        let (store, mut writer) = packed_store::<Service>();
-        writer.apply(watcher::Event::Init);
-        writer.apply(watcher::Event::InitApply(service("a", 1)));
-        writer.apply(watcher::Event::InitApply(service("b", 1)));
-        writer.apply(watcher::Event::InitDone);
-        writer.apply(watcher::Event::Apply(service("a", 2)));
-        assert_eq!(
-            store.get("prod", "a").unwrap()["spec"]["ports"][0]["port"],
-            2
-        );
-        writer.apply(watcher::Event::Delete(service("b", 1)));
-        assert_eq!(store.get("prod", "b"), None);
-
-        // A relist in progress serves the old objects; its end drops those not listed.
-        writer.apply(watcher::Event::Init);
-        writer.apply(watcher::Event::InitApply(service("c", 1)));
-        assert!(store.get("prod", "a").is_some());
-        writer.apply(watcher::Event::InitDone);
-        assert_eq!(store.get("prod", "a"), None);
-        assert!(store.get("prod", "c").is_some());
-        assert_eq!(store.len(), 1);
-    }
-
-    #[tokio::test]
-    async fn every_waiter_is_woken_by_the_first_list_and_an_ended_watch_is_an_error() {
-        let (store, mut writer) = packed_store::<ConfigMap>();
-        let waiters =
-            [store.clone(), store.clone()].map(|s| async move { s.wait_until_ready().await });
-        writer.apply(watcher::Event::Init);
-        writer.apply(watcher::Event::InitDone);
-        for result in futures::future::join_all(waiters).await {
-            assert!(result.is_ok());
-        }
-
-        let (store, writer) = packed_store::<ConfigMap>();
-        drop(writer);
-        assert!(store.wait_until_ready().await.is_err());
     }
 
     #[test]

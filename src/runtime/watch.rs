@@ -11,11 +11,10 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::packed::{PackedStore, packed_store};
+use super::summaries::{Summary, SummaryStore, summary_store};
 
 use crate::crd::PostgreSQL;
 use crate::resources::CLUSTER_LABEL;
@@ -94,23 +93,23 @@ impl ChildWatches<'_> {
         (reader, futures::FutureExt::boxed(driver))
     }
 
-    /// A watch of the children of kind `K` that only an apply compares: it keeps a
-    /// [`PackedStore`] current (each object as its packed JSON, nothing deserialized) and
-    /// queues the cluster of every touched object, as [`Self::cached`] does.
-    pub fn packed<K>(
+    /// A watch of the children of kind `K` kept as summaries `V`: it keeps a [`SummaryStore`]
+    /// current (nothing deserialized is kept) and queues the cluster of every touched object,
+    /// as [`Self::cached`] does.
+    pub fn summarized<K, V>(
         &self,
         trigger: fn(&K) -> Option<Trigger>,
-    ) -> (PackedStore<K>, BoxFuture<'static, ()>)
+    ) -> (SummaryStore<K, V>, BoxFuture<'static, ()>)
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
             + DeserializeOwned
-            + Serialize
             + Debug
             + Send
             + 'static,
+        V: Summary<K> + Send + Sync + 'static,
     {
-        let (reader, mut writer) = packed_store();
+        let (reader, mut writer) = summary_store();
         let triggers = self.triggers.clone();
         let driver = watcher(self.scope.api(self.client), self.config.clone())
             .default_backoff()

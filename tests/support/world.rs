@@ -19,6 +19,7 @@ use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::packed::PackedStore;
+use tusk::runtime::secret_facts::SecretStore;
 use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
@@ -243,7 +244,7 @@ pub fn plain_context(
 ) -> Context {
     let caches = Caches {
         clusters: store_of(vec![pg.clone()]).0,
-        secrets: store_of(cache.secrets).0,
+        secrets: SecretStore::of(cache.secrets),
         config_maps: PackedStore::of(cache.config_maps),
         services: PackedStore::of(cache.services),
         statefulsets: store_of(cache.statefulsets).0,

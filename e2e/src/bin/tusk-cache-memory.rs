@@ -1,7 +1,7 @@
 //! Where the operator's memory goes, per watched kind: lists what the operator's watches list
 //! (same selectors, pages of 100), compacts each object as the operator does before caching it
 //! (`tusk::runtime::compact`, `drop_managed_fields`), keeps it in a reflector store (or packs it
-//! into a `PackedStore`, for the kinds the operator keeps packed), and counts
+//! into a `SummaryStore`, for the kinds the operator keeps as summaries), and counts
 //! the heap the store holds afterwards with a counting global allocator. Run against a cluster
 //! at rest (`TUSK_SCALE_CACHE_MEMORY=1 scripts/bench-scale.sh` runs it before the deletes):
 //!   KUBECONFIG=… tusk-cache-memory [--clusters N]
@@ -21,11 +21,12 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tusk::crd::{Backup, PostgreSQL};
-use tusk::runtime::compact::{compact_cronjob, compact_pod, compact_secret, compact_statefulset};
-use tusk::runtime::packed::{PackedStore, packed_store};
+use tusk::runtime::compact::{compact_cronjob, compact_pod, compact_statefulset};
+use tusk::runtime::packed::Packed;
+use tusk::runtime::secret_facts::SecretFacts;
+use tusk::runtime::summaries::{Summary, SummaryStore, summary_store};
 use tusk::runtime::watch::drop_managed_fields;
 
 /// Bytes allocated and not freed, by everything in this process.
@@ -124,15 +125,15 @@ where
     Ok((objects, bytes, store))
 }
 
-/// As [`measure`], for the kinds the operator keeps in a [`PackedStore`].
-async fn measure_packed<K>(
+/// As [`measure`], for the kinds the operator keeps in a [`SummaryStore`].
+async fn measure_summarized<K, V: Summary<K>>(
     api: Api<K>,
     selector: Option<&str>,
-) -> Result<(usize, isize, PackedStore<K>), Box<dyn std::error::Error>>
+) -> Result<(usize, isize, SummaryStore<K, V>), Box<dyn std::error::Error>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    let (store, mut writer) = packed_store::<K>();
+    let (store, mut writer) = summary_store::<K, V>();
     let before = LIVE.load(Ordering::Relaxed);
     writer.apply(watcher::Event::Init);
     for_each_listed(&api, selector, |object| {
@@ -190,14 +191,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         };
     }
-    // Kinds the operator keeps packed (runtime::context's `packed` list).
-    macro_rules! packed {
-        ($name:literal, $k:ty) => {
+    // Kinds the operator keeps as summaries (runtime::context's `summarized` list).
+    macro_rules! summarized {
+        ($name:literal, $k:ty, $summary:ty) => {
             row!(
                 $name,
                 $k,
                 Some(MANAGED),
-                measure_packed(Api::<$k>::all(all(&client)), Some(MANAGED))
+                measure_summarized::<$k, $summary>(Api::<$k>::all(all(&client)), Some(MANAGED))
             )
         };
     }
@@ -207,9 +208,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None,
         drop_managed_fields::<PostgreSQL>
     );
-    kind!("Secret", Secret, Some(MANAGED), compact_secret);
-    packed!("ConfigMap", ConfigMap);
-    packed!("Service", Service);
+    summarized!("Secret", Secret, SecretFacts);
+    summarized!("ConfigMap", ConfigMap, Packed);
+    summarized!("Service", Service, Packed);
     kind!(
         "StatefulSet",
         StatefulSet,
@@ -217,10 +218,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         compact_statefulset
     );
     kind!("CronJob", CronJob, Some(MANAGED), compact_cronjob);
-    packed!("ServiceAccount", ServiceAccount);
-    packed!("Role", Role);
-    packed!("RoleBinding", RoleBinding);
-    packed!("PodDisruptionBudget", PodDisruptionBudget);
+    summarized!("ServiceAccount", ServiceAccount, Packed);
+    summarized!("Role", Role, Packed);
+    summarized!("RoleBinding", RoleBinding, Packed);
+    summarized!("PodDisruptionBudget", PodDisruptionBudget, Packed);
     kind!("Pod (database)", Pod, Some(DATABASE_PODS), compact_pod);
     kind!("Job", Job, Some(MANAGED), drop_managed_fields::<Job>);
     kind!("Backup", Backup, None, drop_managed_fields::<Backup>);
