@@ -111,7 +111,11 @@ fn each_clusters_server_certificate_expiry_is_exported_and_leaves_with_its_secre
         key: "k".into(),
     };
     let not_after = time::OffsetDateTime::from_unix_timestamp(1_900_000_000).unwrap();
-    let secret = tls::server_secret(&cluster, &pem, "ca", not_after);
+    let issued = tls::ServerCertificates {
+        server: pem.clone(),
+        replication: pem,
+    };
+    let secret = tls::server_secret(&cluster, &issued, "ca", not_after);
     // Secrets without a recorded expiry (passwords, the CA) have no series.
     let password = crate::resources::app_secret(&cluster, "pw");
     // Read from the Secret cache, as the operator's scrapes do.

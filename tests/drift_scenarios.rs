@@ -272,6 +272,58 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
         renewed["data"].get("ca.key").is_none(),
         "no CA key in the mounted Secret"
     );
+    assert!(
+        !data[tls::REPLICATION_CRT].0.is_empty() && !data[tls::REPLICATION_KEY].0.is_empty(),
+        "the replication certificate renewed with it"
+    );
+}
+
+#[tokio::test]
+async fn a_server_secret_from_before_the_replication_certificate_gains_one() {
+    let pg = postgresql(MINIMAL);
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    let ca = tls::issue_ca(&cluster, time::OffsetDateTime::now_utc()).expect("CA");
+    let stored = serde_json::to_value(tls::ca_secret(&cluster, &ca)).expect("JSON");
+    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        // Current in every other way: signed by the stored CA, which the credentials carry.
+        for secret in &mut cache.secrets {
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            if !["demo-server-tls", "demo-superuser", "demo-app"].contains(&name.as_str()) {
+                continue;
+            }
+            let fingerprint = tls::ca_fingerprint(&ca.cert);
+            let annotations = secret.metadata.annotations.get_or_insert_default();
+            annotations.insert(tls::CA_FINGERPRINT_ANNOTATION.to_owned(), fingerprint);
+            if name == "demo-server-tls"
+                && let Some(data) = secret.data.as_mut()
+            {
+                data.remove(tls::REPLICATION_CRT);
+                data.remove(tls::REPLICATION_KEY);
+            }
+        }
+    });
+    let (_, seen) = scenario(
+        pg,
+        cache,
+        vec![
+            Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+                (StatusCode::OK, stored)
+            }),
+            Expect::apply(format!("{SECRETS}/demo-server-tls")),
+            Expect::event(NS),
+        ],
+    )
+    .await;
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(seen[1].body.clone()).expect("a Secret");
+    let data = secret.data.expect("data");
+    let certificate = String::from_utf8(data[tls::REPLICATION_CRT].0.clone()).expect("PEM");
+    assert!(certificate.starts_with("-----BEGIN CERTIFICATE-----"));
+    assert_eq!(
+        data["ca.crt"].0,
+        ca.cert.as_bytes(),
+        "signed by the stored CA"
+    );
 }
 
 #[tokio::test]

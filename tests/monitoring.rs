@@ -60,7 +60,11 @@ fn every_family() -> Metrics {
         key: "k".into(),
     };
     let not_after = time::OffsetDateTime::from_unix_timestamp(1_900_000_000).expect("time");
-    let server = tusk::resources::tls::server_secret(&tusk_cluster, &pem, "ca", not_after);
+    let issued = tusk::resources::tls::ServerCertificates {
+        server: pem.clone(),
+        replication: pem,
+    };
+    let server = tusk::resources::tls::server_secret(&tusk_cluster, &issued, "ca", not_after);
     metrics.record_certificate_expiry([&server]);
     metrics
 }

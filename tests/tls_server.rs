@@ -121,7 +121,7 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     write_owned(&root.join("etc/postgresql.conf"), &conf, 0o644);
     write_owned(
         &root.join("etc/pg_hba.conf"),
-        &tusk::resources::render_hba(),
+        &tusk::resources::render_hba(true),
         0o644,
     );
     write_owned(&root.join("etc/pg_ident.conf"), "", 0o644);
@@ -247,4 +247,59 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
             "{extra}: {error}"
         );
     }
+
+    // The replication role needs both its password and the certificate Tusk issued it.
+    let created = as_postgres("psql")
+        .args([
+            "-X",
+            "-h",
+            &socket,
+            "-p",
+            &port.to_string(),
+            "-U",
+            "postgres",
+            "-c",
+        ])
+        .arg("CREATE ROLE tusk_replication REPLICATION LOGIN PASSWORD 'repl-test'")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let replication = tls::issue_replication(&cluster, &ca, now).unwrap();
+    let (cert, key) = (root.join("replication.crt"), root.join("replication.key"));
+    std::fs::write(&cert, &replication.cert).unwrap();
+    std::fs::write(&key, &replication.key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let with_cert = format!("sslcert={} sslkey={}", cert.display(), key.display());
+    let stream = |password: &str, extra: &str| {
+        Command::new(tusk_testkit::pg_bin_dir().join("psql"))
+            .args(["-X", "-At", "-d"])
+            .arg(format!(
+                "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
+                 replication=true sslmode=verify-full sslrootcert={} {extra}",
+                client_ca.display()
+            ))
+            .args(["-c", "IDENTIFY_SYSTEM"])
+            .env("PGPASSWORD", password)
+            .env("PGCONNECT_TIMEOUT", "5")
+            .output()
+            .unwrap()
+    };
+    let out = stream("repl-test", "");
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && error.contains("certificate"),
+        "the password alone got in: {error}"
+    );
+    let out = stream("wrong", &with_cert);
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && error.contains("password authentication failed"),
+        "the certificate alone got in: {error}"
+    );
+    let out = stream("repl-test", &with_cert);
+    assert!(
+        out.status.success(),
+        "both: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -179,6 +179,8 @@ pub async fn clone_from(ctx: &Context, from: &str, expected: Option<&str>) -> Re
     let slot = slot_name(ctx.me());
     let mut extra = vec![("user", "tusk_replication")];
     extra.extend(PEER_KEEPALIVES);
+    let certificate = replication_certificate(ctx);
+    extra.extend(certificate.as_ref().map_or(Vec::new(), presenting));
     let source = peer_conninfo(ctx, from, &extra);
     let attempt = |create_slot: bool| {
         prepare_empty(pgdata)?;
@@ -276,6 +278,8 @@ pub fn write_standby_config(ctx: &Context, upstream: &Upstream) -> Result<(), Er
     let pgdata = ctx.pgdata();
     write_passfile(ctx)?;
     let mut extra = vec![("user", "tusk_replication"), ("application_name", ctx.me())];
+    let certificate = replication_certificate(ctx);
+    extra.extend(certificate.as_ref().map_or(Vec::new(), presenting));
     if let Some(ip) = &upstream.address {
         // `host` still names the pod: the passfile and TLS go by it, the connect by the IP.
         extra.push(("hostaddr", ip));
@@ -291,6 +295,23 @@ pub fn write_standby_config(ctx: &Context, upstream: &Upstream) -> Result<(), Er
     ];
     auto_conf::set(pgdata, &MANAGED_KEYS, &settings)?;
     write_private(&pgdata.join("standby.signal"), b"")
+}
+
+/// The replication role's client certificate and key, mounted beside the CA when Tusk issued
+/// the cluster's certificates (the primary's `pg_hba.conf` then requires them; certificates the
+/// user brings come without one).
+pub fn replication_certificate(ctx: &Context) -> Option<(String, String)> {
+    let dir = ctx.args.ca_file.parent()?;
+    let (cert, key) = (dir.join("replication.crt"), dir.join("replication.key"));
+    (cert.is_file() && key.is_file()).then(|| {
+        let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+        (path(cert), path(key))
+    })
+}
+
+/// The conninfo keys presenting `certificate` (cert, key).
+fn presenting((cert, key): &(String, String)) -> Vec<(&'static str, &str)> {
+    vec![("sslcert", cert), ("sslkey", key)]
 }
 
 /// The conninfo of member `peer`'s server: its address, `extra`, TLS verified against the

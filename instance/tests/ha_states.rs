@@ -275,6 +275,11 @@ fn a_standby_that_never_reaches_consistency_is_cloned_again() {
         .args(["-U", "tusk_replication", "-X", "none", "-c", "fast", "-D"])
         .arg(&pgdata)
         .env("PGPASSWORD", REPLICATION_PASSWORD);
+    // The replication role's certificate, which the primary requires besides the password.
+    let tls = cluster.dir.path().join("tls");
+    backup
+        .env("PGSSLCERT", tls.join("replication.crt"))
+        .env("PGSSLKEY", tls.join("replication.key"));
     if let Some((uid, gid)) = postgres_ids() {
         std::os::unix::process::CommandExt::uid(&mut backup, uid);
         std::os::unix::process::CommandExt::gid(&mut backup, gid);

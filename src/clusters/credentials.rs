@@ -202,7 +202,10 @@ async fn ensure_certificates(
             ca
         }
     };
-    let issued = tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?;
+    let issued = tls::ServerCertificates {
+        server: tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?,
+        replication: tls::issue_replication(cluster, &ca, now)?,
+    };
     let secret = tls::server_secret(cluster, &issued, &ca.cert, tls::server_not_after(now));
     // A renewal (or a new CA) replaces the Secret's files in place; the instance managers
     // reload PostgreSQL when they change, no pod restarts.

@@ -153,15 +153,23 @@ fn quote(value: &str) -> String {
 /// pg_hba.conf: peer authentication on the local socket (so `kubectl exec … psql -U postgres`
 /// works inside the pod); over the network, a connection without TLS is refused first, from
 /// every address (127.0.0.1 too, so no rule above it lets plaintext in), then SCRAM passwords
-/// over TLS.
-pub fn render_hba() -> String {
-    "# Managed by Tusk.\n\
-     local     all         all              peer\n\
-     hostnossl all         all              all  reject\n\
-     hostnossl replication all              all  reject\n\
-     hostssl   all         all              all  scram-sha-256\n\
-     hostssl   replication tusk_replication all  scram-sha-256\n"
-        .to_owned()
+/// over TLS. With `replication_certificate` (Tusk issues the certificates), the replication role
+/// also presents its client certificate: its password alone (or a stolen key alone) gets no one
+/// the cluster's WAL. Certificates the user brings come without one, so there it is SCRAM only.
+pub fn render_hba(replication_certificate: bool) -> String {
+    let replication = if replication_certificate {
+        "scram-sha-256 clientcert=verify-full"
+    } else {
+        "scram-sha-256"
+    };
+    format!(
+        "# Managed by Tusk.\n\
+         local     all         all              peer\n\
+         hostnossl all         all              all  reject\n\
+         hostnossl replication all              all  reject\n\
+         hostssl   all         all              all  scram-sha-256\n\
+         hostssl   replication tusk_replication all  {replication}\n"
+    )
 }
 
 /// ConfigMap `<name>-config`.
@@ -174,7 +182,10 @@ pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
                 synchronous_standby_names(cluster).as_deref(),
             )?,
         ),
-        ("pg_hba.conf".to_owned(), render_hba()),
+        (
+            "pg_hba.conf".to_owned(),
+            render_hba(cluster.user_server_secret().is_none()),
+        ),
         (
             "pg_ident.conf".to_owned(),
             "# Managed by Tusk.\n".to_owned(),
@@ -374,9 +385,16 @@ mod tests {
         assert_eq!(cm.metadata.name.as_deref(), Some("demo-config"));
         let keys: Vec<_> = cm.data.as_ref().unwrap().keys().cloned().collect();
         assert_eq!(keys, ["pg_hba.conf", "pg_ident.conf", "postgresql.conf"]);
-        // Replicas stream as tusk_replication, with a password, from any address.
+        // Replicas stream as tusk_replication, with a password and the certificate Tusk
+        // issued, from any address; with the user's certificates, by password only.
         let hba = &cm.data.as_ref().unwrap()["pg_hba.conf"];
-        assert!(hba.contains("hostssl   replication tusk_replication all  scram-sha-256\n"));
+        assert!(hba.contains(
+            "hostssl   replication tusk_replication all  scram-sha-256 clientcert=verify-full\n"
+        ));
+        let brought = postgresql("storage: {size: 1Gi}\ntls: {serverSecret: shop-tls}");
+        let cm = config_map(&Cluster::new(&brought).unwrap()).unwrap();
+        let hba_brought = &cm.data.as_ref().unwrap()["pg_hba.conf"];
+        assert!(hba_brought.ends_with("tusk_replication all  scram-sha-256\n"));
         // Plaintext is refused before any rule could accept it.
         let first_network_rules: Vec<&str> = hba
             .lines()

@@ -25,6 +25,13 @@ pub const TLS_CRT: &str = "tls.crt";
 pub const TLS_KEY: &str = "tls.key";
 pub const CA_CRT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
+/// The replication role's client certificate and key, in the server Secret beside the server's
+/// (mounted with it; renewed with it). Standbys present it; `pg_hba.conf` requires it.
+pub const REPLICATION_CRT: &str = "replication.crt";
+pub const REPLICATION_KEY: &str = "replication.key";
+/// The role the replication certificate names (its common name, which `clientcert=verify-full`
+/// matches against the user name).
+pub const REPLICATION_USER: &str = "tusk_replication";
 
 /// Lifetimes. The server's is the shorter, so that a renewal only ever needs the CA that is
 /// already trusted; it is renewed once a third of it is left ([`server_renewal_due`]).
@@ -54,6 +61,14 @@ pub enum TlsError {
     Missing { secret: String, key: &'static str },
     #[error("Secret {secret}, named by spec.tls.serverSecret, does not exist")]
     Absent { secret: String },
+}
+
+/// What the server Secret carries besides the CA: the server's certificate and the replication
+/// role's.
+#[derive(Clone, Debug)]
+pub struct ServerCertificates {
+    pub server: Pem,
+    pub replication: Pem,
 }
 
 /// A certificate and its private key, both PEM.
@@ -136,16 +151,7 @@ pub fn issue_server(
     now: OffsetDateTime,
 ) -> Result<Pem, TlsError> {
     let name = cluster.server_tls_secret_name();
-    let stored = |key: &'static str| {
-        let secret = cluster.ca_secret_name();
-        move |source| TlsError::Stored {
-            secret,
-            key,
-            source,
-        }
-    };
-    let ca_key = KeyPair::from_pem(&ca.key).map_err(stored(CA_KEY))?;
-    let issuer = Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(stored(CA_CRT))?;
+    let issuer = ca_issuer(cluster, ca)?;
     let mut params =
         CertificateParams::new(server_names(cluster, domain)).map_err(issue_error(&name))?;
     params.distinguished_name = common_name(cluster.rw_service_name());
@@ -162,6 +168,46 @@ pub fn issue_server(
         cert: cert.pem(),
         key: key.serialize_pem(),
     })
+}
+
+/// The replication role's client certificate ([`REPLICATION_USER`] as its common name), signed
+/// by `ca`, expiring with the server certificate issued at `now`.
+pub fn issue_replication(
+    cluster: &Cluster,
+    ca: &Pem,
+    now: OffsetDateTime,
+) -> Result<Pem, TlsError> {
+    let name = format!("{} ({REPLICATION_USER})", cluster.server_tls_secret_name());
+    let issuer = ca_issuer(cluster, ca)?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = common_name(REPLICATION_USER.to_owned());
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - BACKDATE;
+    params.not_after = server_not_after(now);
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(issue_error(&name))?;
+    Ok(Pem {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
+/// The stored CA as an issuer; a CA Secret whose files do not parse is named.
+fn ca_issuer(cluster: &Cluster, ca: &Pem) -> Result<Issuer<'static, KeyPair>, TlsError> {
+    let stored = |key: &'static str| {
+        let secret = cluster.ca_secret_name();
+        move |source| TlsError::Stored {
+            secret,
+            key,
+            source,
+        }
+    };
+    let ca_key = KeyPair::from_pem(&ca.key).map_err(stored(CA_KEY))?;
+    Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(stored(CA_CRT))
 }
 
 /// When a server certificate issued at `now` expires.
@@ -185,7 +231,17 @@ pub fn recorded_not_after(secret: &Secret) -> Option<OffsetDateTime> {
 /// so that a missed reconcile, a slow rollout or a paused operator still renew long before expiry.
 pub fn server_renewal_due(secret: &Secret, now: OffsetDateTime) -> bool {
     recorded_ca(secret).is_none()
+        || !carries_replication_certificate(secret)
         || recorded_not_after(secret).is_none_or(|not_after| now >= not_after - SERVER_LIFETIME / 3)
+}
+
+/// Whether the server Secret carries the replication role's certificate (one issued before it
+/// existed does not, and is issued again).
+pub fn carries_replication_certificate(secret: &Secret) -> bool {
+    secret
+        .data
+        .as_ref()
+        .is_some_and(|data| data.contains_key(REPLICATION_CRT))
 }
 
 /// The fingerprint of a CA certificate (PEM), as [`CA_FINGERPRINT_ANNOTATION`] records it.
@@ -202,11 +258,11 @@ pub fn recorded_ca(secret: &Secret) -> Option<&str> {
         .map(String::as_str)
 }
 
-fn data(entries: [(&str, &str); 3]) -> BTreeMap<String, ByteString> {
+fn data(entries: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
     entries
-        .into_iter()
+        .iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
         .collect()
 }
 
@@ -221,16 +277,17 @@ pub fn ca_secret(cluster: &Cluster, ca: &Pem) -> Secret {
     Secret {
         metadata,
         type_: Some("Opaque".to_owned()),
-        data: Some(data([(CA_CRT, &ca.cert), (CA_KEY, &ca.key), ("", "")])),
+        data: Some(data(&[(CA_CRT, &ca.cert), (CA_KEY, &ca.key)])),
         ..Secret::default()
     }
 }
 
-/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt`), mounted by the database
-/// pods, its certificate's expiry `not_after` and its CA's fingerprint in annotations.
+/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt` and the replication role's
+/// certificate), mounted by the database pods, its certificate's expiry `not_after` and its
+/// CA's fingerprint in annotations.
 pub fn server_secret(
     cluster: &Cluster,
-    server: &Pem,
+    issued: &ServerCertificates,
     ca_cert: &str,
     not_after: OffsetDateTime,
 ) -> Secret {
@@ -246,10 +303,12 @@ pub fn server_secret(
     Secret {
         metadata,
         type_: Some("kubernetes.io/tls".to_owned()),
-        data: Some(data([
-            (TLS_CRT, &server.cert),
-            (TLS_KEY, &server.key),
+        data: Some(data(&[
+            (TLS_CRT, &issued.server.cert),
+            (TLS_KEY, &issued.server.key),
             (CA_CRT, ca_cert),
+            (REPLICATION_CRT, &issued.replication.cert),
+            (REPLICATION_KEY, &issued.replication.key),
         ])),
         ..Secret::default()
     }

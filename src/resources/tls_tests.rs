@@ -8,6 +8,14 @@ fn now() -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
 }
 
+/// The server's and the replication role's certificates, as a reconcile issues them.
+fn issued(cluster: &Cluster, ca: &Pem) -> ServerCertificates {
+    ServerCertificates {
+        server: issue_server(cluster, "cluster.local", ca, now()).unwrap(),
+        replication: issue_replication(cluster, ca, now()).unwrap(),
+    }
+}
+
 fn der(pem: &str) -> Vec<u8> {
     parse_x509_pem(pem.as_bytes()).unwrap().1.contents
 }
@@ -96,6 +104,32 @@ fn the_server_certificate_is_signed_by_the_cluster_ca_for_serving_only() {
 }
 
 #[test]
+fn the_replication_certificate_names_the_role_for_client_use_only_and_expires_with_the_server() {
+    let pg = postgresql(MINIMAL);
+    let cluster = Cluster::new(&pg).unwrap();
+    let ca = issue_ca(&cluster, now()).unwrap();
+    let client = issue_replication(&cluster, &ca, now()).unwrap();
+    let ca_der = der(&ca.cert);
+    let (_, ca_x509) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
+    let client_der = der(&client.cert);
+    let (_, leaf) = x509_parser::parse_x509_certificate(&client_der).unwrap();
+    leaf.verify_signature(Some(ca_x509.public_key()))
+        .expect("signed by the cluster's CA");
+    let common_name = leaf.subject().iter_common_name().next().unwrap();
+    assert_eq!(
+        common_name.as_str().unwrap(),
+        "tusk_replication",
+        "clientcert=verify-full matches it against the user"
+    );
+    let eku = leaf.extended_key_usage().unwrap().unwrap().value;
+    assert!(eku.client_auth && !eku.server_auth);
+    assert_eq!(
+        leaf.validity().not_after.timestamp(),
+        server_not_after(now()).unix_timestamp()
+    );
+}
+
+#[test]
 fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
     let pg = postgresql(MINIMAL);
     let cluster = Cluster::new(&pg).unwrap();
@@ -111,14 +145,14 @@ fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
     )
     .unwrap();
 
-    let server = issue_server(&cluster, "cluster.local", &ca, now()).unwrap();
-    let mounted = server_secret(&cluster, &server, &ca.cert, server_not_after(now()));
+    let issued = issued(&cluster, &ca);
+    let mounted = server_secret(&cluster, &issued, &ca.cert, server_not_after(now()));
     assert_eq!(mounted.metadata.name.as_deref(), Some("demo-server-tls"));
     assert_eq!(mounted.type_.as_deref(), Some("kubernetes.io/tls"));
     let keys: Vec<&String> = mounted.data.as_ref().unwrap().keys().collect();
     assert_eq!(
         keys,
-        [CA_CRT, TLS_CRT, TLS_KEY],
+        [CA_CRT, REPLICATION_CRT, REPLICATION_KEY, TLS_CRT, TLS_KEY],
         "no CA key in what pods mount"
     );
 
@@ -144,9 +178,9 @@ fn a_server_certificate_is_renewed_once_a_third_of_its_life_is_left_or_its_expir
     let pg = postgresql(MINIMAL);
     let cluster = Cluster::new(&pg).unwrap();
     let ca = issue_ca(&cluster, now()).unwrap();
-    let server = issue_server(&cluster, "cluster.local", &ca, now()).unwrap();
+    let certificates = issued(&cluster, &ca);
     let issued = now();
-    let secret = server_secret(&cluster, &server, &ca.cert, server_not_after(issued));
+    let secret = server_secret(&cluster, &certificates, &ca.cert, server_not_after(issued));
     assert_eq!(
         recorded_not_after(&secret),
         Some(server_not_after(issued).replace_nanosecond(0).unwrap())
@@ -167,6 +201,10 @@ fn a_server_certificate_is_renewed_once_a_third_of_its_life_is_left_or_its_expir
     let mut unknown = secret.clone();
     unknown.metadata.annotations = None;
     assert!(server_renewal_due(&unknown, issued));
+    // Issued before the replication certificate existed: due, so that it gains one.
+    let mut without = secret.clone();
+    without.data.as_mut().unwrap().remove(REPLICATION_CRT);
+    assert!(server_renewal_due(&without, issued));
     let mut garbled = secret;
     garbled
         .metadata
@@ -197,7 +235,7 @@ fn a_server_secret_the_user_brings_is_mounted_instead_and_checked() {
     assert_eq!(plain.server_tls_secret_name(), "demo-server-tls");
 
     let mut secret = Secret {
-        data: Some(data([(TLS_CRT, "c"), (TLS_KEY, "k"), (CA_CRT, "ca")])),
+        data: Some(data(&[(TLS_CRT, "c"), (TLS_KEY, "k"), (CA_CRT, "ca")])),
         ..Secret::default()
     };
     secret.metadata.name = Some("shop-tls".into());

@@ -1,11 +1,13 @@
-//! What the Secret cache keeps of each Secret: the cluster that owns it, and the two annotations
-//! a reconcile compares (the server certificate's expiry, the CA a Secret was made with). That is
+//! What the Secret cache keeps of each Secret: the cluster that owns it, the two annotations a
+//! reconcile compares (the server certificate's expiry, the CA a Secret was made with), and
+//! whether a server Secret holds the replication certificate. That is
 //! all a converged cluster reads, so it reads nothing from the API server; the values are never
 //! kept. As objects, five Secrets per cluster cost ~1.3 KB each (the metadata struct, the owner
 //! reference, and a B-tree node for a map of one or two annotations); as facts, ~0.1 KB.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
@@ -13,7 +15,9 @@ use kube::Resource;
 use super::summaries::{Summary, SummaryStore};
 use super::watch::owning_cluster;
 use crate::crd::PostgreSQL;
-use crate::resources::tls::{CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION};
+use crate::resources::tls::{
+    self, CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION, REPLICATION_CRT,
+};
 
 /// The facts kept of one Secret.
 pub struct SecretFacts {
@@ -23,6 +27,8 @@ pub struct SecretFacts {
     not_after: Option<Box<str>>,
     /// [`CA_FINGERPRINT_ANNOTATION`], as written.
     ca_sha256: Option<Box<str>>,
+    /// Whether it holds [`REPLICATION_CRT`] (a server Secret issued before it did not).
+    replication_certificate: bool,
 }
 
 impl Summary<Secret> for SecretFacts {
@@ -42,12 +48,14 @@ impl Summary<Secret> for SecretFacts {
             owner: owning_cluster(secret).map(|cluster| cluster.name.into()),
             not_after: annotation(NOT_AFTER_ANNOTATION),
             ca_sha256: annotation(CA_FINGERPRINT_ANNOTATION),
+            replication_certificate: tls::carries_replication_certificate(secret),
         })
     }
 }
 
 impl SecretFacts {
-    /// The Secret as far as the facts go: name, owner and the kept annotations; no values.
+    /// The Secret as far as the facts go: name, owner, the kept annotations, and the data keys
+    /// a reconcile looks for, each with an empty value: no value is ever kept.
     fn secret(&self, namespace: &str, name: &str) -> Secret {
         let annotations: BTreeMap<String, String> = [
             (NOT_AFTER_ANNOTATION, &self.not_after),
@@ -70,6 +78,9 @@ impl SecretFacts {
                 owner_references: owner.map(|owner| vec![owner]),
                 ..ObjectMeta::default()
             },
+            data: self
+                .replication_certificate
+                .then(|| BTreeMap::from([(REPLICATION_CRT.to_owned(), ByteString(Vec::new()))])),
             ..Secret::default()
         }
     }
@@ -115,7 +126,7 @@ mod tests {
                          "ownerReferences": [{"apiVersion": "tusk.dev/v1alpha1",
                              "kind": "PostgreSQL", "name": "db", "uid": "c0ffee"}]},
             "type": "kubernetes.io/tls",
-            "data": {"tls.key": "c2VjcmV0"}
+            "data": {"tls.key": "c2VjcmV0", "replication.crt": "Y2VydA=="}
         }))
         .unwrap()
     }
@@ -125,7 +136,10 @@ mod tests {
         let stored = server_secret();
         let store = SecretStore::of([stored.clone()]);
         let cached = store.get("prod", "db-server-tls").unwrap();
-        assert_eq!(cached.data, None);
+        let data = cached.data.as_ref().unwrap();
+        assert_eq!(data.len(), 1, "only the key renewal looks for");
+        assert!(data[REPLICATION_CRT].0.is_empty(), "and never its value");
+        assert!(tls::carries_replication_certificate(&cached));
         assert_eq!(cached.type_, None);
         assert_eq!(cached.metadata.uid, None);
         assert_eq!(cached.metadata.labels, None);
@@ -150,10 +164,12 @@ mod tests {
         let mut stored = server_secret();
         stored.metadata.owner_references = None;
         stored.metadata.annotations = None;
+        stored.data = None;
         let store = SecretStore::of([stored]);
         let cached = store.get("prod", "db-server-tls").unwrap();
         assert_eq!(cached.metadata.owner_references, None);
         assert_eq!(cached.metadata.annotations, None);
+        assert_eq!(cached.data, None);
         assert!(store.certificates().is_empty(), "no expiry recorded");
     }
 }

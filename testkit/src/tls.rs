@@ -13,10 +13,14 @@ pub struct TlsFiles {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The replication role's client certificate and key (`tusk_replication`), as Tusk's
+    /// server Secret carries them.
+    pub replication_cert: PathBuf,
+    pub replication_key: PathBuf,
 }
 
-/// Writes `ca.crt`, `tls.crt` and `tls.key` (0600; the keys of a `kubernetes.io/tls` Secret)
-/// into `dir` and returns their paths.
+/// Writes `ca.crt`, `tls.crt` and `tls.key` (0600; the keys of a `kubernetes.io/tls` Secret),
+/// and `replication.crt` and `replication.key` (0600) into `dir` and returns their paths.
 /// `extra_names` are DNS names added to `localhost` and 127.0.0.1.
 pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
     let ca_key = KeyPair::generate().expect("CA key");
@@ -40,17 +44,32 @@ pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
         .push(DnType::CommonName, "localhost");
     let cert = server.signed_by(&key, &issuer).expect("server certificate");
 
+    let replication_key = KeyPair::generate().expect("replication key");
+    let mut replication = CertificateParams::default();
+    replication
+        .distinguished_name
+        .push(DnType::CommonName, "tusk_replication");
+    let replication_cert = replication
+        .signed_by(&replication_key, &issuer)
+        .expect("replication certificate");
+
     let files = TlsFiles {
         ca: dir.join("ca.crt"),
         cert: dir.join("tls.crt"),
         key: dir.join("tls.key"),
+        replication_cert: dir.join("replication.crt"),
+        replication_key: dir.join("replication.key"),
     };
     std::fs::write(&files.ca, ca_cert.pem()).expect("write ca.crt");
     std::fs::write(&files.cert, cert.pem()).expect("write tls.crt");
     std::fs::write(&files.key, key.serialize_pem()).expect("write tls.key");
+    std::fs::write(&files.replication_cert, replication_cert.pem()).expect("replication.crt");
+    std::fs::write(&files.replication_key, replication_key.serialize_pem())
+        .expect("replication.key");
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&files.key, std::fs::Permissions::from_mode(0o600))
-        .expect("chmod tls.key");
+    for key in [&files.key, &files.replication_key] {
+        std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).expect("chmod key");
+    }
     files
 }
 

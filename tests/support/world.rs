@@ -100,9 +100,13 @@ impl Cache {
             .map(|policy| resources::backup_cronjob(&cluster, policy, &agent(), ready))
             .into_iter()
             .collect();
+        let issued = tls::ServerCertificates {
+            server: pem("server"),
+            replication: pem("replication"),
+        };
         let server = tls::server_secret(
             &cluster,
-            &pem("server"),
+            &issued,
             &pem("ca").cert,
             tls::server_not_after(time::OffsetDateTime::now_utc()),
         );

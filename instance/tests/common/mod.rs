@@ -107,7 +107,14 @@ impl Cluster {
         let tls_dir = dir.path().join("tls");
         std::fs::create_dir(&tls_dir).expect("tls dir");
         let tls = tusk_testkit::tls::issue(&tls_dir, &[]);
-        for file in [&tls_dir, &tls.ca, &tls.cert, &tls.key] {
+        for file in [
+            &tls_dir,
+            &tls.ca,
+            &tls.cert,
+            &tls.key,
+            &tls.replication_cert,
+            &tls.replication_key,
+        ] {
             chown(file);
         }
         let tls_settings = tusk_testkit::tls::server_settings(&tls);
@@ -116,7 +123,8 @@ impl Cluster {
             &hba,
             "local all all peer\nhostnossl all all 127.0.0.1/32 reject\n\
              host all all 127.0.0.1/32 scram-sha-256\n\
-             host replication tusk_replication 127.0.0.1/32 scram-sha-256\n",
+             hostssl replication tusk_replication 127.0.0.1/32 scram-sha-256 \
+             clientcert=verify-full\n",
         )
         .unwrap();
         let role_file = dir.path().join("lease.json");
