@@ -18,6 +18,7 @@ Exit codes:
   5  integrity failure (size or sha256 mismatch, unreadable manifest)
   6  restore target database is not empty (use --force)
   7  verify-restore: the backup failed a check (the report names it)
+  wal-fetch: 1 the archive has no such file, 126 any other failure (recovery must stop)
 
 Credentials: PGPASSWORD for PostgreSQL (never a flag); the AWS default chain for S3
 (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity/IRSA, instance metadata);
@@ -69,6 +70,15 @@ pub enum Command {
     /// --max-age.
     #[command(after_help = EXIT_CODES)]
     Prune(PruneArgs),
+    /// PostgreSQL's archive_command: archive one WAL file (`%p`), compressed, under the
+    /// database system's identifier; the same bytes again succeed, different bytes are refused.
+    #[command(name = "wal-push", after_help = EXIT_CODES)]
+    WalPush(WalPushArgs),
+    /// PostgreSQL's restore_command: fetch one archived WAL file (`%f`) into `%p`. Exits 1 only
+    /// when the archive has no such file; any other failure exits 126, which stops recovery
+    /// instead of ending it early at the wrong point.
+    #[command(name = "wal-fetch", after_help = EXIT_CODES)]
+    WalFetch(WalFetchArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -276,6 +286,31 @@ pub struct DeleteArgs {
     /// The backup to delete.
     #[arg(long, env = "TUSK_BACKUP_ID")]
     pub backup_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WalPushArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The data directory, whose control file names the database system [default: the
+    /// working directory, where PostgreSQL runs archive_command].
+    #[arg(long, env = "PGDATA", default_value = ".")]
+    pub pgdata: PathBuf,
+    /// The file to archive (`%p`).
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct WalFetchArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The data directory being recovered (its control file names the system).
+    #[arg(long, env = "PGDATA", default_value = ".")]
+    pub pgdata: PathBuf,
+    /// The file wanted (`%f`).
+    pub name: String,
+    /// Where to write it (`%p`).
+    pub destination: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,8 @@
 
 use backup_store::{CatalogError, LayoutError, StoreError};
 
+use crate::wal::WalError;
+
 /// Process exit codes, documented in `--help` and the README.
 pub mod exit_code {
     pub const OK: i32 = 0;
@@ -13,6 +15,11 @@ pub mod exit_code {
     pub const TARGET_NOT_EMPTY: i32 = 6;
     /// `verify-restore` ran and the backup failed one of its checks (the report names it).
     pub const VERIFICATION_FAILED: i32 = 7;
+    /// `wal-fetch`: the archive has no such file (PostgreSQL's "not available").
+    pub const NOT_ARCHIVED: i32 = 1;
+    /// `wal-fetch`: any other failure. PostgreSQL stops recovery on an exit status above 125
+    /// instead of taking it for the end of the archive and promoting at the wrong point.
+    pub const RECOVERY_MUST_STOP: i32 = 126;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +64,10 @@ pub enum AgentError {
         source: Box<AgentError>,
         state: String,
     },
+    #[error(transparent)]
+    Wal(#[from] crate::wal::WalError),
+    #[error("{0} is not in the archive")]
+    NotArchived(String),
     #[error("{0}")]
     Other(String),
 }
@@ -86,6 +97,13 @@ impl AgentError {
             AgentError::Integrity(_) | AgentError::Checksum(_) => exit_code::INTEGRITY,
             AgentError::TargetNotEmpty(_) => exit_code::TARGET_NOT_EMPTY,
             AgentError::Partial { source, .. } => source.exit_code(),
+            AgentError::Wal(e) => match e {
+                WalError::Name(_) => exit_code::USAGE,
+                WalError::Store(_) => exit_code::OBJECT_STORE,
+                WalError::Conflict { .. } | WalError::Damaged { .. } => exit_code::INTEGRITY,
+                WalError::SystemIdentifier { .. } | WalError::Io { .. } => exit_code::OTHER,
+            },
+            AgentError::NotArchived(_) => exit_code::NOT_ARCHIVED,
             AgentError::Tool { .. }
             | AgentError::Io { .. }
             | AgentError::Interrupted

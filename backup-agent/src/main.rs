@@ -5,6 +5,7 @@ mod run;
 mod store_args;
 mod summary;
 mod verify_restore_cmd;
+mod wal_cmd;
 
 use std::process::ExitCode;
 

@@ -29,6 +29,8 @@ pub async fn run(command: Command) -> i32 {
         Command::VerifyRestore(_) => "verify-restore",
         Command::Delete(_) => "delete",
         Command::Prune(_) => "prune",
+        Command::WalPush(_) => "wal-push",
+        Command::WalFetch(_) => "wal-fetch",
     };
     let cancel = CancellationToken::new();
     tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -49,9 +51,14 @@ pub async fn run(command: Command) -> i32 {
         Err(e) => {
             tracing::error!(error = %e, "{name} failed");
             termination::record(&e.to_string());
+            let code = match (name, &e) {
+                ("wal-fetch", AgentError::NotArchived(_)) => e.exit_code(),
+                ("wal-fetch", _) => exit_code::RECOVERY_MUST_STOP,
+                _ => e.exit_code(),
+            };
             (
-                e.exit_code(),
-                json!({"command": name, "status": "error", "exitCode": e.exit_code(), "error": e.to_string()}),
+                code,
+                json!({"command": name, "status": "error", "exitCode": code, "error": e.to_string()}),
             )
         }
     };
@@ -167,6 +174,8 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
                 catalog::delete_backup(store.as_ref(), &location, &args.backup_id).await?;
             Ok(json!({"backupId": args.backup_id, "objectsDeleted": objects}))
         }
+        Command::WalPush(args) => crate::wal_cmd::push(args).await,
+        Command::WalFetch(args) => crate::wal_cmd::fetch(args).await,
         Command::Prune(args) => {
             let max_age = args
                 .max_age

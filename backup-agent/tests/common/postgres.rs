@@ -32,6 +32,16 @@ impl PgServer {
     }
 
     pub fn start_on(port: u16) -> PgServer {
+        Self::launch(port, None)
+    }
+
+    /// A server recovering from a copy of `base` (a base backup) with `settings` appended to
+    /// its `postgresql.auto.conf` and a `recovery.signal`: a point-in-time restore.
+    pub fn start_recovering(base: &std::path::Path, settings: &str) -> PgServer {
+        Self::launch(super::free_port(), Some((base, settings)))
+    }
+
+    fn launch(port: u16, recover: Option<(&std::path::Path, &str)>) -> PgServer {
         let bin_dir = bin_dir();
         let as_postgres = running_as_root();
         let dir = tempfile::Builder::new()
@@ -72,23 +82,26 @@ impl PgServer {
                 .status()
                 .expect("chown");
         }
-        server.run_tool(
-            "initdb",
-            &[
-                "-D",
-                data.to_str().unwrap(),
-                "-U",
-                "postgres",
-                "--pwfile",
-                pwfile.to_str().unwrap(),
-                "--auth-host=scram-sha-256",
-                "--auth-local=trust",
-                "-E",
-                "UTF8",
-                "--no-locale",
-                "--no-sync",
-            ],
-        );
+        match recover {
+            Some((base, settings)) => server.copy_base(base, &data, settings),
+            None => server.run_tool(
+                "initdb",
+                &[
+                    "-D",
+                    data.to_str().unwrap(),
+                    "-U",
+                    "postgres",
+                    "--pwfile",
+                    pwfile.to_str().unwrap(),
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=trust",
+                    "-E",
+                    "UTF8",
+                    "--no-locale",
+                    "--no-sync",
+                ],
+            ),
+        }
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off \
              -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
@@ -114,6 +127,41 @@ impl PgServer {
             ],
         );
         server
+    }
+
+    /// `base` copied to `data`, owned by the server's user, set to recover with `settings`.
+    fn copy_base(&self, base: &std::path::Path, data: &std::path::Path, settings: &str) {
+        let copied = Command::new("cp").arg("-a").arg(base).arg(data).status();
+        assert!(copied.expect("cp").success(), "copying {}", base.display());
+        let auto_conf = data.join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto_conf).unwrap_or_default();
+        conf.push_str(settings);
+        std::fs::write(&auto_conf, conf).expect("postgresql.auto.conf");
+        std::fs::write(data.join("recovery.signal"), "").expect("recovery.signal");
+        self.give_to_server(data);
+    }
+
+    /// Hands `path` (recursively) to the user the server runs as.
+    pub fn give_to_server(&self, path: &std::path::Path) {
+        if self.as_postgres {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(path)
+                .status();
+            assert!(status.expect("chown").success(), "chown {}", path.display());
+        }
+    }
+
+    /// Stops and starts the server with the options it was started with (for settings that
+    /// need a restart, e.g. `archive_mode`).
+    pub fn restart(&self) {
+        let data = self.dir.path().join("data");
+        let log = self.dir.path().join("server.log");
+        let (data, log) = (data.to_str().unwrap(), log.to_str().unwrap());
+        self.run_tool(
+            "pg_ctl",
+            &["-D", data, "-l", log, "-w", "-t", "60", "restart"],
+        );
     }
 
     fn command(&self, tool: &str) -> Command {
