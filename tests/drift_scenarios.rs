@@ -217,6 +217,28 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
     }
 }
 
+/// Runs a reconcile expected to read the stored CA (`stored`) and rewrite the server Secret
+/// alone, with its Event; returns the applied Secret.
+async fn server_reissued(
+    pg: PostgreSQL,
+    cache: Cache,
+    stored: serde_json::Value,
+) -> serde_json::Value {
+    let (_, seen) = scenario(
+        pg,
+        cache,
+        vec![
+            Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+                (StatusCode::OK, stored)
+            }),
+            Expect::apply(format!("{SECRETS}/demo-server-tls")),
+            Expect::event(NS),
+        ],
+    )
+    .await;
+    seen[1].body.clone()
+}
+
 #[tokio::test]
 async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place() {
     let pg = postgresql(MINIMAL);
@@ -242,19 +264,7 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
             annotations.insert(tls::CA_FINGERPRINT_ANNOTATION.to_owned(), fingerprint);
         }
     });
-    let (_, seen) = scenario(
-        pg,
-        cache,
-        vec![
-            Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
-                (StatusCode::OK, stored)
-            }),
-            Expect::apply(format!("{SECRETS}/demo-server-tls")),
-            Expect::event(NS),
-        ],
-    )
-    .await;
-    let renewed = &seen[1].body;
+    let renewed = &server_reissued(pg, cache, stored).await;
     let secret: k8s_openapi::api::core::v1::Secret =
         serde_json::from_value(renewed.clone()).expect("a Secret");
     let data = secret.data.expect("data");
@@ -302,20 +312,8 @@ async fn a_server_secret_from_before_the_replication_certificate_gains_one() {
             }
         }
     });
-    let (_, seen) = scenario(
-        pg,
-        cache,
-        vec![
-            Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
-                (StatusCode::OK, stored)
-            }),
-            Expect::apply(format!("{SECRETS}/demo-server-tls")),
-            Expect::event(NS),
-        ],
-    )
-    .await;
     let secret: k8s_openapi::api::core::v1::Secret =
-        serde_json::from_value(seen[1].body.clone()).expect("a Secret");
+        serde_json::from_value(server_reissued(pg, cache, stored).await).expect("a Secret");
     let data = secret.data.expect("data");
     let certificate = String::from_utf8(data[tls::REPLICATION_CRT].0.clone()).expect("PEM");
     assert!(certificate.starts_with("-----BEGIN CERTIFICATE-----"));

@@ -158,9 +158,9 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
             .unwrap(),
     };
     let socket = root.join("run").display().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let set = as_postgres("psql")
+    // SQL as postgres over the local socket (peer), as in a pod.
+    let local = |sql: &str| {
+        as_postgres("psql")
             .args([
                 "-X",
                 "-h",
@@ -170,9 +170,13 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
                 "-U",
                 "postgres",
             ])
-            .args(["-c", "ALTER ROLE postgres PASSWORD 'tls-test'"])
+            .args(["-c", sql])
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let set = local("ALTER ROLE postgres PASSWORD 'tls-test'");
         if set.status.success() {
             break;
         }
@@ -249,20 +253,7 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     }
 
     // The replication role needs both its password and the certificate Tusk issued it.
-    let created = as_postgres("psql")
-        .args([
-            "-X",
-            "-h",
-            &socket,
-            "-p",
-            &port.to_string(),
-            "-U",
-            "postgres",
-            "-c",
-        ])
-        .arg("CREATE ROLE tusk_replication REPLICATION LOGIN PASSWORD 'repl-test'")
-        .output()
-        .unwrap();
+    let created = local("CREATE ROLE tusk_replication REPLICATION LOGIN PASSWORD 'repl-test'");
     assert!(created.status.success(), "{created:?}");
     let replication = tls::issue_replication(&cluster, &ca, now).unwrap();
     let (cert, key) = (root.join("replication.crt"), root.join("replication.key"));

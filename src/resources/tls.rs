@@ -151,23 +151,11 @@ pub fn issue_server(
     now: OffsetDateTime,
 ) -> Result<Pem, TlsError> {
     let name = cluster.server_tls_secret_name();
-    let issuer = ca_issuer(cluster, ca)?;
     let mut params =
         CertificateParams::new(server_names(cluster, domain)).map_err(issue_error(&name))?;
     params.distinguished_name = common_name(cluster.rw_service_name());
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
-    params.not_before = now - BACKDATE;
-    params.not_after = server_not_after(now);
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
-    let cert = params
-        .signed_by(&key, &issuer)
-        .map_err(issue_error(&name))?;
-    Ok(Pem {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
+    issue_leaf(cluster, ca, params, &name, now)
 }
 
 /// The replication role's client certificate ([`REPLICATION_USER`] as its common name), signed
@@ -178,18 +166,28 @@ pub fn issue_replication(
     now: OffsetDateTime,
 ) -> Result<Pem, TlsError> {
     let name = format!("{} ({REPLICATION_USER})", cluster.server_tls_secret_name());
-    let issuer = ca_issuer(cluster, ca)?;
     let mut params = CertificateParams::default();
     params.distinguished_name = common_name(REPLICATION_USER.to_owned());
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    issue_leaf(cluster, ca, params, &name, now)
+}
+
+/// A leaf certificate of `params` (its names, subject and purpose), with a new key, signed by
+/// `ca`, valid from just before `now` for the server's lifetime. `name` names it in errors.
+fn issue_leaf(
+    cluster: &Cluster,
+    ca: &Pem,
+    mut params: CertificateParams,
+    name: &str,
+    now: OffsetDateTime,
+) -> Result<Pem, TlsError> {
+    let issuer = ca_issuer(cluster, ca)?;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.use_authority_key_identifier_extension = true;
     params.not_before = now - BACKDATE;
     params.not_after = server_not_after(now);
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
-    let cert = params
-        .signed_by(&key, &issuer)
-        .map_err(issue_error(&name))?;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(name))?;
+    let cert = params.signed_by(&key, &issuer).map_err(issue_error(name))?;
     Ok(Pem {
         cert: cert.pem(),
         key: key.serialize_pem(),
