@@ -107,7 +107,7 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
 
     // The operator's postgresql.conf and pg_hba.conf, with its directories moved here.
     let port = tusk_testkit::free_port();
-    let conf = render_postgresql_conf(&BTreeMap::new(), None)
+    let conf = render_postgresql_conf(&BTreeMap::new(), None, None)
         .unwrap()
         .replace("/etc/tusk-tls", &root.join("tls").display().to_string())
         .replace("/etc/tusk", &root.join("etc").display().to_string())

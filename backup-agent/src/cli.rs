@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use backup_agent::compression::Compression;
 use backup_agent::pg::SslMode;
+use backup_store::settings::StoreFlags;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -81,46 +82,17 @@ pub enum Command {
     WalFetch(WalFetchArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StoreKind {
-    S3,
-    Gcs,
-}
-
+/// The bucket, and the cluster whose place in it a command uses.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// Object store type.
-    #[arg(long, env = "TUSK_STORE", value_enum)]
-    pub store: StoreKind,
-    /// Bucket name (must exist).
-    #[arg(long, env = "TUSK_BUCKET")]
-    pub bucket: String,
-    /// Prefix inside the bucket (may be empty).
-    #[arg(long, env = "TUSK_PATH", default_value = "")]
-    pub path: String,
+    #[command(flatten)]
+    pub flags: StoreFlags,
     /// Kubernetes namespace of the cluster (a path segment of the layout).
     #[arg(long, env = "TUSK_NAMESPACE")]
     pub namespace: String,
     /// Cluster name (a path segment of the layout).
     #[arg(long, env = "TUSK_CLUSTER")]
     pub cluster: String,
-    /// S3 endpoint URL for S3-compatible stores such as MinIO.
-    #[arg(long, env = "TUSK_S3_ENDPOINT")]
-    pub s3_endpoint: Option<String>,
-    /// S3 region [default: $AWS_REGION, else us-east-1].
-    #[arg(long, env = "TUSK_S3_REGION")]
-    pub s3_region: Option<String>,
-    /// Path-style S3 URLs (MinIO and most S3-compatibles need this).
-    #[arg(long, env = "TUSK_S3_FORCE_PATH_STYLE", num_args = 0..=1, default_value = "false",
-          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub s3_force_path_style: bool,
-    /// PEM file of a private CA that signed the S3 endpoint's certificate (trusted in addition
-    /// to the public roots).
-    #[arg(long, env = "TUSK_S3_CA_BUNDLE")]
-    pub s3_ca_bundle: Option<std::path::PathBuf>,
-    /// GCS JSON API endpoint, for the emulator (e.g. http://127.0.0.1:4443).
-    #[arg(long, env = "TUSK_GCS_ENDPOINT")]
-    pub gcs_endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@
 
 use backup_store::{CatalogError, LayoutError, StoreError};
 
-use crate::wal::WalError;
+use backup_store::wal::WalError;
 
 /// Process exit codes, documented in `--help` and the README.
 pub mod exit_code {
@@ -65,7 +65,7 @@ pub enum AgentError {
         state: String,
     },
     #[error(transparent)]
-    Wal(#[from] crate::wal::WalError),
+    Wal(#[from] backup_store::wal::WalError),
     #[error("{0} is not in the archive")]
     NotArchived(String),
     #[error("{0}")]

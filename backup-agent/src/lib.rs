@@ -8,6 +8,5 @@ pub mod error;
 pub mod pg;
 pub mod pipeline;
 pub mod termination;
-pub mod wal;
 
 pub use error::{AgentError, exit_code};

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use backup_agent::error::AgentError;
-use backup_agent::wal::{self, Pushed, WalArchive, WalName};
+use backup_store::wal::{self, Pushed, WalArchive, WalName};
 
 use crate::cli::{WalFetchArgs, WalPushArgs};
 use crate::store_args::open_store;
@@ -16,19 +16,18 @@ pub async fn push(args: WalPushArgs) -> Result<Value, AgentError> {
         .ok_or_else(|| AgentError::Usage(format!("{} names no file", args.file.display())))?;
     let file = WalName::parse(name)?;
     let system = wal::system_identifier(&args.pgdata)?;
-    // A segment is read whole (16 MiB by default): PostgreSQL archives one at a time.
-    let contents = tokio::fs::read(&args.file)
-        .await
-        .map_err(|e| AgentError::io(format!("reading {}", args.file.display()), e))?;
+    let size = std::fs::metadata(&args.file)
+        .map_err(|e| AgentError::io(format!("reading {}", args.file.display()), e))?
+        .len();
     let (store, location) = open_store(&args.store).await?;
     let archive = WalArchive::new(&location, system);
-    let pushed = wal::push(store.as_ref(), &archive, &file, &contents).await?;
+    let pushed = wal::push_file(store.as_ref(), &archive, &file, &args.file).await?;
     Ok(json!({
         "file": file.as_str(),
         "key": archive.key(&file),
         "systemIdentifier": system.to_string(),
         "alreadyArchived": pushed == Pushed::AlreadyArchived,
-        "sizeBytes": contents.len(),
+        "sizeBytes": size,
     }))
 }
 

@@ -138,6 +138,25 @@ pub struct ClusterDeletion {
     pub kept: Vec<String>,
 }
 
+/// The operator's `onDelete: Delete` for the WAL archive: every object under the archive of
+/// `system_identifier` (this cluster's own system; a predecessor of the same name archived
+/// under another identifier, which stays). Returns how many objects went.
+pub async fn delete_wal(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    system_identifier: u64,
+) -> Result<usize, CatalogError> {
+    let prefix = location.wal_prefix(system_identifier);
+    let keys: Vec<String> = store
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    store.delete_many(&keys).await?;
+    Ok(keys.len())
+}
+
 /// The operator's `onDelete: Delete`: deletes the backup directories under exactly
 /// `<path>/<namespace>/<cluster>/` that `owner` may delete, manifests first (no half-deleted
 /// backup is ever listed as complete) and claims last (ownership stays readable until the end),

@@ -64,6 +64,12 @@ impl ClusterLocation {
         }
     }
 
+    /// Where the WAL of the database system `system_identifier` is archived (`wal.rs`). A
+    /// cluster name starts with a letter, so no other cluster's prefix can be under it.
+    pub fn wal_prefix(&self, system_identifier: u64) -> String {
+        format!("{}wal/{system_identifier}/", self.prefix())
+    }
+
     pub fn backup_prefix(&self, backup_id: &str) -> String {
         format!("{}{}/", self.prefix(), backup_id)
     }

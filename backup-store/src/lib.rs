@@ -7,7 +7,9 @@
 //! - [`claim`]: one writer per backup id; [`ownership`]: whose backups a cluster may delete;
 //! - [`catalog`]: listing, resolving, deleting and pruning the backups of one cluster;
 //! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`);
-//! - [`redacted`]: secrets in configurations, never shown by `Debug`.
+//! - [`redacted`]: secrets in configurations, never shown by `Debug`;
+//! - [`settings`] (feature `clap`): the bucket named by flags or the environment;
+//! - [`wal`] (feature `wal`): the WAL archive, for the agent and the instance manager.
 //!
 //! The dump and restore pipelines are not here: they live in the agent, so the operator does
 //! not link PostgreSQL client code. Every TLS connection made here uses rustls with `ring`, the
@@ -24,7 +26,11 @@ pub mod names;
 pub mod ownership;
 pub mod redacted;
 pub mod retention;
+#[cfg(feature = "clap")]
+pub mod settings;
 pub mod store;
+#[cfg(feature = "wal")]
+pub mod wal;
 
 pub use catalog::CatalogError;
 pub use layout::{ClusterLocation, LayoutError};

@@ -130,6 +130,32 @@ pub struct InstanceStatus {
     /// does not report them, or while the server does not answer).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hot_standby_settings: BTreeMap<String, i64>,
+    /// The WAL archiver's record since the manager started, while the cluster archives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveStatus>,
+}
+
+/// What the manager's WAL archiver did since it started (times in Unix seconds). Only the
+/// primary archives; a replica's archiver stays idle until a promotion.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveStatus {
+    pub archived_count: u64,
+    pub failed_count: u64,
+    /// WAL files PostgreSQL has ready (`.ready`) and the archive does not hold yet: the lag.
+    #[serde(default)]
+    pub pending: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_wal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_wal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_at: Option<i64>,
+    /// Why the last failure failed (the store's error; never a credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 impl InstanceStatus {

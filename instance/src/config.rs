@@ -188,10 +188,14 @@ pub fn slot_name(pod: &str) -> String {
 /// The environment variables that carry passwords (the operator fills them from the cluster's
 /// Secrets). Read once at start; no child process inherits them, and the manager itself is
 /// not dumpable, so its own `/proc/<pid>/environ` is not readable by the postgres user.
-pub const SECRET_VARIABLES: [&str; 3] = [
+/// The bucket's credentials are among them: only the archiver, in the manager, uses them.
+pub const SECRET_VARIABLES: [&str; 6] = [
     "POSTGRES_PASSWORD",
     "TUSK_APP_PASSWORD",
     "TUSK_REPLICATION_PASSWORD",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
 ];
 
 #[cfg(test)]

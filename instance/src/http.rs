@@ -10,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::routing::get;
 use tokio::sync::watch;
 
+use crate::archiver::Archiver;
 use crate::context::Context;
 use crate::error::Error;
 use crate::monitor::Observation;
@@ -18,6 +19,7 @@ use crate::report::{SharedState, StatusReport, report};
 #[derive(Clone)]
 struct App {
     ctx: Arc<Context>,
+    archiver: Option<Arc<Archiver>>,
     state: SharedState,
     observed: watch::Receiver<Observation>,
 }
@@ -37,13 +39,16 @@ impl App {
             let _ = tokio::time::timeout(FIRST_FACTS_WAIT, first).await;
         }
         let observation = observed.borrow().clone();
-        report(self.ctx.me(), &state, &observation)
+        let mut report = report(self.ctx.me(), &state, &observation);
+        report.archive = self.archiver.as_ref().map(|a| a.status());
+        report
     }
 }
 
 /// Binds the status port (failing now, not later, when it is taken) and serves it.
 pub async fn serve(
     ctx: Arc<Context>,
+    archiver: Option<Arc<Archiver>>,
     state: SharedState,
     observed: watch::Receiver<Observation>,
 ) -> Result<(), Error> {
@@ -58,6 +63,7 @@ pub async fn serve(
         .route("/metrics", get(metrics))
         .with_state(App {
             ctx,
+            archiver,
             state,
             observed,
         });

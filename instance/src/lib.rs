@@ -2,6 +2,7 @@
 //! run as primary or standby, promote, fence, rewind, and report on HTTP. The contract is
 //! docs/replication.md.
 
+pub mod archiver;
 pub mod auto_conf;
 pub mod config;
 pub mod context;
@@ -28,4 +29,5 @@ pub mod sql;
 pub mod streaming_clock;
 pub mod supervisor;
 pub mod tls_reload;
+pub mod wal_push;
 pub mod watchdog;

@@ -15,6 +15,13 @@ enum Command {
     Install { dest: PathBuf },
     /// Run as PID 1 of the postgres container.
     Run(Box<tusk_instance::config::RunArgs>),
+    /// PostgreSQL's archive_command: hands FILE (`%p`) to the manager's archiver and succeeds
+    /// once it is durable in the bucket.
+    WalPush {
+        file: PathBuf,
+        #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
+        socket_dir: PathBuf,
+    },
     /// Started by `run` itself: stops the primary's postmaster if `run` stalls (watchdog.rs).
     #[command(hide = true)]
     Watchdog,
@@ -30,10 +37,26 @@ async fn main() -> std::process::ExitCode {
         // Colours only for a person at a terminal, not in container logs.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
-    let result = match Cli::parse().command {
+    let command = Cli::parse().command;
+    if let Command::WalPush { file, socket_dir } = &command {
+        // PostgreSQL logs what an archive_command writes on stderr.
+        return match tusk_instance::wal_push::push(
+            file,
+            socket_dir,
+            tusk_instance::wal_push::TIMEOUT,
+        ) {
+            Ok(_) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tusk-instance wal-push {}: {e}", file.display());
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    let result = match command {
         Command::Install { dest } => tusk_instance::install::install(&dest),
         Command::Run(args) => tusk_instance::supervisor::run(*args).await,
         Command::Watchdog => tusk_instance::watchdog::watch(),
+        Command::WalPush { .. } => Ok(()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use crate::monitor::Observation;
 use crate::report::{PostgresState, Role, StatusReport};
+use tusk_contract::status::ArchiveStatus;
 
 /// The volume PGDATA is on: bytes in all, and bytes used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +164,54 @@ pub fn render(report: &StatusReport, observed: &Observation, volume: Option<Volu
             &[(String::new(), bytes(volume.used))],
         );
     }
+    if let Some(archive) = &report.archive {
+        archive_metrics(&mut out, &pod, archive);
+    }
     out
+}
+
+/// The archiver's record (issue 27): counters, the time of the last success and failure, and
+/// the files waiting (`.ready`), which is the archive's lag in segments.
+fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus) {
+    let mut metric = |kind: &str, name: &str, help: &str, value: Option<i64>| {
+        if let Some(value) = value {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{pod=\"{pod}\"}} {value}"
+            );
+        }
+    };
+    let count = |n: u64| Some(i64::try_from(n).unwrap_or(i64::MAX));
+    metric(
+        "counter",
+        "tusk_instance_archive_archived_total",
+        "WAL files archived by this manager since it started",
+        count(archive.archived_count),
+    );
+    metric(
+        "counter",
+        "tusk_instance_archive_failed_total",
+        "Failed attempts to archive a WAL file since the manager started",
+        count(archive.failed_count),
+    );
+    metric(
+        "gauge",
+        "tusk_instance_archive_pending_files",
+        "WAL files PostgreSQL has ready for the archive and not archived yet",
+        count(archive.pending),
+    );
+    metric(
+        "gauge",
+        "tusk_instance_archive_last_archived_timestamp_seconds",
+        "When the last WAL file was archived",
+        archive.last_archived_at,
+    );
+    metric(
+        "gauge",
+        "tusk_instance_archive_last_failed_timestamp_seconds",
+        "When archiving a WAL file last failed",
+        archive.last_failed_at,
+    );
 }
 
 #[cfg(test)]
@@ -252,6 +300,30 @@ mod tests {
     }
 
     #[test]
+    fn the_archiver_is_reported_only_where_it_runs() {
+        let mut primary = report(Role::Primary);
+        assert!(!render(&primary, &Observation::default(), None).contains("archive"));
+        primary.archive = Some(ArchiveStatus {
+            archived_count: 12,
+            failed_count: 2,
+            pending: 3,
+            last_archived_at: Some(1_800_000_000),
+            ..ArchiveStatus::default()
+        });
+        let text = render(&primary, &Observation::default(), None);
+        for line in [
+            "# TYPE tusk_instance_archive_archived_total counter",
+            "tusk_instance_archive_archived_total{pod=\"demo-1\"} 12",
+            "tusk_instance_archive_failed_total{pod=\"demo-1\"} 2",
+            "tusk_instance_archive_pending_files{pod=\"demo-1\"} 3",
+            "tusk_instance_archive_last_archived_timestamp_seconds{pod=\"demo-1\"} 1800000000",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+        assert!(!text.contains("last_failed_timestamp"), "never failed: {text}");
+    }
+
+    #[test]
     fn the_charts_alerts_query_only_metrics_the_manager_exports() {
         let rules = include_str!("../../deploy/helm/tusk/files/prometheus-rules.yaml");
         let observed = Observation {
@@ -269,7 +341,13 @@ mod tests {
             ..Observation::default()
         };
         let volume = Some(Volume { size: 1, used: 1 });
-        let exposition = render(&report(Role::Primary), &observed, volume)
+        let mut primary = report(Role::Primary);
+        primary.archive = Some(ArchiveStatus {
+            last_archived_at: Some(1),
+            last_failed_at: Some(1),
+            ..ArchiveStatus::default()
+        });
+        let exposition = render(&primary, &observed, volume)
             + &render(&report(Role::Replica), &Observation::default(), None);
         let mut rest = rules;
         let mut checked = 0;

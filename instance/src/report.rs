@@ -92,6 +92,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<&ServerFacts>) ->
         wal_receiver: facts.wal_receiver,
         fenced: state.fenced,
         hot_standby_settings: facts.settings,
+        archive: None,
     }
 }
 

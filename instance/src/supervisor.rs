@@ -143,6 +143,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     let (observed, intent) =
         role_source::spawn(source, args.pod_name.clone(), args.renew_interval());
+    // Before PostgreSQL starts: its first archive request finds the socket.
+    let archiver = crate::archiver::spawn(
+        &args.pgdata,
+        &args.socket_dir,
+        &args.namespace,
+        &args.cluster,
+        events.clone(),
+    )?;
     let ctx = Arc::new(Context::new(args, reaper)?);
     if let Some(number) = ctx.args.preferred_sync_number().map_err(Error::Config)? {
         crate::preferred_sync::spawn(ctx.clone(), observed.clone(), number);
@@ -151,7 +159,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     crate::tls_reload::spawn(ctx.clone(), running_rx.clone());
     let server = crate::monitor::spawn(ctx.clone(), running_rx);
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
-    crate::http::serve(ctx.clone(), state.clone(), server.clone()).await?;
+    crate::http::serve(ctx.clone(), archiver, state.clone(), server.clone()).await?;
     let mut sup = Supervisor {
         ctx,
         state,

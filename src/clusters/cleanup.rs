@@ -3,11 +3,14 @@
 //! under its prefix `<path>/<namespace>/<cluster>/` and its Backups. Nothing is deleted from a
 //! bucket without that policy, and nothing outside that prefix; inside it, only backup
 //! directories this cluster owns (`catalog::delete_cluster`): another cluster nested under the
-//! prefix, another uid's backups and the backup this cluster was restored from stay.
+//! prefix, another uid's backups and the backup this cluster was restored from stay. The WAL
+//! archive under `wal/<system identifier>/` goes too, for this cluster's own system only, once
+//! its pods are gone (no primary archives into an emptied prefix).
 
 use std::time::Duration;
 
 use backup_store::catalog;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
@@ -18,7 +21,7 @@ use super::report::{publish, update_status};
 use super::status::Outcome;
 use crate::crd::{Backup, CLEANUP_FINALIZER, OnDelete, PostgreSQL};
 use crate::error::{Error, Result};
-use crate::resources::{CLUSTER_LABEL, Cluster};
+use crate::resources::{CLUSTER_LABEL, Cluster, wal_archiving};
 use crate::runtime::apply::{delete, patch_params};
 use crate::runtime::buckets::{BucketError, cluster_location, owner};
 use crate::runtime::events::normal;
@@ -117,7 +120,19 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     };
     let cluster = Cluster::new(pg)?;
-    // Stop writers first: no Job may add objects after the prefix has been emptied.
+    // Stop writers first: no Job, and no archiving primary, may add objects after the prefix
+    // has been emptied.
+    if stop_archiving(&cluster, ctx).await? {
+        let message = "waiting for the database pods to stop archiving WAL before emptying the \
+                       bucket prefix"
+            .to_owned();
+        let blocked = Outcome::CleanupBlocked {
+            reason: "WaitingForArchiver",
+            message,
+        };
+        update_status(pg, &cluster, &blocked, ctx).await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
     if stop_backups(&cluster, ctx).await? {
         let message =
             "waiting for running backup Jobs to stop before emptying the bucket prefix".to_owned();
@@ -145,9 +160,22 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             .await?;
         let owner = owner(pg, &store.location(), &location);
         let done = catalog::delete_cluster(store.as_ref(), &location, &owner).await?;
-        Ok::<_, BucketError>((done, format!("{}/{}", store.location(), location.prefix())))
+        // The WAL of this cluster's own system: the identifier its first primary recorded.
+        let system = pg
+            .status
+            .as_ref()
+            .and_then(|s| s.system_identifier.as_deref());
+        let wal = match system.and_then(|s| s.parse::<u64>().ok()) {
+            Some(system) => catalog::delete_wal(store.as_ref(), &location, system).await?,
+            None => 0,
+        };
+        Ok::<_, BucketError>((
+            done,
+            wal,
+            format!("{}/{}", store.location(), location.prefix()),
+        ))
     };
-    let (done, prefix) = match emptied.await {
+    let (done, wal, prefix) = match emptied.await {
         Ok(done) => done,
         Err(source) => {
             let error = bucket_error(source);
@@ -166,7 +194,7 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let removed = delete_backups(&cluster, ctx).await?;
     let mut note = format!(
         "deleted {} object(s) under {prefix} and {removed} Backup(s)",
-        done.objects_deleted
+        done.objects_deleted + wal
     );
     if !done.kept.is_empty() {
         note.push_str(&format!(
@@ -178,6 +206,25 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     publish(ctx, pg, normal("BackupsDeleted", "Delete", note)).await;
     set_finalizer(pg, ctx, false).await?;
     Ok(Action::await_change())
+}
+
+/// Deletes the StatefulSet of a cluster that archives WAL; returns whether a database pod is
+/// still there (its archiver could upload after the prefix was emptied).
+async fn stop_archiving(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
+    if wal_archiving(cluster).is_none() {
+        return Ok(false);
+    }
+    let ns = cluster.namespace;
+    let name = cluster.statefulset_name();
+    if cached(&ctx.caches.statefulsets, ns, &name).is_some() {
+        let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
+        delete(&api, &name).await?;
+    }
+    let running = ctx.caches.pods.state().iter().any(|pod| {
+        pod.namespace().as_deref() == Some(ns)
+            && pod.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name)
+    });
+    Ok(running)
 }
 
 /// Deletes the CronJob and any unfinished backup Job; returns whether one is still running.

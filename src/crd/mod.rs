@@ -14,6 +14,7 @@ mod replication;
 mod rules;
 mod tls;
 mod verification;
+mod wal_archive;
 
 pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
 pub use cluster_status::{
@@ -38,6 +39,7 @@ pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
     VerifiedBackup, VerifyPolicy, failed_check_reason, last_verified, verify_request,
 };
+pub use wal_archive::{DEFAULT_ARCHIVE_TIMEOUT_SECONDS, WalArchivePolicy};
 
 /// The API group of every Tusk kind.
 pub const GROUP: &str = "tusk.dev";

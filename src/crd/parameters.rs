@@ -22,6 +22,9 @@ pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
     "ssl_cert_file",
     "ssl_key_file",
     "ssl_ca_file",
+    // spec.backup.walArchive sets these (archive_command is refused as code-running too).
+    "archive_mode",
+    "archive_timeout",
 ];
 
 /// Settings that run shell commands or load code as the postgres user: whoever may edit the

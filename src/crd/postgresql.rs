@@ -296,6 +296,10 @@ pub struct BackupPolicy {
     /// the proof is in each Backup's `status.verification` and the `BackupVerified` condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<super::VerifyPolicy>,
+    /// Continuous WAL archiving into `destination` (`walArchive: {}` turns it on): the base of
+    /// point-in-time recovery, losing at most `timeoutSeconds` of commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_archive: Option<super::WalArchivePolicy>,
     /// Where backups are written.
     pub destination: Destination,
 }

@@ -54,7 +54,8 @@ fn valid_specs_pass() {
     let full = with_backup(json!({
         "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d"},
         "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()},
-        "verify": {"schedule": "0 4 * * 0", "window": "8d", "jobDeadlineSeconds": 7200}
+        "verify": {"schedule": "0 4 * * 0", "window": "8d", "jobDeadlineSeconds": 7200},
+        "walArchive": {"timeoutSeconds": 60}
     }));
     assert_eq!(rejections("demo", full), Vec::<String>::new());
     let resources = json!({
@@ -388,6 +389,14 @@ fn invalid_specs_are_rejected_with_the_field_named() {
                 json!({"schedule": "@daily", "verify": {"schedule": "@weekly", "jobDeadlineSeconds": 10}, "destination": {"s3": s3()}}),
             ),
             "spec.backup.verify.jobDeadlineSeconds must be at least 60",
+        ),
+        (
+            "archive timeout of zero",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "walArchive": {"timeoutSeconds": 0}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.walArchive.timeoutSeconds must be between 1 and 3600",
         ),
         (
             "unknown compression",

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use sha2::{Digest, Sha256};
 
+use super::archive::wal_archiving;
 use super::{Cluster, Component, POSTGRES_PORT};
 use crate::crd::{MAX_INSTANCES, OPERATOR_OWNED_PARAMETERS, parameter_refusal};
 
@@ -52,6 +53,7 @@ pub fn synchronous_standby_names(cluster: &Cluster) -> Option<String> {
 pub fn render_postgresql_conf(
     parameters: &BTreeMap<String, String>,
     synchronous: Option<&str>,
+    archive_timeout_seconds: Option<i32>,
 ) -> Result<String, ParameterError> {
     let mut conf = format!(
         "# Managed by Tusk: change spec.parameters of the PostgreSQL instead.\n\
@@ -82,6 +84,9 @@ pub fn render_postgresql_conf(
     }
     if let Some(names) = synchronous {
         let _ = writeln!(conf, "synchronous_standby_names = {}", quote(names));
+    }
+    if let Some(timeout) = archive_timeout_seconds {
+        conf.push_str(&super::archive::archive_settings(timeout));
     }
     if !parameters.is_empty() {
         conf.push_str("# spec.parameters\n");
@@ -180,6 +185,7 @@ pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
             render_postgresql_conf(
                 &cluster.spec.parameters,
                 synchronous_standby_names(cluster).as_deref(),
+                wal_archiving(cluster).map(|a| a.timeout_seconds),
             )?,
         ),
         (
@@ -240,7 +246,7 @@ mod tests {
             ("max_connections".to_owned(), "200".to_owned()),
             ("search_path".to_owned(), "'$user', public".to_owned()),
         ]);
-        let conf = render_postgresql_conf(&params, None).unwrap();
+        let conf = render_postgresql_conf(&params, None, None).unwrap();
         assert!(conf.contains("port = 5432\n"));
         assert!(conf.contains("hba_file = '/etc/tusk/pg_hba.conf'\n"));
         assert!(conf.ends_with("max_connections = '200'\nsearch_path = '''$user'', public'\n"));
@@ -248,13 +254,13 @@ mod tests {
 
     #[test]
     fn replication_notices_a_vanished_peer_in_seconds_unless_the_user_says_otherwise() {
-        let conf = render_postgresql_conf(&BTreeMap::new(), None).unwrap();
+        let conf = render_postgresql_conf(&BTreeMap::new(), None, None).unwrap();
         assert!(conf.contains("wal_retrieve_retry_interval = '1s'\n"));
         assert!(conf.contains("wal_receiver_timeout = '5s'\n"));
         assert!(conf.contains("wal_sender_timeout = '5s'\n"));
         // The last line of a name wins in postgresql.conf: the user's value comes after.
         let params = BTreeMap::from([("wal_retrieve_retry_interval".to_owned(), "5s".to_owned())]);
-        let conf = render_postgresql_conf(&params, None).unwrap();
+        let conf = render_postgresql_conf(&params, None, None).unwrap();
         let ours = conf.find("wal_retrieve_retry_interval = '1s'").unwrap();
         let theirs = conf.find("wal_retrieve_retry_interval = '5s'").unwrap();
         assert!(ours < theirs);
@@ -301,7 +307,7 @@ mod tests {
             r"\101",
         ] {
             let params = BTreeMap::from([("application_name".to_owned(), value.to_owned())]);
-            let conf = render_postgresql_conf(&params, None).unwrap();
+            let conf = render_postgresql_conf(&params, None, None).unwrap();
             let (_, line) = conf.split_once("application_name = ").unwrap();
             assert_eq!(read_back(line).as_deref(), Some(value), "{line:?}");
         }
@@ -310,7 +316,11 @@ mod tests {
     #[test]
     fn unsafe_parameters_are_refused_by_the_builder_too() {
         let render = |key: &str, value: &str| {
-            render_postgresql_conf(&BTreeMap::from([(key.to_owned(), value.to_owned())]), None)
+            render_postgresql_conf(
+                &BTreeMap::from([(key.to_owned(), value.to_owned())]),
+                None,
+                None,
+            )
         };
         let refused = |key: &str, value: &str| render(key, value).unwrap_err().to_string();
         assert!(refused("work_mem", "1MB\nport = 1").contains("single line"));

@@ -22,3 +22,8 @@ pub fn postgres_image(spec: &PostgreSQLSpec) -> String {
         .clone()
         .unwrap_or_else(|| default_image(spec.version))
 }
+
+/// Where the init container puts the instance manager, an emptyDir shared with `postgres`.
+pub const INSTANCE_MANAGER_DIR: &str = "/tusk/bin";
+/// The instance manager's path in the `postgres` container (also PostgreSQL's archive hook).
+pub const INSTANCE_MANAGER: &str = "/tusk/bin/tusk-instance";

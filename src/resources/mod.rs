@@ -3,6 +3,7 @@
 //! plain values.
 
 mod agent;
+mod archive;
 mod config;
 mod cronjob;
 mod disruption;
@@ -29,13 +30,16 @@ pub use agent::{
     AGENT_CONTAINER, AgentSettings, Layout, RestorePlan, agent_environment, backup_job,
     backup_job_spec, restore_job, store_environment,
 };
+pub use archive::{WalArchiving, wal_archiving};
 pub use config::{
     CONFIG_DIR, ParameterError, config_checksum, config_map, hot_standby_values, render_hba,
     render_postgresql_conf,
 };
 pub use cronjob::backup_cronjob;
 pub use disruption::disruption_budget;
-pub use image::{DATA_MOUNT, PGDATA, POSTGRES_PORT, default_image, postgres_image};
+pub use image::{
+    DATA_MOUNT, INSTANCE_MANAGER, PGDATA, POSTGRES_PORT, default_image, postgres_image,
+};
 pub use instance_access::{
     FINAL_LSN_ANNOTATION, HOLDER_ADDRESS_ANNOTATION, LAST_FAILOVER_ANNOTATION,
     LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION,
@@ -43,7 +47,7 @@ pub use instance_access::{
     instance_role, instance_role_binding, instance_service_account,
 };
 pub use network::{OPERATOR_POD_LABEL, network_policy};
-pub use postgres_container::{INSTANCE_MANAGER, STATUS_PORT};
+pub use postgres_container::STATUS_PORT;
 pub use secrets::{
     SSLMODE, SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,
     superuser_secret, with_ca,

@@ -7,15 +7,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::archive::{manager_store, wal_archiving};
 use super::config::{CONFIG_DIR, TLS_DIR};
-use super::image::{DATA_MOUNT, PGDATA, POSTGRES_PORT, postgres_image};
+use super::image::{
+    DATA_MOUNT, INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, PGDATA, POSTGRES_PORT, postgres_image,
+};
 use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
 use super::{AgentSettings, Cluster};
 
-/// Where the init container puts the instance manager, an emptyDir shared with `postgres`.
-pub const INSTANCE_MANAGER_DIR: &str = "/tusk/bin";
-/// The instance manager's path in the `postgres` container.
-pub const INSTANCE_MANAGER: &str = "/tusk/bin/tusk-instance";
 /// The instance manager's HTTP status port (`/status`, `/healthz`, `/readyz`).
 pub const STATUS_PORT: i32 = 8000;
 
@@ -63,12 +62,27 @@ fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
 /// Container `postgres`: the cluster's image running `tusk-instance run`.
 pub fn postgres_container(cluster: &Cluster) -> Container {
     let spec = cluster.spec;
+    let mut env = manager_env(cluster);
+    let mut mounts = vec![
+        mount("data", DATA_MOUNT, false),
+        mount("config", CONFIG_DIR, true),
+        mount("tls", TLS_DIR, true),
+        mount("tusk-bin", INSTANCE_MANAGER_DIR, true),
+        mount("run", "/var/run/postgresql", false),
+        mount("tmp", "/tmp", false),
+        mount("shm", "/dev/shm", false),
+    ];
+    if let Some(archiving) = wal_archiving(cluster) {
+        let (store_env, _, store_mounts) = manager_store(cluster, &archiving);
+        env.extend(store_env);
+        mounts.extend(store_mounts);
+    }
     Container {
         name: "postgres".to_owned(),
         image: Some(postgres_image(spec)),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         command: Some(vec![INSTANCE_MANAGER.to_owned(), "run".to_owned()]),
-        env: Some(manager_env(cluster)),
+        env: Some(env),
         ports: Some(vec![
             ContainerPort {
                 name: Some("postgres".to_owned()),
@@ -91,15 +105,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         liveness_probe: Some(http_probe("/healthz", 10, 6)),
         // No preStop hook: the manager turns SIGTERM into a fast shutdown itself.
         security_context: Some(restricted_container_security()),
-        volume_mounts: Some(vec![
-            mount("data", DATA_MOUNT, false),
-            mount("config", CONFIG_DIR, true),
-            mount("tls", TLS_DIR, true),
-            mount("tusk-bin", INSTANCE_MANAGER_DIR, true),
-            mount("run", "/var/run/postgresql", false),
-            mount("tmp", "/tmp", false),
-            mount("shm", "/dev/shm", false),
-        ]),
+        volume_mounts: Some(mounts),
         ..Container::default()
     }
 }

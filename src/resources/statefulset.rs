@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+use super::archive::{manager_store, wal_archiving};
 use super::image::POSTGRES_UID;
 use super::pod::restricted_pod_security;
 use super::postgres_container::{installer_container, postgres_container};
@@ -154,6 +155,34 @@ fn pod_template(
         }),
         ..Volume::default()
     };
+    let mut volumes = vec![
+        config_volume(
+            "config",
+            &["postgresql.conf", "pg_hba.conf", "pg_ident.conf"],
+            0o444,
+        ),
+        empty_dir("tusk-bin", None),
+        empty_dir("run", None),
+        empty_dir("tmp", None),
+        // Root-owned, group fsGroup, 0640: the modes PostgreSQL accepts for a key file
+        // it does not own. The kubelet refreshes the files when the Secret changes.
+        Volume {
+            name: "tls".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(cluster.server_tls_secret_name()),
+                default_mode: Some(0o640),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
+        // /dev/shm is too small for them.
+        empty_dir("shm", Some("Memory")),
+    ];
+    // The bucket's CA bundle or GCS key, for the manager's WAL archiver.
+    if let Some(archiving) = wal_archiving(cluster) {
+        volumes.extend(manager_store(cluster, &archiving).1);
+    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(cluster.labels(Component::Database)),
@@ -173,30 +202,7 @@ fn pod_template(
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(60),
             security_context: Some(restricted_pod_security(POSTGRES_UID, true)),
-            volumes: Some(vec![
-                config_volume(
-                    "config",
-                    &["postgresql.conf", "pg_hba.conf", "pg_ident.conf"],
-                    0o444,
-                ),
-                empty_dir("tusk-bin", None),
-                empty_dir("run", None),
-                empty_dir("tmp", None),
-                // Root-owned, group fsGroup, 0640: the modes PostgreSQL accepts for a key file
-                // it does not own. The kubelet refreshes the files when the Secret changes.
-                Volume {
-                    name: "tls".to_owned(),
-                    secret: Some(SecretVolumeSource {
-                        secret_name: Some(cluster.server_tls_secret_name()),
-                        default_mode: Some(0o640),
-                        ..SecretVolumeSource::default()
-                    }),
-                    ..Volume::default()
-                },
-                // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
-                // /dev/shm is too small for them.
-                empty_dir("shm", Some("Memory")),
-            ]),
+            volumes: Some(volumes),
             ..PodSpec::default()
         }),
     }

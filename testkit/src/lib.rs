@@ -6,6 +6,7 @@
 
 pub mod fakegcs;
 pub mod gcs_auth;
+pub mod minio;
 pub mod process;
 pub mod tls;
 

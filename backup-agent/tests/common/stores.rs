@@ -70,18 +70,9 @@ impl TestStore {
     /// Env vars that point the agent at this store, the way the operator's Job would.
     pub fn agent_env(&self) -> Vec<(String, String)> {
         let mut env = vec![("TUSK_BUCKET".to_string(), self.bucket.clone())];
+        // MinIO's variables are the testkit's, shared with the instance manager's tests.
         match &self.server {
-            Server::Minio(m) => {
-                env.extend([
-                    ("TUSK_STORE".into(), "s3".into()),
-                    ("TUSK_S3_ENDPOINT".into(), m.endpoint.clone()),
-                    ("TUSK_S3_FORCE_PATH_STYLE".into(), "true".into()),
-                    ("AWS_ACCESS_KEY_ID".into(), minio::ACCESS_KEY.into()),
-                    ("AWS_SECRET_ACCESS_KEY".into(), minio::SECRET_KEY.into()),
-                    ("AWS_REGION".into(), "us-east-1".into()),
-                    ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-                ]);
-            }
+            Server::Minio(m) => return tusk_testkit::minio::store_env(m, &self.bucket),
             Server::Gcs(_, gateway) => {
                 // As the operator's Job mounts the key: a file named by the standard variable.
                 env.extend([

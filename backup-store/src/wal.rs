@@ -1,4 +1,5 @@
-//! The WAL archive: PostgreSQL's `archive_command` and `restore_command` ends of it (issue 27,
+//! The WAL archive, shared by the agent's `wal-push`/`wal-fetch` and the instance manager's
+//! archiver: PostgreSQL's `archive_command` and `restore_command` ends of it (issue 27,
 //! `docs/pitr-design.md` §1 and §3). A file PostgreSQL archives is stored compressed (zstd, with
 //! its content checksum, which every fetch verifies) under the database system's identifier:
 //!
@@ -17,11 +18,12 @@ use std::path::Path;
 
 use async_compression::tokio::bufread::{ZstdDecoder, ZstdEncoder};
 use async_compression::zstd::CParameter;
-use backup_store::ClusterLocation;
-use backup_store::store::{self, ObjectStore, StoreError};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufRead, AsyncReadExt, BufReader};
+
+use crate::ClusterLocation;
+use crate::store::{self, ObjectStore, StoreError};
 
 /// More than any WAL file (segments are at most 1 GiB).
 const UNPACKED_LIMIT: u64 = 1 << 30;
@@ -114,7 +116,7 @@ pub struct WalArchive {
 impl WalArchive {
     pub fn new(location: &ClusterLocation, system_identifier: u64) -> Self {
         Self {
-            prefix: format!("{}wal/{system_identifier}/", location.prefix()),
+            prefix: location.wal_prefix(system_identifier),
         }
     }
 
@@ -144,9 +146,45 @@ pub async fn push(
     file: &WalName,
     contents: &[u8],
 ) -> Result<Pushed, WalError> {
-    let key = archive.key(file);
     let packed = compress(contents).await.map_err(io("compressing"))?;
-    match store.put_if_absent(&key, Bytes::from(packed)).await {
+    store_packed(store, archive, file, packed, || async {
+        Ok(contents.to_vec())
+    })
+    .await
+}
+
+/// [`push`] of the file at `path`, compressed as it is read: only the compressed bytes are
+/// held in memory, and the file is read again only to compare it with a copy already stored.
+pub async fn push_file(
+    store: &dyn ObjectStore,
+    archive: &WalArchive,
+    file: &WalName,
+    path: &Path,
+) -> Result<Pushed, WalError> {
+    let context = format!("reading {}", path.display());
+    let opened = tokio::fs::File::open(path).await.map_err(io(&context))?;
+    let packed = compress(BufReader::with_capacity(1 << 20, opened))
+        .await
+        .map_err(io(&context))?;
+    let read = || async { tokio::fs::read(path).await.map_err(io(&context)) };
+    store_packed(store, archive, file, packed, read).await
+}
+
+async fn store_packed<F, Fut>(
+    store: &dyn ObjectStore,
+    archive: &WalArchive,
+    file: &WalName,
+    packed: Vec<u8>,
+    local: F,
+) -> Result<Pushed, WalError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<u8>, WalError>>,
+{
+    match store
+        .put_if_absent(&archive.key(file), Bytes::from(packed))
+        .await
+    {
         Ok(()) => return Ok(Pushed::Stored),
         Err(e) if e.is_already_exists() => {}
         Err(e) => return Err(e.into()),
@@ -158,7 +196,7 @@ pub async fn push(
             name: file.name.clone(),
             reason: "it vanished while being compared".to_owned(),
         })?;
-    let (stored, local) = (sha256(&stored), sha256(contents));
+    let (stored, local) = (sha256(&stored), sha256(&local().await?));
     if stored == local {
         Ok(Pushed::AlreadyArchived)
     } else {
@@ -217,11 +255,11 @@ fn io(context: &str) -> impl FnOnce(std::io::Error) -> WalError {
 }
 
 /// zstd at its default level, with the frame's content checksum.
-async fn compress(contents: &[u8]) -> std::io::Result<Vec<u8>> {
+async fn compress(contents: impl AsyncBufRead + Unpin) -> std::io::Result<Vec<u8>> {
     let params = [CParameter::checksum_flag(true)];
     let mut encoder =
         ZstdEncoder::with_quality_and_params(contents, async_compression::Level::Default, &params);
-    let mut packed = Vec::with_capacity(contents.len() / 4);
+    let mut packed = Vec::new();
     encoder.read_to_end(&mut packed).await?;
     Ok(packed)
 }

@@ -1,4 +1,4 @@
-use backup_store::store::memory::MemoryStore;
+use crate::store::memory::MemoryStore;
 
 use super::*;
 

@@ -1,0 +1,344 @@
+//! The WAL archiver (issue 27, docs/pitr-design.md §1). PostgreSQL's `archive_command` is
+//! `tusk-instance wal-push %p` ([`crate::wal_push`]): a thin client that hands the path to
+//! this server over a Unix socket and exits 0 only once the server answers that the file is
+//! durable in the bucket. The server owns what a process per segment would set up each time:
+//! the store client, its connections and its credentials, which no PostgreSQL process holds.
+//! While PostgreSQL waits for one file, the next `.ready` ones are already being uploaded
+//! ([`IN_FLIGHT`] at most), so a backlog drains in parallel although the archiver is serial.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use backup_store::ClusterLocation;
+use backup_store::settings::StoreFlags;
+use backup_store::store::ObjectStore;
+use backup_store::wal::{self, Pushed, WalArchive, WalName};
+use futures::future::{BoxFuture, FutureExt, Shared};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tusk_contract::status::ArchiveStatus;
+
+use crate::error::Error;
+use crate::events::Events;
+
+/// The socket's name in the socket directory (`TUSK_SOCKET_DIR`, which the hook inherits).
+pub const SOCKET: &str = ".tusk-archive.sock";
+/// Uploads at once, the one PostgreSQL waits for included. Each holds one compressed segment
+/// (at most 16 MiB with the default segment size, a few MiB for usual WAL).
+pub const IN_FLIGHT: usize = 4;
+/// The longest request line the server reads: a path.
+const MAX_REQUEST: u64 = 4096;
+
+pub fn socket_path(socket_dir: &Path) -> PathBuf {
+    socket_dir.join(SOCKET)
+}
+
+/// One upload, awaited by the request for its file and perhaps started before it.
+type Upload = Shared<BoxFuture<'static, Result<Pushed, String>>>;
+
+/// What the archiver did, for `/status` and the metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArchiveStats {
+    pub archived: u64,
+    pub failed: u64,
+    pub last_archived: Option<(String, SystemTime)>,
+    /// The file, when, and the error (never a credential: store errors name the operation).
+    pub last_failure: Option<(String, SystemTime, String)>,
+}
+
+impl ArchiveStats {
+    /// Whether the last attempt failed.
+    pub fn failing(&self) -> bool {
+        match (&self.last_failure, &self.last_archived) {
+            (Some((_, failed, _)), Some((_, archived))) => failed > archived,
+            (failure, _) => failure.is_some(),
+        }
+    }
+}
+
+struct Opened {
+    store: Box<dyn ObjectStore>,
+    location: ClusterLocation,
+}
+
+pub struct Archiver {
+    pgdata: PathBuf,
+    /// The bucket and the cluster's place in it (`None`: given open, in tests).
+    opener: Option<(StoreFlags, String, String)>,
+    /// Opened on the first request, and again after a failure to open.
+    opened: tokio::sync::OnceCell<Opened>,
+    uploads: Mutex<HashMap<String, Upload>>,
+    stats: Mutex<ArchiveStats>,
+    /// A Warning when archiving starts failing, a Normal when it works again (not one per try).
+    events: Option<Events>,
+}
+
+impl Archiver {
+    pub fn new(pgdata: PathBuf, flags: StoreFlags, namespace: String, cluster: String) -> Self {
+        Self {
+            pgdata,
+            opener: Some((flags, namespace, cluster)),
+            opened: tokio::sync::OnceCell::new(),
+            uploads: Mutex::new(HashMap::new()),
+            stats: Mutex::new(ArchiveStats::default()),
+            events: None,
+        }
+    }
+
+    /// An archiver writing into a store already open.
+    pub fn with_store(
+        pgdata: PathBuf,
+        store: Box<dyn ObjectStore>,
+        location: ClusterLocation,
+    ) -> Self {
+        Self {
+            pgdata,
+            opener: None,
+            opened: tokio::sync::OnceCell::new_with(Some(Opened { store, location })),
+            uploads: Mutex::new(HashMap::new()),
+            stats: Mutex::new(ArchiveStats::default()),
+            events: None,
+        }
+    }
+
+    pub fn stats(&self) -> ArchiveStats {
+        lock(&self.stats).clone()
+    }
+
+    /// The record `/status` reports.
+    pub fn status(&self) -> ArchiveStatus {
+        let stats = self.stats();
+        let seconds = |t: SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        };
+        let (last_archived_wal, last_archived_at) = stats
+            .last_archived
+            .map_or((None, None), |(wal, at)| (Some(wal), Some(seconds(at))));
+        let (last_failed_wal, last_failed_at, last_error) = stats
+            .last_failure
+            .map_or((None, None, None), |(wal, at, error)| {
+                (Some(wal), Some(seconds(at)), Some(error))
+            });
+        ArchiveStatus {
+            archived_count: stats.archived,
+            failed_count: stats.failed,
+            pending: self.ready().len() as u64,
+            last_archived_wal,
+            last_archived_at,
+            last_failed_wal,
+            last_failed_at,
+            last_error,
+        }
+    }
+
+    /// Archives the file at `path` (PostgreSQL's `%p`, made absolute by the hook).
+    pub async fn archive(self: &Arc<Self>, path: &str) -> Result<Pushed, String> {
+        let (name, path) = self.wal_file(path)?;
+        let upload = self.upload(&name, path);
+        self.read_ahead(&name);
+        let result = upload.await;
+        lock(&self.uploads).remove(name.as_str());
+        let mut stats = lock(&self.stats);
+        let was_failing = stats.failing();
+        match &result {
+            Ok(_) => {
+                if was_failing && let Some(events) = &self.events {
+                    let note = format!("archived {} again", name.as_str());
+                    events.normal("ArchiveRecovered", "Archive", note);
+                }
+                stats.archived += 1;
+                stats.last_archived = Some((name.as_str().to_owned(), SystemTime::now()));
+            }
+            Err(e) => {
+                tracing::warn!(file = name.as_str(), error = %e, "archiving WAL failed");
+                if !was_failing && let Some(events) = &self.events {
+                    let note = format!("archiving {} failed: {e}", name.as_str());
+                    events.warning("ArchiveFailing", "Archive", note);
+                }
+                stats.failed += 1;
+                let failure = (name.as_str().to_owned(), SystemTime::now(), e.clone());
+                stats.last_failure = Some(failure);
+            }
+        }
+        result
+    }
+
+    /// Only a file of this server's `pg_wal`, by a name PostgreSQL archives: the socket must
+    /// not become a way to upload any file the postgres user can read.
+    fn wal_file(&self, requested: &str) -> Result<(WalName, PathBuf), String> {
+        let path = PathBuf::from(requested);
+        let refused = |why: &str| format!("{requested}: {why}");
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| refused("names no file"))?;
+        let name = WalName::parse(name).map_err(|e| e.to_string())?;
+        let canonical = |p: &Path| std::fs::canonicalize(p).map_err(|e| refused(&e.to_string()));
+        let parent = path.parent().ok_or_else(|| refused("names no file"))?;
+        if canonical(parent)? != canonical(&self.pgdata.join("pg_wal"))? {
+            return Err(refused("not in this server's pg_wal"));
+        }
+        Ok((name, path))
+    }
+
+    /// The upload of `name`: the one already started, or a new one.
+    fn upload(self: &Arc<Self>, name: &WalName, path: PathBuf) -> Upload {
+        let mut uploads = lock(&self.uploads);
+        // One started ahead that failed is tried again now, not answered with its failure.
+        let failed = |u: &Upload| matches!(u.peek(), Some(Err(_)));
+        if let Some(upload) = uploads.get(name.as_str()).filter(|u| !failed(u)) {
+            return upload.clone();
+        }
+        let upload = self.start(name.clone(), path);
+        uploads.insert(name.as_str().to_owned(), upload.clone());
+        upload
+    }
+
+    fn start(self: &Arc<Self>, file: WalName, path: PathBuf) -> Upload {
+        let this = self.clone();
+        async move { this.push(&file, &path).await }
+            .boxed()
+            .shared()
+    }
+
+    /// Starts uploading the files PostgreSQL will ask for next (`.ready`, oldest first) while
+    /// fewer than [`IN_FLIGHT`] are held. Uploads of files no longer ready (archived, or gone
+    /// with a rewind) are forgotten, so a failed one never holds a place.
+    fn read_ahead(self: &Arc<Self>, current: &WalName) {
+        let mut ready = self.ready();
+        ready.retain(|name| name != current.as_str());
+        let mut started = Vec::new();
+        {
+            let mut uploads = lock(&self.uploads);
+            uploads.retain(|name, _| name == current.as_str() || ready.contains(name));
+            for name in ready {
+                if uploads.len() >= IN_FLIGHT {
+                    break;
+                }
+                let Ok(file) = WalName::parse(&name) else {
+                    continue;
+                };
+                if uploads.contains_key(&name) {
+                    continue;
+                }
+                let upload = self.start(file, self.pgdata.join("pg_wal").join(&name));
+                uploads.insert(name, upload.clone());
+                started.push(upload);
+            }
+        }
+        for upload in started {
+            tokio::spawn(upload);
+        }
+    }
+
+    /// The files PostgreSQL has ready for the archive, oldest first.
+    fn ready(&self) -> Vec<String> {
+        let status = self.pgdata.join("pg_wal").join("archive_status");
+        let Ok(entries) = std::fs::read_dir(status) else {
+            return Vec::new();
+        };
+        let mut ready: Vec<String> = entries
+            .filter_map(|e| {
+                let name = e.ok()?.file_name();
+                name.to_str()?.strip_suffix(".ready").map(str::to_owned)
+            })
+            .collect();
+        ready.sort();
+        ready
+    }
+
+    async fn push(&self, file: &WalName, path: &Path) -> Result<Pushed, String> {
+        let opened = self
+            .opened
+            .get_or_try_init(|| async {
+                let (flags, namespace, cluster) = self.opener.as_ref().ok_or("no bucket")?;
+                let (store, location) = flags
+                    .open(namespace, cluster)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok::<_, String>(Opened { store, location })
+            })
+            .await
+            .map_err(|e| format!("opening the bucket: {e}"))?;
+        let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
+        let archive = WalArchive::new(&opened.location, system);
+        wal::push_file(opened.store.as_ref(), &archive, file, path)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts the archiver when the pod names a bucket (`TUSK_STORE`, set by the operator while
+/// the cluster archives): the socket is bound before PostgreSQL starts, so no request is lost.
+pub fn spawn(
+    pgdata: &Path,
+    socket_dir: &Path,
+    namespace: &str,
+    cluster: &str,
+    events: Events,
+) -> Result<Option<Arc<Archiver>>, Error> {
+    let Some(flags) = StoreFlags::from_env().map_err(|e| Error::Config(e.to_string()))? else {
+        return Ok(None);
+    };
+    let socket = socket_path(socket_dir);
+    // A socket left by the previous manager of this pod: nothing listens on it any more.
+    let _ = std::fs::remove_file(&socket);
+    let listener =
+        UnixListener::bind(&socket).map_err(Error::io(format!("binding {}", socket.display())))?;
+    let mut archiver = Archiver::new(
+        pgdata.to_owned(),
+        flags,
+        namespace.to_owned(),
+        cluster.to_owned(),
+    );
+    archiver.events = Some(events);
+    let archiver = Arc::new(archiver);
+    tokio::spawn(serve(listener, archiver.clone()));
+    tracing::info!(socket = %socket.display(), "archiving WAL");
+    Ok(Some(archiver))
+}
+
+async fn serve(listener: UnixListener, archiver: Arc<Archiver>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(answer(stream, archiver.clone()));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "archive socket: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// One request, `push <absolute path>`, answered `ok stored`, `ok already-archived` or
+/// `error <why>`.
+async fn answer(stream: UnixStream, archiver: Arc<Archiver>) {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    let read = BufReader::new(read.take(MAX_REQUEST))
+        .read_line(&mut line)
+        .await;
+    let reply = match (read, line.trim_end().strip_prefix("push ")) {
+        (Ok(_), Some(path)) => match archiver.archive(path).await {
+            Ok(Pushed::Stored) => "ok stored".to_owned(),
+            Ok(Pushed::AlreadyArchived) => "ok already-archived".to_owned(),
+            Err(e) => format!("error {}", e.replace('\n', " ")),
+        },
+        (Err(e), _) => format!("error reading the request: {e}"),
+        (Ok(_), None) => "error the request is not `push <path>`".to_owned(),
+    };
+    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+}
+
+#[cfg(test)]
+#[path = "archiver_tests.rs"]
+mod tests;

@@ -1,0 +1,168 @@
+//! WAL archiving by the instance manager (issue 27) on real servers and a real MinIO: the
+//! primary's `archive_command` is `tusk-instance wal-push %p`, which hands each file to the
+//! manager's archiver; a replica archives nothing; after a failover the new primary continues
+//! the archive on its timeline, history file included; no server process holds the bucket's
+//! credentials.
+
+mod common;
+
+use std::time::Duration;
+
+use backup_store::store::ObjectStore;
+use backup_store::store::s3::{S3Config, S3Credentials, S3Store};
+use common::*;
+use tusk_testkit::minio;
+
+const BUCKET: &str = "tusk-archive";
+
+struct Bucket {
+    runtime: tokio::runtime::Runtime,
+    server: tusk_testkit::process::Emulator,
+    store: S3Store,
+}
+
+impl Bucket {
+    fn start() -> Bucket {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let server = runtime.block_on(minio::start(None));
+        let store = runtime
+            .block_on(S3Store::new(S3Config {
+                bucket: BUCKET.into(),
+                endpoint: Some(server.endpoint.clone()),
+                region: "us-east-1".into(),
+                force_path_style: true,
+                credentials: Some(S3Credentials {
+                    access_key_id: minio::ACCESS_KEY.into(),
+                    secret_access_key: minio::SECRET_KEY.into(),
+                }),
+                ca_bundle: None,
+            }))
+            .expect("s3 store");
+        wait_for("MinIO takes a bucket", Duration::from_secs(60), || {
+            runtime
+                .block_on(store.client().create_bucket().bucket(BUCKET).send())
+                .is_ok()
+        });
+        Bucket {
+            runtime,
+            server,
+            store,
+        }
+    }
+
+    fn keys(&self, prefix: &str) -> Vec<String> {
+        let listed = self.runtime.block_on(self.store.list(prefix));
+        let mut keys: Vec<String> = listed.expect("list").into_iter().map(|o| o.key).collect();
+        keys.sort();
+        keys
+    }
+}
+
+/// Both members archive through their manager into `bucket`, as the operator configures them.
+fn archiving_pair(bucket: &Bucket) -> Cluster {
+    let mut cluster = Cluster::new(&["demo-0", "demo-1"]);
+    let hook = cluster.binary.display().to_string();
+    for member in &mut cluster.members {
+        let conf = member
+            .pgdata
+            .parent()
+            .expect("home")
+            .join("postgresql.conf");
+        let mut settings = std::fs::read_to_string(&conf).expect("postgresql.conf");
+        settings.push_str(&format!(
+            "archive_mode = on\narchive_command = '{hook} wal-push %p'\n"
+        ));
+        std::fs::write(&conf, settings).expect("postgresql.conf");
+        for (key, value) in minio::store_env(&bucket.server, BUCKET) {
+            member.set_env(&key, Some(&value));
+        }
+        member.set_env("TUSK_NAMESPACE", Some("tests"));
+        member.set_env("TUSK_CLUSTER", Some("demo"));
+    }
+    start_streaming(&mut cluster);
+    cluster
+}
+
+/// Writes a row and closes the segment; returns the closed segment's name.
+fn write_and_switch(member: &Instance, value: &str) -> String {
+    member
+        .psql(&format!(
+            "CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ('{value}')"
+        ))
+        .expect("insert");
+    member
+        .psql("SELECT pg_walfile_name(pg_switch_wal())")
+        .expect("switch")
+}
+
+fn wait_for_key(bucket: &Bucket, key: &str) {
+    let prefix = key.rsplit_once('/').map_or("", |(dir, _)| dir);
+    wait_for(
+        &format!("{key} in the bucket"),
+        Duration::from_secs(60),
+        || bucket.keys(prefix).iter().any(|k| k == key),
+    );
+}
+
+#[test]
+fn the_primary_archives_through_its_manager_and_the_new_primary_continues_after_a_failover() {
+    let bucket = Bucket::start();
+    let mut cluster = archiving_pair(&bucket);
+    let primary = &cluster.members[0];
+    let system = primary
+        .psql("SELECT system_identifier FROM pg_control_system()")
+        .expect("system identifier");
+    let wal = format!("tests/demo/wal/{system}/");
+
+    let segment = write_and_switch(primary, "before");
+    wait_for_key(&bucket, &format!("{wal}00000001/{segment}.zst"));
+    let status = primary.status().expect("status");
+    assert!(
+        status["archive"]["archivedCount"].as_u64() >= Some(1),
+        "{status}"
+    );
+    assert_eq!(status["archive"]["failedCount"], 0, "{status}");
+    let metrics = http_get(primary.status_port, "/metrics").unwrap_or_default();
+    assert!(
+        metrics.contains("tusk_instance_archive_archived_total{pod=\"demo-0\"}"),
+        "{metrics}"
+    );
+
+    // The credentials stay in the manager: not in the postmaster's environment, which every
+    // backend and the archive command inherit.
+    let postmaster = primary.postmaster_pid().expect("postmaster");
+    let environ = std::fs::read(format!("/proc/{postmaster}/environ")).expect("environ");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.contains("TUSK_SOCKET_DIR="),
+        "the hook finds the socket"
+    );
+    for secret in [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+        minio::SECRET_KEY,
+    ] {
+        assert!(
+            !environ.contains(secret),
+            "{secret} in the postmaster's environment"
+        );
+    }
+    // The replica archives nothing (archive_mode = on, not always).
+    let replica_status = cluster.members[1].status().expect("status");
+    assert_eq!(
+        replica_status["archive"]["archivedCount"], 0,
+        "{replica_status}"
+    );
+
+    fail_over(&mut cluster);
+    let promoted = &cluster.members[1];
+    wait_for_key(&bucket, &format!("{wal}history/00000002.history.zst"));
+    let segment = write_and_switch(promoted, "after");
+    assert!(segment.starts_with("00000002"), "{segment}");
+    wait_for_key(&bucket, &format!("{wal}00000002/{segment}.zst"));
+    let keys = bucket.keys(&wal);
+    assert!(
+        keys.iter().all(|k| k.ends_with(".zst")),
+        "only compressed files: {keys:?}"
+    );
+}

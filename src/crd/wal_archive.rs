@@ -1,0 +1,30 @@
+//! `spec.backup.walArchive`: continuous WAL archiving into the backup destination, the base of
+//! point-in-time recovery (issue 27, docs/pitr-design.md).
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+/// `archive_timeout` when `timeoutSeconds` is unset: the most committed work lost when every
+/// pod and volume is (RPO).
+pub const DEFAULT_ARCHIVE_TIMEOUT_SECONDS: i32 = 5;
+
+/// Continuous WAL archiving: the primary's instance manager uploads every WAL file PostgreSQL
+/// completes, compressed, under the database system's identifier in the destination. Present
+/// (even empty, `walArchive: {}`) means on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WalArchivePolicy {
+    /// A segment that holds any write is closed and archived after at most this many seconds
+    /// (PostgreSQL's `archive_timeout`): the most committed work lost when every pod and
+    /// volume is. An idle cluster uploads nothing. 5 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new("self >= 1 && self <= 3600").message("spec.backup.walArchive.timeoutSeconds must be between 1 and 3600"))]
+    pub timeout_seconds: Option<i32>,
+}
+
+impl WalArchivePolicy {
+    pub fn timeout_seconds(&self) -> i32 {
+        self.timeout_seconds
+            .unwrap_or(DEFAULT_ARCHIVE_TIMEOUT_SECONDS)
+    }
+}
