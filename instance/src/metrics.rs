@@ -320,7 +320,10 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
-        assert!(!text.contains("last_failed_timestamp"), "never failed: {text}");
+        assert!(
+            !text.contains("last_failed_timestamp"),
+            "never failed: {text}"
+        );
     }
 
     #[test]
