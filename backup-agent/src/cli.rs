@@ -80,6 +80,48 @@ pub enum Command {
     /// instead of ending it early at the wrong point.
     #[command(name = "wal-fetch", after_help = EXIT_CODES)]
     WalFetch(WalFetchArgs),
+    /// A physical base backup of the whole server (pg_basebackup, without WAL: the archive
+    /// holds it) into <path>/<namespace>/<cluster>/<backupId>/base.tar.zst, manifest last.
+    #[command(name = "base-backup", after_help = EXIT_CODES)]
+    BaseBackup(BaseBackupArgs),
+    /// Unpack a base backup into a new data directory and check it with pg_verifybackup;
+    /// recovery from the archive (restore_command: wal-fetch) is then PostgreSQL's.
+    #[command(name = "base-restore", after_help = EXIT_CODES)]
+    BaseRestore(BaseRestoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BaseBackupArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub pg: PgArgs,
+    /// Backup id [default: UTC timestamp like 20261122T020000Z].
+    #[arg(long, env = "TUSK_BACKUP_ID")]
+    pub backup_id: Option<String>,
+    #[arg(long, env = "TUSK_COMPRESSION", value_enum, default_value_t = Compression::Zstd)]
+    pub compression: Compression,
+    /// metadata.uid of the owning PostgreSQL, recorded in the claim and the manifest.
+    #[arg(long, env = "TUSK_CLUSTER_UID")]
+    pub cluster_uid: Option<String>,
+    /// Same for every retry of one run (the Job's uid).
+    #[arg(long, env = "TUSK_WRITER_ID")]
+    pub writer_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BaseRestoreArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Backup id, or `latest`.
+    #[arg(long, env = "TUSK_BACKUP_ID", default_value = "latest")]
+    pub backup_id: String,
+    /// The new data directory: absent or empty.
+    #[arg(long, env = "PGDATA")]
+    pub pgdata: PathBuf,
+    /// Directory holding pg_verifybackup [default: PATH].
+    #[arg(long, env = "TUSK_PG_BIN_DIR")]
+    pub pg_bin_dir: Option<PathBuf>,
 }
 
 /// The bucket, and the cluster whose place in it a command uses.

@@ -1,5 +1,6 @@
 //! `backup-agent`: the program Tusk's backup and restore Jobs run.
 
+mod base_cmd;
 mod cli;
 mod run;
 mod store_args;

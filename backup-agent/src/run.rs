@@ -31,6 +31,8 @@ pub async fn run(command: Command) -> i32 {
         Command::Prune(_) => "prune",
         Command::WalPush(_) => "wal-push",
         Command::WalFetch(_) => "wal-fetch",
+        Command::BaseBackup(_) => "base-backup",
+        Command::BaseRestore(_) => "base-restore",
     };
     let cancel = CancellationToken::new();
     tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -159,7 +161,8 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
         }
         Command::Verify(args) => {
             let (store, location) = open_store(&args.store).await?;
-            let manifest = catalog::resolve(store.as_ref(), &location, &args.backup_id).await?;
+            let manifest =
+                catalog::resolve(store.as_ref(), &location, &args.backup_id, None).await?;
             verify::verify_backup(store.as_ref(), &location, &manifest, cancel).await?;
             Ok(
                 json!({"backupId": manifest.backup_id, "files": manifest.files.len(), "sizeBytes": manifest.total_size_bytes()}),
@@ -176,6 +179,8 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
         }
         Command::WalPush(args) => crate::wal_cmd::push(args).await,
         Command::WalFetch(args) => crate::wal_cmd::fetch(args).await,
+        Command::BaseBackup(args) => crate::base_cmd::backup(args, cancel).await,
+        Command::BaseRestore(args) => crate::base_cmd::restore(args).await,
         Command::Prune(args) => {
             let max_age = args
                 .max_age
@@ -210,7 +215,7 @@ fn non_empty(values: Vec<String>) -> Vec<String> {
     values.into_iter().filter(|v| !v.is_empty()).collect()
 }
 
-fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
+pub(crate) fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
     Ok(PgParams {
         host: args.host.clone(),
         port: args.port,

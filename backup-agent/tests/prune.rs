@@ -66,6 +66,7 @@ async fn fake_backup(
             database_size_bytes: None,
             tables: None,
         }],
+        physical: None,
     };
     store
         .put(

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::claim::{CLAIM_FILE, recorded_owner};
 use crate::layout::{ClusterLocation, MANIFEST_FILE};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Method};
 use crate::ownership::Owner;
 use crate::retention::{self, Policy};
 use crate::store::{self, ObjectInfo, ObjectStore};
@@ -77,29 +77,53 @@ pub async fn load(
     Ok(catalog)
 }
 
-/// Resolves `latest` or an explicit id to a complete backup.
+/// Resolves `latest` (the newest complete backup of `method`, when given) or an explicit id
+/// (which must be of `method`, when given) to a complete backup.
 pub async fn resolve(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
     backup_id: &str,
+    method: Option<Method>,
 ) -> Result<Manifest, CatalogError> {
     if backup_id == "latest" {
         let catalog = load(store, location).await?;
-        return catalog.latest().map(|b| b.manifest.clone()).ok_or_else(|| {
+        let newest = catalog
+            .backups
+            .iter()
+            .rev()
+            .find(|b| method.is_none_or(|m| b.manifest.method() == m));
+        return newest.map(|b| b.manifest.clone()).ok_or_else(|| {
+            let kind = method.map_or(String::new(), |m| format!("{m} "));
             CatalogError::BackupNotFound(format!(
-                "latest (no complete backup under {})",
+                "latest (no complete {kind}backup under {})",
                 location.prefix()
             ))
         });
     }
     crate::layout::validate_backup_id(backup_id)?;
-    match store::get_bytes(store, &location.manifest_key(backup_id)).await {
-        Ok(bytes) => Manifest::from_json(&bytes).map_err(|source| CatalogError::InvalidManifest {
-            backup_id: backup_id.to_string(),
-            source,
+    let manifest = match store::get_bytes(store, &location.manifest_key(backup_id)).await {
+        Ok(bytes) => {
+            Manifest::from_json(&bytes).map_err(|source| CatalogError::InvalidManifest {
+                backup_id: backup_id.to_string(),
+                source,
+            })?
+        }
+        Err(e) if e.is_not_found() => {
+            return Err(CatalogError::BackupNotFound(backup_id.to_string()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match method {
+        Some(wanted) if manifest.method() != wanted => Err(CatalogError::WrongMethod {
+            backup_id: backup_id.to_owned(),
+            found: manifest.method(),
+            wanted,
+            hint: match wanted {
+                Method::Logical => "unpack it with base-restore and recover from the WAL archive",
+                Method::Physical => "replay it into a running server with restore",
+            },
         }),
-        Err(e) if e.is_not_found() => Err(CatalogError::BackupNotFound(backup_id.to_string())),
-        Err(e) => Err(e.into()),
+        _ => Ok(manifest),
     }
 }
 

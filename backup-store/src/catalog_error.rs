@@ -14,6 +14,14 @@ pub enum CatalogError {
     Layout(#[from] LayoutError),
     #[error("backup {0} not found (no manifest.json)")]
     BackupNotFound(String),
+    /// A logical backup asked for where a physical one is needed, or the reverse.
+    #[error("backup {backup_id} is a {found} backup, not a {wanted} one: {hint}")]
+    WrongMethod {
+        backup_id: String,
+        found: crate::manifest::Method,
+        wanted: crate::manifest::Method,
+        hint: &'static str,
+    },
     #[error("integrity check failed: manifest of {backup_id} is not valid: {source}")]
     InvalidManifest {
         backup_id: String,

@@ -29,6 +29,7 @@ fn manifest(loc: &ClusterLocation, id: &str, owner: Option<&str>, days_ago: i64)
         pg_dump_version: "pg_dump (PostgreSQL) 15".into(),
         compression: Compression::None,
         files: Vec::new(),
+        physical: None,
     }
 }
 
@@ -241,4 +242,41 @@ async fn a_manifest_is_never_replaced() {
         .await
         .unwrap();
     assert_eq!(Manifest::from_json(&stored).unwrap(), first);
+}
+
+#[tokio::test]
+async fn latest_is_the_newest_backup_of_the_method_asked_for_and_an_id_must_match_it() {
+    let store = MemoryStore::default();
+    let loc = ClusterLocation::new("", "prod", "db").unwrap();
+    backup(&store, &loc, "dump", Some(US), 2).await;
+    let mut base = manifest(&loc, "base", Some(US), 1);
+    base.physical = Some(crate::manifest::PhysicalBackup {
+        system_identifier: "7".into(),
+        timeline: 1,
+        start_lsn: "0/2000028".into(),
+        stop_lsn: "0/2000100".into(),
+    });
+    let json = Bytes::from(base.to_json().unwrap());
+    store.put(&loc.manifest_key("base"), json).await.unwrap();
+
+    let latest = |method| resolve(&store, &loc, "latest", method);
+    assert_eq!(latest(None).await.unwrap().backup_id, "base");
+    let logical = latest(Some(Method::Logical)).await.unwrap();
+    assert_eq!(logical.backup_id, "dump");
+    let physical = latest(Some(Method::Physical)).await.unwrap();
+    assert_eq!(physical.backup_id, "base");
+
+    let wrong = resolve(&store, &loc, "base", Some(Method::Logical)).await;
+    let message = wrong.unwrap_err().to_string();
+    assert!(
+        message.contains("base is a physical backup, not a logical one"),
+        "{message}"
+    );
+    let empty = MemoryStore::default();
+    let none = resolve(&empty, &loc, "latest", Some(Method::Physical)).await;
+    assert!(
+        none.unwrap_err()
+            .to_string()
+            .contains("no complete physical backup")
+    );
 }

@@ -29,6 +29,24 @@ pub struct Manifest {
     pub pg_dump_version: String,
     pub compression: Compression,
     pub files: Vec<ManifestFile>,
+    /// Set for a physical base backup (`backup-agent base-backup`): where it sits in the WAL,
+    /// which a restore must replay from the archive. `None` for logical backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical: Option<PhysicalBackup>,
+}
+
+/// A base backup's place in its system's WAL, from PostgreSQL's own `backup_manifest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhysicalBackup {
+    /// The database system identifier (decimal): its WAL is under `wal/<this>/`.
+    pub system_identifier: String,
+    /// The timeline the backup started on.
+    pub timeline: u32,
+    /// The first WAL position a restore replays from (`X/Y`).
+    pub start_lsn: String,
+    /// The position a restore must reach before it is consistent.
+    pub stop_lsn: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +56,8 @@ pub enum FileKind {
     Globals,
     /// `pg_dump -Fc` of one database.
     Database,
+    /// `pg_basebackup -Ft` of the whole server, PostgreSQL's `backup_manifest` inside.
+    Base,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +95,32 @@ pub struct TableCount {
     pub rows: u64,
 }
 
+/// How a backup was taken, and so how it restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `pg_dump` per database: `restore` replays it into a running server.
+    Logical,
+    /// `pg_basebackup`: `base-restore` unpacks it and the WAL archive recovers it.
+    Physical,
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Method::Logical => "logical",
+            Method::Physical => "physical",
+        })
+    }
+}
+
 impl Manifest {
+    pub fn method(&self) -> Method {
+        match self.physical {
+            Some(_) => Method::Physical,
+            None => Method::Logical,
+        }
+    }
+
     pub fn total_size_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.size_bytes).sum()
     }
@@ -116,6 +161,7 @@ mod tests {
                 database_size_bytes: None,
                 tables: None,
             }],
+            physical: None,
         };
         let json = String::from_utf8(m.to_json().unwrap()).unwrap();
         assert!(json.contains("\"backupId\": \"b1\""));

@@ -200,7 +200,14 @@ async fn resolve_latest(
         .open(cluster.namespace, &plan.destination)
         .await
         .map_err(bucket_error)?;
-    match catalog::resolve(store.as_ref(), &location, &plan.backup_id).await {
+    match catalog::resolve(
+        store.as_ref(),
+        &location,
+        &plan.backup_id,
+        Some(backup_store::manifest::Method::Logical),
+    )
+    .await
+    {
         Ok(manifest) => {
             plan.backup_id = manifest.backup_id;
             Ok(Ok(plan))
@@ -212,6 +219,10 @@ async fn resolve_latest(
                 location.prefix()
             );
             Ok(Err(failed("BackupNotFound", message)))
+        }
+        // A base backup named where a dump is restored: not retried, the user must choose.
+        Err(e @ backup_store::CatalogError::WrongMethod { .. }) => {
+            Ok(Err(failed("NotALogicalBackup", e.to_string())))
         }
         Err(e) => Err(bucket_error(e.into())),
     }

@@ -47,19 +47,8 @@ pub async fn run_backup(
     drop(client);
     let pg_dump_version = pg::tool_version(pg, "pg_dump").await?;
     check_dump_version(&pg_dump_version, server.version_num)?;
-    store.check().await?;
+    ensure_new(store, &options.location, &options.backup_id).await?;
     let manifest_key = options.location.manifest_key(&options.backup_id);
-    match store.get(&manifest_key).await {
-        Ok(_) => {
-            return Err(AgentError::Usage(format!(
-                "backup {} already exists at {}/{manifest_key}",
-                options.backup_id,
-                store.location()
-            )));
-        }
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(e.into()),
-    }
     // Before any upload: a second writer of this id (another cluster sharing the prefix) stops
     // here, having neither overwritten nor (on cleanup) deleted the first one's objects.
     let run = Claim {
@@ -106,12 +95,31 @@ pub async fn run_backup(
         pg_dump_version,
         compression: options.compression,
         files: files.into_iter().map(|(_, f)| f).collect(),
+        physical: None,
     };
     // Create-only: the claim makes a conflict here all but impossible, but a writer that
     // skipped it (an agent from before claims) must still not replace a complete backup.
     claim::create_manifest(store, &options.location, &manifest).await?;
     tracing::info!(key = %manifest_key, "manifest written, backup complete");
     Ok(manifest)
+}
+
+/// The store answers and holds no backup `backup_id` yet.
+pub(super) async fn ensure_new(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    backup_id: &str,
+) -> Result<(), AgentError> {
+    store.check().await?;
+    let manifest_key = location.manifest_key(backup_id);
+    match store.get(&manifest_key).await {
+        Ok(_) => Err(AgentError::Usage(format!(
+            "backup {backup_id} already exists at {}/{manifest_key}",
+            store.location()
+        ))),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn dump_all(

@@ -1,13 +1,17 @@
-//! Data paths: backup (dump → compress → upload), restore (download → verify → apply) and
-//! verify-restore (restore into a throwaway server, then check it).
+//! Data paths: backup (dump → compress → upload), restore (download → verify → apply),
+//! verify-restore (restore into a throwaway server, then check it), and the physical pair:
+//! base-backup (pg_basebackup → compress → upload) and base-restore (download → unpack).
 
 pub mod backup;
+pub mod base_backup;
+pub mod base_restore;
 mod db_properties;
 mod globals_filter;
 mod progress;
 pub mod restore;
 mod restore_marker;
 pub mod stream_upload;
+mod tar_scan;
 pub mod verify;
 pub mod verify_restore;
 

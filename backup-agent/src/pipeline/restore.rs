@@ -17,7 +17,7 @@ use crate::error::AgentError;
 use crate::pg::{self, PgParams};
 use backup_store::catalog;
 use backup_store::layout::ClusterLocation;
-use backup_store::manifest::{FileKind, Manifest};
+use backup_store::manifest::{FileKind, Manifest, Method};
 use backup_store::store::ObjectStore;
 
 pub struct RestoreOptions {
@@ -39,7 +39,13 @@ pub async fn run_restore(
     options: &RestoreOptions,
     cancel: &CancellationToken,
 ) -> Result<Manifest, AgentError> {
-    let manifest = catalog::resolve(store, &options.location, &options.backup_id).await?;
+    let manifest = catalog::resolve(
+        store,
+        &options.location,
+        &options.backup_id,
+        Some(Method::Logical),
+    )
+    .await?;
     if manifest.format_version > backup_store::manifest::FORMAT_VERSION {
         return Err(AgentError::Other(format!(
             "backup {} has manifest format {}, newer than this agent understands",

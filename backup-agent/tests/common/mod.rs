@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod archive;
 pub mod minio;
 pub mod postgres;
 pub mod seed;

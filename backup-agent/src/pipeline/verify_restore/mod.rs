@@ -20,7 +20,7 @@ use crate::pg::{self, PgParams, SslMode};
 use backup_store::CatalogError;
 use backup_store::catalog;
 use backup_store::layout::ClusterLocation;
-use backup_store::manifest::{FileKind, Manifest};
+use backup_store::manifest::{FileKind, Manifest, Method};
 use backup_store::store::ObjectStore;
 use report::{Checks, Totals};
 pub use report::{Outcome, Phase, Report};
@@ -86,7 +86,14 @@ async fn verify(
     totals: &mut Totals,
     backup_id: &mut Option<String>,
 ) -> Result<(), AgentError> {
-    let manifest = match catalog::resolve(store, &options.location, &options.backup_id).await {
+    let manifest = match catalog::resolve(
+        store,
+        &options.location,
+        &options.backup_id,
+        Some(Method::Logical),
+    )
+    .await
+    {
         Ok(manifest) => manifest,
         Err(e @ CatalogError::InvalidManifest { .. }) => {
             *backup_id = Some(options.backup_id.clone());

@@ -1,0 +1,53 @@
+//! `base-backup` and `base-restore`: the physical pair, over [`backup_agent::pipeline`].
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use backup_agent::error::AgentError;
+use backup_agent::pipeline::base_backup::{BaseBackupOptions, run_base_backup};
+use backup_agent::pipeline::base_restore::{BaseRestoreOptions, run_base_restore};
+use backup_store::layout;
+
+use crate::cli::{BaseBackupArgs, BaseRestoreArgs};
+use crate::run::pg_params;
+use crate::store_args::open_store;
+
+pub async fn backup(args: BaseBackupArgs, cancel: &CancellationToken) -> Result<Value, AgentError> {
+    let (store, location) = open_store(&args.store).await?;
+    let pg = pg_params(&args.pg)?;
+    let options = BaseBackupOptions {
+        location: location.clone(),
+        backup_id: args
+            .backup_id
+            .unwrap_or_else(|| layout::default_backup_id(jiff::Timestamp::now())),
+        compression: args.compression,
+        cluster_uid: args.cluster_uid.filter(|v| !v.is_empty()),
+        writer: args.writer_id.filter(|v| !v.is_empty()),
+    };
+    let manifest = run_base_backup(store.as_ref(), &pg, &options, cancel).await?;
+    Ok(json!({
+        "backupId": manifest.backup_id,
+        "location": format!("{}/{}", store.location(), location.backup_prefix(&manifest.backup_id)),
+        "sizeBytes": manifest.total_size_bytes(),
+        "physical": manifest.physical,
+        "serverVersion": manifest.server_version,
+        "completedAt": manifest.completed_at,
+    }))
+}
+
+pub async fn restore(args: BaseRestoreArgs) -> Result<Value, AgentError> {
+    let (store, location) = open_store(&args.store).await?;
+    let options = BaseRestoreOptions {
+        location,
+        backup_id: args.backup_id,
+        pgdata: args.pgdata,
+        bin_dir: args.pg_bin_dir,
+    };
+    let manifest = run_base_restore(store.as_ref(), &options).await?;
+    Ok(json!({
+        "backupId": manifest.backup_id,
+        "pgdata": options.pgdata.display().to_string(),
+        "sizeBytes": manifest.total_size_bytes(),
+        "physical": manifest.physical,
+    }))
+}

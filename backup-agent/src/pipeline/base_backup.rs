@@ -1,0 +1,185 @@
+//! `base-backup`: a physical backup of the whole server (issue 27, docs/pitr-design.md §4).
+//! `pg_basebackup -Ft -D -` streams one tar through compression into a multipart upload, with
+//! no local copy; its WAL is not included (`-X none`): the archive holds it. PostgreSQL's own
+//! `backup_manifest` travels inside the tar (for `pg_verifybackup` after a restore), and its
+//! WAL range, read on the way, goes into our `manifest.json`, written last as for every backup.
+
+use tokio::io::BufReader;
+use tokio_util::sync::CancellationToken;
+
+use super::backup::ensure_new;
+use super::stream_upload::upload_stream;
+use super::tar_scan::TarScan;
+use crate::compression::{Codec, Compression};
+use crate::error::AgentError;
+use crate::pg::{self, PgParams};
+use backup_store::claim::{self, Claim};
+use backup_store::layout::{self, ClusterLocation};
+use backup_store::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile, PhysicalBackup};
+use backup_store::store::ObjectStore;
+
+const BACKUP_MANIFEST: &str = "backup_manifest";
+
+pub struct BaseBackupOptions {
+    pub location: ClusterLocation,
+    pub backup_id: String,
+    pub compression: Compression,
+    /// The owning PostgreSQL's uid, recorded in the claim and the manifest.
+    pub cluster_uid: Option<String>,
+    /// Same for every retry of one run: lets a retried pod take over its claim.
+    pub writer: Option<String>,
+}
+
+pub async fn run_base_backup(
+    store: &dyn ObjectStore,
+    pg: &PgParams,
+    options: &BaseBackupOptions,
+    cancel: &CancellationToken,
+) -> Result<Manifest, AgentError> {
+    let started_at = jiff::Timestamp::now();
+    layout::validate_backup_id(&options.backup_id)?;
+    let client = pg.connect(&pg.maintenance_db).await?;
+    let server = PgParams::server_info(&client).await?;
+    let system: String = client
+        .query_one(
+            "SELECT system_identifier::text FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .map_err(|e| AgentError::Database(format!("reading the system identifier: {e}")))?
+        .get(0);
+    drop(client);
+    let tool_version = pg::tool_version(pg, "pg_basebackup").await?;
+    ensure_new(store, &options.location, &options.backup_id).await?;
+    let run = Claim {
+        cluster_uid: options.cluster_uid.clone(),
+        writer: options.writer.clone(),
+        claimed_at: started_at,
+    };
+    claim::claim(store, &options.location, &options.backup_id, &run).await?;
+
+    let name = format!("base.tar{}", options.compression.extension());
+    let key = options.location.object_key(&options.backup_id, &name);
+    let label = format!("--label=tusk {}", options.backup_id);
+    let args: Vec<String> = [
+        "--pgdata=-",
+        "--format=tar",
+        "--wal-method=none",
+        "--checkpoint=fast",
+        "--manifest-checksums=SHA256",
+        "--no-password",
+        label.as_str(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let uploaded = async {
+        let mut tool = pg::spawn_tool(pg, "pg_basebackup", &args, false, true)?;
+        let stdout = tool.take_stdout()?;
+        let (scan, kept) = TarScan::new(stdout, &[BACKUP_MANIFEST]);
+        let reader = options
+            .compression
+            .encode(BufReader::with_capacity(256 * 1024, scan));
+        let finish = async move { tool.finish().await.map(|_| ()) };
+        let stored = upload_stream(store, &key, reader, finish, cancel).await?;
+        let kept = kept.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let manifest = kept
+            .into_iter()
+            .find(|(name, _)| name == BACKUP_MANIFEST)
+            .ok_or_else(|| AgentError::Other("pg_basebackup sent no backup_manifest".into()))?;
+        Ok::<_, AgentError>((stored, wal_range(&manifest.1, system)?))
+    }
+    .await;
+    let (stored, physical) = match uploaded {
+        Ok(done) => done,
+        Err(e) => {
+            if let Err(cleanup) = store.delete_many(std::slice::from_ref(&key)).await {
+                tracing::warn!(error = %cleanup, "could not remove the partial base backup");
+            }
+            if let Err(cleanup) = claim::release(store, &options.location, &options.backup_id).await
+            {
+                tracing::warn!(error = %cleanup, "could not remove the backup's claim");
+            }
+            return Err(e);
+        }
+    };
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        backup_id: options.backup_id.clone(),
+        namespace: options.location.namespace().to_owned(),
+        cluster: options.location.cluster().to_owned(),
+        cluster_uid: options.cluster_uid.clone(),
+        started_at,
+        completed_at: jiff::Timestamp::now(),
+        server_version: server.version,
+        pg_dump_version: tool_version,
+        compression: options.compression,
+        files: vec![ManifestFile {
+            name,
+            kind: FileKind::Base,
+            database: None,
+            database_owner: None,
+            size_bytes: stored.size_bytes,
+            sha256: stored.sha256,
+            database_size_bytes: None,
+            tables: None,
+        }],
+        physical: Some(physical),
+    };
+    claim::create_manifest(store, &options.location, &manifest).await?;
+    tracing::info!(backup_id = %manifest.backup_id, "base backup complete");
+    Ok(manifest)
+}
+
+/// The WAL range of PostgreSQL's `backup_manifest`: from the first range's start to the last
+/// one's end (a backup taken from a standby can span a timeline switch).
+pub fn wal_range(backup_manifest: &[u8], system: String) -> Result<PhysicalBackup, AgentError> {
+    let invalid = |why: &str| AgentError::Other(format!("the backup_manifest {why}"));
+    let parsed: serde_json::Value = serde_json::from_slice(backup_manifest)
+        .map_err(|e| invalid(&format!("is not JSON: {e}")))?;
+    let ranges = parsed["WAL-Ranges"]
+        .as_array()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| invalid("has no WAL-Ranges"))?;
+    let field = |range: &serde_json::Value, name: &str| {
+        range[name]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| invalid(&format!("has no {name}")))
+    };
+    let (first, last) = (&ranges[0], &ranges[ranges.len() - 1]);
+    let timeline = first["Timeline"]
+        .as_u64()
+        .and_then(|t| u32::try_from(t).ok())
+        .ok_or_else(|| invalid("has no Timeline"))?;
+    Ok(PhysicalBackup {
+        system_identifier: system,
+        timeline,
+        start_lsn: field(first, "Start-LSN")?,
+        stop_lsn: field(last, "End-LSN")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wal_range_spans_every_timeline_of_the_backup() {
+        let manifest = br#"{"PostgreSQL-Backup-Manifest-Version": 1, "Files": [],
+            "WAL-Ranges": [
+                {"Timeline": 1, "Start-LSN": "0/2000028", "End-LSN": "0/3000000"},
+                {"Timeline": 2, "Start-LSN": "0/3000000", "End-LSN": "0/3000100"}]}"#;
+        let range = wal_range(manifest, "7".into()).unwrap();
+        assert_eq!(
+            range,
+            PhysicalBackup {
+                system_identifier: "7".into(),
+                timeline: 1,
+                start_lsn: "0/2000028".into(),
+                stop_lsn: "0/3000100".into(),
+            }
+        );
+        assert!(wal_range(br#"{"WAL-Ranges": []}"#, "7".into()).is_err());
+        assert!(wal_range(b"not json", "7".into()).is_err());
+    }
+}
