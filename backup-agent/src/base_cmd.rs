@@ -9,7 +9,7 @@ use backup_agent::pipeline::base_restore::{BaseRestoreOptions, run_base_restore}
 use backup_store::layout;
 
 use crate::cli::{BaseBackupArgs, BaseRestoreArgs};
-use crate::run::pg_params;
+use crate::pg_args::pg_params;
 use crate::store_args::open_store;
 
 pub async fn backup(args: BaseBackupArgs, cancel: &CancellationToken) -> Result<Value, AgentError> {

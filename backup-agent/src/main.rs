@@ -2,6 +2,7 @@
 
 mod base_cmd;
 mod cli;
+mod pg_args;
 mod run;
 mod store_args;
 mod summary;

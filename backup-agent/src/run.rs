@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use backup_agent::error::{AgentError, exit_code};
-use backup_agent::pg::PgParams;
 use backup_agent::pipeline::{backup, restore, verify};
 use backup_agent::termination;
 use backup_store::Owner;
@@ -16,7 +15,8 @@ use backup_store::duration::parse_duration;
 use backup_store::layout;
 use backup_store::retention::Policy;
 
-use crate::cli::{Command, PgArgs};
+use crate::cli::Command;
+use crate::pg_args::pg_params;
 use crate::store_args::open_store;
 use crate::summary::peak_rss_bytes;
 
@@ -213,20 +213,4 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
 /// Drops empty entries of comma-separated env lists (an empty variable, a trailing comma).
 fn non_empty(values: Vec<String>) -> Vec<String> {
     values.into_iter().filter(|v| !v.is_empty()).collect()
-}
-
-pub(crate) fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
-    Ok(PgParams {
-        host: args.host.clone(),
-        port: args.port,
-        user: args.username.clone(),
-        password: std::env::var("PGPASSWORD").ok().map(Into::into),
-        maintenance_db: args.maintenance_database.clone(),
-        bin_dir: args.pg_bin_dir.clone(),
-        connect_timeout: parse_duration(&args.connect_timeout)
-            .map_err(|e| AgentError::Usage(e.to_string()))?,
-        hostaddr: args.hostaddr,
-        ssl_mode: args.ssl_mode,
-        ssl_root_cert: args.ssl_root_cert.clone(),
-    })
 }
