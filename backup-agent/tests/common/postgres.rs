@@ -164,6 +164,22 @@ impl PgServer {
         );
     }
 
+    /// Stops the server at once, as a lost node does: no shutdown checkpoint, no last archive.
+    pub fn crash(&self) {
+        let data = self.dir.path().join("data");
+        self.run_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+
     fn command(&self, tool: &str) -> Command {
         let program = self.bin_dir.join(tool);
         if self.as_postgres {
