@@ -73,6 +73,8 @@ pub struct Archiver {
     stats: Mutex<ArchiveStats>,
     /// A Warning when archiving starts failing, a Normal when it works again (not one per try).
     events: Option<Events>,
+    /// Uploads at once ([`IN_FLIGHT`]; `TUSK_ARCHIVE_PARALLEL` for benchmarks).
+    in_flight: usize,
 }
 
 impl Archiver {
@@ -84,6 +86,7 @@ impl Archiver {
             uploads: Mutex::new(HashMap::new()),
             stats: Mutex::new(ArchiveStats::default()),
             events: None,
+            in_flight: IN_FLIGHT,
         }
     }
 
@@ -100,6 +103,7 @@ impl Archiver {
             uploads: Mutex::new(HashMap::new()),
             stats: Mutex::new(ArchiveStats::default()),
             events: None,
+            in_flight: IN_FLIGHT,
         }
     }
 
@@ -215,7 +219,7 @@ impl Archiver {
             let mut uploads = lock(&self.uploads);
             uploads.retain(|name, _| name == current.as_str() || ready.contains(name));
             for name in ready {
-                if uploads.len() >= IN_FLIGHT {
+                if uploads.len() >= self.in_flight {
                     break;
                 }
                 let Ok(file) = WalName::parse(&name) else {
@@ -299,6 +303,10 @@ pub fn spawn(
         cluster.to_owned(),
     );
     archiver.events = Some(events);
+    let parallel = std::env::var("TUSK_ARCHIVE_PARALLEL").ok();
+    if let Some(n) = parallel.and_then(|n| n.parse::<usize>().ok()) {
+        archiver.in_flight = n.max(1);
+    }
     let archiver = Arc::new(archiver);
     tokio::spawn(serve(listener, archiver.clone()));
     tracing::info!(socket = %socket.display(), "archiving WAL");

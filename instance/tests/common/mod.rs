@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod bucket;
 mod tools;
 
 pub use tools::*;

@@ -1,0 +1,84 @@
+//! The archiver's throughput on a backlog (issue 27's goal, docs/pitr-design.md §9): WAL piles
+//! up while archiving fails, then the manager's hook is put back and the backlog drains into
+//! MinIO, with 1 upload at a time and with the default 4. A benchmark, not a test: ignored, and
+//! run by `scripts/bench-archive.sh`, which prints the figures.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::bucket::{Bucket, archive_through_managers};
+use common::*;
+
+fn backlog_mib() -> u64 {
+    std::env::var("TUSK_BENCH_WAL_MIB")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(1024)
+}
+
+/// Drains a backlog of about `backlog_mib()` of WAL with `parallel` uploads; MiB/s.
+fn drain(bucket: &Bucket, parallel: usize) -> f64 {
+    let mut cluster = Cluster::with_settings(&["demo-0"], "max_wal_size = '4GB'\n");
+    archive_through_managers(&mut cluster, bucket);
+    let member = cluster.member("demo-0");
+    member.set_env("TUSK_ARCHIVE_PARALLEL", Some(&parallel.to_string()));
+    member.set_env("TUSK_CLUSTER", Some(&format!("bench{parallel}")));
+    cluster.set_lease("demo-0", true);
+    let primary = cluster.member("demo-0");
+    primary.start();
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    let sql = |q: &str| primary.psql(q).expect(q);
+    sql("ALTER SYSTEM SET archive_command = 'false'");
+    sql("SELECT pg_reload_conf()");
+    sql("CREATE TABLE junk (id bigint, pad text)");
+    let start = sql("SELECT pg_current_wal_lsn()");
+    let target = backlog_mib() << 20;
+    loop {
+        sql(
+            "INSERT INTO junk SELECT g, md5(g::text) || md5(random()::text) \
+             FROM generate_series(1, 200000) g",
+        );
+        let written: u64 = sql(&format!("SELECT pg_current_wal_lsn() - '{start}'"))
+            .parse()
+            .expect("bytes");
+        if written >= target {
+            break;
+        }
+    }
+    sql("SELECT pg_switch_wal()");
+    let pending = || {
+        primary
+            .status()
+            .and_then(|s| s["archive"]["pending"].as_u64())
+            .unwrap_or(0)
+    };
+    wait_for("a backlog", Duration::from_secs(60), || pending() > 0);
+    let files = pending();
+    sql("ALTER SYSTEM RESET archive_command");
+    sql("SELECT pg_reload_conf()");
+    let started = Instant::now();
+    wait_for("the backlog archived", Duration::from_secs(1800), || {
+        pending() == 0
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let mib = files as f64 * 16.0;
+    let rate = mib / seconds;
+    println!(
+        "archive backlog: {files} files ({mib:.0} MiB) in {seconds:.1} s = {rate:.0} MiB/s \
+         with {parallel} upload(s) at once"
+    );
+    rate
+}
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-archive.sh"]
+fn a_backlog_drains_faster_with_uploads_ahead_of_the_archiver() {
+    let bucket = Bucket::start();
+    let serial = drain(&bucket, 1);
+    let ahead = drain(&bucket, 4);
+    println!(
+        "archive backlog: {:.1}x with 4 uploads at once",
+        ahead / serial
+    );
+}
