@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/testbin.sh minio)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tusk-target}"
 cargo test --release --locked -p tusk-instance --test archive_throughput -- \
-  --ignored --nocapture --test-threads 1 2>&1 | grep -E "^archive backlog|test result|panicked"
+  --ignored --nocapture --test-threads 1 2>&1 | grep -E "archive backlog|test result|panicked"

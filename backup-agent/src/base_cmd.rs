@@ -6,7 +6,6 @@ use tokio_util::sync::CancellationToken;
 use backup_agent::error::AgentError;
 use backup_agent::pipeline::base_backup::{BaseBackupOptions, run_base_backup};
 use backup_agent::pipeline::base_restore::{BaseRestoreOptions, run_base_restore};
-use backup_store::layout;
 
 use crate::cli::{BaseBackupArgs, BaseRestoreArgs};
 use crate::pg_args::pg_params;
@@ -17,12 +16,10 @@ pub async fn backup(args: BaseBackupArgs, cancel: &CancellationToken) -> Result<
     let pg = pg_params(&args.pg)?;
     let options = BaseBackupOptions {
         location: location.clone(),
-        backup_id: args
-            .backup_id
-            .unwrap_or_else(|| layout::default_backup_id(jiff::Timestamp::now())),
-        compression: args.compression,
-        cluster_uid: args.cluster_uid.filter(|v| !v.is_empty()),
-        writer: args.writer_id.filter(|v| !v.is_empty()),
+        backup_id: args.write.backup_id(),
+        compression: args.write.compression,
+        cluster_uid: args.write.cluster_uid(),
+        writer: args.write.writer(),
     };
     let manifest = run_base_backup(store.as_ref(), &pg, &options, cancel).await?;
     Ok(json!({

@@ -96,17 +96,8 @@ pub struct BaseBackupArgs {
     pub store: StoreArgs,
     #[command(flatten)]
     pub pg: PgArgs,
-    /// Backup id [default: UTC timestamp like 20261122T020000Z].
-    #[arg(long, env = "TUSK_BACKUP_ID")]
-    pub backup_id: Option<String>,
-    #[arg(long, env = "TUSK_COMPRESSION", value_enum, default_value_t = Compression::Zstd)]
-    pub compression: Compression,
-    /// metadata.uid of the owning PostgreSQL, recorded in the claim and the manifest.
-    #[arg(long, env = "TUSK_CLUSTER_UID")]
-    pub cluster_uid: Option<String>,
-    /// Same for every retry of one run (the Job's uid).
-    #[arg(long, env = "TUSK_WRITER_ID")]
-    pub writer_id: Option<String>,
+    #[command(flatten)]
+    pub write: WriteArgs,
 }
 
 #[derive(Debug, Args)]
@@ -169,25 +160,15 @@ pub struct PgArgs {
     pub connect_timeout: String,
 }
 
+/// What every command that writes a backup takes: its id, compression and identities.
 #[derive(Debug, Args)]
-pub struct BackupArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    #[command(flatten)]
-    pub pg: PgArgs,
+pub struct WriteArgs {
     /// Backup id [default: UTC start time, e.g. 20261122T020000Z].
     #[arg(long, env = "TUSK_BACKUP_ID")]
     pub backup_id: Option<String>,
     /// Compression of the stored files.
     #[arg(long, env = "TUSK_COMPRESSION", value_enum, default_value_t = Compression::Zstd)]
     pub compression: Compression,
-    /// Database to dump (repeatable; env: comma-separated) [default: all non-template].
-    #[arg(long = "database", env = "TUSK_DATABASES", value_delimiter = ',')]
-    pub databases: Vec<String>,
-    /// How long pg_dump waits for a table lock before it fails, instead of waiting forever
-    /// behind a long-running ALTER or LOCK (e.g. 30s, 10m).
-    #[arg(long, env = "TUSK_LOCK_WAIT_TIMEOUT", default_value = "10m")]
-    pub lock_wait_timeout: String,
     /// Identity of the owning cluster (the operator passes the PostgreSQL's metadata.uid),
     /// recorded in the backup's claim and manifest; retention and deletion go by it.
     #[arg(long, env = "TUSK_CLUSTER_UID")]
@@ -197,6 +178,40 @@ pub struct BackupArgs {
     /// the id fails.
     #[arg(long, env = "TUSK_WRITER_ID")]
     pub writer_id: Option<String>,
+}
+
+impl WriteArgs {
+    pub fn backup_id(&self) -> String {
+        self.backup_id
+            .clone()
+            .unwrap_or_else(|| backup_store::layout::default_backup_id(jiff::Timestamp::now()))
+    }
+
+    /// Empty values come from unset downward-API fields: no identity.
+    pub fn cluster_uid(&self) -> Option<String> {
+        self.cluster_uid.clone().filter(|v| !v.is_empty())
+    }
+
+    pub fn writer(&self) -> Option<String> {
+        self.writer_id.clone().filter(|v| !v.is_empty())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub pg: PgArgs,
+    #[command(flatten)]
+    pub write: WriteArgs,
+    /// Database to dump (repeatable; env: comma-separated) [default: all non-template].
+    #[arg(long = "database", env = "TUSK_DATABASES", value_delimiter = ',')]
+    pub databases: Vec<String>,
+    /// How long pg_dump waits for a table lock before it fails, instead of waiting forever
+    /// behind a long-running ALTER or LOCK (e.g. 30s, 10m).
+    #[arg(long, env = "TUSK_LOCK_WAIT_TIMEOUT", default_value = "10m")]
+    pub lock_wait_timeout: String,
     /// Record every table's exact row count, counted in the dump's own snapshot, in the
     /// manifest (what `verify-restore` compares against). Costs one more read of every table.
     #[arg(long, env = "TUSK_RECORD_COUNTS", num_args = 0..=1, default_value = "true",

@@ -12,7 +12,6 @@ use backup_agent::termination;
 use backup_store::Owner;
 use backup_store::catalog;
 use backup_store::duration::parse_duration;
-use backup_store::layout;
 use backup_store::retention::Policy;
 
 use crate::cli::Command;
@@ -97,16 +96,13 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
             let pg = pg_params(&args.pg)?;
             let options = backup::BackupOptions {
                 location: location.clone(),
-                backup_id: args
-                    .backup_id
-                    .unwrap_or_else(|| layout::default_backup_id(jiff::Timestamp::now())),
-                compression: args.compression,
+                backup_id: args.write.backup_id(),
+                compression: args.write.compression,
                 databases: non_empty(args.databases),
                 lock_wait_timeout: parse_duration(&args.lock_wait_timeout)
                     .map_err(|e| AgentError::Usage(format!("--lock-wait-timeout: {e}")))?,
-                // Empty values come from unset downward-API fields: no identity.
-                cluster_uid: args.cluster_uid.filter(|v| !v.is_empty()),
-                writer: args.writer_id.filter(|v| !v.is_empty()),
+                cluster_uid: args.write.cluster_uid(),
+                writer: args.write.writer(),
                 record_counts: args.record_counts,
             };
             let manifest = backup::run_backup(store.as_ref(), &pg, &options, cancel).await?;

@@ -5,14 +5,11 @@
 
 mod common;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use common::agent::{agent, run_fails, run_ok};
-use common::archive::{agent_script, archived, switch};
+use common::archive::{agent_script, archived, base_restored, recovered, switch};
 use common::postgres::PgServer;
 use common::stores::{Kind, TestStore};
-use common::wait_until;
 
 /// A server archiving into `store` through the agent.
 fn archiving_server(store: &TestStore) -> PgServer {
@@ -71,12 +68,7 @@ async fn a_base_backup_and_the_archive_restore_to_a_point_in_time() {
     archived(&source, &last).await;
 
     let target = tempfile::tempdir().unwrap();
-    let pgdata = target.path().join("restored");
-    let mut restore = agent(&store, "db", None);
-    restore
-        .args(["base-restore", "--backup-id", "latest", "--pgdata"])
-        .arg(&pgdata);
-    let restored = run_ok(restore);
+    let (pgdata, restored) = base_restored(&store, target.path(), "latest");
     assert_eq!(restored["backupId"], "base1");
     assert!(pgdata.join("PG_VERSION").exists());
     assert!(
@@ -85,17 +77,9 @@ async fn a_base_backup_and_the_archive_restore_to_a_point_in_time() {
     );
     assert!(!target.path().join("restored.tusk-partial").exists());
 
-    let fetch = agent_script(&source, &store, "wal-fetch");
-    let settings = format!(
-        "archive_mode = 'off'\nrestore_command = '{} %f %p'\n\
-         recovery_target_name = 'before-drop'\nrecovery_target_action = 'promote'\n",
-        fetch.display()
-    );
-    let server = PgServer::start_recovering(&pgdata, &settings);
-    wait_until("recovery done", Duration::from_secs(60), || async {
-        server.psql("postgres", "SELECT pg_is_in_recovery()") == "f"
-    })
-    .await;
+    let to_restore_point =
+        "recovery_target_name = 'before-drop'\nrecovery_target_action = 'promote'\n";
+    let server = recovered(&store, &source, &pgdata, to_restore_point).await;
     assert_eq!(
         server.psql(
             "postgres",

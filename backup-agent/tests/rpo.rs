@@ -10,10 +10,9 @@ mod common;
 use std::time::Duration;
 
 use common::agent::{agent, run_ok};
-use common::archive::agent_script;
+use common::archive::{agent_script, base_restored, recovered};
 use common::postgres::PgServer;
 use common::stores::{Kind, TestStore};
-use common::wait_until;
 
 const ARCHIVE_TIMEOUT_SECONDS: f64 = 5.0;
 
@@ -53,24 +52,8 @@ async fn losing_the_server_and_its_volume_loses_about_the_archive_timeout() {
     source.crash();
 
     let target = tempfile::tempdir().unwrap();
-    let pgdata = target.path().join("restored");
-    let mut restore = agent(&store, "db", None);
-    restore
-        .args(["base-restore", "--backup-id", "base1", "--pgdata"])
-        .arg(&pgdata);
-    run_ok(restore);
-    let fetch = agent_script(&source, &store, "wal-fetch");
-    let settings = format!(
-        "archive_mode = 'off'\nrestore_command = '{} %f %p'\n",
-        fetch.display()
-    );
-    let restored = PgServer::start_recovering(&pgdata, &settings);
-    wait_until(
-        "recovery to the end of the archive",
-        Duration::from_secs(120),
-        || async { restored.psql("postgres", "SELECT pg_is_in_recovery()") == "f" },
-    )
-    .await;
+    let (pgdata, _) = base_restored(&store, target.path(), "base1");
+    let restored = recovered(&store, &source, &pgdata, "").await;
     let kept = restored.psql(
         "postgres",
         "SELECT count(*) || ' ' || coalesce(extract(epoch FROM max(at)), 0) FROM beat",

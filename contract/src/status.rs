@@ -142,6 +142,9 @@ pub struct InstanceStatus {
 pub struct ArchiveStatus {
     pub archived_count: u64,
     pub failed_count: u64,
+    /// The last attempt failed (and none succeeded since).
+    #[serde(default)]
+    pub failing: bool,
     /// WAL files PostgreSQL has ready (`.ready`) and the archive does not hold yet: the lag.
     #[serde(default)]
     pub pending: u64,

@@ -114,6 +114,7 @@ impl Archiver {
     /// The record `/status` reports.
     pub fn status(&self) -> ArchiveStatus {
         let stats = self.stats();
+        let failing = stats.failing();
         let seconds = |t: SystemTime| {
             t.duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
@@ -129,6 +130,7 @@ impl Archiver {
         ArchiveStatus {
             archived_count: stats.archived,
             failed_count: stats.failed,
+            failing,
             pending: self.ready().len() as u64,
             last_archived_wal,
             last_archived_at,

@@ -12,6 +12,7 @@
 //! Dependencies go one way: `reconcile` → the phases → `ha` / `backup_schedule` → `runtime`,
 //! `resources`, `crd`.
 
+pub mod archiving;
 pub mod backup_schedule;
 pub mod children;
 pub mod cleanup;

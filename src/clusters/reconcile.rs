@@ -11,6 +11,7 @@ use kube::Resource;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
+use super::archiving;
 use super::backup_schedule::{self, freshness::Freshness};
 use super::children::apply_children;
 use super::cleanup;
@@ -113,6 +114,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     )
     .await;
     let (request_done, recheck) = (primary.request_done, primary.recheck);
+    let archiving = archiving::observe(&cluster, &primary, ctx).await;
     let outcome = Outcome::Applied {
         readiness: applied.readiness,
         backup: applied.backup,
@@ -120,6 +122,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         backups: Box::new(backups.summary),
         storage: applied.storage,
         primary: Box::new(primary),
+        archiving: Box::new(archiving),
     };
     report::update_status(pg, &cluster, &outcome, ctx).await?;
     if request_done {

@@ -2,11 +2,14 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::archiving::{self, Archiving};
 use super::backup_schedule::summary::Summary;
 use super::ha::PrimaryState;
 pub use super::readiness::Readiness;
 use super::storage::StorageProgress;
-use crate::crd::conditions::{BACKUP_SCHEDULED, CLEANUP, LAST_BACKUP_SUCCEEDED, READY, RESTORED};
+use crate::crd::conditions::{
+    BACKUP_SCHEDULED, CLEANUP, CONTINUOUS_ARCHIVING, LAST_BACKUP_SUCCEEDED, READY, RESTORED,
+};
 use crate::crd::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames};
 use crate::resources::{Cluster, POSTGRES_PORT};
 use crate::runtime::conditions::{self, Update};
@@ -72,6 +75,7 @@ pub enum Outcome {
         backups: Box<Summary>,
         storage: Option<StorageProgress>,
         primary: Box<PrimaryState>,
+        archiving: Box<Archiving>,
     },
     CleanupBlocked {
         reason: &'static str,
@@ -127,6 +131,7 @@ pub fn compute(
             backups,
             storage,
             primary,
+            archiving,
         } => {
             let serving = readiness.ready && restore.allows_ready();
             // Only once applied: a change of `instances` is also what makes the primary step
@@ -158,6 +163,18 @@ pub fn compute(
             };
             if let Some(storage) = storage {
                 conditions::set(&mut status.conditions, storage.condition(), generation, now);
+            }
+            match archiving.as_ref() {
+                Archiving::NotConfigured => {
+                    status
+                        .conditions
+                        .retain(|c| c.type_ != CONTINUOUS_ARCHIVING);
+                }
+                Archiving::NoReport => {}
+                Archiving::Reported(archive) => {
+                    let update = archiving::condition(archive);
+                    conditions::set(&mut status.conditions, update, generation, now);
+                }
             }
             set_restore(&mut status, restore, generation, now);
             set_backups(&mut status, backups, generation, now);
@@ -306,6 +323,7 @@ mod tests {
             backups: Box::default(),
             storage: None,
             primary: Box::default(),
+            archiving: Box::new(Archiving::NotConfigured),
         }
     }
 

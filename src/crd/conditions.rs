@@ -19,3 +19,5 @@ pub const VERIFIED: &str = "Verified";
 /// A PostgreSQL with `spec.backup.verify`: a verification passed within the window and the most
 /// recent one did not fail.
 pub const BACKUP_VERIFIED: &str = "BackupVerified";
+/// A PostgreSQL with `spec.backup.walArchive`: its primary archives WAL (False while uploads fail).
+pub const CONTINUOUS_ARCHIVING: &str = "ContinuousArchiving";

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use tusk_contract::status::ArchiveStatus;
 pub use tusk_contract::{InstanceStatus, Lsns, PostgresState, Role};
 
 /// When each Lease was last seen to change, by the operator's monotonic clock. A Lease never

@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
+use tusk::clusters::archiving::Archiving;
 use tusk::clusters::ha::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
@@ -200,6 +201,7 @@ pub fn status_for(
         storage: None,
         // The Lease exists and ordinal 0 holds it.
         primary: Box::new(PrimaryState::held_by("demo-0")),
+        archiving: Box::new(Archiving::NotConfigured),
     };
     status::compute(
         pg.status.as_ref(),

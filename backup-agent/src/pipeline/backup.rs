@@ -68,18 +68,11 @@ pub async fn run_backup(
     let mut files = Vec::new();
     let result = dump_all(store, pg, options, &databases, cancel, &mut files).await;
     if let Err(e) = result {
-        // Without a manifest these objects are invisible anyway; removing them saves space.
         let keys: Vec<String> = files
             .iter()
             .map(|(o, _): &(StoredObject, ManifestFile)| o.key.clone())
             .collect();
-        if let Err(cleanup) = store.delete_many(&keys).await {
-            tracing::warn!(error = %cleanup, "could not remove the partial backup's objects");
-        }
-        // The claim goes last, and only ours: the id is free again for a later run.
-        if let Err(cleanup) = claim::release(store, &options.location, &options.backup_id).await {
-            tracing::warn!(error = %cleanup, "could not remove the backup's claim");
-        }
+        abandon(store, &options.location, &options.backup_id, &keys).await;
         return Err(e);
     }
 
@@ -102,6 +95,22 @@ pub async fn run_backup(
     claim::create_manifest(store, &options.location, &manifest).await?;
     tracing::info!(key = %manifest_key, "manifest written, backup complete");
     Ok(manifest)
+}
+
+/// Removes what a failed run uploaded (without a manifest it is invisible anyway; removing it
+/// saves space), then its claim, last and only ours: the id is free again for a later run.
+pub(super) async fn abandon(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    backup_id: &str,
+    keys: &[String],
+) {
+    if let Err(cleanup) = store.delete_many(keys).await {
+        tracing::warn!(error = %cleanup, "could not remove the partial backup's objects");
+    }
+    if let Err(cleanup) = claim::release(store, location, backup_id).await {
+        tracing::warn!(error = %cleanup, "could not remove the backup's claim");
+    }
 }
 
 /// The store answers and holds no backup `backup_id` yet.

@@ -7,9 +7,9 @@
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
 
-use super::backup::ensure_new;
+use super::backup::{abandon, ensure_new};
 use super::stream_upload::upload_stream;
-use super::tar_scan::TarScan;
+use super::tar_scan::tar_scan;
 use crate::compression::{Codec, Compression};
 use crate::error::AgentError;
 use crate::pg::{self, PgParams};
@@ -75,7 +75,7 @@ pub async fn run_base_backup(
     let uploaded = async {
         let mut tool = pg::spawn_tool(pg, "pg_basebackup", &args, false, true)?;
         let stdout = tool.take_stdout()?;
-        let (scan, kept) = TarScan::new(stdout, &[BACKUP_MANIFEST]);
+        let (scan, kept) = tar_scan(stdout, &[BACKUP_MANIFEST]);
         let reader = options
             .compression
             .encode(BufReader::with_capacity(256 * 1024, scan));
@@ -92,13 +92,8 @@ pub async fn run_base_backup(
     let (stored, physical) = match uploaded {
         Ok(done) => done,
         Err(e) => {
-            if let Err(cleanup) = store.delete_many(std::slice::from_ref(&key)).await {
-                tracing::warn!(error = %cleanup, "could not remove the partial base backup");
-            }
-            if let Err(cleanup) = claim::release(store, &options.location, &options.backup_id).await
-            {
-                tracing::warn!(error = %cleanup, "could not remove the backup's claim");
-            }
+            let keys = std::slice::from_ref(&key);
+            abandon(store, &options.location, &options.backup_id, keys).await;
             return Err(e);
         }
     };

@@ -5,14 +5,13 @@
 //! `<pgdata>`: a damaged or interrupted restore never leaves a data directory that looks whole.
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use futures::TryStreamExt;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, BufReader, ReadBuf};
+use tokio::io::BufReader;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
+use super::inspect::Inspect;
 use crate::compression::Codec;
 use crate::error::AgentError;
 use backup_store::catalog;
@@ -63,11 +62,10 @@ pub async fn run_base_restore(
     let unpacked = async {
         let key = options.location.object_key(&manifest.backup_id, &file.name);
         let stream = store.get(&key).await?;
-        let hashing = Hashing::new(StreamReader::new(stream.map_err(std::io::Error::other)));
-        let digest = hashing.digest.clone();
+        let (hashed, digest) = hashing(StreamReader::new(stream.map_err(std::io::Error::other)));
         let decoded = manifest
             .compression
-            .decode(BufReader::with_capacity(256 * 1024, hashing));
+            .decode(BufReader::with_capacity(256 * 1024, hashed));
         let bridge = SyncIoBridge::new(decoded);
         let into = staging.clone();
         let unpack = move || {
@@ -160,36 +158,15 @@ async fn verify_backup(bin_dir: Option<&Path>, dir: &Path) -> Result<(), AgentEr
 
 type Digested = std::sync::Arc<std::sync::Mutex<(u64, Sha256)>>;
 
-/// Counts and hashes what passes, into `digest` (a decoder stops at the end of its frame
-/// without reading the stream's end, so the digest is kept as it goes).
-struct Hashing<R> {
-    inner: R,
-    digest: Digested,
-}
-
-impl<R> Hashing<R> {
-    fn new(inner: R) -> Self {
-        Self {
-            inner,
-            digest: Digested::default(),
-        }
-    }
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for Hashing<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = &polled {
-            let new = &buf.filled()[before..];
-            let mut digest = self.digest.lock().unwrap_or_else(|e| e.into_inner());
-            digest.0 += new.len() as u64;
-            digest.1.update(new);
-        }
-        polled
-    }
+/// `inner`, counted and hashed into the digest as it is read (a decoder stops at the end of
+/// its frame without reading the stream's end, so the digest is kept as it goes).
+fn hashing<R>(inner: R) -> (Inspect<R, impl FnMut(&[u8]) + Unpin>, Digested) {
+    let digest = Digested::default();
+    let into = digest.clone();
+    let reader = Inspect::new(inner, move |bytes: &[u8]| {
+        let mut digest = into.lock().unwrap_or_else(|e| e.into_inner());
+        digest.0 += bytes.len() as u64;
+        digest.1.update(bytes);
+    });
+    (reader, digest)
 }

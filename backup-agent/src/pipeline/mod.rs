@@ -7,6 +7,7 @@ pub mod base_backup;
 pub mod base_restore;
 mod db_properties;
 mod globals_filter;
+mod inspect;
 mod progress;
 pub mod restore;
 mod restore_marker;

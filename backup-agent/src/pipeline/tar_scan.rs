@@ -3,11 +3,9 @@
 //! pass over it or a local copy. Only the ustar header fields PostgreSQL writes are read: name,
 //! size and type.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use super::inspect::Inspect;
 
 const BLOCK: usize = 512;
 /// A member larger than this is not kept (a `backup_manifest` lists every file: a few MiB for
@@ -29,25 +27,30 @@ enum State {
     Done,
 }
 
-pub struct TarScan<R> {
+/// `inner`, with a copy of its members named in `wanted` kept as they pass.
+pub fn tar_scan<R>(
     inner: R,
+    wanted: &'static [&'static str],
+) -> (Inspect<R, impl FnMut(&[u8]) + Unpin>, Kept) {
+    let kept = Kept::default();
+    let mut scanner = TarScan {
+        wanted,
+        state: State::Header(Vec::with_capacity(BLOCK)),
+        kept: kept.clone(),
+    };
+    (
+        Inspect::new(inner, move |bytes: &[u8]| scanner.scan(bytes)),
+        kept,
+    )
+}
+
+struct TarScan {
     wanted: &'static [&'static str],
     state: State,
     kept: Kept,
 }
 
-impl<R> TarScan<R> {
-    pub fn new(inner: R, wanted: &'static [&'static str]) -> (Self, Kept) {
-        let kept = Kept::default();
-        let scan = Self {
-            inner,
-            wanted,
-            state: State::Header(Vec::with_capacity(BLOCK)),
-            kept: kept.clone(),
-        };
-        (scan, kept)
-    }
-
+impl TarScan {
     fn scan(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             match &mut self.state {
@@ -131,22 +134,6 @@ impl<R> TarScan<R> {
     }
 }
 
-impl<R: AsyncRead + Unpin> AsyncRead for TarScan<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = &polled {
-            let new = buf.filled()[before..].to_vec();
-            self.scan(&new);
-        }
-        polled
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt;
@@ -178,7 +165,7 @@ mod tests {
         tar.extend(vec![0u8; 2 * BLOCK]);
         // Read in odd sizes, so headers and bodies arrive split.
         let reader = tokio::io::BufReader::with_capacity(37, tar.as_slice());
-        let (mut scan, kept) = TarScan::new(reader, &["backup_manifest", "backup_label"]);
+        let (mut scan, kept) = tar_scan(reader, &["backup_manifest", "backup_label"]);
         let mut passed = Vec::new();
         scan.read_to_end(&mut passed).await.unwrap();
         assert_eq!(passed, tar);

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use super::agent::{agent, run_ok};
 use super::postgres::PgServer;
 use super::stores::TestStore;
 use super::wait_until;
@@ -55,4 +56,41 @@ pub async fn archived(pg: &PgServer, segment: &str) {
 /// Switches to a new segment; returns the name of the one it closed.
 pub fn switch(pg: &PgServer) -> String {
     pg.psql("postgres", "SELECT pg_walfile_name(pg_switch_wal())")
+}
+
+/// `base-restore` of backup `id` (of cluster `db`) into `<dir>/restored`; returns the data
+/// directory and the agent's summary.
+pub fn base_restored(
+    store: &TestStore,
+    dir: &std::path::Path,
+    id: &str,
+) -> (PathBuf, serde_json::Value) {
+    let pgdata = dir.join("restored");
+    let mut restore = agent(store, "db", None);
+    restore
+        .args(["base-restore", "--backup-id", id, "--pgdata"])
+        .arg(&pgdata);
+    let summary = run_ok(restore);
+    (pgdata, summary)
+}
+
+/// A server recovering `pgdata` from `store`'s archive (`wal-fetch`, as `source`'s user runs
+/// it) with `target` (recovery_target_* lines; empty: the end of the archive), once promoted.
+pub async fn recovered(
+    store: &TestStore,
+    source: &PgServer,
+    pgdata: &std::path::Path,
+    target: &str,
+) -> PgServer {
+    let fetch = agent_script(source, store, "wal-fetch");
+    let settings = format!(
+        "archive_mode = 'off'\nrestore_command = '{} %f %p'\n{target}",
+        fetch.display()
+    );
+    let server = PgServer::start_recovering(pgdata, &settings);
+    wait_until("recovery done", Duration::from_secs(120), || async {
+        server.psql("postgres", "SELECT pg_is_in_recovery()") == "f"
+    })
+    .await;
+    server
 }
