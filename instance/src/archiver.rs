@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use backup_store::ClusterLocation;
 use backup_store::settings::StoreFlags;
-use backup_store::store::ObjectStore;
+use backup_store::store::{Bounded, ObjectStore};
 use backup_store::wal::{self, Pushed, WalArchive, WalName};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -28,6 +28,8 @@ pub const SOCKET: &str = ".tusk-archive.sock";
 /// Uploads at once, the one PostgreSQL waits for included. Each holds one compressed segment
 /// (at most 16 MiB with the default segment size, a few MiB for usual WAL).
 pub const IN_FLIGHT: usize = 4;
+/// The longest any one call to the bucket may take (one segment's upload included).
+const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// The longest request line the server reads: a path.
 const MAX_REQUEST: u64 = 4096;
 
@@ -265,6 +267,9 @@ impl Archiver {
                     .open(namespace, cluster)
                     .await
                     .map_err(|e| e.to_string())?;
+                // A store that accepts and never answers fails the upload, which is then tried
+                // again: a hung upload must not hold its file's place for ever.
+                let store = Box::new(Bounded::new(store, STORE_TIMEOUT));
                 Ok::<_, String>(Opened { store, location })
             })
             .await
