@@ -20,6 +20,7 @@ pub async fn backup(args: BaseBackupArgs, cancel: &CancellationToken) -> Result<
         compression: args.write.compression,
         cluster_uid: args.write.cluster_uid(),
         writer: args.write.writer(),
+        wal_wait: std::time::Duration::from_secs(args.wal_wait_seconds),
     };
     let manifest = run_base_backup(store.as_ref(), &pg, &options, cancel).await?;
     Ok(json!({

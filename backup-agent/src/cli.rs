@@ -19,6 +19,7 @@ Exit codes:
   5  integrity failure (size or sha256 mismatch, unreadable manifest)
   6  restore target database is not empty (use --force)
   7  verify-restore: the backup failed a check (the report names it)
+  8  base-backup: the archive never received the WAL the backup needs (no manifest written)
   wal-fetch: 1 the archive has no such file, 126 any other failure (recovery must stop)
 
 Credentials: PGPASSWORD for PostgreSQL (never a flag); the AWS default chain for S3
@@ -98,6 +99,10 @@ pub struct BaseBackupArgs {
     pub pg: PgArgs,
     #[command(flatten)]
     pub write: WriteArgs,
+    /// How long to wait for the archive to hold the WAL from the backup's start to its stop
+    /// before giving up: the manifest is written only once it does.
+    #[arg(long, env = "TUSK_WAL_WAIT_SECONDS", default_value_t = 600)]
+    pub wal_wait_seconds: u64,
 }
 
 #[derive(Debug, Args)]

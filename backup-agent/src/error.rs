@@ -15,6 +15,9 @@ pub mod exit_code {
     pub const TARGET_NOT_EMPTY: i32 = 6;
     /// `verify-restore` ran and the backup failed one of its checks (the report names it).
     pub const VERIFICATION_FAILED: i32 = 7;
+    /// `base-backup`: the archive never received the WAL the backup needs, so no manifest was
+    /// written (the backup would not restore).
+    pub const WAL_NOT_ARCHIVED: i32 = 8;
     /// `wal-fetch`: the archive has no such file (PostgreSQL's "not available").
     pub const NOT_ARCHIVED: i32 = 1;
     /// `wal-fetch`: any other failure. PostgreSQL stops recovery on an exit status above 125
@@ -68,6 +71,15 @@ pub enum AgentError {
     Wal(#[from] backup_store::wal::WalError),
     #[error("{0} is not in the archive")]
     NotArchived(String),
+    #[error(
+        "the archive still lacks WAL segment {segment} after {waited_seconds} s, so the base \
+         backup would not restore: is WAL archiving on (spec.backup.walArchive) and working \
+         (condition ContinuousArchiving)?"
+    )]
+    WalNotArchived {
+        segment: String,
+        waited_seconds: u64,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -98,12 +110,13 @@ impl AgentError {
             AgentError::TargetNotEmpty(_) => exit_code::TARGET_NOT_EMPTY,
             AgentError::Partial { source, .. } => source.exit_code(),
             AgentError::Wal(e) => match e {
-                WalError::Name(_) => exit_code::USAGE,
+                WalError::Name(_) | WalError::Lsn(_) | WalError::SegmentSize(_) => exit_code::USAGE,
                 WalError::Store(_) => exit_code::OBJECT_STORE,
                 WalError::Conflict { .. } | WalError::Damaged { .. } => exit_code::INTEGRITY,
                 WalError::SystemIdentifier { .. } | WalError::Io { .. } => exit_code::OTHER,
             },
             AgentError::NotArchived(_) => exit_code::NOT_ARCHIVED,
+            AgentError::WalNotArchived { .. } => exit_code::WAL_NOT_ARCHIVED,
             AgentError::Tool { .. }
             | AgentError::Io { .. }
             | AgentError::Interrupted

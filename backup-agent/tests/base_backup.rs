@@ -1,7 +1,8 @@
 //! Physical base backups against a real PostgreSQL and MinIO (issue 27): `base-backup`
 //! streams pg_basebackup into the bucket with the backup's WAL range in its manifest;
 //! `base-restore` unpacks it, checked by sha256 and pg_verifybackup, and the archive takes the
-//! restored server to a restore point. A damaged backup leaves no data directory behind.
+//! restored server to a restore point. A damaged backup leaves no data directory behind. A
+//! backup is complete only once the archive holds its WAL: without it, no manifest.
 
 mod common;
 
@@ -41,8 +42,16 @@ async fn a_base_backup_and_the_archive_restore_to_a_point_in_time() {
         "INSERT INTO ledger SELECT g, 'old' FROM generate_series(1, 500) g",
     );
 
+    // As the operator's Jobs run it: the replication role, not a superuser.
+    source.psql(
+        "postgres",
+        "CREATE ROLE tusk_replication WITH LOGIN REPLICATION PASSWORD 'replication-pw'",
+    );
     let mut backup = agent(&store, "db", Some(&source));
-    backup.args(["base-backup", "--backup-id", "base1"]);
+    backup
+        .env("PGUSER", "tusk_replication")
+        .env("PGPASSWORD", "replication-pw")
+        .args(["base-backup", "--backup-id", "base1"]);
     let done = run_ok(backup);
     let physical = &done["physical"];
     assert_eq!(physical["systemIdentifier"], system.as_str(), "{done}");
@@ -124,4 +133,25 @@ async fn a_damaged_base_backup_is_refused_and_leaves_no_data_directory() {
         .args(["base-restore", "--backup-id", "dump1", "--pgdata"])
         .arg(&pgdata);
     run_fails(restore, 2, "is a logical backup, not a physical one");
+}
+
+#[tokio::test]
+async fn a_base_backup_whose_wal_never_reaches_the_archive_is_not_completed() {
+    let store = TestStore::start(Kind::Minio).await;
+    let source = PgServer::start();
+    let mut backup = agent(&store, "db", Some(&source));
+    backup.args([
+        "base-backup",
+        "--backup-id",
+        "base1",
+        "--wal-wait-seconds",
+        "3",
+    ]);
+    let failed = run_fails(backup, 8, "the archive still lacks WAL segment 00000001");
+    assert!(failed.contains("spec.backup.walArchive"), "{failed}");
+    // Nothing is left that a restore or the catalog could take for a backup.
+    assert_eq!(
+        store.keys("nightly/tests/db/base1/").await,
+        Vec::<String>::new()
+    );
 }

@@ -9,7 +9,8 @@
 //! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`);
 //! - [`redacted`]: secrets in configurations, never shown by `Debug`;
 //! - [`settings`] (feature `clap`): the bucket named by flags or the environment;
-//! - [`wal`] (feature `wal`): the WAL archive, for the agent and the instance manager.
+//! - [`wal`] (feature `wal`): the WAL archive, for the agent and the instance manager;
+//!   [`wal_range`]: the segments a span of WAL needs, and which the archive lacks.
 //!
 //! The dump and restore pipelines are not here: they live in the agent, so the operator does
 //! not link PostgreSQL client code. Every TLS connection made here uses rustls with `ring`, the
@@ -31,6 +32,8 @@ pub mod settings;
 pub mod store;
 #[cfg(feature = "wal")]
 pub mod wal;
+#[cfg(feature = "wal")]
+pub mod wal_range;
 
 pub use catalog::CatalogError;
 pub use layout::{ClusterLocation, LayoutError};

@@ -33,6 +33,10 @@ const UNPACKED_LIMIT: u64 = 1 << 30;
 pub enum WalError {
     #[error("{0:?} is not a WAL file name PostgreSQL archives")]
     Name(String),
+    #[error("{0:?} is not a WAL position (X/Y)")]
+    Lsn(String),
+    #[error("{0} bytes is not a WAL segment size (a power of two from 1 MiB to 1 GiB)")]
+    SegmentSize(u64),
     #[error("{0}")]
     Store(#[from] StoreError),
     /// Another file under this name holds other bytes: two writers of one timeline, or a
@@ -122,10 +126,15 @@ impl WalArchive {
 
     /// The object key of `file`.
     pub fn key(&self, file: &WalName) -> String {
+        format!("{}{}.zst", self.folder(file), file.name)
+    }
+
+    /// The prefix `file` is stored under: its timeline's, or the history files'.
+    pub fn folder(&self, file: &WalName) -> String {
         if file.history {
-            format!("{}history/{}.zst", self.prefix, file.name)
+            format!("{}history/", self.prefix)
         } else {
-            format!("{}{}/{}.zst", self.prefix, file.timeline, file.name)
+            format!("{}{}/", self.prefix, file.timeline)
         }
     }
 }

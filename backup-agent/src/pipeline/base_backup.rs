@@ -2,7 +2,11 @@
 //! `pg_basebackup -Ft -D -` streams one tar through compression into a multipart upload, with
 //! no local copy; its WAL is not included (`-X none`): the archive holds it. PostgreSQL's own
 //! `backup_manifest` travels inside the tar (for `pg_verifybackup` after a restore), and its
-//! WAL range, read on the way, goes into our `manifest.json`, written last as for every backup.
+//! WAL range, read on the way, goes into our `manifest.json`, written last as for every backup,
+//! and only once the archive holds every segment of that range: a backup marked complete
+//! restores.
+
+use std::time::{Duration, Instant};
 
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +21,8 @@ use backup_store::claim::{self, Claim};
 use backup_store::layout::{self, ClusterLocation};
 use backup_store::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile, PhysicalBackup};
 use backup_store::store::ObjectStore;
+use backup_store::wal::WalArchive;
+use backup_store::wal_range::{self, Lsn, WalSpan};
 
 const BACKUP_MANIFEST: &str = "backup_manifest";
 
@@ -28,7 +34,12 @@ pub struct BaseBackupOptions {
     pub cluster_uid: Option<String>,
     /// Same for every retry of one run: lets a retried pod take over its claim.
     pub writer: Option<String>,
+    /// How long the archive may take to receive the backup's WAL.
+    pub wal_wait: Duration,
 }
+
+/// How often the archive is listed while waiting for the backup's WAL.
+const ARCHIVE_POLL: Duration = Duration::from_secs(2);
 
 pub async fn run_base_backup(
     store: &dyn ObjectStore,
@@ -40,14 +51,16 @@ pub async fn run_base_backup(
     layout::validate_backup_id(&options.backup_id)?;
     let client = pg.connect(&pg.maintenance_db).await?;
     let server = PgParams::server_info(&client).await?;
-    let system: String = client
+    let row = client
         .query_one(
-            "SELECT system_identifier::text FROM pg_control_system()",
+            "SELECT system_identifier::text, \
+                    (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') \
+             FROM pg_control_system()",
             &[],
         )
         .await
-        .map_err(|e| AgentError::Database(format!("reading the system identifier: {e}")))?
-        .get(0);
+        .map_err(|e| AgentError::Database(format!("reading the system identifier: {e}")))?;
+    let (system, segment_size): (String, i64) = (row.get(0), row.get(1));
     drop(client);
     let tool_version = pg::tool_version(pg, "pg_basebackup").await?;
     ensure_new(store, &options.location, &options.backup_id).await?;
@@ -86,7 +99,10 @@ pub async fn run_base_backup(
             .into_iter()
             .find(|(name, _)| name == BACKUP_MANIFEST)
             .ok_or_else(|| AgentError::Other("pg_basebackup sent no backup_manifest".into()))?;
-        Ok::<_, AgentError>((stored, wal_range(&manifest.1, system)?))
+        let (physical, spans) = wal_range(&manifest.1, system)?;
+        let segment_size = u64::try_from(segment_size).unwrap_or_default();
+        await_archived(store, options, &physical, &spans, segment_size, cancel).await?;
+        Ok::<_, AgentError>((stored, physical))
     }
     .await;
     let (stored, physical) = match uploaded {
@@ -125,9 +141,59 @@ pub async fn run_base_backup(
     Ok(manifest)
 }
 
+/// Waits until the archive holds every segment of `spans`, listing it every
+/// [`ARCHIVE_POLL`], for at most the options' `wal_wait`. From a primary the last segment is
+/// switched out at the backup's stop; from a standby it comes with the primary's next switch
+/// (`archive_timeout`).
+async fn await_archived(
+    store: &dyn ObjectStore,
+    options: &BaseBackupOptions,
+    physical: &PhysicalBackup,
+    spans: &[WalSpan],
+    segment_size: u64,
+    cancel: &CancellationToken,
+) -> Result<(), AgentError> {
+    let system = physical.system_identifier.parse().map_err(|_| {
+        AgentError::Other(format!(
+            "system identifier {:?}",
+            physical.system_identifier
+        ))
+    })?;
+    let archive = WalArchive::new(&options.location, system);
+    let mut needed = Vec::new();
+    for span in spans {
+        needed.extend(span.segments(segment_size)?);
+    }
+    let started = Instant::now();
+    loop {
+        needed = wal_range::missing(store, &archive, &needed).await?;
+        let Some(first) = needed.first() else {
+            return Ok(());
+        };
+        if started.elapsed() >= options.wal_wait {
+            return Err(AgentError::WalNotArchived {
+                segment: first.as_str().to_owned(),
+                waited_seconds: started.elapsed().as_secs(),
+            });
+        }
+        tracing::info!(
+            segment = first.as_str(),
+            missing = needed.len(),
+            "waiting for the backup's WAL in the archive"
+        );
+        tokio::select! {
+            () = cancel.cancelled() => return Err(AgentError::Interrupted),
+            () = tokio::time::sleep(ARCHIVE_POLL) => {}
+        }
+    }
+}
+
 /// The WAL range of PostgreSQL's `backup_manifest`: from the first range's start to the last
-/// one's end (a backup taken from a standby can span a timeline switch).
-pub fn wal_range(backup_manifest: &[u8], system: String) -> Result<PhysicalBackup, AgentError> {
+/// one's end (a backup taken from a standby can span a timeline switch), and each range.
+pub fn wal_range(
+    backup_manifest: &[u8],
+    system: String,
+) -> Result<(PhysicalBackup, Vec<WalSpan>), AgentError> {
     let invalid = |why: &str| AgentError::Other(format!("the backup_manifest {why}"));
     let parsed: serde_json::Value = serde_json::from_slice(backup_manifest)
         .map_err(|e| invalid(&format!("is not JSON: {e}")))?;
@@ -141,17 +207,26 @@ pub fn wal_range(backup_manifest: &[u8], system: String) -> Result<PhysicalBacku
             .map(str::to_owned)
             .ok_or_else(|| invalid(&format!("has no {name}")))
     };
+    let mut spans = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let timeline = range["Timeline"]
+            .as_u64()
+            .and_then(|t| u32::try_from(t).ok())
+            .ok_or_else(|| invalid("has a range without a Timeline"))?;
+        spans.push(WalSpan {
+            timeline,
+            start: Lsn::parse(&field(range, "Start-LSN")?)?,
+            end: Lsn::parse(&field(range, "End-LSN")?)?,
+        });
+    }
     let (first, last) = (&ranges[0], &ranges[ranges.len() - 1]);
-    let timeline = first["Timeline"]
-        .as_u64()
-        .and_then(|t| u32::try_from(t).ok())
-        .ok_or_else(|| invalid("has no Timeline"))?;
-    Ok(PhysicalBackup {
+    let physical = PhysicalBackup {
         system_identifier: system,
-        timeline,
+        timeline: spans[0].timeline,
         start_lsn: field(first, "Start-LSN")?,
         stop_lsn: field(last, "End-LSN")?,
-    })
+    };
+    Ok((physical, spans))
 }
 
 #[cfg(test)]
@@ -164,7 +239,10 @@ mod tests {
             "WAL-Ranges": [
                 {"Timeline": 1, "Start-LSN": "0/2000028", "End-LSN": "0/3000000"},
                 {"Timeline": 2, "Start-LSN": "0/3000000", "End-LSN": "0/3000100"}]}"#;
-        let range = wal_range(manifest, "7".into()).unwrap();
+        let (range, spans) = wal_range(manifest, "7".into()).unwrap();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[1].timeline, 2);
+        assert_eq!(spans[1].end, Lsn::parse("0/3000100").unwrap());
         assert_eq!(
             range,
             PhysicalBackup {
