@@ -30,7 +30,18 @@ async fn reconcile_backup(
     bucket: MemoryBucket,
     script: Vec<Expect>,
 ) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    let spec = format!("{WITH_BACKUP}  retention: {{keep: 1}}\n");
+    reconcile_backup_of("", backup, cache, bucket, script).await
+}
+
+/// [`reconcile_backup`] with `extra` lines under the cluster's `spec.backup`.
+async fn reconcile_backup_of(
+    extra: &str,
+    backup: Backup,
+    cache: Cache,
+    bucket: MemoryBucket,
+    script: Vec<Expect>,
+) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
+    let spec = format!("{WITH_BACKUP}  retention: {{keep: 1}}\n{extra}");
     let (pg, mut converged_cache) = converged(&spec, true, BackupSchedule::Scheduled);
     converged_cache.jobs = cache.jobs;
     converged_cache.backups = cache.backups;
@@ -103,6 +114,49 @@ async fn an_on_demand_backup_starts_a_job_it_owns() {
     assert_eq!(status["job"], "nightly");
     assert_eq!(status["destination"]["s3"]["bucket"], "backups");
     assert_eq!(seen[2].body["reason"], "Started");
+}
+
+#[tokio::test]
+async fn a_physical_backup_streams_from_the_replication_role_into_the_archive_layout() {
+    let mut b = backup("nightly", false);
+    b.spec.method = tusk::crd::BackupMethod::Physical;
+    let script = nightly_job_started();
+    let (result, seen) = reconcile_backup_of(
+        "  walArchive: {}\n",
+        b,
+        Cache::default(),
+        empty_bucket(),
+        script,
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    let container = &seen[0].body["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["args"], json!(["base-backup"]));
+    let env = container["env"].as_array().expect("env");
+    let user = env.iter().find(|e| e["name"] == "PGUSER").expect("PGUSER");
+    assert_eq!(
+        user["valueFrom"]["secretKeyRef"]["name"], "demo-replication",
+        "{user}"
+    );
+    assert_eq!(status_of(&seen[1])["phase"], "Running");
+}
+
+#[tokio::test]
+async fn a_physical_backup_of_a_cluster_that_does_not_archive_fails_at_once() {
+    let mut b = backup("nightly", false);
+    b.spec.method = tusk::crd::BackupMethod::Physical;
+    let (result, seen) = reconcile_backup(
+        b,
+        Cache::default(),
+        empty_bucket(),
+        final_status_and_event(),
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    let status = status_of(&seen[0]);
+    assert_eq!(status["phase"], "Failed");
+    assert_eq!(status["conditions"][0]["reason"], "NotArchiving");
+    assert_eq!(seen[1].body["reason"], "NotArchiving");
 }
 
 #[tokio::test]

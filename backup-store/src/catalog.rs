@@ -268,8 +268,11 @@ pub async fn prune(
         .backups
         .iter()
         .partition(|b| owner.may_delete(&b.manifest.backup_id, b.manifest.cluster_uid.as_deref()));
+    // `keep` and `maxAge` count logical backups. A base backup is kept: with the WAL after it,
+    // it is a recovery window, which only retention by window (to come) may shorten.
     let candidates = ours
         .iter()
+        .filter(|b| b.manifest.physical.is_none())
         .map(|b| retention::Candidate {
             backup_id: b.manifest.backup_id.clone(),
             completed_at: b.manifest.completed_at,

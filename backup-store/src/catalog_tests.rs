@@ -118,6 +118,35 @@ async fn retention_counts_and_deletes_only_our_backups() {
 }
 
 #[tokio::test]
+async fn keep_and_max_age_count_logical_backups_and_leave_base_backups() {
+    let store = MemoryStore::default();
+    let loc = ClusterLocation::new("p", "ns", "db").unwrap();
+    let mut base = manifest(&loc, "base-old", Some(US), 9);
+    base.physical = Some(crate::manifest::PhysicalBackup {
+        system_identifier: "7".into(),
+        timeline: 1,
+        start_lsn: "0/2000028".into(),
+        stop_lsn: "0/2000100".into(),
+    });
+    let json = Bytes::from(base.to_json().unwrap());
+    store
+        .put(&loc.manifest_key("base-old"), json)
+        .await
+        .unwrap();
+    backup(&store, &loc, "dump-old", Some(US), 8).await;
+    backup(&store, &loc, "dump-new", Some(US), 1).await;
+    let policy = Policy {
+        keep: Some(1),
+        max_age: Some(std::time::Duration::from_secs(2 * 86_400)),
+    };
+    let report = prune(&store, &loc, &Owner::new(Some(US)), policy, at(0))
+        .await
+        .unwrap();
+    assert_eq!(report.deleted, ["dump-old"]);
+    assert_eq!(ids(&store.keys(), &loc), ["base-old", "dump-new"]);
+}
+
+#[tokio::test]
 async fn a_recreated_cluster_keeps_the_backup_it_was_restored_from() {
     let store = MemoryStore::default();
     let loc = ClusterLocation::new("", "ns", "db").unwrap();

@@ -1,4 +1,4 @@
-//! `kubectl tusk backup NAME [--wait]`: creates a Backup of the cluster and, with `--wait`,
+//! `kubectl tusk backup NAME [--physical] [--wait]`: creates a Backup of the cluster and, with `--wait`,
 //! follows it through a watch (no polling) printing a line per phase change.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use tusk::crd::{Backup, BackupPhase};
+use tusk::crd::{Backup, BackupMethod, BackupPhase};
 
 use crate::cluster::get_postgresql;
 use crate::error::{Error, Result};
@@ -43,23 +43,24 @@ pub fn progress_line(backup: &Backup) -> String {
     }
 }
 
-/// Creates Backup `backup` (default name when `None`) of `namespace/cluster`; returns its name.
+/// Creates Backup `backup` (default name when `None`) of `namespace/cluster` by `method`;
+/// returns its name.
 pub async fn create(
     client: &Client,
     namespace: &str,
     cluster: &str,
     backup: Option<String>,
+    method: BackupMethod,
 ) -> Result<String> {
     // A Backup of a cluster that does not exist would stay Pending: refuse it here.
     get_postgresql(client, namespace, cluster).await?;
     let name = backup.unwrap_or_else(|| default_name(cluster, Timestamp::now()));
     let api: Api<Backup> = Api::namespaced(client.clone(), namespace);
-    api.create(
-        &PostParams::default(),
-        &Backup::of_cluster(&name, namespace, cluster),
-    )
-    .await
-    .map_err(Error::kube(format!("creating Backup {namespace}/{name}")))?;
+    let mut created = Backup::of_cluster(&name, namespace, cluster);
+    created.spec.method = method;
+    api.create(&PostParams::default(), &created)
+        .await
+        .map_err(Error::kube(format!("creating Backup {namespace}/{name}")))?;
     Ok(name)
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use kube::Client;
+use tusk::crd::BackupMethod;
 
 use error::{Error, Result};
 
@@ -49,6 +50,9 @@ enum Command {
         /// Name of the Backup; `<cluster>-<UTC timestamp>` when unset.
         #[arg(long = "name", value_name = "BACKUP")]
         backup: Option<String>,
+        /// A physical base backup (needs spec.backup.walArchive) instead of a logical dump.
+        #[arg(long)]
+        physical: bool,
         #[arg(long)]
         wait: bool,
         /// How long --wait waits, e.g. 90s, 10m, 1h.
@@ -130,10 +134,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Backup {
             name,
             backup,
+            physical,
             wait,
             timeout,
         } => {
-            let created = backup::create(&client, &ns, &name, backup).await?;
+            let method = if physical {
+                BackupMethod::Physical
+            } else {
+                BackupMethod::Logical
+            };
+            let created = backup::create(&client, &ns, &name, backup, method).await?;
             println!("Backup {ns}/{created} created for PostgreSQL {name}");
             if wait {
                 backup::follow(&client, &ns, &created, timeout, |line| println!("{line}")).await?;

@@ -5,7 +5,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use crate::crd::{Backup, PostgreSQL, SCHEDULED_LABEL};
+use crate::crd::{Backup, BackupMethod, PostgreSQL, SCHEDULED_LABEL};
 use crate::resources::{MANAGED_BY, backup_cronjob_name};
 use crate::runtime::jobs::{
     AgentExit, DEADLINE_EXCEEDED, JobState, deadline_exceeded, failure_message, job_state,
@@ -87,6 +87,21 @@ pub fn next(
             reason: "NoDestination",
             message: format!(
                 "PostgreSQL {cluster_name} has no spec.backup, so there is nowhere to write"
+            ),
+        };
+    }
+    if backup.spec.method == BackupMethod::Physical
+        && cluster
+            .spec
+            .backup
+            .as_ref()
+            .is_none_or(|b| b.wal_archive.is_none())
+    {
+        return Next::Fail {
+            reason: "NotArchiving",
+            message: format!(
+                "a physical backup restores only with the WAL archive, and PostgreSQL \
+                 {cluster_name} does not archive: set spec.backup.walArchive"
             ),
         };
     }
@@ -245,6 +260,22 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_physical_backup_of_a_cluster_that_does_not_archive_fails_saying_so() {
+        let mut b = backup(&[]);
+        b.spec.method = BackupMethod::Physical;
+        let mut pg = ready_cluster(true);
+        let Next::Fail { reason, message } = next(&b, Some(&pg), None, None) else {
+            panic!("a base backup without its WAL was started");
+        };
+        assert_eq!(reason, "NotArchiving");
+        assert!(message.contains("spec.backup.walArchive"), "{message}");
+        if let Some(policy) = pg.spec.backup.as_mut() {
+            policy.wal_archive = Some(crate::crd::WalArchivePolicy::default());
+        }
+        assert_eq!(next(&b, Some(&pg), None, None), Next::CreateJob);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use super::progress::{self, Next};
 use super::retention;
 use super::status::{self, Record};
-use crate::crd::{Backup, BackupPhase, BackupStatus, Destination, PostgreSQL};
+use crate::crd::{Backup, BackupMethod, BackupPhase, BackupStatus, Destination, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster};
 use crate::runtime::apply::{Change, create};
@@ -167,7 +167,13 @@ async fn start_job(ctx: &Context, backup: &Backup, pg: &PostgreSQL) -> Result<De
     let Some(owner) = backup.controller_owner_ref(&()) else {
         return Err(Error::Invariant(format!("Backup {name} has no uid")));
     };
-    let job = resources::backup_job(&cluster, policy, &ctx.agent, &name, owner);
+    let job = match backup.spec.method {
+        BackupMethod::Logical => resources::backup_job(&cluster, policy, &ctx.agent, &name, owner),
+        BackupMethod::Physical => {
+            let source = resources::base_backup_source(pg, &cluster);
+            resources::base_backup_job(&cluster, policy, &ctx.agent, &name, owner, &source)
+        }
+    };
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     if create(&api, &job).await? == Change::Created {
         info!(backup = %name, namespace = %cluster.namespace, "backup Job created");
@@ -209,10 +215,22 @@ async fn complete(
         Err(e) => return store_trouble(ctx, backup, finished, e).await,
     };
     let manifest = match Manifest::from_json(&bytes) {
-        Ok(m) if m.backup_id == name && m.namespace == ns && &m.cluster == cluster_name => m,
+        Ok(m)
+            if m.backup_id == name
+                && m.namespace == ns
+                && &m.cluster == cluster_name
+                && m.physical.is_some() == (backup.spec.method == BackupMethod::Physical) =>
+        {
+            m
+        }
         Ok(m) => {
+            let kind = if m.physical.is_some() {
+                "physical"
+            } else {
+                "logical"
+            };
             let message = format!(
-                "the manifest at {} describes backup {} of {}/{}, not this one",
+                "the manifest at {} describes {kind} backup {} of {}/{}, not this one",
                 location.manifest_key(&name),
                 m.backup_id,
                 m.namespace,

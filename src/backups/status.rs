@@ -4,7 +4,7 @@ use backup_store::Manifest;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::conditions::COMPLETED;
-use crate::crd::{BackupPhase, BackupStatus, Destination};
+use crate::crd::{BackupPhase, BackupStatus, Destination, PhysicalRange};
 use crate::runtime::conditions::{self, Update};
 
 /// Everything known about a completed backup, read from its manifest.
@@ -75,6 +75,12 @@ pub fn completed(old: Option<&BackupStatus>, record: &Record, now: &Time) -> Bac
     status.size_bytes = Some(i64::try_from(manifest.total_size_bytes()).unwrap_or(i64::MAX));
     status.sha256 = Some(record.manifest_sha256.clone());
     status.postgres_version = Some(manifest.server_version.clone());
+    status.physical = manifest.physical.as_ref().map(|p| PhysicalRange {
+        system_identifier: p.system_identifier.clone(),
+        timeline: p.timeline,
+        start_lsn: p.start_lsn.clone(),
+        stop_lsn: p.stop_lsn.clone(),
+    });
     status.error = None;
     status
 }
@@ -129,6 +135,31 @@ mod tests {
         assert_eq!(status.postgres_version.as_deref(), Some("18.1"));
         assert_eq!(status.completed_at, Some(Time(m.completed_at)));
         assert!(conditions::is_true(&status.conditions, COMPLETED));
+        assert_eq!(status.physical, None, "a dump has no place in the WAL");
+    }
+
+    #[test]
+    fn a_completed_base_backup_records_its_place_in_the_wal() {
+        let now = Time(Timestamp::from_second(2000).unwrap());
+        let mut m = manifest();
+        m.physical = Some(backup_store::manifest::PhysicalBackup {
+            system_identifier: "7300000000000000001".into(),
+            timeline: 2,
+            start_lsn: "0/5000028".into(),
+            stop_lsn: "0/5000100".into(),
+        });
+        let record = Record {
+            manifest: &m,
+            manifest_sha256: "cafe".into(),
+            location: "s3://b/p/prod/demo/base/".into(),
+        };
+        let physical = completed(None, &record, &now).physical.unwrap();
+        assert_eq!(physical.system_identifier, "7300000000000000001");
+        assert_eq!(physical.timeline, 2);
+        assert_eq!(
+            (physical.start_lsn.as_str(), physical.stop_lsn.as_str()),
+            ("0/5000028", "0/5000100")
+        );
     }
 
     #[test]

@@ -57,6 +57,22 @@ fn nothing_happens_without_a_request() {
 }
 
 #[test]
+fn a_physical_backup_is_never_handed_to_the_logical_verification() {
+    let mut b = backup(Some("now"), None);
+    b.spec.method = BackupMethod::Physical;
+    assert_eq!(
+        next(&b, None),
+        Next::Unsupported {
+            request: "now".into()
+        }
+    );
+    // Once recorded, the same request is settled.
+    let mut b = backup(Some("now"), Some(("now", VerificationPhase::Error)));
+    b.spec.method = BackupMethod::Physical;
+    assert_eq!(next(&b, None), Next::Idle);
+}
+
+#[test]
 fn a_new_request_starts_a_job_or_replaces_an_earlier_one() {
     let asked = backup(Some("r2"), Some(("r1", VerificationPhase::Passed)));
     assert_eq!(

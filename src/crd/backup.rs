@@ -1,4 +1,5 @@
-//! The `Backup` kind: one logical backup of one cluster, on demand or from its schedule.
+//! The `Backup` kind: one backup of one cluster, logical or physical, on demand or from its
+//! schedule.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
@@ -7,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::destination::Destination;
 
-/// A logical backup of a PostgreSQL cluster. Create one to back up now; the operator also
-/// records every scheduled run as a Backup. A Completed Backup can be restored into a new cluster.
+/// A backup of a PostgreSQL cluster: a logical dump, or a physical base backup for
+/// point-in-time restores. Create one to back up now; the operator also records every scheduled
+/// run as a Backup. A Completed Backup can be restored into a new cluster.
 // Clippy mistakes repeated `printcolumn(type_ = …)` arguments for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -23,8 +25,9 @@ use super::destination::Destination;
     namespaced,
     status = "BackupStatus",
     derive = "PartialEq",
-    doc = "A logical backup of a Tusk PostgreSQL cluster.",
+    doc = "A backup of a Tusk PostgreSQL cluster.",
     printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.cluster.name"),
+    printcolumn(name = "Method", type_ = "string", json_path = ".spec.method"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Size", type_ = "integer", json_path = ".status.sizeBytes"),
     printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt"),
@@ -42,6 +45,37 @@ use super::destination::Destination;
 pub struct BackupSpec {
     /// The PostgreSQL cluster to back up, in the same namespace.
     pub cluster: ClusterReference,
+    /// `logical` (default): `pg_dump` of every database, restorable into any later major.
+    /// `physical`: a base backup of the whole server which, with the WAL archive
+    /// (`spec.backup.walArchive` of the cluster, required), restores to any point after it.
+    #[serde(default)]
+    pub method: BackupMethod,
+}
+
+/// How a backup copies the database.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackupMethod {
+    /// `pg_dump` of every database, with the roles.
+    #[default]
+    Logical,
+    /// `pg_basebackup` of the server; its WAL comes from the archive.
+    Physical,
+}
+
+/// Where a physical backup sits in its system's WAL, from its manifest: what a point-in-time
+/// restore starts from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhysicalRange {
+    /// The database system identifier: its WAL is under `wal/<this>/` in the bucket.
+    pub system_identifier: String,
+    /// The timeline the backup started on.
+    pub timeline: u32,
+    /// The WAL position a restore replays from.
+    pub start_lsn: String,
+    /// The WAL position a restore must reach before it is consistent.
+    pub stop_lsn: String,
 }
 
 /// A PostgreSQL cluster in the same namespace.
@@ -81,6 +115,9 @@ pub struct BackupStatus {
     /// Version of the server that was dumped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres_version: Option<String>,
+    /// A physical backup's place in the WAL (absent for logical backups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical: Option<PhysicalRange>,
     /// Why the backup failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -127,6 +164,7 @@ impl Backup {
                 cluster: ClusterReference {
                     name: cluster.to_owned(),
                 },
+                method: BackupMethod::Logical,
             },
         );
         backup.metadata.namespace = Some(namespace.to_owned());

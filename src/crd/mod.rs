@@ -16,7 +16,9 @@ mod tls;
 mod verification;
 mod wal_archive;
 
-pub use backup::{Backup, BackupPhase, BackupSpec, BackupStatus, ClusterReference};
+pub use backup::{
+    Backup, BackupMethod, BackupPhase, BackupSpec, BackupStatus, ClusterReference, PhysicalRange,
+};
 pub use cluster_status::{
     Failover, InstanceState, Phase, PostgreSQLStatus, RestoredFrom, SecretNames, SuccessfulBackup,
 };

@@ -4,6 +4,7 @@
 
 mod agent;
 mod archive;
+mod base_backup_job;
 mod config;
 mod cronjob;
 mod disruption;
@@ -31,6 +32,7 @@ pub use agent::{
     backup_job_spec, restore_job, store_environment,
 };
 pub use archive::{WalArchiving, wal_archiving};
+pub use base_backup_job::{base_backup_job, base_backup_source};
 pub use config::{
     CONFIG_DIR, ParameterError, config_checksum, config_map, hot_standby_values, render_hba,
     render_postgresql_conf,

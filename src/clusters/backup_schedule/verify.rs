@@ -9,7 +9,7 @@ use tracing::info;
 
 use super::summary::Summary;
 use super::verification::{self, Due};
-use crate::crd::{Backup, VERIFY_ANNOTATION};
+use crate::crd::{Backup, BackupMethod, BackupPhase, VERIFY_ANNOTATION};
 use crate::error::Result;
 use crate::resources::Cluster;
 use crate::runtime::Context;
@@ -39,7 +39,7 @@ pub async fn schedule(
     let now = Timestamp::now();
     summary.verified = Some(verification::condition(policy, own.iter().copied(), now));
     let window_end = verification::window_ends(policy, summary.last_verified.as_ref()).map(|t| t.0);
-    let newest = summary.last_successful.as_ref().map(|b| b.name.as_str());
+    let newest = newest_logical(own);
     let (next, asked) = match verification::due(&policy.schedule, own.iter().copied(), newest, now)
     {
         Due::No { next } => (next, None),
@@ -57,10 +57,52 @@ pub async fn schedule(
     Ok(Verifications { next, asked })
 }
 
+/// The newest Completed logical Backup: `verify-restore` restores dumps (a physical backup's
+/// proof is a replay, not built yet).
+fn newest_logical<'a>(own: &[&'a Backup]) -> Option<&'a str> {
+    own.iter()
+        .filter(|b| b.phase() == BackupPhase::Completed && b.spec.method == BackupMethod::Logical)
+        .filter_map(|b| {
+            Some((
+                b.status.as_ref()?.completed_at.as_ref()?.0,
+                b.metadata.name.as_deref()?,
+            ))
+        })
+        .max()
+        .map(|(_, name)| name)
+}
+
 /// Sets `tusk.dev/verify: <request>` on Backup `backup`: the same request a user makes.
 async fn ask(ctx: &Context, namespace: &str, backup: &str, request: &str) -> Result<()> {
     let api: Api<Backup> = Api::namespaced(ctx.client.clone(), namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {VERIFY_ANNOTATION: request}}});
     merge_patch(&api, backup, &patch).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::BackupStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn completed(name: &str, second: i64, method: BackupMethod) -> Backup {
+        let mut b = Backup::of_cluster(name, "prod", "demo");
+        b.spec.method = method;
+        b.status = Some(BackupStatus {
+            phase: Some(BackupPhase::Completed),
+            completed_at: Some(Time(Timestamp::from_second(second).unwrap())),
+            ..BackupStatus::default()
+        });
+        b
+    }
+
+    #[test]
+    fn scheduled_verification_takes_the_newest_logical_backup() {
+        let old = completed("dump-old", 10, BackupMethod::Logical);
+        let new = completed("dump-new", 20, BackupMethod::Logical);
+        let base = completed("base", 30, BackupMethod::Physical);
+        assert_eq!(newest_logical(&[&old, &base, &new]), Some("dump-new"));
+        assert_eq!(newest_logical(&[&base]), None);
+    }
 }

@@ -1,0 +1,124 @@
+//! The Job of a physical Backup: `backup-agent base-backup`, streaming pg_basebackup from a
+//! replica (the primary when none is ready) into the bucket, done once the archive holds the
+//! backup's WAL (`docs/pitr-design.md` §4).
+//!
+//! It connects as the replication role, as a standby does: its password, and its client
+//! certificate when Tusk issued the certificates (`pg_hba` asks for both). The Job sees only
+//! the certificate, key and CA of the server Secret, never the server's own key, and no
+//! superuser credential.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use super::agent::{AgentSettings, backup_job_spec};
+use super::pod::{plain_env, restricted_pod_security, secret_env};
+use super::tls::{CA_CRT, REPLICATION_CRT, REPLICATION_KEY};
+use super::{AGENT_CONTAINER, Cluster, Component, wal_archiving};
+use crate::crd::{BackupPolicy, PostgreSQL};
+
+/// Where the replication role's certificate is mounted in a base-backup Job.
+const REPLICATION_TLS_DIR: &str = "/var/run/secrets/tusk/replication";
+/// The agent's uid, also the group that may read the mounted key.
+const AGENT_UID: i64 = 65532;
+/// How long the archive may take beyond its own `archive_timeout` to receive the backup's last
+/// segment (a backlog draining after an outage).
+const WAL_WAIT_MARGIN_SECONDS: i64 = 600;
+
+/// The instance a base backup reads: the first ready replica, else the primary (by the `-rw`
+/// Service). A base backup from a standby puts no checkpoint or read load on the primary.
+pub fn base_backup_source(pg: &PostgreSQL, cluster: &Cluster) -> String {
+    let states = pg.status.as_ref().map(|s| s.instance_states.as_slice());
+    states
+        .unwrap_or_default()
+        .iter()
+        .find(|i| i.ready && i.role == "replica")
+        .map_or_else(
+            || cluster.rw_host(),
+            |i| format!("{}.{}", i.pod, cluster.peer_domain()),
+        )
+}
+
+/// Job `<backup>` of a physical Backup, owned by that Backup, reading from `source`.
+pub fn base_backup_job(
+    cluster: &Cluster,
+    policy: &BackupPolicy,
+    agent: &AgentSettings,
+    name: &str,
+    owner: OwnerReference,
+    source: &str,
+) -> Job {
+    let mut spec = backup_job_spec(cluster, policy, agent);
+    let archive_timeout = wal_archiving(cluster).map_or(0, |a| i64::from(a.timeout_seconds));
+    let wait = 2 * archive_timeout + WAL_WAIT_MARGIN_SECONDS;
+    let replication = cluster.replication_secret_name();
+    let certificate = cluster.user_server_secret().is_none();
+    if let Some(pod) = spec.template.spec.as_mut() {
+        // The key is root-owned, group fsGroup, 0640: what libpq accepts for a key it does not own.
+        pod.security_context = Some(restricted_pod_security(AGENT_UID, true));
+        let container = pod
+            .containers
+            .iter_mut()
+            .find(|c| c.name == AGENT_CONTAINER);
+        if let Some(container) = container {
+            container.args = Some(vec!["base-backup".to_owned()]);
+            let env = container.env.get_or_insert_with(Vec::new);
+            env.retain(|v| !matches!(v.name.as_str(), "PGHOST" | "PGUSER" | "PGPASSWORD"));
+            env.extend([
+                plain_env("PGHOST", source),
+                secret_env("PGUSER", &replication, "username"),
+                secret_env("PGPASSWORD", &replication, "password"),
+                plain_env("TUSK_WAL_WAIT_SECONDS", wait.to_string()),
+            ]);
+            if certificate {
+                env.extend([
+                    plain_env(
+                        "PGSSLCERT",
+                        format!("{REPLICATION_TLS_DIR}/{REPLICATION_CRT}"),
+                    ),
+                    plain_env(
+                        "PGSSLKEY",
+                        format!("{REPLICATION_TLS_DIR}/{REPLICATION_KEY}"),
+                    ),
+                ]);
+                container
+                    .volume_mounts
+                    .get_or_insert_with(Vec::new)
+                    .push(VolumeMount {
+                        name: "replication-tls".to_owned(),
+                        mount_path: REPLICATION_TLS_DIR.to_owned(),
+                        read_only: Some(true),
+                        ..VolumeMount::default()
+                    });
+            }
+        }
+        if certificate {
+            let items = [REPLICATION_CRT, REPLICATION_KEY, CA_CRT].map(|key| KeyToPath {
+                key: key.to_owned(),
+                path: key.to_owned(),
+                ..KeyToPath::default()
+            });
+            pod.volumes.get_or_insert_with(Vec::new).push(Volume {
+                name: "replication-tls".to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(cluster.server_tls_secret_name()),
+                    items: Some(items.to_vec()),
+                    default_mode: Some(0o640),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+        }
+    }
+    let mut metadata = cluster.child_meta(name.to_owned(), Component::Backup);
+    metadata.owner_references = Some(vec![owner]);
+    Job {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+#[path = "base_backup_job_tests.rs"]
+mod tests;
