@@ -48,6 +48,19 @@ async fn backup(
     store.put(&dump, Bytes::from_static(b"x")).await.unwrap();
 }
 
+/// The manifest of our base backup `id`, completed `days_ago`.
+async fn base_backup(store: &MemoryStore, loc: &ClusterLocation, id: &str, days_ago: i64) {
+    let mut base = manifest(loc, id, Some(US), days_ago);
+    base.physical = Some(crate::manifest::PhysicalBackup {
+        system_identifier: "7".into(),
+        timeline: 1,
+        start_lsn: "0/2000028".into(),
+        stop_lsn: "0/2000100".into(),
+    });
+    let json = Bytes::from(base.to_json().unwrap());
+    store.put(&loc.manifest_key(id), json).await.unwrap();
+}
+
 fn run_of(owner: &str, writer: &str) -> Claim {
     Claim {
         cluster_uid: Some(owner.into()),
@@ -121,18 +134,7 @@ async fn retention_counts_and_deletes_only_our_backups() {
 async fn keep_and_max_age_count_logical_backups_and_leave_base_backups() {
     let store = MemoryStore::default();
     let loc = ClusterLocation::new("p", "ns", "db").unwrap();
-    let mut base = manifest(&loc, "base-old", Some(US), 9);
-    base.physical = Some(crate::manifest::PhysicalBackup {
-        system_identifier: "7".into(),
-        timeline: 1,
-        start_lsn: "0/2000028".into(),
-        stop_lsn: "0/2000100".into(),
-    });
-    let json = Bytes::from(base.to_json().unwrap());
-    store
-        .put(&loc.manifest_key("base-old"), json)
-        .await
-        .unwrap();
+    base_backup(&store, &loc, "base-old", 9).await;
     backup(&store, &loc, "dump-old", Some(US), 8).await;
     backup(&store, &loc, "dump-new", Some(US), 1).await;
     let policy = Policy {
@@ -278,15 +280,7 @@ async fn latest_is_the_newest_backup_of_the_method_asked_for_and_an_id_must_matc
     let store = MemoryStore::default();
     let loc = ClusterLocation::new("", "prod", "db").unwrap();
     backup(&store, &loc, "dump", Some(US), 2).await;
-    let mut base = manifest(&loc, "base", Some(US), 1);
-    base.physical = Some(crate::manifest::PhysicalBackup {
-        system_identifier: "7".into(),
-        timeline: 1,
-        start_lsn: "0/2000028".into(),
-        stop_lsn: "0/2000100".into(),
-    });
-    let json = Bytes::from(base.to_json().unwrap());
-    store.put(&loc.manifest_key("base"), json).await.unwrap();
+    base_backup(&store, &loc, "base", 1).await;
 
     let latest = |method| resolve(&store, &loc, "latest", method);
     assert_eq!(latest(None).await.unwrap().backup_id, "base");
