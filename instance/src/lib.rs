@@ -22,6 +22,8 @@ pub mod preferred_sync;
 pub mod promote;
 pub mod reaper;
 pub mod report;
+pub mod restore;
+pub mod restore_fetch;
 pub mod rewind;
 pub mod role_source;
 pub mod slots;

@@ -22,6 +22,14 @@ enum Command {
         #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
         socket_dir: PathBuf,
     },
+    /// PostgreSQL's restore_command during a restore: asks the manager for NAME (`%f`) into
+    /// PATH (`%p`). Exits 1 when the archive has no such file, 126 on any other failure.
+    WalFetch {
+        name: String,
+        path: PathBuf,
+        #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
+        socket_dir: PathBuf,
+    },
     /// Started by `run` itself: stops the primary's postmaster if `run` stalls (watchdog.rs).
     #[command(hide = true)]
     Watchdog,
@@ -52,11 +60,27 @@ async fn main() -> std::process::ExitCode {
             }
         };
     }
+    if let Command::WalFetch {
+        name,
+        path,
+        socket_dir,
+    } = &command
+    {
+        use tusk_instance::restore_fetch::{self, Fetched};
+        return match restore_fetch::request(name, path, socket_dir) {
+            Ok(Fetched::Restored) => std::process::ExitCode::SUCCESS,
+            Ok(Fetched::NotArchived) => std::process::ExitCode::from(restore_fetch::NOT_ARCHIVED),
+            Err(e) => {
+                eprintln!("tusk-instance wal-fetch {name}: {e}");
+                std::process::ExitCode::from(restore_fetch::RECOVERY_MUST_STOP)
+            }
+        };
+    }
     let result = match command {
         Command::Install { dest } => tusk_instance::install::install(&dest),
         Command::Run(args) => tusk_instance::supervisor::run(*args).await,
         Command::Watchdog => tusk_instance::watchdog::watch(),
-        Command::WalPush { .. } => Ok(()),
+        Command::WalPush { .. } | Command::WalFetch { .. } => Ok(()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -24,9 +24,12 @@ const MANAGED_KEYS: [&str; 3] = [
     "recovery_target_timeline",
 ];
 
-/// Whether PGDATA holds a finished data directory.
+/// Whether PGDATA holds a finished data directory (not one initdb or a restore is still
+/// building).
 pub fn initialized(pgdata: &Path) -> bool {
-    pgdata.join("PG_VERSION").exists() && !pgdata.join(BOOTSTRAP_PENDING).exists()
+    pgdata.join("PG_VERSION").exists()
+        && !pgdata.join(BOOTSTRAP_PENDING).exists()
+        && !crate::restore::pending(pgdata)
 }
 
 pub fn is_standby(pgdata: &Path) -> bool {
@@ -88,6 +91,24 @@ pub async fn initdb(ctx: &Context) -> Result<(), Error> {
         .map_err(Error::io("removing the bootstrap marker"))?;
     tracing::info!("first-start roles created");
     Ok(())
+}
+
+/// After a restore: the restored system's roles take this cluster's passwords (its Secrets),
+/// the superuser's included, and the app role and database exist.
+pub async fn adopt_roles(ctx: &Context) -> Result<(), Error> {
+    create_roles(ctx).await?;
+    let client = connect(ctx, "postgres").await?;
+    client
+        .batch_execute(SILENT_SESSION)
+        .await
+        .map_err(Error::sql("silencing statement logging"))?;
+    ensure_role(
+        &client,
+        "postgres",
+        "SUPERUSER LOGIN",
+        &ctx.args.postgres_password,
+    )
+    .await
 }
 
 /// The session the first-start SQL runs in: no statement is logged, not even one that fails
@@ -217,6 +238,11 @@ pub async fn clone_from(ctx: &Context, from: &str, expected: Option<&str>) -> Re
 }
 
 /// Makes PGDATA an empty 0700 directory, removing what a failed attempt left behind.
+/// PGDATA, created if absent, emptied and private: where a restore unpacks.
+pub fn clear(pgdata: &Path) -> Result<(), Error> {
+    prepare_empty(pgdata)
+}
+
 fn prepare_empty(pgdata: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(pgdata).map_err(Error::io(format!("creating {}", pgdata.display())))?;
     for entry in std::fs::read_dir(pgdata).map_err(Error::io("listing PGDATA"))? {

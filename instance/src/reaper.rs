@@ -76,6 +76,12 @@ impl Reaper {
         for name in crate::config::SECRET_VARIABLES {
             cmd.env_remove(name);
         }
+        self.spawn_stripped(cmd, what)
+    }
+
+    /// Spawns `cmd` with only the environment it was given: for a tool that must hold
+    /// credentials (the restore's backup agent), which it gets explicitly, never inherited.
+    fn spawn_stripped(&self, cmd: &mut Command, what: &str) -> Result<Spawned, Error> {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         let child = cmd.spawn().map_err(Error::io(format!("starting {what}")))?;
         let pid = child.id() as i32;
@@ -101,16 +107,43 @@ impl Reaper {
         self.run_within(cmd, tool, Some(timeout)).await
     }
 
+    /// [`Reaper::run_bounded`] of a tool whose environment is exactly `env` (and nothing of
+    /// the manager's): how credentials reach the one child that needs them.
+    pub async fn run_with_env(
+        &self,
+        mut cmd: Command,
+        tool: &str,
+        env: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<ToolOutput, Error> {
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        self.run_prepared(cmd, tool, Some(timeout), false).await
+    }
+
     async fn run_within(
+        &self,
+        cmd: Command,
+        tool: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ToolOutput, Error> {
+        self.run_prepared(cmd, tool, timeout, true).await
+    }
+
+    async fn run_prepared(
         &self,
         mut cmd: Command,
         tool: &str,
         timeout: Option<Duration>,
+        strip: bool,
     ) -> Result<ToolOutput, Error> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut spawned = self.spawn(&mut cmd, tool)?;
+        let mut spawned = if strip {
+            self.spawn(&mut cmd, tool)?
+        } else {
+            self.spawn_stripped(&mut cmd, tool)?
+        };
         let pid = spawned.pid;
         let stdout = read_all(spawned.child.stdout.take());
         let stderr = read_all(spawned.child.stderr.take());

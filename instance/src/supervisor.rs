@@ -87,6 +87,8 @@ struct Supervisor {
     watchdog: Option<Watchdog>,
     /// The primary's restart in place for lowered hot-standby settings.
     planned_restart: PlannedRestart,
+    /// A restore to run instead of initdb on the holder's first start.
+    restore: Option<crate::restore::RestorePlan>,
 }
 
 /// A postmaster that exits sooner than this is restarted with a growing pause (250 ms, then
@@ -103,6 +105,11 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         ));
     }
     hide_environment()?;
+    let vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let restore = crate::restore::RestorePlan::from_vars(&vars)?;
+    drop(vars);
     std::fs::create_dir_all(&args.socket_dir)
         .map_err(Error::io(format!("creating {}", args.socket_dir.display())))?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
@@ -181,6 +188,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         abstained: None,
         watchdog,
         planned_restart: PlannedRestart::default(),
+        restore,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -480,7 +488,14 @@ impl Supervisor {
             Action::Abstain => self.set_role(Role::Lost),
             Action::Initdb => {
                 self.set_role(Role::Initializing);
-                pgdata::initdb(&ctx).await?;
+                match &self.restore {
+                    Some(plan) => {
+                        crate::restore::run(&ctx, plan).await?;
+                        let note = format!("restored backup {} and recovered", plan.backup_id);
+                        self.events.normal("Restored", "Restore", note);
+                    }
+                    None => pgdata::initdb(&ctx).await?,
+                }
             }
             Action::StartPrimary => {
                 // A stopped standby starts as one and is promoted next tick: starting it

@@ -1,0 +1,286 @@
+//! A point-in-time restore on the holder's first start (issue 27, `docs/pitr-design.md` §5):
+//! instead of initdb, the base backup is unpacked into the empty volume, PostgreSQL recovers
+//! from the archive to the target and promotes itself there, and only then does the cluster's
+//! life begin. Replicas clone from it as from any primary.
+//!
+//! The source's bucket, layout and credentials come as `RESTORE_`-prefixed variables (the
+//! backup agent's own names behind the prefix). Only the backup agent the manager runs for the
+//! restore gets them, unprefixed and with nothing else of the manager's environment; PostgreSQL
+//! asks for each WAL file through `tusk-instance wal-fetch` and the manager's socket
+//! ([`crate::restore_fetch`]), so no server process ever holds them.
+//!
+//! A marker beside PGDATA (`<PGDATA>.tusk-restore-pending`) is written first and removed last:
+//! until then the data directory is not finished ([`pending`]), so a manager restarted half-way
+//! resumes the restore, and never starts the half-restored data as a primary.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::auto_conf::{self, write_private};
+use crate::context::Context;
+use crate::error::Error;
+use crate::postmaster::{Listen, Postmaster};
+
+/// Prefix of the variables that describe the restore's source store.
+pub const SOURCE_PREFIX: &str = "RESTORE_";
+/// The backup agent the init container installs beside the manager.
+const DEFAULT_AGENT: &str = "/tusk/bin/backup-agent";
+/// The target settings, one at most; none: the end of the archive.
+const TARGETS: [(&str, &str); 4] = [
+    ("TUSK_RESTORE_TARGET_TIME", "recovery_target_time"),
+    ("TUSK_RESTORE_TARGET_LSN", "recovery_target_lsn"),
+    ("TUSK_RESTORE_TARGET_XID", "recovery_target_xid"),
+    ("TUSK_RESTORE_TARGET_NAME", "recovery_target_name"),
+];
+/// Every key the restore writes into `postgresql.auto.conf`, and removes once promoted.
+const RECOVERY_KEYS: [&str; 7] = [
+    "restore_command",
+    "recovery_target_time",
+    "recovery_target_lsn",
+    "recovery_target_xid",
+    "recovery_target_name",
+    "recovery_target_action",
+    "recovery_target_timeline",
+];
+/// The base backup's download is bounded by the pod's patience, not ours: a day.
+const UNPACK_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// What to restore, read once from the manager's environment.
+#[derive(Clone)]
+pub struct RestorePlan {
+    pub backup_id: String,
+    /// `recovery_target_*` settings: one, or none for the end of the archive.
+    pub target: Vec<(&'static str, String)>,
+    /// The `backup-agent` binary.
+    pub agent: PathBuf,
+    /// This executable, PostgreSQL's `restore_command`.
+    pub hook: PathBuf,
+    /// The source store's variables, unprefixed: the agent's whole environment (with PATH).
+    env: Vec<(String, String)>,
+}
+
+impl RestorePlan {
+    /// The plan `vars` describe: `None` without `TUSK_RESTORE_BACKUP_ID`.
+    pub fn from_vars(vars: &[(String, String)]) -> Result<Option<Self>, Error> {
+        let get = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.is_empty())
+        };
+        let Some(backup_id) = get("TUSK_RESTORE_BACKUP_ID") else {
+            return Ok(None);
+        };
+        let target: Vec<(&'static str, String)> = TARGETS
+            .iter()
+            .filter_map(|(var, key)| Some((*key, get(var)?)))
+            .collect();
+        if target.len() > 1 {
+            let names: Vec<&str> = target.iter().map(|(k, _)| *k).collect();
+            return Err(Error::Config(format!(
+                "a restore has one target, not {}",
+                names.join(" and ")
+            )));
+        }
+        let mut env: Vec<(String, String)> = vars
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(SOURCE_PREFIX)?.to_owned(), v.clone())))
+            .collect();
+        if !env.iter().any(|(k, _)| k == "TUSK_STORE") {
+            return Err(Error::Config(
+                "TUSK_RESTORE_BACKUP_ID is set but RESTORE_TUSK_STORE names no store to restore from"
+                    .to_owned(),
+            ));
+        }
+        if let Some(path) = get("PATH") {
+            env.push(("PATH".to_owned(), path));
+        }
+        let agent = get("TUSK_AGENT_BINARY").unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+        let hook = std::env::current_exe()
+            .map_err(|e| Error::Config(format!("locating this executable: {e}")))?;
+        Ok(Some(Self {
+            backup_id,
+            target,
+            agent: PathBuf::from(agent),
+            hook,
+            env,
+        }))
+    }
+
+    /// The agent's environment: the source store, PGDATA, and where the PostgreSQL tools are.
+    pub fn agent_env(&self, ctx: &Context) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
+        env.push(("PGDATA".to_owned(), ctx.pgdata().display().to_string()));
+        if let Some(dir) = &ctx.args.pg_bin_dir {
+            env.push(("TUSK_PG_BIN_DIR".to_owned(), dir.display().to_string()));
+        }
+        env
+    }
+
+    /// The `postgresql.auto.conf` settings of the recovery.
+    fn recovery_settings(&self) -> Vec<(&'static str, String)> {
+        let mut settings = vec![
+            (
+                "restore_command",
+                format!("{} wal-fetch %f %p", self.hook.display()),
+            ),
+            ("recovery_target_timeline", "latest".to_owned()),
+        ];
+        if !self.target.is_empty() {
+            settings.extend(self.target.iter().cloned());
+            settings.push(("recovery_target_action", "promote".to_owned()));
+        }
+        settings
+    }
+}
+
+/// The marker of a restore not finished yet.
+fn marker(pgdata: &Path) -> PathBuf {
+    let name = pgdata.file_name().unwrap_or_default().to_string_lossy();
+    pgdata.with_file_name(format!("{name}.tusk-restore-pending"))
+}
+
+/// Whether a restore into `pgdata` has started and not finished.
+pub fn pending(pgdata: &Path) -> bool {
+    marker(pgdata).exists()
+}
+
+/// Restores `plan` into the empty (or half-restored) PGDATA, recovers to the target and
+/// promotes there, gives the roles this cluster's passwords, and stops the server cleanly.
+pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
+    let pgdata = ctx.pgdata();
+    let marker = marker(pgdata);
+    if !marker.exists() {
+        write_private(&marker, plan.backup_id.as_bytes())?;
+    }
+    if !pgdata.join("PG_VERSION").exists() {
+        crate::pgdata::clear(pgdata)?;
+        tracing::info!(backup = %plan.backup_id, "unpacking the base backup");
+        let mut cmd = std::process::Command::new(&plan.agent);
+        cmd.args(["base-restore", "--backup-id", &plan.backup_id, "--pgdata"])
+            .arg(pgdata);
+        let env = plan.agent_env(ctx);
+        ctx.reaper
+            .run_with_env(cmd, "backup-agent base-restore", &env, UNPACK_TIMEOUT)
+            .await?;
+    }
+    auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings())?;
+    write_private(&pgdata.join("recovery.signal"), b"")?;
+    let fetcher = crate::restore_fetch::serve(ctx, plan)?;
+    let recovered = recover(ctx).await;
+    fetcher.abort();
+    recovered?;
+    auto_conf::remove(pgdata, &RECOVERY_KEYS)?;
+    std::fs::remove_file(&marker).map_err(Error::io("removing the restore marker"))?;
+    tracing::info!(backup = %plan.backup_id, "restore finished");
+    Ok(())
+}
+
+/// Runs the recovery on a server that listens only on its socket until it has promoted itself
+/// at the target, then sets this cluster's passwords and stops it.
+async fn recover(ctx: &Context) -> Result<(), Error> {
+    let mut server = Postmaster::start(ctx, Listen::SocketOnly, None)?;
+    tracing::info!("recovering from the archive");
+    loop {
+        if let Some(status) = server.exited() {
+            return Err(Error::State(format!(
+                "the recovery stopped ({status}) before promoting: PostgreSQL's log names the \
+                 cause (a target past the end of the archive, a missing or damaged WAL file)"
+            )));
+        }
+        if let Ok(client) = crate::sql::connect(ctx, "postgres").await
+            && let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]).await
+            && !row.get::<_, bool>(0)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let adopted = crate::pgdata::adopt_roles(ctx).await;
+    server.stop(libc::SIGINT, Duration::from_secs(120)).await;
+    adopted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn no_backup_id_no_restore() {
+        let plan = RestorePlan::from_vars(&vars(&[("RESTORE_TUSK_STORE", "s3")])).unwrap();
+        assert!(plan.is_none());
+    }
+
+    #[test]
+    fn the_source_store_reaches_the_agent_unprefixed_and_alone() {
+        let plan = RestorePlan::from_vars(&vars(&[
+            ("TUSK_RESTORE_BACKUP_ID", "base1"),
+            ("TUSK_RESTORE_TARGET_TIME", "2026-11-28 10:00:00+00"),
+            ("RESTORE_TUSK_STORE", "s3"),
+            ("RESTORE_AWS_SECRET_ACCESS_KEY", "source-secret"),
+            ("AWS_SECRET_ACCESS_KEY", "archive-secret"),
+            ("TUSK_STORE", "gcs"),
+            ("PATH", "/usr/bin"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(plan.backup_id, "base1");
+        assert_eq!(
+            plan.env,
+            vars(&[
+                ("TUSK_STORE", "s3"),
+                ("AWS_SECRET_ACCESS_KEY", "source-secret"),
+                ("PATH", "/usr/bin")
+            ])
+        );
+        assert_eq!(plan.agent, PathBuf::from(DEFAULT_AGENT));
+        let settings = plan.recovery_settings();
+        assert!(settings.contains(&("recovery_target_time", "2026-11-28 10:00:00+00".into())));
+        assert!(settings.contains(&("recovery_target_action", "promote".into())));
+        assert!(
+            settings.iter().all(|(k, _)| RECOVERY_KEYS.contains(k)),
+            "every key written is removed after the restore"
+        );
+    }
+
+    #[test]
+    fn without_a_target_recovery_runs_to_the_end_of_the_archive() {
+        let plan = RestorePlan::from_vars(&vars(&[
+            ("TUSK_RESTORE_BACKUP_ID", "latest"),
+            ("RESTORE_TUSK_STORE", "s3"),
+        ]))
+        .unwrap()
+        .unwrap();
+        let keys: Vec<&str> = plan.recovery_settings().iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["restore_command", "recovery_target_timeline"]);
+    }
+
+    #[test]
+    fn two_targets_or_no_store_are_refused() {
+        let two = RestorePlan::from_vars(&vars(&[
+            ("TUSK_RESTORE_BACKUP_ID", "b"),
+            ("RESTORE_TUSK_STORE", "s3"),
+            ("TUSK_RESTORE_TARGET_LSN", "0/3000000"),
+            ("TUSK_RESTORE_TARGET_NAME", "before"),
+        ]));
+        assert!(two.is_err());
+        let storeless = RestorePlan::from_vars(&vars(&[("TUSK_RESTORE_BACKUP_ID", "b")]));
+        assert!(storeless.is_err());
+    }
+
+    #[test]
+    fn the_marker_sits_beside_pgdata_not_in_it() {
+        let path = marker(Path::new("/var/lib/postgresql/data/pgdata"));
+        assert_eq!(
+            path,
+            Path::new("/var/lib/postgresql/data/pgdata.tusk-restore-pending")
+        );
+    }
+}
