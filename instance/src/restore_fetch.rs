@@ -79,15 +79,7 @@ struct Fetcher {
 
 impl Fetcher {
     async fn fetch(&self, request: &str) -> Result<Fetched, String> {
-        let (name, path) = request
-            .strip_prefix("fetch ")
-            .and_then(|rest| rest.split_once(' '))
-            .ok_or_else(|| format!("not a request: {request:?}"))?;
-        WalName::parse(name).map_err(|e| e.to_string())?;
-        let path = Path::new(path);
-        if !path.is_absolute() || !path.starts_with(&self.pgdata) {
-            return Err(format!("{} is not in PGDATA", path.display()));
-        }
+        let (name, path) = parse_request(request, &self.pgdata)?;
         let mut cmd = std::process::Command::new(&self.agent);
         cmd.arg("wal-fetch").arg(name).arg(path);
         let run = self
@@ -102,6 +94,26 @@ impl Fetcher {
             Err(e) => Err(e.to_string()),
         }
     }
+}
+
+/// `fetch <WAL name> <absolute path in PGDATA>`: anything else is refused, since the name goes
+/// into a bucket key and the path is written to.
+fn parse_request<'a>(request: &'a str, pgdata: &Path) -> Result<(&'a str, &'a Path), String> {
+    let (name, path) = request
+        .strip_prefix("fetch ")
+        .and_then(|rest| rest.split_once(' '))
+        .ok_or_else(|| format!("not a request: {request:?}"))?;
+    WalName::parse(name).map_err(|e| e.to_string())?;
+    let path = Path::new(path);
+    let inside = path.is_absolute()
+        && path.starts_with(pgdata)
+        && !path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir);
+    if !inside {
+        return Err(format!("{} is not in PGDATA", path.display()));
+    }
+    Ok((name, path))
 }
 
 async fn answer(stream: UnixStream, fetcher: Arc<Fetcher>) {
@@ -152,5 +164,43 @@ pub fn request(name: &str, path: &Path, socket_dir: &Path) -> Result<Fetched, St
         "ok restored" => Ok(Fetched::Restored),
         "ok not-archived" => Ok(Fetched::NotArchived),
         other => Err(other.strip_prefix("error ").unwrap_or(other).to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_wal_names_into_pgdata_are_fetched() {
+        let pgdata = Path::new("/data/pgdata");
+        let ok = parse_request(
+            "fetch 000000010000000000000003 /data/pgdata/pg_wal/RECOVERYXLOG",
+            pgdata,
+        );
+        assert_eq!(
+            ok,
+            Ok((
+                "000000010000000000000003",
+                Path::new("/data/pgdata/pg_wal/RECOVERYXLOG")
+            ))
+        );
+        assert!(
+            parse_request(
+                "fetch 00000002.history /data/pgdata/pg_wal/RECOVERYHISTORY",
+                pgdata
+            )
+            .is_ok()
+        );
+        for bad in [
+            "fetch ../../etc/passwd /data/pgdata/x",
+            "fetch 000000010000000000000003 /etc/cron.d/x",
+            "fetch 000000010000000000000003 /data/pgdata/../x",
+            "fetch 000000010000000000000003 pg_wal/RECOVERYXLOG",
+            "push 000000010000000000000003 /data/pgdata/x",
+            "fetch 000000010000000000000003",
+        ] {
+            assert!(parse_request(bad, pgdata).is_err(), "{bad} accepted");
+        }
     }
 }

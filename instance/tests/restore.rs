@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use backup_store::store::ObjectStore;
 use common::bucket::{Bucket, archive_through_managers};
 use common::*;
 use tusk_testkit::minio;
@@ -73,78 +74,101 @@ fn base_backup(agent: &Path, source: &Cluster, bucket: &Bucket, id: &str) {
     );
 }
 
-#[test]
-fn a_new_cluster_restores_a_base_backup_to_a_point_in_time() {
-    let bucket = Bucket::start();
+/// A source cluster's history in the bucket: a base backup after 100 rows, 150 more rows in
+/// their own segment (`middle`), the target time, 50 rows after it, then the table dropped.
+struct History {
+    _source: Cluster,
+    target: String,
+    system: String,
+    middle: String,
+}
+
+fn key_of(system: &str, segment: &str) -> String {
+    format!("tests/demo/wal/{system}/00000001/{segment}.zst")
+}
+
+fn archived_history(bucket: &Bucket) -> History {
     let mut source = Cluster::new(&["demo-0"]);
-    archive_through_managers(&mut source, &bucket);
+    archive_through_managers(&mut source, bucket);
     source.set_lease("demo-0", true);
     source.member("demo-0").start();
     let primary = &source.members[0];
     primary.wait_ready_as("primary", Duration::from_secs(90));
     let agent = agent_in(source.dir.path());
-    primary
-        .psql("CREATE TABLE ledger (id int PRIMARY KEY); INSERT INTO ledger SELECT generate_series(1, 100)")
-        .expect("first rows");
-    base_backup(&agent, &source, &bucket, "base1");
-
-    primary
-        .psql("INSERT INTO ledger SELECT generate_series(101, 250)")
-        .expect("rows after the backup");
-    let target = primary
-        .psql("SELECT clock_timestamp()")
-        .expect("the target");
-    primary
-        .psql("INSERT INTO ledger SELECT generate_series(251, 300)")
-        .expect("rows after the target");
-    primary.psql("DROP TABLE ledger").expect("the mistake");
-    let system = primary
-        .psql("SELECT system_identifier FROM pg_control_system()")
-        .expect("system identifier");
-    let last = primary
-        .psql("SELECT pg_walfile_name(pg_switch_wal())")
-        .expect("switch");
-    let key = format!("tests/demo/wal/{system}/00000001/{last}.zst");
+    let sql = |what: &str, sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{what}: {e}"));
+    sql(
+        "first rows",
+        "CREATE TABLE ledger (id int PRIMARY KEY); INSERT INTO ledger SELECT generate_series(1, 100)",
+    );
+    base_backup(&agent, &source, bucket, "base1");
+    sql("a fresh segment", "SELECT pg_switch_wal()");
+    sql(
+        "rows after the backup",
+        "INSERT INTO ledger SELECT generate_series(101, 250)",
+    );
+    let middle = sql(
+        "the middle segment",
+        "SELECT pg_walfile_name(pg_switch_wal())",
+    );
+    let target = sql("the target", "SELECT clock_timestamp()");
+    sql(
+        "rows after the target",
+        "INSERT INTO ledger SELECT generate_series(251, 300)",
+    );
+    sql("the mistake", "DROP TABLE ledger");
+    let system = sql(
+        "system identifier",
+        "SELECT system_identifier FROM pg_control_system()",
+    );
+    let last = sql("switch", "SELECT pg_walfile_name(pg_switch_wal())");
+    let key = key_of(&system, &last);
     wait_for("the last segment archived", Duration::from_secs(60), || {
         bucket.keys("tests/demo/wal/").contains(&key)
     });
+    History {
+        _source: source,
+        target,
+        system,
+        middle,
+    }
+}
 
+/// A new cluster's only member, set to restore `base1` of `tests/demo` to `target`.
+fn restoring(bucket: &Bucket, target: &str) -> Cluster {
     let mut restored = Cluster::new(&["restored-0"]);
     let agent = agent_in(restored.dir.path());
     let member = restored.member("restored-0");
     member.set_env("TUSK_RESTORE_BACKUP_ID", Some("base1"));
-    member.set_env("TUSK_RESTORE_TARGET_TIME", Some(&target));
+    member.set_env("TUSK_RESTORE_TARGET_TIME", Some(target));
     member.set_env("TUSK_AGENT_BINARY", Some(&agent.display().to_string()));
     for (name, value) in minio::store_env(&bucket.server, "tusk-archive") {
         member.set_env(&format!("RESTORE_{name}"), Some(&value));
     }
     member.set_env("RESTORE_TUSK_NAMESPACE", Some("tests"));
     member.set_env("RESTORE_TUSK_CLUSTER", Some("demo"));
-    member.set_env("POSTGRES_PASSWORD", Some("the new cluster's own"));
+    member.set_env("POSTGRES_PASSWORD", Some(NEW_PASSWORD));
     restored.set_lease("restored-0", true);
-    let member = restored.member("restored-0");
-    member.start();
-    member.wait_ready_as("primary", Duration::from_secs(180));
+    restored.member("restored-0").start();
+    restored
+}
 
-    let rows = member
-        .psql_as(
-            "postgres",
-            "the new cluster's own",
-            "postgres",
-            "SELECT count(*) || ' ' || max(id) FROM ledger",
-        )
+const NEW_PASSWORD: &str = "the new cluster's own";
+
+#[test]
+fn a_new_cluster_restores_a_base_backup_to_a_point_in_time() {
+    let bucket = Bucket::start();
+    let history = archived_history(&bucket);
+    let restored = restoring(&bucket, &history.target);
+    let member = &restored.members[0];
+    member.wait_ready_as("primary", Duration::from_secs(180));
+    let sql = |sql: &str| member.psql_as("postgres", NEW_PASSWORD, "postgres", sql);
+    let rows = sql("SELECT count(*) || ' ' || max(id) FROM ledger")
         .expect("the restored table, with this cluster's superuser password");
     assert_eq!(rows, "250 250", "every row before the target, none after");
-    let restored_system = member
-        .psql_as(
-            "postgres",
-            "the new cluster's own",
-            "postgres",
-            "SELECT system_identifier FROM pg_control_system()",
-        )
-        .expect("system identifier");
+    let restored_system = sql("SELECT system_identifier FROM pg_control_system()");
     assert_eq!(
-        restored_system, system,
+        restored_system.as_deref(),
+        Ok(history.system.as_str()),
         "the same database system, restored"
     );
     assert!(
@@ -162,5 +186,42 @@ fn a_new_cluster_restores_a_base_backup_to_a_point_in_time() {
     assert!(
         !log.contains(minio::SECRET_KEY),
         "the source's secret is never logged"
+    );
+}
+
+#[test]
+fn a_segment_missing_before_the_target_stops_the_restore_and_nothing_is_promoted() {
+    let bucket = Bucket::start();
+    let history = archived_history(&bucket);
+    let gone = key_of(&history.system, &history.middle);
+    bucket
+        .runtime
+        .block_on(bucket.store.delete_many(std::slice::from_ref(&gone)))
+        .expect("delete a segment");
+    let restored = restoring(&bucket, &history.target);
+    let member = &restored.members[0];
+    wait_for("the restore to stop", Duration::from_secs(120), || {
+        std::fs::read_to_string(&member.log)
+            .unwrap_or_default()
+            .contains("the recovery stopped")
+    });
+    let log = std::fs::read_to_string(&member.log).unwrap_or_default();
+    assert!(
+        log.contains("recovery ended before configured recovery target was reached"),
+        "PostgreSQL names why: {log}"
+    );
+    assert_ne!(member.status_field("role"), "primary");
+    assert!(
+        member
+            .pgdata
+            .with_file_name("data.tusk-restore-pending")
+            .exists(),
+        "the restore is still pending, so the data is never started as it is"
+    );
+    assert!(
+        member
+            .psql_as("postgres", NEW_PASSWORD, "postgres", ";")
+            .is_err(),
+        "nothing serves"
     );
 }
