@@ -40,6 +40,7 @@ pub async fn restore(args: BaseRestoreArgs) -> Result<Value, AgentError> {
         backup_id: args.backup_id,
         pgdata: args.pgdata,
         bin_dir: args.pg_bin_dir,
+        before: args.before,
     };
     let manifest = run_base_restore(store.as_ref(), &options).await?;
     Ok(json!({

@@ -115,6 +115,10 @@ pub struct BaseRestoreArgs {
     /// The new data directory: absent or empty.
     #[arg(long, env = "PGDATA")]
     pub pgdata: PathBuf,
+    /// Only a backup completed at or before this time (RFC 3339, or PostgreSQL's
+    /// `2026-11-28 10:00:00+00`): with `latest`, the newest such one. For a restore to a time.
+    #[arg(long, value_parser = parse_time)]
+    pub before: Option<jiff::Timestamp>,
     /// Directory holding pg_verifybackup [default: PATH].
     #[arg(long, env = "TUSK_PG_BIN_DIR")]
     pub pg_bin_dir: Option<PathBuf>,
@@ -364,4 +368,27 @@ pub struct PruneArgs {
     /// A backup id never deleted, e.g. the one the cluster was restored from (repeatable).
     #[arg(long = "protect")]
     pub protect: Vec<String>,
+}
+
+/// A moment with its offset, as RFC 3339 or as PostgreSQL prints a `timestamptz`.
+pub fn parse_time(text: &str) -> Result<jiff::Timestamp, String> {
+    text.trim()
+        .parse::<jiff::Timestamp>()
+        .map_err(|e| format!("{text:?} is not a time with an offset: {e}"))
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::parse_time;
+
+    #[test]
+    fn times_parse_as_rfc_3339_and_as_postgresql_prints_them() {
+        let rfc = parse_time("2026-11-28T10:00:00Z").unwrap();
+        assert_eq!(parse_time("2026-11-28 10:00:00+00").unwrap(), rfc);
+        assert_eq!(parse_time("2026-11-28 11:00:00.000000+01").unwrap(), rfc);
+        assert!(
+            parse_time("2026-11-28 10:00:00").is_err(),
+            "no offset, no guess"
+        );
+    }
 }

@@ -85,21 +85,52 @@ pub async fn resolve(
     backup_id: &str,
     method: Option<Method>,
 ) -> Result<Manifest, CatalogError> {
+    resolve_before(store, location, backup_id, method, None).await
+}
+
+/// [`resolve`], where `latest` is the newest backup completed at or before `before` (when
+/// given): the base backup a point-in-time restore to `before` starts from. A named id must
+/// satisfy the same bound.
+pub async fn resolve_before(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    backup_id: &str,
+    method: Option<Method>,
+    before: Option<jiff::Timestamp>,
+) -> Result<Manifest, CatalogError> {
+    let in_time = |m: &Manifest| before.is_none_or(|t| m.completed_at <= t);
+    let bound = before.map_or(String::new(), |t| format!(" completed by {t}"));
     if backup_id == "latest" {
         let catalog = load(store, location).await?;
         let newest = catalog
             .backups
             .iter()
             .rev()
-            .find(|b| method.is_none_or(|m| b.manifest.method() == m));
+            .find(|b| method.is_none_or(|m| b.manifest.method() == m) && in_time(&b.manifest));
         return newest.map(|b| b.manifest.clone()).ok_or_else(|| {
             let kind = method.map_or(String::new(), |m| format!("{m} "));
             CatalogError::BackupNotFound(format!(
-                "latest (no complete {kind}backup under {})",
+                "latest (no complete {kind}backup{bound} under {})",
                 location.prefix()
             ))
         });
     }
+    let manifest = resolve_named(store, location, backup_id, method).await?;
+    if !in_time(&manifest) {
+        return Err(CatalogError::BackupNotFound(format!(
+            "{backup_id}{bound} (it completed at {}, after the target)",
+            manifest.completed_at
+        )));
+    }
+    Ok(manifest)
+}
+
+async fn resolve_named(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    backup_id: &str,
+    method: Option<Method>,
+) -> Result<Manifest, CatalogError> {
     crate::layout::validate_backup_id(backup_id)?;
     let manifest = match store::get_bytes(store, &location.manifest_key(backup_id)).await {
         Ok(bytes) => {

@@ -149,6 +149,24 @@ async fn keep_and_max_age_count_logical_backups_and_leave_base_backups() {
 }
 
 #[tokio::test]
+async fn a_restore_to_a_time_starts_from_the_newest_base_backup_completed_by_then() {
+    let store = MemoryStore::default();
+    let loc = ClusterLocation::new("p", "ns", "db").unwrap();
+    base_backup(&store, &loc, "base-old", 5).await;
+    base_backup(&store, &loc, "base-new", 1).await;
+    let pick = |id: &'static str, days_ago| {
+        let (store, loc) = (&store, &loc);
+        async move { resolve_before(store, loc, id, Some(Method::Physical), Some(at(days_ago))).await }
+    };
+    assert_eq!(pick("latest", 3).await.unwrap().backup_id, "base-old");
+    assert_eq!(pick("latest", 0).await.unwrap().backup_id, "base-new");
+    let none = pick("latest", 6).await.unwrap_err().to_string();
+    assert!(none.contains("completed by"), "{none}");
+    let late = pick("base-new", 3).await.unwrap_err().to_string();
+    assert!(late.contains("after the target"), "{late}");
+}
+
+#[tokio::test]
 async fn a_recreated_cluster_keeps_the_backup_it_was_restored_from() {
     let store = MemoryStore::default();
     let loc = ClusterLocation::new("", "ns", "db").unwrap();

@@ -159,6 +159,14 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
         let mut cmd = std::process::Command::new(&plan.agent);
         cmd.args(["base-restore", "--backup-id", &plan.backup_id, "--pgdata"])
             .arg(pgdata);
+        // A restore to a time starts from a backup completed by then (`latest`: the newest).
+        if let Some((_, time)) = plan
+            .target
+            .iter()
+            .find(|(k, _)| *k == "recovery_target_time")
+        {
+            cmd.args(["--before", time]);
+        }
         let env = plan.agent_env(ctx);
         ctx.reaper
             .run_with_env(cmd, "backup-agent base-restore", &env, UNPACK_TIMEOUT)

@@ -75,7 +75,8 @@ fn base_backup(agent: &Path, source: &Cluster, bucket: &Bucket, id: &str) {
 }
 
 /// A source cluster's history in the bucket: a base backup after 100 rows, 150 more rows in
-/// their own segment (`middle`), the target time, 50 rows after it, then the table dropped.
+/// their own segment (`middle`), the target time, 50 rows after it, a second base backup, then
+/// the table dropped.
 struct History {
     _source: Cluster,
     target: String,
@@ -115,6 +116,8 @@ fn archived_history(bucket: &Bucket) -> History {
         "rows after the target",
         "INSERT INTO ledger SELECT generate_series(251, 300)",
     );
+    // A newer base backup, after the target: a restore to the target must not start from it.
+    base_backup(&agent, &source, bucket, "base2");
     sql("the mistake", "DROP TABLE ledger");
     let system = sql(
         "system identifier",
@@ -133,12 +136,13 @@ fn archived_history(bucket: &Bucket) -> History {
     }
 }
 
-/// A new cluster's only member, set to restore `base1` of `tests/demo` to `target`.
+/// A new cluster's only member, set to restore the newest base backup of `tests/demo` that
+/// can reach `target` (`latest`: `base1`, since `base2` completed after it).
 fn restoring(bucket: &Bucket, target: &str) -> Cluster {
     let mut restored = Cluster::new(&["restored-0"]);
     let agent = agent_in(restored.dir.path());
     let member = restored.member("restored-0");
-    member.set_env("TUSK_RESTORE_BACKUP_ID", Some("base1"));
+    member.set_env("TUSK_RESTORE_BACKUP_ID", Some("latest"));
     member.set_env("TUSK_RESTORE_TARGET_TIME", Some(target));
     member.set_env("TUSK_AGENT_BINARY", Some(&agent.display().to_string()));
     for (name, value) in minio::store_env(&bucket.server, "tusk-archive") {

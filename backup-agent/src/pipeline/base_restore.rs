@@ -27,17 +27,20 @@ pub struct BaseRestoreOptions {
     pub pgdata: PathBuf,
     /// Where `pg_verifybackup` is; PATH when unset.
     pub bin_dir: Option<PathBuf>,
+    /// Only a backup completed by then (a restore to that time).
+    pub before: Option<jiff::Timestamp>,
 }
 
 pub async fn run_base_restore(
     store: &dyn ObjectStore,
     options: &BaseRestoreOptions,
 ) -> Result<Manifest, AgentError> {
-    let manifest = catalog::resolve(
+    let manifest = catalog::resolve_before(
         store,
         &options.location,
         &options.backup_id,
         Some(Method::Physical),
+        options.before,
     )
     .await?;
     let file = manifest
