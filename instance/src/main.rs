@@ -11,8 +11,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Copy this executable to DEST (the init container's job).
-    Install { dest: PathBuf },
+    /// Copy this executable to DEST (the init container's job), and each --with file beside it.
+    Install {
+        dest: PathBuf,
+        #[arg(long)]
+        with: Vec<PathBuf>,
+    },
     /// Run as PID 1 of the postgres container.
     Run(Box<tusk_instance::config::RunArgs>),
     /// PostgreSQL's archive_command: hands FILE (`%p`) to the manager's archiver and succeeds
@@ -77,7 +81,7 @@ async fn main() -> std::process::ExitCode {
         };
     }
     let result = match command {
-        Command::Install { dest } => tusk_instance::install::install(&dest),
+        Command::Install { dest, with } => tusk_instance::install::install(&dest, &with),
         Command::Run(args) => tusk_instance::supervisor::run(*args).await,
         Command::Watchdog => tusk_instance::watchdog::watch(),
         Command::WalPush { .. } | Command::WalFetch { .. } => Ok(()),

@@ -29,7 +29,14 @@ const MANAGED_KEYS: [&str; 3] = [
 pub fn initialized(pgdata: &Path) -> bool {
     pgdata.join("PG_VERSION").exists()
         && !pgdata.join(BOOTSTRAP_PENDING).exists()
-        && !crate::restore::pending(pgdata)
+        && !restore_marker(pgdata).exists()
+}
+
+/// The marker of a restore not finished yet (`restore.rs`): beside PGDATA, not in it, since
+/// the base backup is unpacked into an empty PGDATA.
+pub fn restore_marker(pgdata: &Path) -> std::path::PathBuf {
+    let name = pgdata.file_name().unwrap_or_default().to_string_lossy();
+    pgdata.with_file_name(format!("{name}.tusk-restore-pending"))
 }
 
 pub fn is_standby(pgdata: &Path) -> bool {
@@ -391,6 +398,22 @@ fn passfile_escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_restore_marks_pgdata_unfinished_from_beside_it() {
+        let home = tempfile::tempdir().unwrap();
+        let pgdata = home.path().join("data");
+        std::fs::create_dir(&pgdata).unwrap();
+        std::fs::write(pgdata.join("PG_VERSION"), "17").unwrap();
+        assert!(initialized(&pgdata));
+        let marker = restore_marker(&pgdata);
+        assert_eq!(marker, home.path().join("data.tusk-restore-pending"));
+        std::fs::write(&marker, "base1").unwrap();
+        assert!(
+            !initialized(&pgdata),
+            "a half-done restore is never started as it is"
+        );
+    }
 
     #[test]
     fn conninfo_quotes_every_value() {

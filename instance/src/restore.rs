@@ -10,10 +10,10 @@
 //! ([`crate::restore_fetch`]), so no server process ever holds them.
 //!
 //! A marker beside PGDATA (`<PGDATA>.tusk-restore-pending`) is written first and removed last:
-//! until then the data directory is not finished ([`pending`]), so a manager restarted half-way
-//! resumes the restore, and never starts the half-restored data as a primary.
+//! until then the data directory is not finished (`pgdata::initialized`), so a manager
+//! restarted half-way resumes the restore, and never starts the half-restored data as a primary.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::auto_conf::{self, write_private};
@@ -134,22 +134,11 @@ impl RestorePlan {
     }
 }
 
-/// The marker of a restore not finished yet.
-fn marker(pgdata: &Path) -> PathBuf {
-    let name = pgdata.file_name().unwrap_or_default().to_string_lossy();
-    pgdata.with_file_name(format!("{name}.tusk-restore-pending"))
-}
-
-/// Whether a restore into `pgdata` has started and not finished.
-pub fn pending(pgdata: &Path) -> bool {
-    marker(pgdata).exists()
-}
-
 /// Restores `plan` into the empty (or half-restored) PGDATA, recovers to the target and
 /// promotes there, gives the roles this cluster's passwords, and stops the server cleanly.
 pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
     let pgdata = ctx.pgdata();
-    let marker = marker(pgdata);
+    let marker = crate::pgdata::restore_marker(pgdata);
     if !marker.exists() {
         write_private(&marker, plan.backup_id.as_bytes())?;
     }
@@ -174,7 +163,7 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
     }
     auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings())?;
     write_private(&pgdata.join("recovery.signal"), b"")?;
-    let fetcher = crate::restore_fetch::serve(ctx, plan)?;
+    let fetcher = crate::restore_fetch::serve(ctx, &plan.agent, plan.agent_env(ctx))?;
     let recovered = recover(ctx).await;
     fetcher.abort();
     recovered?;
@@ -281,14 +270,5 @@ mod tests {
         assert!(two.is_err());
         let storeless = RestorePlan::from_vars(&vars(&[("TUSK_RESTORE_BACKUP_ID", "b")]));
         assert!(storeless.is_err());
-    }
-
-    #[test]
-    fn the_marker_sits_beside_pgdata_not_in_it() {
-        let path = marker(Path::new("/var/lib/postgresql/data/pgdata"));
-        assert_eq!(
-            path,
-            Path::new("/var/lib/postgresql/data/pgdata.tusk-restore-pending")
-        );
     }
 }

@@ -19,7 +19,6 @@ use tokio::task::JoinHandle;
 
 use crate::context::Context;
 use crate::error::Error;
-use crate::restore::RestorePlan;
 
 /// The socket's name in the socket directory.
 const SOCKET: &str = ".tusk-restore.sock";
@@ -43,8 +42,13 @@ pub enum Fetched {
     NotArchived,
 }
 
-/// Serves fetches on the socket until the returned task is aborted.
-pub fn serve(ctx: &Context, plan: &RestorePlan) -> Result<JoinHandle<()>, Error> {
+/// Serves fetches on the socket until the returned task is aborted, running `agent` with
+/// exactly `env` (the source store's settings and credentials) for each file.
+pub fn serve(
+    ctx: &Context,
+    agent: &Path,
+    env: Vec<(String, String)>,
+) -> Result<JoinHandle<()>, Error> {
     let socket = socket_path(&ctx.args.socket_dir);
     let _ = std::fs::remove_file(&socket);
     let listener =
@@ -52,8 +56,8 @@ pub fn serve(ctx: &Context, plan: &RestorePlan) -> Result<JoinHandle<()>, Error>
     let fetcher = Arc::new(Fetcher {
         reaper: ctx.reaper.clone(),
         pgdata: ctx.pgdata().to_owned(),
-        agent: plan.agent.clone(),
-        env: plan.agent_env(ctx),
+        agent: agent.to_owned(),
+        env,
     });
     Ok(tokio::spawn(async move {
         loop {

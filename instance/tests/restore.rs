@@ -29,9 +29,26 @@ fn agent_in(dir: &Path) -> PathBuf {
             .expect("cargo build");
         assert!(status.success(), "building backup-agent");
     }
+    // As the init container does: the manager installed again, the agent beside it.
+    let manager = dir.join("bin/tusk-instance");
+    let out = Command::new(env!("CARGO_BIN_EXE_tusk-instance"))
+        .arg("install")
+        .arg(&manager)
+        .arg("--with")
+        .arg(&built)
+        .output()
+        .expect("tusk-instance install --with");
+    assert!(
+        out.status.success(),
+        "install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let copy = dir.join("bin/backup-agent");
-    std::fs::copy(&built, &copy).expect("copy backup-agent");
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mode = std::fs::metadata(&copy)
+        .expect("installed agent")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
     copy
 }
 

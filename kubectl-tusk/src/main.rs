@@ -65,6 +65,10 @@ enum Command {
         /// Name of the new cluster.
         #[arg(long = "to", value_name = "NEW")]
         to: String,
+        /// For a physical Backup: recover to this moment (RFC 3339, e.g. 2026-11-28T10:00:00Z)
+        /// instead of the end of the archive.
+        #[arg(long)]
+        time: Option<k8s_openapi::jiff::Timestamp>,
         /// Print the PostgreSQL as YAML instead of applying it.
         #[arg(long)]
         dry_run: bool,
@@ -152,9 +156,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Restore {
             backup,
             to,
+            time,
             dry_run,
         } => {
-            let yaml = restore::run(&client, &ns, &backup, &to, dry_run).await?;
+            let yaml = restore::run(&client, &ns, &backup, &to, time, dry_run).await?;
             if dry_run {
                 print!("{yaml}");
             } else {

@@ -1,6 +1,8 @@
 //! `spec.restore`: once the new cluster's database serves, a Job runs `backup-agent restore`
 //! into it. `Restored` becomes True when the Job succeeds, and only then `Ready`. A restore runs
-//! once: `status.restoredFrom` records it and is never cleared.
+//! once: `status.restoredFrom` records it and is never cleared. With a `target` the restore is
+//! physical and happens in the first pod (`resources::point_in_time`): no Job, and `Restored`
+//! once the database serves, which it does only after recovering to the target.
 
 use backup_store::{ClusterLocation, catalog};
 use k8s_openapi::api::batch::v1::Job;
@@ -11,7 +13,7 @@ use kube::api::Api;
 
 use super::readiness::Readiness;
 use super::status::RestoreProgress;
-use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoredFrom};
+use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoreTarget, RestoredFrom};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster, Layout, RestorePlan};
 use crate::runtime::apply::{Written, create};
@@ -50,6 +52,9 @@ pub async fn observe(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> R
         .is_some_and(|s| s.restored_from.is_some())
     {
         return Ok(Observed::Known(RestoreProgress::Done));
+    }
+    if let Some(progress) = point_in_time_progress(cluster, ctx) {
+        return Ok(Observed::Known(progress));
     }
     let name = cluster.restore_job_name();
     let Some(job) = cached(&ctx.caches.jobs, cluster.namespace, &name) else {
@@ -107,6 +112,61 @@ pub async fn start(
         plan.backup_id, plan.layout.namespace, plan.layout.cluster
     );
     Ok((waiting("Restoring", message), written))
+}
+
+/// A point-in-time restore runs in the first pod, with no Job: where it stands, from the
+/// cached StatefulSet (so clients are routed in the reconcile that sees it done).
+fn point_in_time_progress(cluster: &Cluster, ctx: &Context) -> Option<RestoreProgress> {
+    let source = cluster.spec.restore.as_ref()?;
+    let target = source.target.as_ref()?;
+    let plan = match plan(source, cluster, ctx) {
+        Ok(plan) => plan,
+        Err(progress) => return Some(progress),
+    };
+    let sts = cached(
+        &ctx.caches.statefulsets,
+        cluster.namespace,
+        &cluster.statefulset_name(),
+    );
+    let serving = sts
+        .as_deref()
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.ready_replicas)
+        .is_some_and(|ready| ready >= 1);
+    Some(recovery_progress(&plan, target, serving))
+}
+
+/// Where a point-in-time restore stands: done once the database serves, since the first
+/// instance serves only after it has recovered to the target and promoted.
+fn recovery_progress(plan: &RestorePlan, target: &RestoreTarget, serving: bool) -> RestoreProgress {
+    let (namespace, name) = (&plan.layout.namespace, &plan.layout.cluster);
+    if serving {
+        let bucket = match (&plan.destination.s3, &plan.destination.gcs) {
+            (Some(s3), _) => bucket_url(false, &s3.bucket),
+            (None, Some(gcs)) => bucket_url(true, &gcs.bucket),
+            (None, None) => String::new(),
+        };
+        let location = match cluster_location(&plan.destination, namespace, name) {
+            Ok(at) => format!("{bucket}/{}", at.backup_prefix(&plan.backup_id)),
+            Err(_) => bucket,
+        };
+        return RestoreProgress::Finished(RestoredFrom {
+            backup_id: plan.backup_id.clone(),
+            location,
+            restored_at: Time(Timestamp::now()),
+        });
+    }
+    let to = match target.variable() {
+        Some((_, point)) => format!("to {point}"),
+        None => "to the end of the archive".to_owned(),
+    };
+    let message = format!(
+        "the first instance restores base backup {} of {namespace}/{name} and replays the WAL \
+         archive {to}; it serves once promoted there (its pod's Events and log tell the progress \
+         and any error)",
+        plan.backup_id
+    );
+    waiting("Recovering", message)
 }
 
 fn waiting(reason: &'static str, message: String) -> RestoreProgress {

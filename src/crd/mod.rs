@@ -11,6 +11,7 @@ mod network;
 mod parameters;
 mod postgresql;
 mod replication;
+mod restore_target;
 mod rules;
 mod tls;
 mod verification;
@@ -36,6 +37,7 @@ pub use postgresql::{
     PostgreSQL, PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,
 };
 pub use replication::{Durability, Replication, Synchronous};
+pub use restore_target::RestoreTarget;
 pub use tls::TlsSpec;
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,

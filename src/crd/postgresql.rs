@@ -214,10 +214,12 @@ fn default_app() -> String {
     "app".to_owned()
 }
 
-/// The backup to restore into a new cluster: exactly one of `backup` or `objectStore`.
+/// The backup to restore into a new cluster: exactly one of `backup` or `objectStore`; with
+/// `target`, a base backup and the WAL archive to a point in time.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.backup) != has(self.objectStore)").message("spec.restore needs exactly one of backup or objectStore"))]
+#[x_kube(validation = Rule::new("!has(self.target) || has(self.objectStore)").message("spec.restore.target (a point-in-time restore) replays the WAL archive of spec.restore.objectStore: name the source there, not with backup"))]
 pub struct RestoreSource {
     /// A Completed `Backup` in the same namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,6 +232,11 @@ pub struct RestoreSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 60").message("spec.restore.jobDeadlineSeconds must be at least 60"))]
     pub job_deadline_seconds: Option<i64>,
+    /// A point-in-time restore: the first instance unpacks the base backup (`backupId`, or with
+    /// `latest` the newest one that can reach the target) and replays the archived WAL to this
+    /// point, then promotes. `{}` replays to the end of the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<super::RestoreTarget>,
 }
 
 /// A reference to an object in the same namespace.

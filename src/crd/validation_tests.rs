@@ -68,6 +68,55 @@ fn valid_specs_pass() {
     let preferred = json!({"storage": storage(), "instances": 3,
         "replication": {"synchronous": {"number": 2, "durability": "preferred"}}});
     assert_eq!(rejections("demo", preferred), Vec::<String>::new());
+    for target in [
+        json!({}),
+        json!({"time": "2026-11-28T10:00:00Z"}),
+        json!({"time": "2026-11-28T10:00:00.123456+01:00"}),
+        json!({"lsn": "1A/3000060"}),
+        json!({"xid": "123456"}),
+        json!({"name": "before-migration"}),
+    ] {
+        let pitr = json!({"storage": storage(), "restore": {"objectStore":
+            {"destination": {"s3": s3()}, "cluster": "old"}, "target": target}});
+        assert_eq!(rejections("demo", pitr), Vec::<String>::new(), "{target}");
+    }
+}
+
+#[test]
+fn point_in_time_targets_are_checked_at_apply() {
+    let pitr = |restore: Value| json!({"storage": storage(), "restore": restore});
+    let store = json!({"destination": {"s3": s3()}, "cluster": "old"});
+    let cases = [
+        (
+            pitr(
+                json!({"objectStore": store, "target": {"time": "2026-11-28T10:00:00Z", "name": "x"}}),
+            ),
+            "spec.restore.target takes at most one of time, lsn, xid and name",
+        ),
+        (
+            pitr(json!({"backup": {"name": "b1"}, "target": {}})),
+            "replays the WAL archive of spec.restore.objectStore",
+        ),
+        (
+            pitr(json!({"objectStore": store, "target": {"time": "2026-11-28 10:00:00"}})),
+            "spec.restore.target.time must be an RFC 3339 time with an offset",
+        ),
+        (
+            pitr(json!({"objectStore": store, "target": {"lsn": "3000060"}})),
+            "spec.restore.target.lsn must be a WAL position",
+        ),
+        (
+            pitr(json!({"objectStore": store, "target": {"xid": "12a"}})),
+            "spec.restore.target.xid must be a transaction ID",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let errors = rejections("demo", spec.clone());
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "{spec}: expected {expected:?} in {errors:?}"
+        );
+    }
 }
 
 #[test]

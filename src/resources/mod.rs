@@ -12,6 +12,7 @@ mod image;
 mod instance_access;
 mod network;
 mod pod;
+mod point_in_time;
 mod postgres_container;
 mod secrets;
 mod services;
@@ -49,6 +50,7 @@ pub use instance_access::{
     instance_role, instance_role_binding, instance_service_account,
 };
 pub use network::{OPERATOR_POD_LABEL, network_policy};
+pub use point_in_time::{PointInTime, point_in_time};
 pub use postgres_container::STATUS_PORT;
 pub use secrets::{
     SSLMODE, SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,

@@ -13,6 +13,7 @@ use super::image::{
     DATA_MOUNT, INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, PGDATA, POSTGRES_PORT, postgres_image,
 };
 use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
+use super::point_in_time::{AGENT_IN_IMAGE, point_in_time, restore_environment};
 use super::{AgentSettings, Cluster};
 
 /// The instance manager's HTTP status port (`/status`, `/healthz`, `/readyz`).
@@ -29,16 +30,21 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
 
 /// Init container `install-instance-manager`: the agent image copies its `tusk-instance` into
 /// the shared emptyDir, so the database container keeps the stock image.
-pub fn installer_container(agent: &AgentSettings) -> Container {
+/// A point-in-time restore needs the backup agent too, copied beside the manager.
+pub fn installer_container(cluster: &Cluster, agent: &AgentSettings) -> Container {
+    let mut command = vec![
+        "tusk-instance".to_owned(),
+        "install".to_owned(),
+        INSTANCE_MANAGER.to_owned(),
+    ];
+    if point_in_time(cluster).is_some() {
+        command.extend(["--with".to_owned(), AGENT_IN_IMAGE.to_owned()]);
+    }
     Container {
         name: "install-instance-manager".to_owned(),
         image: Some(agent.image.clone()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
-        command: Some(vec![
-            "tusk-instance".to_owned(),
-            "install".to_owned(),
-            INSTANCE_MANAGER.to_owned(),
-        ]),
+        command: Some(command),
         security_context: Some(restricted_container_security()),
         volume_mounts: Some(vec![mount("tusk-bin", INSTANCE_MANAGER_DIR, false)]),
         ..Container::default()
@@ -76,6 +82,11 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         let (store_env, _, store_mounts) = manager_store(cluster, &archiving);
         env.extend(store_env);
         mounts.extend(store_mounts);
+    }
+    if let Some(restore) = point_in_time(cluster) {
+        let (restore_env, _, restore_mounts) = restore_environment(cluster, &restore);
+        env.extend(restore_env);
+        mounts.extend(restore_mounts);
     }
     Container {
         name: "postgres".to_owned(),
@@ -179,7 +190,8 @@ mod tests {
         let agent = AgentSettings {
             image: "ghcr.io/tusk/backup-agent:test".into(),
         };
-        let init = installer_container(&agent);
+        let pg = postgresql(MINIMAL);
+        let init = installer_container(&Cluster::new(&pg).unwrap(), &agent);
         assert_eq!(
             init.image.as_deref(),
             Some("ghcr.io/tusk/backup-agent:test")
@@ -187,6 +199,21 @@ mod tests {
         assert_eq!(
             init.command.unwrap(),
             ["tusk-instance", "install", INSTANCE_MANAGER]
+        );
+        // A point-in-time restore brings the agent along.
+        let pg = postgresql(
+            "storage: {size: 1Gi}\nrestore:\n  objectStore:\n    cluster: old\n    destination: {s3: {bucket: b}}\n  target: {}\n",
+        );
+        let init = installer_container(&Cluster::new(&pg).unwrap(), &agent);
+        assert_eq!(
+            init.command.unwrap(),
+            [
+                "tusk-instance",
+                "install",
+                INSTANCE_MANAGER,
+                "--with",
+                "/usr/local/bin/backup-agent"
+            ]
         );
         let mounts = init.volume_mounts.unwrap();
         assert_eq!(

@@ -183,6 +183,10 @@ fn pod_template(
     if let Some(archiving) = wal_archiving(cluster) {
         volumes.extend(manager_store(cluster, &archiving).1);
     }
+    // The restore source's CA bundle or GCS key, for the agent the manager runs to restore.
+    if let Some(restore) = super::point_in_time(cluster) {
+        volumes.extend(super::point_in_time::restore_environment(cluster, &restore).1);
+    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(cluster.labels(Component::Database)),
@@ -193,7 +197,7 @@ fn pod_template(
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
-            init_containers: Some(vec![installer_container(agent)]),
+            init_containers: Some(vec![installer_container(cluster, agent)]),
             containers: vec![postgres_container(cluster)],
             // The manager reads and renews the primary Lease with this account's token.
             service_account_name: Some(cluster.instance_account_name()),

@@ -1,0 +1,94 @@
+//! Mock-API scenarios for a point-in-time restore (`spec.restore.target`): no Job, the first pod
+//! restores and recovers (the StatefulSet carries the source and the target), clients are held
+//! and `Restored` waits until the database serves, which it does only once promoted at the
+//! target.
+
+mod support;
+
+use serde_json::Value;
+use support::memory_store::MemoryBucket;
+use support::paths::STATUS;
+use support::read::condition;
+use support::run::reconcile_cluster as run;
+use support::verifier::Expect;
+use support::world::*;
+use tusk::clusters::status::BackupSchedule;
+
+const POINT_IN_TIME: &str = r#"
+storage: {size: 1Gi}
+restore:
+  objectStore:
+    cluster: shop
+    backupId: base1
+    destination: {s3: {bucket: backups, path: p}}
+  target: {time: "2026-11-28T10:00:00Z"}
+"#;
+
+fn env_of<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+}
+
+#[test]
+fn the_first_pod_is_told_what_to_restore_and_where_to_stop() {
+    let pg = postgresql(POINT_IN_TIME);
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    let sts = tusk::resources::statefulset(&cluster, "sum", &agent());
+    let sts = serde_json::to_value(&sts).expect("statefulset");
+    let pod = &sts["spec"]["template"]["spec"];
+    let postgres = &pod["containers"][0];
+    assert_eq!(env_of(postgres, "TUSK_RESTORE_BACKUP_ID"), Some("base1"));
+    assert_eq!(
+        env_of(postgres, "TUSK_RESTORE_TARGET_TIME"),
+        Some("2026-11-28T10:00:00Z")
+    );
+    assert_eq!(env_of(postgres, "RESTORE_TUSK_CLUSTER"), Some("shop"));
+    assert_eq!(env_of(postgres, "RESTORE_TUSK_BUCKET"), Some("backups"));
+    let install = pod["initContainers"][0]["command"].to_string();
+    assert!(install.contains("/usr/local/bin/backup-agent"), "{install}");
+}
+
+#[tokio::test]
+async fn a_point_in_time_restore_starts_no_job_and_holds_clients_while_recovering() {
+    let (mut pg, cache) = converged(POINT_IN_TIME, false, BackupSchedule::NotConfigured);
+    not_ready_status(&mut pg, BackupSchedule::NotConfigured);
+    let script = vec![Expect::apply_status(STATUS)];
+    let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
+    result.expect("reconciled");
+    let status = &seen[0].body;
+    let restored = condition(status, "Restored");
+    assert_eq!(restored["reason"], "Recovering", "{restored}");
+    let message = restored["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("base backup base1 of prod/shop")
+            && message.contains("2026-11-28T10:00:00Z"),
+        "{message}"
+    );
+    assert_eq!(condition(status, "Ready")["status"], "False");
+}
+
+#[tokio::test]
+async fn a_point_in_time_restore_is_recorded_once_the_database_serves() {
+    let (mut pg, cache) = converged(POINT_IN_TIME, true, BackupSchedule::NotConfigured);
+    not_ready_status(&mut pg, BackupSchedule::NotConfigured);
+    let script = vec![
+        Expect::apply(format!("/api/v1/namespaces/{NS}/services/demo-rw")),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+        Expect::event(NS),
+    ];
+    let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
+    result.expect("reconciled");
+    let status = &seen[2].body;
+    assert_eq!(condition(status, "Restored")["status"], "True");
+    assert_eq!(condition(status, "Ready")["status"], "True");
+    assert_eq!(status["status"]["restoredFrom"]["backupId"], "base1");
+    assert_eq!(
+        status["status"]["restoredFrom"]["location"],
+        "s3://backups/p/prod/shop/base1/"
+    );
+}
