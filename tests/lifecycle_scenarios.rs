@@ -9,7 +9,7 @@ use support::memory_store::MemoryBucket;
 use support::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, STATUS};
 use support::read::condition;
 use support::run::reconcile_cluster as run;
-use support::scripts::delete_finalizer;
+use support::scripts::{delete_finalizer, restore_finished};
 use support::verifier::Expect;
 use support::world::*;
 use tusk::PostgreSQL;
@@ -143,13 +143,7 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
     let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
     done.spec = tusk::resources::restore_job(&cluster, &restore, &agent()).spec;
     cache.jobs = vec![done];
-    let script = vec![
-        Expect::apply(format!("/api/v1/namespaces/{NS}/services/demo-rw")),
-        Expect::event(NS),
-        Expect::apply_status(STATUS),
-        Expect::event(NS),
-        Expect::event(NS),
-    ];
+    let script = restore_finished();
     let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconciled");
     // Clients are routed in the same reconcile, before the status says Ready (not one later).

@@ -10,6 +10,7 @@ use support::memory_store::MemoryBucket;
 use support::paths::STATUS;
 use support::read::condition;
 use support::run::reconcile_cluster as run;
+use support::scripts::restore_finished;
 use support::verifier::Expect;
 use support::world::*;
 use tusk::clusters::status::BackupSchedule;
@@ -74,13 +75,7 @@ async fn a_point_in_time_restore_starts_no_job_and_holds_clients_while_recoverin
 async fn a_point_in_time_restore_is_recorded_once_the_database_serves() {
     let (mut pg, cache) = converged(POINT_IN_TIME, true, BackupSchedule::NotConfigured);
     not_ready_status(&mut pg, BackupSchedule::NotConfigured);
-    let script = vec![
-        Expect::apply(format!("/api/v1/namespaces/{NS}/services/demo-rw")),
-        Expect::event(NS),
-        Expect::apply_status(STATUS),
-        Expect::event(NS),
-        Expect::event(NS),
-    ];
+    let script = restore_finished();
     let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconciled");
     let status = &seen[2].body;

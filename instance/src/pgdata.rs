@@ -104,11 +104,7 @@ pub async fn initdb(ctx: &Context) -> Result<(), Error> {
 /// the superuser's included, and the app role and database exist.
 pub async fn adopt_roles(ctx: &Context) -> Result<(), Error> {
     create_roles(ctx).await?;
-    let client = connect(ctx, "postgres").await?;
-    client
-        .batch_execute(SILENT_SESSION)
-        .await
-        .map_err(Error::sql("silencing statement logging"))?;
+    let client = silent_session(ctx).await?;
     ensure_role(
         &client,
         "postgres",
@@ -129,11 +125,7 @@ const SILENT_SESSION: &str = "SET log_statement = 'none'; SET log_min_duration_s
 /// synchronous replication configured they would otherwise wait for a standby that cannot
 /// exist before this first start has finished (the e2e samples' HA cluster hung here).
 async fn create_roles(ctx: &Context) -> Result<(), Error> {
-    let client = connect(ctx, "postgres").await?;
-    client
-        .batch_execute(SILENT_SESSION)
-        .await
-        .map_err(Error::sql("silencing statement logging"))?;
+    let client = silent_session(ctx).await?;
     ensure_role(
         &client,
         "tusk_replication",
@@ -162,6 +154,16 @@ async fn create_roles(ctx: &Context) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// A local connection in the [`SILENT_SESSION`].
+async fn silent_session(ctx: &Context) -> Result<tokio_postgres::Client, Error> {
+    let client = connect(ctx, "postgres").await?;
+    client
+        .batch_execute(SILENT_SESSION)
+        .await
+        .map_err(Error::sql("silencing statement logging"))?;
+    Ok(client)
 }
 
 async fn ensure_role(

@@ -490,7 +490,12 @@ impl Supervisor {
                 self.set_role(Role::Initializing);
                 match &self.restore {
                     Some(plan) => {
-                        crate::restore::run(&ctx, plan).await?;
+                        if let Err(e) = crate::restore::run(&ctx, plan).await {
+                            // Retried with backoff; the operator's condition points here.
+                            let note = format!("restoring backup {}: {e}", plan.backup_id);
+                            self.events.warning("RestoreFailed", "Restore", note);
+                            return Err(e);
+                        }
                         let note = format!("restored backup {} and recovered", plan.backup_id);
                         self.events.normal("Restored", "Restore", note);
                     }

@@ -7,95 +7,26 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use backup_store::store::ObjectStore;
 use common::bucket::{Bucket, archive_through_managers};
+use common::restore::{agent_in, base_backup, restoring_member};
 use common::*;
 use tusk_testkit::minio;
 
-/// The backup agent, built beside this package's binary, copied where the managers (the
-/// postgres user) may run it.
-fn agent_in(dir: &Path) -> PathBuf {
-    let built = Path::new(env!("CARGO_BIN_EXE_tusk-instance")).with_file_name("backup-agent");
-    if !built.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "backup-agent", "--bin", "backup-agent"])
-            .status()
-            .expect("cargo build");
-        assert!(status.success(), "building backup-agent");
-    }
-    // As the init container does: the manager installed again, the agent beside it.
-    let manager = dir.join("bin/tusk-instance");
-    let out = Command::new(env!("CARGO_BIN_EXE_tusk-instance"))
-        .arg("install")
-        .arg(&manager)
-        .arg("--with")
-        .arg(&built)
-        .output()
-        .expect("tusk-instance install --with");
-    assert!(
-        out.status.success(),
-        "install: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let copy = dir.join("bin/backup-agent");
-    let mode = std::fs::metadata(&copy)
-        .expect("installed agent")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o755);
-    copy
-}
-
-/// `backup-agent base-backup` of `primary` as the replication role with its certificate, as
-/// the operator's Job runs it.
-fn base_backup(agent: &Path, source: &Cluster, bucket: &Bucket, id: &str) {
-    let tls = source.dir.path().join("tls");
-    // libpq takes a key only from its owner (or root) with no access for others.
-    let key = tempfile::NamedTempFile::new().expect("key file");
-    std::fs::copy(tls.join("replication.key"), key.path()).expect("copy key");
-    std::fs::set_permissions(key.path(), std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let primary = &source.members[0];
-    let out = Command::new(agent)
-        .args([
-            "base-backup",
-            "--backup-id",
-            id,
-            "--wal-wait-seconds",
-            "120",
-        ])
-        .env_clear()
-        .env("PATH", format!("{}:/usr/bin:/bin", pg_bin_dir().display()))
-        .envs(minio::store_env(&bucket.server, "tusk-archive"))
-        .env("TUSK_NAMESPACE", "tests")
-        .env("TUSK_CLUSTER", "demo")
-        .env("PGHOST", "127.0.0.1")
-        .env("PGPORT", primary.port.to_string())
-        .env("PGUSER", "tusk_replication")
-        .env("PGPASSWORD", REPLICATION_PASSWORD)
-        .env("PGSSLMODE", "verify-full")
-        .env("PGSSLROOTCERT", tls.join("ca.crt"))
-        .env("PGSSLCERT", tls.join("replication.crt"))
-        .env("PGSSLKEY", key.path())
-        .output()
-        .expect("run backup-agent");
-    assert!(
-        out.status.success(),
-        "base-backup: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// A new cluster restoring the newest base backup of `tests/demo` that can reach `target`
+/// (`latest`: `base1`, since `base2` completed after it).
+fn restoring(bucket: &Bucket, target: &str) -> Cluster {
+    let target = ("TUSK_RESTORE_TARGET_TIME", target);
+    restoring_member(bucket, "latest", Some(target), NEW_PASSWORD)
 }
 
 /// A source cluster's history in the bucket: a base backup after 100 rows, 150 more rows in
 /// their own segment (`middle`), the target time, 50 rows after it, a second base backup, then
 /// the table dropped.
 struct History {
-    _source: Cluster,
+    source: Cluster,
     target: String,
     system: String,
     middle: String,
@@ -146,31 +77,11 @@ fn archived_history(bucket: &Bucket) -> History {
         bucket.keys("tests/demo/wal/").contains(&key)
     });
     History {
-        _source: source,
+        source,
         target,
         system,
         middle,
     }
-}
-
-/// A new cluster's only member, set to restore the newest base backup of `tests/demo` that
-/// can reach `target` (`latest`: `base1`, since `base2` completed after it).
-fn restoring(bucket: &Bucket, target: &str) -> Cluster {
-    let mut restored = Cluster::new(&["restored-0"]);
-    let agent = agent_in(restored.dir.path());
-    let member = restored.member("restored-0");
-    member.set_env("TUSK_RESTORE_BACKUP_ID", Some("latest"));
-    member.set_env("TUSK_RESTORE_TARGET_TIME", Some(target));
-    member.set_env("TUSK_AGENT_BINARY", Some(&agent.display().to_string()));
-    for (name, value) in minio::store_env(&bucket.server, "tusk-archive") {
-        member.set_env(&format!("RESTORE_{name}"), Some(&value));
-    }
-    member.set_env("RESTORE_TUSK_NAMESPACE", Some("tests"));
-    member.set_env("RESTORE_TUSK_CLUSTER", Some("demo"));
-    member.set_env("POSTGRES_PASSWORD", Some(NEW_PASSWORD));
-    restored.set_lease("restored-0", true);
-    restored.member("restored-0").start();
-    restored
 }
 
 const NEW_PASSWORD: &str = "the new cluster's own";
@@ -207,6 +118,33 @@ fn a_new_cluster_restores_a_base_backup_to_a_point_in_time() {
     assert!(
         !log.contains(minio::SECRET_KEY),
         "the source's secret is never logged"
+    );
+}
+
+#[test]
+fn without_a_target_the_restore_replays_to_the_end_of_the_archive() {
+    let bucket = Bucket::start();
+    let history = archived_history(&bucket);
+    // The source lives on after the mistake; the archive ends where its last switch left it.
+    let primary = &history.source.members[0];
+    primary
+        .psql("CREATE TABLE after_the_drop AS SELECT 7 AS lucky")
+        .expect("a table after the drop");
+    let last = primary
+        .psql("SELECT pg_walfile_name(pg_switch_wal())")
+        .expect("switch");
+    let key = key_of(&history.system, &last);
+    wait_for("the last segment archived", Duration::from_secs(60), || {
+        bucket.keys("tests/demo/wal/").contains(&key)
+    });
+    let restored = restoring_member(&bucket, "base1", None, NEW_PASSWORD);
+    let member = &restored.members[0];
+    member.wait_ready_as("primary", Duration::from_secs(180));
+    let sql = |sql: &str| member.psql_as("postgres", NEW_PASSWORD, "postgres", sql);
+    assert_eq!(sql("SELECT lucky FROM after_the_drop").as_deref(), Ok("7"));
+    assert!(
+        sql("SELECT 1 FROM ledger").is_err(),
+        "the drop before the end of the archive is replayed too"
     );
 }
 

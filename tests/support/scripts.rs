@@ -1,6 +1,6 @@
 //! Request sequences more than one scenario expects.
 
-use super::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS};
+use super::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS, STATUS};
 use super::verifier::Expect;
 use super::world::NS;
 
@@ -24,6 +24,18 @@ pub fn nightly_job_started() -> Vec<Expect> {
     vec![
         Expect::create(JOBS),
         Expect::apply_backup_status(NIGHTLY_STATUS),
+        Expect::event(NS),
+    ]
+}
+
+/// A restore that finished: clients routed first (the `-rw` Service, its Event), then the
+/// status, then the `Restored` and `Ready` Events.
+pub fn restore_finished() -> Vec<Expect> {
+    vec![
+        Expect::apply(format!("/api/v1/namespaces/{NS}/services/demo-rw")),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
         Expect::event(NS),
     ]
 }

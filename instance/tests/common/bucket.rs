@@ -9,7 +9,7 @@ use tusk_testkit::minio;
 
 use super::*;
 
-const BUCKET: &str = "tusk-archive";
+pub const BUCKET: &str = "tusk-archive";
 
 pub struct Bucket {
     pub runtime: tokio::runtime::Runtime,

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod bucket;
+pub mod restore;
 mod tools;
 
 pub use tools::*;
