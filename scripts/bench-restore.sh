@@ -10,4 +10,4 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tusk-target}"
 # The manager runs the agent binary that sits beside it in the target directory.
 cargo build --release --locked -p backup-agent --bin backup-agent
 cargo test --release --locked -p tusk-instance --test restore_throughput -- \
-  --ignored --nocapture --test-threads 1 2>&1 | grep -E "^restore:|test result|panicked"
+  --ignored --nocapture --test-threads 1 2>&1 | grep -E "restore:|test result|panicked"
