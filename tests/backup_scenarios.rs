@@ -2,83 +2,17 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
+use serde_json::json;
+use support::backup_run::*;
 use support::memory_store::MemoryBucket;
 use support::paths::{BACKUPS, NIGHTLY_STATUS};
-use support::run::against;
 use support::scripts::nightly_job_started;
-use support::verifier::{Expect, Seen};
+use support::verifier::Expect;
 use support::world::*;
-use tusk::Backup;
-use tusk::clusters::status::BackupSchedule;
-
-const PREFIX: &str = "prod/demo/";
-
-/// Runs one Backup reconcile of `backup` next to a ready `demo` with S3 backups and retention.
-fn empty_bucket() -> MemoryBucket {
-    MemoryBucket::default()
-}
-
-async fn reconcile_backup(
-    backup: Backup,
-    cache: Cache,
-    bucket: MemoryBucket,
-    script: Vec<Expect>,
-) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    reconcile_backup_of("", backup, cache, bucket, script).await
-}
-
-/// [`reconcile_backup`] with `extra` lines under the cluster's `spec.backup`.
-async fn reconcile_backup_of(
-    extra: &str,
-    backup: Backup,
-    cache: Cache,
-    bucket: MemoryBucket,
-    script: Vec<Expect>,
-) -> (Result<Action, tusk::error::Error>, Vec<Seen>) {
-    let spec = format!("{WITH_BACKUP}  retention: {{keep: 1}}\n{extra}");
-    let (pg, mut converged_cache) = converged(&spec, true, BackupSchedule::Scheduled);
-    converged_cache.jobs = cache.jobs;
-    converged_cache.backups = cache.backups;
-    against(&pg, converged_cache, bucket, script, |ctx| {
-        tusk::backups::reconcile(Arc::new(backup), ctx)
-    })
-    .await
-}
-
-/// A Backup reaching a final phase: its status, then one Event.
-fn final_status_and_event() -> Vec<Expect> {
-    vec![
-        Expect::apply_backup_status(NIGHTLY_STATUS),
-        Expect::event(NS),
-    ]
-}
-
-fn status_of(seen: &Seen) -> &Value {
-    &seen.body["status"]
-}
-
-fn own_job(condition: Option<&str>) -> k8s_openapi::api::batch::v1::Job {
-    job(
-        "nightly",
-        ("Backup", "nightly", "uid-nightly"),
-        condition,
-        json!({}),
-    )
-}
-
-/// The caches after the Backup's own Job succeeded (hours ago, per the fixture).
-fn succeeded_job() -> Cache {
-    Cache {
-        jobs: vec![own_job(Some("Complete"))],
-        ..Cache::default()
-    }
-}
 
 #[tokio::test]
 async fn an_on_demand_backup_starts_a_job_it_owns() {
@@ -114,49 +48,6 @@ async fn an_on_demand_backup_starts_a_job_it_owns() {
     assert_eq!(status["job"], "nightly");
     assert_eq!(status["destination"]["s3"]["bucket"], "backups");
     assert_eq!(seen[2].body["reason"], "Started");
-}
-
-#[tokio::test]
-async fn a_physical_backup_streams_from_the_replication_role_into_the_archive_layout() {
-    let mut b = backup("nightly", false);
-    b.spec.method = tusk::crd::BackupMethod::Physical;
-    let script = nightly_job_started();
-    let (result, seen) = reconcile_backup_of(
-        "  walArchive: {}\n",
-        b,
-        Cache::default(),
-        empty_bucket(),
-        script,
-    )
-    .await;
-    assert_eq!(result.expect("reconciled"), Action::await_change());
-    let container = &seen[0].body["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["args"], json!(["base-backup"]));
-    let env = container["env"].as_array().expect("env");
-    let user = env.iter().find(|e| e["name"] == "PGUSER").expect("PGUSER");
-    assert_eq!(
-        user["valueFrom"]["secretKeyRef"]["name"], "demo-replication",
-        "{user}"
-    );
-    assert_eq!(status_of(&seen[1])["phase"], "Running");
-}
-
-#[tokio::test]
-async fn a_physical_backup_of_a_cluster_that_does_not_archive_fails_at_once() {
-    let mut b = backup("nightly", false);
-    b.spec.method = tusk::crd::BackupMethod::Physical;
-    let (result, seen) = reconcile_backup(
-        b,
-        Cache::default(),
-        empty_bucket(),
-        final_status_and_event(),
-    )
-    .await;
-    assert_eq!(result.expect("reconciled"), Action::await_change());
-    let status = status_of(&seen[0]);
-    assert_eq!(status["phase"], "Failed");
-    assert_eq!(status["conditions"][0]["reason"], "NotArchiving");
-    assert_eq!(seen[1].body["reason"], "NotArchiving");
 }
 
 #[tokio::test]

@@ -361,6 +361,10 @@ pub struct PruneArgs {
     /// Delete complete backups older than this (e.g. 30d, 12h). The newest is always kept.
     #[arg(long, env = "TUSK_MAX_AGE")]
     pub max_age: Option<String>,
+    /// Keep every point of this last stretch of time (e.g. 7d) restorable: base backups older
+    /// than the newest one before it, and the WAL only they needed, are deleted.
+    #[arg(long, env = "TUSK_RECOVERY_WINDOW")]
+    pub recovery_window: Option<String>,
     /// The cluster whose backups are pruned (its metadata.uid). Backups recording another
     /// owner are never deleted; without this flag only backups recording no owner are.
     #[arg(long, env = "TUSK_CLUSTER_UID")]

@@ -10,9 +10,9 @@ use backup_agent::error::{AgentError, exit_code};
 use backup_agent::pipeline::{backup, restore, verify};
 use backup_agent::termination;
 use backup_store::Owner;
-use backup_store::catalog;
 use backup_store::duration::parse_duration;
 use backup_store::retention::Policy;
+use backup_store::{catalog, prune};
 
 use crate::cli::Command;
 use crate::pg_args::pg_params;
@@ -178,28 +178,29 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
         Command::BaseBackup(args) => crate::base_cmd::backup(args, cancel).await,
         Command::BaseRestore(args) => crate::base_cmd::restore(args).await,
         Command::Prune(args) => {
-            let max_age = args
-                .max_age
-                .as_deref()
-                .map(parse_duration)
-                .transpose()
-                .map_err(|e| AgentError::Usage(e.to_string()))?;
-            if args.keep.is_none() && max_age.is_none() {
+            let duration = |flag: &Option<String>| {
+                (flag.as_deref().map(parse_duration).transpose())
+                    .map_err(|e| AgentError::Usage(e.to_string()))
+            };
+            let (max_age, recovery_window) =
+                (duration(&args.max_age)?, duration(&args.recovery_window)?);
+            if args.keep.is_none() && max_age.is_none() && recovery_window.is_none() {
                 return Err(AgentError::Usage(
-                    "prune needs --keep and/or --max-age".into(),
+                    "prune needs --keep, --max-age and/or --recovery-window".into(),
                 ));
             }
             let (store, location) = open_store(&args.store).await?;
             let policy = Policy {
                 keep: args.keep,
                 max_age,
+                recovery_window,
             };
             let owner = args
                 .protect
                 .into_iter()
                 .fold(Owner::new(args.cluster_uid.as_deref()), Owner::protecting);
             let now = jiff::Timestamp::now();
-            let report = catalog::prune(store.as_ref(), &location, &owner, policy, now).await?;
+            let report = prune::prune(store.as_ref(), &location, &owner, policy, now).await?;
             serde_json::to_value(report)
                 .map_err(|e| AgentError::Other(format!("serializing report: {e}")))
         }

@@ -195,15 +195,16 @@ async fn prune_aborts_stale_multipart_uploads_minio() {
     let policy = backup_store::retention::Policy {
         keep: Some(1),
         max_age: None,
+        recovery_window: None,
     };
     let owner = backup_store::Owner::new(None);
     // Fresh uploads may belong to a running backup: left alone.
-    let report = backup_store::catalog::prune(&s3, &db, &owner, policy, jiff::Timestamp::now())
+    let report = backup_store::prune::prune(&s3, &db, &owner, policy, jiff::Timestamp::now())
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 0);
     let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(2);
-    let report = backup_store::catalog::prune(&s3, &db, &owner, policy, later)
+    let report = backup_store::prune::prune(&s3, &db, &owner, policy, later)
         .await
         .unwrap();
     assert_eq!(report.aborted_uploads, 1);

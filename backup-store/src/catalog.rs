@@ -6,7 +6,6 @@ use crate::claim::{CLAIM_FILE, recorded_owner};
 use crate::layout::{ClusterLocation, MANIFEST_FILE};
 use crate::manifest::{Manifest, Method};
 use crate::ownership::Owner;
-use crate::retention::{self, Policy};
 use crate::store::{self, ObjectInfo, ObjectStore};
 
 pub use crate::catalog_error::CatalogError;
@@ -269,82 +268,6 @@ pub async fn delete_cluster(
         }
     }
     Ok(done)
-}
-
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PruneReport {
-    pub deleted: Vec<String>,
-    pub kept: Vec<String>,
-    pub objects_deleted: usize,
-    pub aborted_uploads: usize,
-    /// Backups retention never considered: other owners', and the one this cluster was
-    /// restored from (they are in `kept` too).
-    pub not_ours: Vec<String>,
-}
-
-/// Applies retention to the backups of one cluster that `owner` may delete (see
-/// [`crate::ownership`]): the policy counts and ages only those, so another owner's backups
-/// neither go nor push ours out. Also aborts this cluster's multipart uploads left open for over
-/// an hour (an agent killed without a chance to abort).
-pub async fn prune(
-    store: &dyn ObjectStore,
-    location: &ClusterLocation,
-    owner: &Owner,
-    policy: Policy,
-    now: jiff::Timestamp,
-) -> Result<PruneReport, CatalogError> {
-    let catalog = load(store, location).await?;
-    let (ours, not_ours): (Vec<&BackupEntry>, Vec<&BackupEntry>) = catalog
-        .backups
-        .iter()
-        .partition(|b| owner.may_delete(&b.manifest.backup_id, b.manifest.cluster_uid.as_deref()));
-    // `keep` and `maxAge` count logical backups. A base backup is kept: with the WAL after it,
-    // it is a recovery window, which only retention by window (to come) may shorten.
-    let candidates = ours
-        .iter()
-        .filter(|b| b.manifest.physical.is_none())
-        .map(|b| retention::Candidate {
-            backup_id: b.manifest.backup_id.clone(),
-            completed_at: b.manifest.completed_at,
-        })
-        .collect();
-    let doomed = retention::select_for_deletion(candidates, policy, now);
-    let mut report = PruneReport {
-        deleted: Vec::new(),
-        kept: Vec::new(),
-        objects_deleted: 0,
-        aborted_uploads: 0,
-        not_ours: not_ours
-            .iter()
-            .map(|b| b.manifest.backup_id.clone())
-            .collect(),
-    };
-    for backup in &doomed {
-        tracing::info!(backup_id = %backup.backup_id, completed_at = %backup.completed_at, "deleting backup");
-        report.objects_deleted += delete_backup(store, location, &backup.backup_id).await?;
-        report.deleted.push(backup.backup_id.clone());
-    }
-    report.kept = catalog
-        .backups
-        .iter()
-        .map(|b| b.manifest.backup_id.clone())
-        .filter(|id| !report.deleted.contains(id))
-        .collect();
-    let stale_before = now - jiff::SignedDuration::from_hours(1);
-    for upload in store.pending_uploads(&location.prefix()).await? {
-        // Not a nested cluster's upload, and not another owner's (a long dump of a peer).
-        let Some((id, _)) = location.parse_key(&upload.key) else {
-            continue;
-        };
-        if upload.initiated.is_some_and(|t| t < stale_before)
-            && owner.may_delete(id, recorded_owner(store, location, id).await?.as_deref())
-        {
-            store.abort_pending(&upload).await?;
-            report.aborted_uploads += 1;
-        }
-    }
-    Ok(report)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use bytes::Bytes;
 use super::*;
 use crate::claim::{self, Claim};
 use crate::compression::Compression;
+use crate::prune::prune;
+use crate::retention::Policy;
 use crate::store::PendingUpload;
 use crate::store::memory::MemoryStore;
 
@@ -56,6 +58,7 @@ async fn base_backup(store: &MemoryStore, loc: &ClusterLocation, id: &str, days_
         timeline: 1,
         start_lsn: "0/2000028".into(),
         stop_lsn: "0/2000100".into(),
+        wal_segment_size: None,
     });
     let json = Bytes::from(base.to_json().unwrap());
     store.put(&loc.manifest_key(id), json).await.unwrap();
@@ -118,6 +121,7 @@ async fn retention_counts_and_deletes_only_our_backups() {
     let policy = Policy {
         keep: Some(1),
         max_age: None,
+        recovery_window: None,
     };
     let report = prune(&store, &loc, &Owner::new(Some(US)), policy, at(0))
         .await
@@ -140,6 +144,7 @@ async fn keep_and_max_age_count_logical_backups_and_leave_base_backups() {
     let policy = Policy {
         keep: Some(1),
         max_age: Some(std::time::Duration::from_secs(2 * 86_400)),
+        recovery_window: None,
     };
     let report = prune(&store, &loc, &Owner::new(Some(US)), policy, at(0))
         .await
@@ -181,6 +186,7 @@ async fn a_recreated_cluster_keeps_the_backup_it_was_restored_from() {
     let policy = Policy {
         keep: Some(1),
         max_age: None,
+        recovery_window: None,
     };
     let report = prune(&store, &loc, &owner, policy, at(0)).await.unwrap();
     assert_eq!(report.deleted, ["unmarked", "b1", "b2"]);

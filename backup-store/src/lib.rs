@@ -5,8 +5,11 @@
 //!   from names checked by [`names`], the rules the operator's CRD applies too;
 //! - [`manifest`]: `manifest.json`, whose presence makes a backup exist, naming its owner;
 //! - [`claim`]: one writer per backup id; [`ownership`]: whose backups a cluster may delete;
-//! - [`catalog`]: listing, resolving, deleting and pruning the backups of one cluster;
+//! - [`catalog`]: listing, resolving and deleting the backups of one cluster; [`prune`]:
+//!   retention applied to them;
 //! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`);
+//!   [`recovery_window`]: which base backups and WAL a recovery window keeps ([`lsn`]: WAL
+//!   positions);
 //! - [`redacted`]: secrets in configurations, never shown by `Debug`;
 //! - [`settings`] (feature `clap`): the bucket named by flags or the environment;
 //! - [`wal`] (feature `wal`): the WAL archive, for the agent and the instance manager;
@@ -22,9 +25,13 @@ pub mod claim;
 pub mod compression;
 pub mod duration;
 pub mod layout;
+pub mod lsn;
 pub mod manifest;
 pub mod names;
 pub mod ownership;
+pub mod prune;
+
+pub mod recovery_window;
 pub mod redacted;
 pub mod retention;
 #[cfg(feature = "clap")]

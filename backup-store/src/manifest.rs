@@ -47,6 +47,11 @@ pub struct PhysicalBackup {
     pub start_lsn: String,
     /// The position a restore must reach before it is consistent.
     pub stop_lsn: String,
+    /// The server's `wal_segment_size` in bytes: where the segment names of this system's
+    /// archive fall in the WAL (retention by recovery window needs it to delete the segments
+    /// before `startLsn`; without it, it deletes none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_segment_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

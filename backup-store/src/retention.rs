@@ -15,6 +15,8 @@ pub struct Candidate {
 pub struct Policy {
     pub keep: Option<usize>,
     pub max_age: Option<Duration>,
+    /// Base backups and their WAL: see [`crate::recovery_window`]. Without it, both stay.
+    pub recovery_window: Option<Duration>,
 }
 
 /// Returns the backups to delete, oldest first.
@@ -71,6 +73,7 @@ mod tests {
         let policy = Policy {
             keep,
             max_age: max_age_days.map(|days| Duration::from_secs(days * 86_400)),
+            recovery_window: None,
         };
         select_for_deletion(all, policy, now)
             .into_iter()

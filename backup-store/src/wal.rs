@@ -33,8 +33,8 @@ const UNPACKED_LIMIT: u64 = 1 << 30;
 pub enum WalError {
     #[error("{0:?} is not a WAL file name PostgreSQL archives")]
     Name(String),
-    #[error("{0:?} is not a WAL position (X/Y)")]
-    Lsn(String),
+    #[error(transparent)]
+    Lsn(#[from] crate::lsn::InvalidLsn),
     #[error("{0} bytes is not a WAL segment size (a power of two from 1 MiB to 1 GiB)")]
     SegmentSize(u64),
     #[error("{0}")]

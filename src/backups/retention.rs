@@ -1,9 +1,9 @@
 //! Retention after each completed backup: the objects in the bucket first, then the Backups
 //! that described them. The newest complete backup and the newest verified one are never deleted.
 
-use backup_store::catalog;
 use backup_store::duration::parse_duration;
 use backup_store::ownership::Owner;
+use backup_store::prune;
 use backup_store::retention::Policy;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -19,13 +19,12 @@ use crate::runtime::events::{self, normal, warning};
 
 /// The agent's retention policy for a spec's `retention`.
 pub fn policy(retention: &Retention) -> Policy {
+    // The CRD patterns only admit values the agent parses; an unparsable one keeps all.
+    let duration = |text: &Option<String>| text.as_deref().and_then(|t| parse_duration(t).ok());
     Policy {
         keep: retention.keep.and_then(|k| usize::try_from(k).ok()),
-        // The CRD pattern only admits values the agent parses; an unparsable one keeps all.
-        max_age: retention
-            .max_age
-            .as_deref()
-            .and_then(|age| parse_duration(age).ok()),
+        max_age: duration(&retention.max_age),
+        recovery_window: duration(&retention.recovery_window),
     }
 }
 
@@ -80,7 +79,7 @@ pub async fn apply(ctx: &Context, pg: &PostgreSQL, trigger: &Backup) {
         let verified = newest_verified(&ctx.caches.backups.state(), &ns, &cluster);
         let owner = protecting_verified(owner(pg, &store.location(), &location), verified);
         Ok::<_, BucketError>(
-            catalog::prune(store.as_ref(), &location, &owner, policy(retention), now).await?,
+            prune::prune(store.as_ref(), &location, &owner, policy(retention), now).await?,
         )
     }
     .await;
@@ -145,14 +144,20 @@ mod tests {
         let p = policy(&Retention {
             keep: Some(3),
             max_age: Some("2w".into()),
+            recovery_window: Some("36h".into()),
         });
         assert_eq!(p.keep, Some(3));
         assert_eq!(p.max_age, Some(Duration::from_secs(14 * 86_400)));
+        assert_eq!(p.recovery_window, Some(Duration::from_secs(36 * 3_600)));
         let none = policy(&Retention {
             keep: None,
             max_age: None,
+            recovery_window: None,
         });
-        assert_eq!((none.keep, none.max_age), (None, None));
+        assert_eq!(
+            (none.keep, none.max_age, none.recovery_window),
+            (None, None, None)
+        );
     }
 
     #[test]

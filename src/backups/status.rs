@@ -147,6 +147,7 @@ mod tests {
             timeline: 2,
             start_lsn: "0/5000028".into(),
             stop_lsn: "0/5000100".into(),
+            wal_segment_size: None,
         });
         let record = Record {
             manifest: &m,

@@ -4,10 +4,13 @@
 //! the faster signals; this puts the state where `kubectl get`/`wait` see it.
 
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tusk_contract::status::ArchiveStatus;
 
+use super::backup_schedule::summary::Summary;
 use super::ha::PrimaryState;
 use super::ha::pods::{cluster_pods, pod_ip};
+use crate::crd::RecoveryWindow;
 use crate::crd::conditions::CONTINUOUS_ARCHIVING;
 use crate::resources::{Cluster, wal_archiving};
 use crate::runtime::Context;
@@ -37,6 +40,33 @@ pub async fn observe(cluster: &Cluster<'_>, primary: &PrimaryState, ctx: &Contex
         Some(archive) => Archiving::Reported(archive),
         None => Archiving::NoReport,
     }
+}
+
+/// `status.recoveryWindow`: from the oldest Completed base backup to the newest archived WAL
+/// file (the last report's, else the one `old` recorded: a restarted manager knows none yet).
+/// None without archiving or without a base backup: nothing can be restored to a time.
+pub fn recovery_window(
+    old: Option<&RecoveryWindow>,
+    archiving: &Archiving,
+    backups: &Summary,
+) -> Option<RecoveryWindow> {
+    if *archiving == Archiving::NotConfigured {
+        return None;
+    }
+    let (first, oldest) = backups.oldest_base.clone()?;
+    let reported = match archiving {
+        Archiving::Reported(archive) => archive.last_archived_at,
+        _ => None,
+    };
+    let reported = reported
+        .and_then(|s| Timestamp::from_second(s).ok())
+        .map(Time);
+    Some(RecoveryWindow {
+        first,
+        last_archived_at: reported.or_else(|| old.and_then(|w| w.last_archived_at.clone())),
+        oldest_base_backup: oldest,
+        base_backups: i32::try_from(backups.base_backups).unwrap_or(i32::MAX),
+    })
 }
 
 /// The condition a report gives. Failing: False, with the store's error (never a credential)
@@ -119,5 +149,40 @@ mod tests {
         );
         let idle = condition(&ArchiveStatus::default());
         assert!(idle.status && idle.message.starts_with("nothing archived"));
+    }
+
+    #[test]
+    fn the_recovery_window_spans_the_oldest_base_backup_to_the_last_archived_file() {
+        let at = |s| Time(Timestamp::from_second(s).unwrap());
+        let backups = Summary {
+            oldest_base: Some((at(1_000), "base-old".into())),
+            base_backups: 3,
+            ..Summary::default()
+        };
+        let report = Archiving::Reported(ArchiveStatus {
+            last_archived_at: Some(5_000),
+            ..ArchiveStatus::default()
+        });
+        let window = recovery_window(None, &report, &backups).unwrap();
+        assert_eq!(
+            (window.first.clone(), window.last_archived_at.clone()),
+            (at(1_000), Some(at(5_000)))
+        );
+        assert_eq!(
+            (window.oldest_base_backup.as_str(), window.base_backups),
+            ("base-old", 3)
+        );
+        // No report this time (a manager restarting): the last one known stays.
+        let kept = recovery_window(Some(&window), &Archiving::NoReport, &backups).unwrap();
+        assert_eq!(kept.last_archived_at, Some(at(5_000)));
+        // Without a base backup, or without archiving, there is no window.
+        assert_eq!(
+            recovery_window(Some(&window), &report, &Summary::default()),
+            None
+        );
+        assert_eq!(
+            recovery_window(Some(&window), &Archiving::NotConfigured, &backups),
+            None
+        );
     }
 }

@@ -176,6 +176,8 @@ pub fn compute(
                     conditions::set(&mut status.conditions, update, generation, now);
                 }
             }
+            let window = status.recovery_window.as_ref();
+            status.recovery_window = archiving::recovery_window(window, archiving, backups);
             set_restore(&mut status, restore, generation, now);
             set_backups(&mut status, backups, generation, now);
             (ready, Some(backup_condition(*backup)))

@@ -58,6 +58,10 @@ pub struct PostgreSQLStatus {
     /// cluster has bootstrapped. Never cleared; an instance with other data never serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_identifier: Option<String>,
+    /// What a point-in-time restore of this cluster can reach (with `spec.backup.walArchive`
+    /// and a Completed base backup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_window: Option<RecoveryWindow>,
 }
 
 impl PostgreSQLStatus {
@@ -137,6 +141,22 @@ pub struct SecretNames {
     pub app: String,
     /// Secret with the superuser's credentials.
     pub superuser: String,
+}
+
+/// The stretch of time a point-in-time restore can target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryWindow {
+    /// The earliest time a restore can target: when the oldest Completed base backup completed.
+    pub first: Time,
+    /// When the newest WAL file was archived, as the primary's manager last reported: commits
+    /// up to about then can be restored. Absent until it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_at: Option<Time>,
+    /// The oldest Completed base backup (a Backup with `method: physical`).
+    pub oldest_base_backup: String,
+    /// How many Completed base backups the window rests on.
+    pub base_backups: i32,
 }
 
 /// A reference to a Completed Backup.

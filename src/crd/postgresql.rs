@@ -311,19 +311,27 @@ pub struct BackupPolicy {
     pub destination: Destination,
 }
 
-/// Retention of complete backups; the newest complete backup is never deleted.
+/// Retention of complete backups; the newest complete backup of each method is never deleted.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Retention {
-    /// Keep at most this many complete backups.
+    /// Keep at most this many complete logical backups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 1").message("spec.backup.retention.keep must be at least 1"))]
     pub keep: Option<i32>,
-    /// Delete backups older than this, e.g. `30d`, `12h` or `2w`.
+    /// Delete logical backups older than this, e.g. `30d`, `12h` or `2w`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[1-9][0-9]*[hdw]$')").message("spec.backup.retention.maxAge must be a number followed by h, d or w, e.g. 30d"))]
     #[schemars(length(max = 16))]
     pub max_age: Option<String>,
+    /// With `walArchive`: every point of this last stretch of time stays restorable, e.g. `7d`.
+    /// Base backups older than the newest one before the window, and the archived WAL only
+    /// they needed, are deleted together; without it, base backups and WAL are all kept.
+    /// `keep` and `maxAge` count logical backups only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[1-9][0-9]*[hdw]$')").message("spec.backup.retention.recoveryWindow must be a number followed by h, d or w, e.g. 7d"))]
+    #[schemars(length(max = 16))]
+    pub recovery_window: Option<String>,
 }
 
 /// Compression of backup streams.

@@ -52,7 +52,7 @@ fn valid_specs_pass() {
         Vec::<String>::new()
     );
     let full = with_backup(json!({
-        "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d"},
+        "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d", "recoveryWindow": "7d"},
         "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()},
         "verify": {"schedule": "0 4 * * 0", "window": "8d", "jobDeadlineSeconds": 7200},
         "walArchive": {"timeoutSeconds": 60}
@@ -406,6 +406,14 @@ fn invalid_specs_are_rejected_with_the_field_named() {
                 json!({"schedule": "@daily", "retention": {"maxAge": "30 days"}, "destination": {"s3": s3()}}),
             ),
             "spec.backup.retention.maxAge must be a number followed by h, d or w",
+        ),
+        (
+            "recoveryWindow unit",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "retention": {"recoveryWindow": "1 week"}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.retention.recoveryWindow must be a number followed by h, d or w",
         ),
         (
             "verify window unit",

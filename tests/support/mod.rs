@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod backup_run;
 pub mod memory_store;
 pub mod paths;
 pub mod read;

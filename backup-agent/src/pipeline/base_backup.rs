@@ -21,7 +21,7 @@ use backup_store::claim::{self, Claim};
 use backup_store::layout::{self, ClusterLocation};
 use backup_store::manifest::{FORMAT_VERSION, FileKind, Manifest, ManifestFile, PhysicalBackup};
 use backup_store::store::ObjectStore;
-use backup_store::wal::WalArchive;
+use backup_store::wal::{WalArchive, WalError};
 use backup_store::wal_range::{self, Lsn, WalSpan};
 
 const BACKUP_MANIFEST: &str = "backup_manifest";
@@ -99,8 +99,9 @@ pub async fn run_base_backup(
             .into_iter()
             .find(|(name, _)| name == BACKUP_MANIFEST)
             .ok_or_else(|| AgentError::Other("pg_basebackup sent no backup_manifest".into()))?;
-        let (physical, spans) = wal_range(&manifest.1, system)?;
+        let (mut physical, spans) = wal_range(&manifest.1, system)?;
         let segment_size = u64::try_from(segment_size).unwrap_or_default();
+        physical.wal_segment_size = Some(segment_size);
         await_archived(store, options, &physical, &spans, segment_size, cancel).await?;
         Ok::<_, AgentError>((stored, physical))
     }
@@ -215,8 +216,8 @@ pub fn wal_range(
             .ok_or_else(|| invalid("has a range without a Timeline"))?;
         spans.push(WalSpan {
             timeline,
-            start: Lsn::parse(&field(range, "Start-LSN")?)?,
-            end: Lsn::parse(&field(range, "End-LSN")?)?,
+            start: Lsn::parse(&field(range, "Start-LSN")?).map_err(WalError::from)?,
+            end: Lsn::parse(&field(range, "End-LSN")?).map_err(WalError::from)?,
         });
     }
     let (first, last) = (&ranges[0], &ranges[ranges.len() - 1]);
@@ -225,6 +226,7 @@ pub fn wal_range(
         timeline: spans[0].timeline,
         start_lsn: field(first, "Start-LSN")?,
         stop_lsn: field(last, "End-LSN")?,
+        wal_segment_size: None,
     };
     Ok((physical, spans))
 }
@@ -250,6 +252,7 @@ mod tests {
                 timeline: 1,
                 start_lsn: "0/2000028".into(),
                 stop_lsn: "0/3000100".into(),
+                wal_segment_size: None,
             }
         );
         assert!(wal_range(br#"{"WAL-Ranges": []}"#, "7".into()).is_err());

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use crate::crd::conditions::COMPLETED;
-use crate::crd::{Backup, BackupPhase, SuccessfulBackup, VerifiedBackup};
+use crate::crd::{Backup, BackupMethod, BackupPhase, SuccessfulBackup, VerifiedBackup};
 use crate::runtime::conditions::Update;
 
 /// The backup facts of one cluster.
@@ -20,6 +20,10 @@ pub struct Summary {
     pub last_verified: Option<VerifiedBackup>,
     /// `BackupVerified`, for clusters with `spec.backup.verify`.
     pub verified: Option<Update<'static>>,
+    /// The oldest Completed base backup (when it completed, its name), where the recovery
+    /// window starts, and how many there are.
+    pub oldest_base: Option<(Time, String)>,
+    pub base_backups: usize,
 }
 
 /// A Backup that reached a final phase.
@@ -80,9 +84,15 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
             message,
         }
     });
+    let mut base = finished.iter().filter(|(_, b)| {
+        b.phase() == BackupPhase::Completed && b.spec.method == BackupMethod::Physical
+    });
+    let oldest_base = base.next().map(|(at, b)| (at.clone(), b.name_any()));
     Summary {
         last_successful,
         last_finished,
+        base_backups: base.count() + usize::from(oldest_base.is_some()),
+        oldest_base,
         ..Summary::default()
     }
 }
@@ -144,5 +154,24 @@ mod tests {
         assert_eq!(name, "bad");
         assert_eq!(message, "Backup bad failed: JobFailed");
         assert_eq!(summarize(all.iter(), "other"), Summary::default());
+        assert_eq!((summary.oldest_base, summary.base_backups), (None, 0));
+    }
+
+    #[test]
+    fn the_recovery_window_rests_on_the_oldest_completed_base_backup() {
+        let physical = |name, phase, when| {
+            let mut b = backup(name, phase, when);
+            b.spec.method = BackupMethod::Physical;
+            b
+        };
+        let all = [
+            backup("dump", BackupPhase::Completed, 50),
+            physical("base-failed", BackupPhase::Failed, 60),
+            physical("base-old", BackupPhase::Completed, 100),
+            physical("base-new", BackupPhase::Completed, 200),
+        ];
+        let summary = summarize(all.iter(), "demo");
+        assert_eq!(summary.oldest_base, Some((at(100), "base-old".to_owned())));
+        assert_eq!(summary.base_backups, 2);
     }
 }

@@ -1,0 +1,114 @@
+//! Retention by recovery window (`retention.recoveryWindow`, docs/pitr-design.md §6): every
+//! point of the last `window` stays restorable, and the base backups and WAL no restore to such
+//! a point needs are deleted together.
+//!
+//! A restore to a point starts from the newest base backup completed by then and replays WAL
+//! from that backup's start. So the window keeps every base backup completed inside it, plus the
+//! newest one completed before it (where a restore to the window's first second starts), and
+//! the WAL from the oldest kept base backup's start on. History files always stay: they are
+//! small, and a restore follows timelines through them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::catalog_error::CatalogError;
+use crate::layout::ClusterLocation;
+use crate::lsn::Lsn;
+use crate::manifest::PhysicalBackup;
+use crate::retention::Candidate;
+use crate::store::ObjectStore;
+
+/// The base backups to delete, oldest first. None while no base backup is older than the
+/// window; the newest is never deleted.
+pub fn select_for_deletion(
+    mut backups: Vec<Candidate>,
+    window: Duration,
+    now: jiff::Timestamp,
+) -> Vec<Candidate> {
+    backups.sort_by(|a, b| {
+        b.completed_at
+            .cmp(&a.completed_at)
+            .then_with(|| b.backup_id.cmp(&a.backup_id))
+    });
+    let seconds = i64::try_from(window.as_secs()).unwrap_or(i64::MAX);
+    let start = now
+        .checked_sub(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or(jiff::Timestamp::MIN);
+    let Some(anchor) = backups.iter().position(|b| b.completed_at <= start) else {
+        return Vec::new();
+    };
+    let mut doomed = backups.split_off(anchor + 1);
+    doomed.reverse();
+    doomed
+}
+
+/// Where one system's kept base backups start: its WAL before that is needed by none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Floor {
+    pub system_identifier: u64,
+    pub start: Lsn,
+    pub segment_size: u64,
+}
+
+/// A floor for each system that has a kept base backup of ours: the oldest start among every
+/// kept base backup of that system (`all`: a peer's on the same system still needs its WAL).
+/// A system whose segment size or start is unknown gets none: nothing of it is deleted.
+pub fn floors(ours: &[PhysicalBackup], all: &[PhysicalBackup]) -> Vec<Floor> {
+    let mut by_system: BTreeMap<&str, (Option<Lsn>, Option<u64>, bool)> = BTreeMap::new();
+    for backup in all {
+        let entry = by_system
+            .entry(backup.system_identifier.as_str())
+            .or_insert((None, None, true));
+        match (Lsn::parse(&backup.start_lsn), entry.2) {
+            (Ok(start), true) => entry.0 = Some(entry.0.map_or(start, |s| s.min(start))),
+            // An unreadable start: this system's floor is unknown.
+            _ => entry.2 = false,
+        }
+        entry.1 = entry.1.or(backup.wal_segment_size);
+    }
+    let systems: std::collections::BTreeSet<&str> =
+        ours.iter().map(|b| b.system_identifier.as_str()).collect();
+    systems
+        .into_iter()
+        .filter_map(|system| {
+            let (start, size, readable) = by_system.get(system)?;
+            Some(Floor {
+                system_identifier: system.parse().ok()?,
+                start: start.filter(|_| *readable)?,
+                segment_size: (*size)?,
+            })
+        })
+        .collect()
+}
+
+/// Deletes the WAL files of `floor`'s system, on every timeline, whose segment ends at or
+/// before the floor. Returns how many went.
+pub async fn delete_wal_before(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    floor: &Floor,
+) -> Result<usize, CatalogError> {
+    let prefix = location.wal_prefix(floor.system_identifier);
+    let doomed: Vec<String> = store
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .map(|o| o.key)
+        .filter(|key| {
+            let Some((folder, name)) = key.strip_prefix(&prefix).and_then(|k| k.split_once('/'))
+            else {
+                return false;
+            };
+            let segment = Lsn::of_segment(name, floor.segment_size);
+            folder != "history"
+                && segment.is_some_and(|s| s.0.saturating_add(floor.segment_size) <= floor.start.0)
+        })
+        .collect();
+    tracing::info!(system = floor.system_identifier, before = %floor.start, files = doomed.len(), "deleting WAL no kept base backup needs");
+    store.delete_many(&doomed).await?;
+    Ok(doomed.len())
+}
+
+#[cfg(test)]
+#[path = "recovery_window_tests.rs"]
+mod tests;
