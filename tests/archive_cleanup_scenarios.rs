@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use support::memory_store::MemoryBucket;
-use support::paths::{STATEFULSETS, STATUS};
+use support::paths::{CRONJOBS, STATEFULSETS, STATUS};
 use support::read::condition;
 use support::replicas::pod;
 use support::run::reconcile_cluster as run;
@@ -74,9 +74,12 @@ async fn once_they_are_gone_its_own_systems_wal_goes_and_a_predecessors_stays() 
     let (pg, mut cache) = archiving_and_deleted();
     cache.statefulsets.clear();
     let bucket = bucket();
-    let (result, seen) = run(pg, cache, bucket.clone(), delete_finalizer(&["b1"])).await;
+    // Both CronJobs go first: the base-backup one exists because the cluster archives.
+    let mut script = delete_finalizer(&["b1"]);
+    script.insert(1, Expect::delete(format!("{CRONJOBS}/demo-base")));
+    let (result, seen) = run(pg, cache, bucket.clone(), script).await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
     assert_eq!(bucket.keys(), [PREDECESSORS]);
-    let note = seen[2].body["note"].as_str().unwrap_or_default();
+    let note = seen[3].body["note"].as_str().unwrap_or_default();
     assert!(note.starts_with("deleted 3 object(s)"), "{note}");
 }

@@ -68,6 +68,31 @@ async fn each_scheduled_run_is_recorded_once_as_a_backup() {
     assert_eq!(seen[2].body["note"], "Created Backup demo-backup-29000000");
 }
 
+#[tokio::test]
+async fn a_scheduled_base_backup_is_recorded_as_a_physical_backup() {
+    let spec = format!("{WITH_BACKUP}  walArchive: {{}}\n");
+    let (pg, mut cache) = converged(&spec, true, BackupSchedule::Scheduled);
+    let labels =
+        json!({"app.kubernetes.io/managed-by": "tusk-operator", "tusk.dev/cluster": "demo"});
+    cache.jobs = vec![job(
+        "demo-base-29000000",
+        ("CronJob", "demo-base", "cj"),
+        None,
+        labels,
+    )];
+    let script = vec![
+        Expect::create(BACKUPS),
+        Expect::apply(format!("{JOBS}/demo-base-29000000")),
+        Expect::event(NS),
+    ];
+    let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
+    result.expect("reconciled");
+    let record = &seen[0].body;
+    assert_eq!(record["metadata"]["name"], "demo-base-29000000");
+    assert_eq!(record["spec"]["method"], "physical");
+    assert_eq!(record["metadata"]["labels"]["tusk.dev/scheduled"], "true");
+}
+
 // --- restore --------------------------------------------------------------------------------
 
 const RESTORE_FROM_BACKUP: &str = r#"

@@ -118,3 +118,36 @@ async fn a_recovery_window_deletes_the_base_backups_and_wal_it_no_longer_needs()
         "the older base backup and the segment before the newer one's start are deleted"
     );
 }
+
+#[tokio::test]
+async fn a_scheduled_base_backup_follows_the_base_cronjobs_job() {
+    let labels = json!({"app.kubernetes.io/managed-by": "tusk-operator"});
+    let run = |cronjob| {
+        job(
+            "nightly",
+            ("CronJob", cronjob, "cj-uid"),
+            None,
+            labels.clone(),
+        )
+    };
+    let mut scheduled = backup("nightly", true);
+    scheduled.spec.method = tusk::crd::BackupMethod::Physical;
+    let cache = Cache {
+        jobs: vec![run("demo-base")],
+        ..Cache::default()
+    };
+    let script = vec![Expect::apply_backup_status(NIGHTLY_STATUS)];
+    let archiving = "  walArchive: {}\n";
+    let (_, seen) =
+        reconcile_backup_of(archiving, scheduled.clone(), cache, empty_bucket(), script).await;
+    assert_eq!(seen.len(), 1, "no Job is created for a scheduled run");
+    assert_eq!(status_of(&seen[0])["phase"], "Running");
+    // A Job of the logical CronJob is not this physical Backup's run.
+    let cache = Cache {
+        jobs: vec![run("demo-backup")],
+        ..Cache::default()
+    };
+    let script = final_status_and_event();
+    let (_, seen) = reconcile_backup_of(archiving, scheduled, cache, empty_bucket(), script).await;
+    assert_eq!(status_of(&seen[0])["phase"], "Failed", "{}", seen[0].body);
+}

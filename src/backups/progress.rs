@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use crate::crd::{Backup, BackupMethod, PostgreSQL, SCHEDULED_LABEL};
-use crate::resources::{MANAGED_BY, backup_cronjob_name};
+use crate::resources::{MANAGED_BY, scheduled_cronjob_name};
 use crate::runtime::jobs::{
     AgentExit, DEADLINE_EXCEEDED, JobState, deadline_exceeded, failure_message, job_state,
 };
@@ -140,7 +140,7 @@ pub fn is_scheduled(backup: &Backup) -> bool {
 }
 
 /// A Job is this Backup's when the Backup owns it, or, for a scheduled run, when it is a Job of
-/// the cluster's backup CronJob.
+/// the cluster's CronJob for the Backup's method.
 fn job_belongs_to(job: &Job, backup: &Backup) -> bool {
     let owners = job.owner_references();
     let owned_by_backup = backup
@@ -148,7 +148,8 @@ fn job_belongs_to(job: &Job, backup: &Backup) -> bool {
         .is_some_and(|uid| owners.iter().any(|o| o.uid == uid));
     let from_schedule = is_scheduled(backup)
         && owners.iter().any(|o| {
-            o.kind == "CronJob" && o.name == backup_cronjob_name(&backup.spec.cluster.name)
+            let cluster = &backup.spec.cluster.name;
+            o.kind == "CronJob" && o.name == scheduled_cronjob_name(cluster, backup.spec.method)
         })
         && job
             .labels()

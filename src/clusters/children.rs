@@ -1,6 +1,6 @@
 //! The apply step for a cluster's children: the desired objects (see `desired`) are applied in
 //! dependency order — certificates and credentials, configuration, Services, the StatefulSet, then the backup
-//! CronJob, which depends on the StatefulSet being ready — and every write is reported.
+//! CronJobs, which depend on the StatefulSet being ready — and every write is reported.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::credentials::apply_secrets;
-use super::desired::Desired;
+use super::desired::{BackupCronJob, Desired};
 use super::status::{BackupSchedule, Readiness};
 use super::storage::{StorageProgress, expand_claims};
 use crate::error::Result;
@@ -114,13 +114,45 @@ pub async fn apply_children(
     let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
     let serving = readiness.ready && !restore_pending;
 
-    let name = cluster.cronjob_name();
     let api: Api<CronJob> = Api::namespaced(client, ns);
-    let existing = cached(&caches.cronjobs, ns, &name);
-    let backup = match desired.backup {
+    let backup = cluster.cronjob_name();
+    let backup =
+        apply_cronjob(ns, &backup, desired.backup, serving, &api, ctx, &mut writes).await?;
+    let base = crate::resources::base_backup_cronjob_name(cluster.name);
+    apply_cronjob(
+        ns,
+        &base,
+        desired.base_backup,
+        serving,
+        &api,
+        ctx,
+        &mut writes,
+    )
+    .await?;
+    Ok(AppliedChildren {
+        readiness,
+        backup,
+        storage,
+        writes,
+    })
+}
+
+/// Applies one scheduled-backup CronJob, or deletes it when it is no longer wanted; returns
+/// where its schedule stands.
+async fn apply_cronjob(
+    ns: &str,
+    name: &str,
+    desired: Option<BackupCronJob>,
+    serving: bool,
+    api: &Api<CronJob>,
+    ctx: &Context,
+    writes: &mut Vec<Written>,
+) -> Result<BackupSchedule> {
+    let existing = cached(&ctx.caches.cronjobs, ns, name);
+    Ok(match desired {
         None => {
             if let Some(existing) = existing {
-                delete(&api, &name).await?;
+                delete(api, name).await?;
                 writes.extend(Written::of(existing.as_ref(), Change::Deleted));
             }
             BackupSchedule::NotConfigured
@@ -134,7 +166,7 @@ pub async fn apply_children(
             } else {
                 cronjob.held
             };
-            let applied = apply(&api, existing, wanted).await?;
+            let applied = apply(api, existing, wanted).await?;
             writes.extend(Written::of(applied.object.as_ref(), applied.change));
             match (suspended_by_user, serving) {
                 (true, _) => BackupSchedule::Suspended,
@@ -142,12 +174,6 @@ pub async fn apply_children(
                 (false, true) => BackupSchedule::Scheduled,
             }
         }
-    };
-    Ok(AppliedChildren {
-        readiness,
-        backup,
-        storage,
-        writes,
     })
 }
 

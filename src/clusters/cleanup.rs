@@ -21,7 +21,7 @@ use super::report::{publish, update_status};
 use super::status::Outcome;
 use crate::crd::{Backup, CLEANUP_FINALIZER, OnDelete, PostgreSQL};
 use crate::error::{Error, Result};
-use crate::resources::{CLUSTER_LABEL, Cluster, wal_archiving};
+use crate::resources::{CLUSTER_LABEL, Cluster, base_backup_cronjob_name, wal_archiving};
 use crate::runtime::apply::{delete, patch_params};
 use crate::runtime::buckets::{BucketError, cluster_location, owner};
 use crate::runtime::events::normal;
@@ -227,13 +227,17 @@ async fn stop_archiving(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
     Ok(running)
 }
 
-/// Deletes the CronJob and any unfinished backup Job; returns whether one is still running.
+/// Deletes the CronJobs and any unfinished backup Job; returns whether one is still running.
 async fn stop_backups(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
     let ns = cluster.namespace;
-    let name = cluster.cronjob_name();
-    if cached(&ctx.caches.cronjobs, ns, &name).is_some() {
-        let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), ns);
-        delete(&api, &name).await?;
+    for name in [
+        cluster.cronjob_name(),
+        base_backup_cronjob_name(cluster.name),
+    ] {
+        if cached(&ctx.caches.cronjobs, ns, &name).is_some() {
+            let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), ns);
+            delete(&api, &name).await?;
+        }
     }
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
     let mut running = false;

@@ -32,6 +32,8 @@ pub struct Desired {
     pub network_policy: Option<NetworkPolicy>,
     /// The backup CronJob, with `spec.backup` only.
     pub backup: Option<BackupCronJob>,
+    /// The base-backup CronJob, with `spec.backup.walArchive` only.
+    pub base_backup: Option<BackupCronJob>,
 }
 
 /// ServiceAccount, Role and RoleBinding `<name>-instance`.
@@ -101,6 +103,13 @@ pub fn desired(
             serving: resources::backup_cronjob(cluster, policy, agent, true),
             held: resources::backup_cronjob(cluster, policy, agent, false),
             suspended_by_user: policy.suspend,
+        }),
+        base_backup: cluster.spec.backup.as_ref().and_then(|policy| {
+            Some(BackupCronJob {
+                serving: resources::base_backup_cronjob(cluster, policy, agent, true)?,
+                held: resources::base_backup_cronjob(cluster, policy, agent, false)?,
+                suspended_by_user: policy.suspend,
+            })
         }),
     })
 }

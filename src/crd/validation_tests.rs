@@ -55,7 +55,7 @@ fn valid_specs_pass() {
         "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d", "recoveryWindow": "7d"},
         "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()},
         "verify": {"schedule": "0 4 * * 0", "window": "8d", "jobDeadlineSeconds": 7200},
-        "walArchive": {"timeoutSeconds": 60}
+        "walArchive": {"timeoutSeconds": 60, "baseBackupSchedule": "@weekly"}
     }));
     assert_eq!(rejections("demo", full), Vec::<String>::new());
     let resources = json!({
@@ -414,6 +414,14 @@ fn invalid_specs_are_rejected_with_the_field_named() {
                 json!({"schedule": "@daily", "retention": {"recoveryWindow": "1 week"}, "destination": {"s3": s3()}}),
             ),
             "spec.backup.retention.recoveryWindow must be a number followed by h, d or w",
+        ),
+        (
+            "baseBackupSchedule",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "walArchive": {"baseBackupSchedule": "nightly"}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.walArchive.baseBackupSchedule must be a Kubernetes CronJob schedule",
         ),
         (
             "verify window unit",

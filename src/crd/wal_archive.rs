@@ -20,6 +20,14 @@ pub struct WalArchivePolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = kube::core::Rule::new("self >= 1 && self <= 3600").message("spec.backup.walArchive.timeoutSeconds must be between 1 and 3600"))]
     pub timeout_seconds: Option<i32>,
+    /// When base backups run (CronJob `<name>-base`, from a replica when there is one); the
+    /// cluster's `spec.backup.schedule` when unset, so the dump and the base backup run alike.
+    /// A base backup is where every point-in-time restore starts: the newer it is, the less
+    /// WAL a restore replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new(super::rules::schedule()).message("spec.backup.walArchive.baseBackupSchedule must be a Kubernetes CronJob schedule: five fields or a macro such as @daily"))]
+    #[schemars(length(max = 128))]
+    pub base_backup_schedule: Option<String>,
 }
 
 impl WalArchivePolicy {

@@ -7,7 +7,7 @@
 //! the certificate, key and CA of the server Secret, never the server's own key, and no
 //! superuser credential.
 
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
@@ -39,6 +39,16 @@ pub fn base_backup_source(pg: &PostgreSQL, cluster: &Cluster) -> String {
         )
 }
 
+/// The instance a scheduled base backup reads, fixed in its CronJob: the replicas (`-ro`) when
+/// the cluster has any, else the primary.
+pub fn scheduled_base_backup_source(cluster: &Cluster) -> String {
+    if cluster.spec.instances > 1 {
+        format!("{}.{}.svc", cluster.ro_service_name(), cluster.namespace)
+    } else {
+        cluster.rw_host()
+    }
+}
+
 /// Job `<backup>` of a physical Backup, owned by that Backup, reading from `source`.
 pub fn base_backup_job(
     cluster: &Cluster,
@@ -48,6 +58,22 @@ pub fn base_backup_job(
     owner: OwnerReference,
     source: &str,
 ) -> Job {
+    let mut metadata = cluster.child_meta(name.to_owned(), Component::Backup);
+    metadata.owner_references = Some(vec![owner]);
+    Job {
+        metadata,
+        spec: Some(base_backup_job_spec(cluster, policy, agent, source)),
+        status: None,
+    }
+}
+
+/// The spec of a base-backup Job (on demand, or a run of the `<name>-base` CronJob).
+pub fn base_backup_job_spec(
+    cluster: &Cluster,
+    policy: &BackupPolicy,
+    agent: &AgentSettings,
+    source: &str,
+) -> JobSpec {
     let mut spec = backup_job_spec(cluster, policy, agent);
     let archive_timeout = wal_archiving(cluster).map_or(0, |a| i64::from(a.timeout_seconds));
     let wait = 2 * archive_timeout + WAL_WAIT_MARGIN_SECONDS;
@@ -110,13 +136,7 @@ pub fn base_backup_job(
             });
         }
     }
-    let mut metadata = cluster.child_meta(name.to_owned(), Component::Backup);
-    metadata.owner_references = Some(vec![owner]);
-    Job {
-        metadata,
-        spec: Some(spec),
-        status: None,
-    }
+    spec
 }
 
 #[cfg(test)]

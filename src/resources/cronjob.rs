@@ -1,10 +1,12 @@
-//! The scheduled-backup CronJob: its Jobs are the same as on-demand backup Jobs.
+//! The scheduled-backup CronJobs: `<name>-backup` (logical) and, with `walArchive`,
+//! `<name>-base` (base backups). Their Jobs are the same as on-demand backup Jobs.
 
-use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::agent::{AgentSettings, backup_job_spec};
-use super::{Cluster, Component};
+use super::base_backup_job::{base_backup_job_spec, scheduled_base_backup_source};
+use super::{Cluster, Component, base_backup_cronjob_name, wal_archiving};
 use crate::crd::BackupPolicy;
 
 /// CronJob `<name>-backup`. `ready` is the cluster's Ready condition: while it is false the
@@ -15,11 +17,49 @@ pub fn backup_cronjob(
     agent: &AgentSettings,
     ready: bool,
 ) -> CronJob {
+    let job = backup_job_spec(cluster, policy, agent);
+    let schedule = policy.schedule.clone();
+    cronjob(
+        cluster,
+        cluster.cronjob_name(),
+        schedule,
+        policy,
+        job,
+        ready,
+    )
+}
+
+/// CronJob `<name>-base`, with `walArchive` only: base backups on `baseBackupSchedule`
+/// (`schedule` when unset), from the replicas when there are any. Suspended like the other.
+pub fn base_backup_cronjob(
+    cluster: &Cluster,
+    policy: &BackupPolicy,
+    agent: &AgentSettings,
+    ready: bool,
+) -> Option<CronJob> {
+    let archive = policy.wal_archive.as_ref()?;
+    wal_archiving(cluster)?;
+    let source = scheduled_base_backup_source(cluster);
+    let job = base_backup_job_spec(cluster, policy, agent, &source);
+    let schedule =
+        (archive.base_backup_schedule.clone()).unwrap_or_else(|| policy.schedule.clone());
+    let name = base_backup_cronjob_name(cluster.name);
+    Some(cronjob(cluster, name, schedule, policy, job, ready))
+}
+
+fn cronjob(
+    cluster: &Cluster,
+    name: String,
+    schedule: String,
+    policy: &BackupPolicy,
+    job: JobSpec,
+    ready: bool,
+) -> CronJob {
     let labels = cluster.labels(Component::Backup);
     CronJob {
-        metadata: cluster.child_meta(cluster.cronjob_name(), Component::Backup),
+        metadata: cluster.child_meta(name, Component::Backup),
         spec: CronJobSpec {
-            schedule: policy.schedule.clone(),
+            schedule,
             time_zone: Some("Etc/UTC".to_owned()),
             suspend: Some(policy.suspend || !ready),
             concurrency_policy: Some("Forbid".to_owned()),
@@ -28,10 +68,10 @@ pub fn backup_cronjob(
             failed_jobs_history_limit: Some(3),
             job_template: JobTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels.clone()),
+                    labels: Some(labels),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(backup_job_spec(cluster, policy, agent)),
+                spec: Some(job),
             },
         },
         status: None,
@@ -198,5 +238,58 @@ backup:
             key.secret.as_ref().unwrap().secret_name.as_deref(),
             Some("gcs")
         );
+    }
+
+    fn base(spec: &str, ready: bool) -> Option<CronJob> {
+        let pg = postgresql(spec);
+        let cluster = Cluster::new(&pg).unwrap();
+        let agent = AgentSettings {
+            image: "ghcr.io/tusk/backup-agent:test".into(),
+        };
+        base_backup_cronjob(&cluster, pg.spec.backup.as_ref().unwrap(), &agent, ready)
+    }
+
+    #[test]
+    fn base_backups_are_scheduled_only_for_a_cluster_that_archives() {
+        assert!(base(WITH_S3_BACKUP, true).is_none());
+        let archiving = WITH_S3_BACKUP.replace("backup:\n", "backup:\n  walArchive: {}\n");
+        let cj = base(&archiving, true).expect("a base-backup CronJob");
+        assert_eq!(cj.metadata.name.as_deref(), Some("demo-base"));
+        assert_eq!(cj.spec.schedule, "0 2 * * *", "the cluster's schedule");
+        assert_eq!(cj.spec.suspend, Some(false));
+        assert_eq!(cj.spec.concurrency_policy.as_deref(), Some("Forbid"));
+        let job = cj.spec.job_template.spec.as_ref().unwrap();
+        let container = &job.template.spec.as_ref().unwrap().containers[0];
+        assert_eq!(
+            container.args.as_deref(),
+            Some(&["base-backup".to_owned()][..])
+        );
+        let env = env_of(&cj);
+        assert_eq!(
+            value(&env, "PGHOST"),
+            Some("demo-rw.prod.svc"),
+            "one instance"
+        );
+        let user = env.iter().find(|e| e.name == "PGUSER").unwrap();
+        let secret = user
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(secret.name, "demo-replication");
+        assert_eq!(base(&archiving, false).unwrap().spec.suspend, Some(true));
+    }
+
+    #[test]
+    fn base_backups_read_the_replicas_on_their_own_schedule() {
+        let spec = WITH_S3_BACKUP.replace(
+            "backup:\n",
+            "instances: 3\nbackup:\n  walArchive: {baseBackupSchedule: \"@weekly\"}\n",
+        );
+        let cj = base(&spec, true).expect("a base-backup CronJob");
+        assert_eq!(cj.spec.schedule, "@weekly");
+        assert_eq!(value(&env_of(&cj), "PGHOST"), Some("demo-ro.prod.svc"));
     }
 }

@@ -33,12 +33,12 @@ pub use agent::{
     backup_job_spec, restore_job, store_environment,
 };
 pub use archive::{WalArchiving, wal_archiving};
-pub use base_backup_job::{base_backup_job, base_backup_source};
+pub use base_backup_job::{base_backup_job, base_backup_source, scheduled_base_backup_source};
 pub use config::{
     CONFIG_DIR, ParameterError, config_checksum, config_map, hot_standby_values, render_hba,
     render_postgresql_conf,
 };
-pub use cronjob::backup_cronjob;
+pub use cronjob::{backup_cronjob, base_backup_cronjob};
 pub use disruption::disruption_budget;
 pub use image::{
     DATA_MOUNT, INSTANCE_MANAGER, PGDATA, POSTGRES_PORT, default_image, postgres_image,
@@ -74,6 +74,20 @@ pub const MANAGED_BY: &str = "tusk-operator";
 /// Name of the backup CronJob of cluster `cluster`; its Jobs are the scheduled runs.
 pub fn backup_cronjob_name(cluster: &str) -> String {
     format!("{cluster}-backup")
+}
+
+/// Name of the CronJob of `cluster`'s scheduled base backups (with `walArchive`). A short
+/// suffix: a cluster name of 45 characters leaves 7 under the 52 a CronJob name may have.
+pub fn base_backup_cronjob_name(cluster: &str) -> String {
+    format!("{cluster}-base")
+}
+
+/// The CronJob whose runs are the scheduled Backups of `method`.
+pub fn scheduled_cronjob_name(cluster: &str, method: crate::crd::BackupMethod) -> String {
+    match method {
+        crate::crd::BackupMethod::Logical => backup_cronjob_name(cluster),
+        crate::crd::BackupMethod::Physical => base_backup_cronjob_name(cluster),
+    }
 }
 
 /// What a child is for; becomes `app.kubernetes.io/component`.

@@ -94,12 +94,15 @@ impl Cache {
         let checksum = resources::config_checksum(&config_map);
         let statefulset =
             statefulset_with_status(resources::statefulset(&cluster, &checksum, &agent()), ready);
-        let cronjobs = pg
-            .spec
-            .backup
-            .as_ref()
-            .map(|policy| resources::backup_cronjob(&cluster, policy, &agent(), ready))
+        let cronjobs = (pg.spec.backup.as_ref())
+            .map(|policy| {
+                let logical = resources::backup_cronjob(&cluster, policy, &agent(), ready);
+                let base = resources::base_backup_cronjob(&cluster, policy, &agent(), ready);
+                [Some(logical), base]
+            })
             .into_iter()
+            .flatten()
+            .flatten()
             .collect();
         let issued = tls::ServerCertificates {
             server: pem("server"),

@@ -1,5 +1,6 @@
 //! Every scheduled run becomes a Backup: the cluster's reconcile creates one for each Job of its
-//! CronJob, then marks the Job so that a Backup later removed by retention is not re-created.
+//! CronJobs (logical, and base backups with `walArchive`), then marks the Job so that a Backup
+//! later removed by retention is not re-created.
 
 use std::collections::BTreeMap;
 
@@ -8,38 +9,43 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use serde_json::json;
 
-use crate::crd::{Backup, RECORDED_ANNOTATION, SCHEDULED_LABEL};
+use crate::crd::{Backup, BackupMethod, RECORDED_ANNOTATION, SCHEDULED_LABEL};
 use crate::error::Result;
-use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY, backup_cronjob_name};
+use crate::resources::{CLUSTER_LABEL, Cluster, MANAGED_BY, scheduled_cronjob_name};
 use crate::runtime::apply::{Written, create, patch_params, unless_gone};
 use crate::runtime::{Context, cached};
 
-/// The Jobs of `cluster`'s backup CronJob that have no Backup yet.
+/// The Jobs of `cluster`'s backup CronJobs that have no Backup yet, with the method of the
+/// CronJob that ran them.
 pub fn unrecorded_runs<'a>(
     jobs: impl IntoIterator<Item = &'a Job>,
     cluster: &str,
     has_backup: impl Fn(&str) -> bool,
-) -> Vec<&'a Job> {
-    let cronjob = backup_cronjob_name(cluster);
+) -> Vec<(&'a Job, BackupMethod)> {
+    let method_of = |job: &Job| {
+        [BackupMethod::Logical, BackupMethod::Physical]
+            .into_iter()
+            .find(|method| {
+                let cronjob = scheduled_cronjob_name(cluster, *method);
+                (job.owner_references().iter()).any(|o| o.kind == "CronJob" && o.name == cronjob)
+            })
+    };
     jobs.into_iter()
-        .filter(|job| {
-            job.owner_references()
-                .iter()
-                .any(|o| o.kind == "CronJob" && o.name == cronjob)
-        })
         .filter(|job| !job.annotations().contains_key(RECORDED_ANNOTATION))
         .filter(|job| !has_backup(&job.name_any()))
+        .filter_map(|job| Some((job, method_of(job)?)))
         .collect()
 }
 
 /// The Backup recording a scheduled Job: same name, not owned by the cluster, so that it
 /// outlives the cluster and stays usable for a restore.
-pub fn scheduled_backup(job: &Job, cluster: &str) -> Backup {
+pub fn scheduled_backup(job: &Job, cluster: &str, method: BackupMethod) -> Backup {
     let mut backup = Backup::of_cluster(
         &job.name_any(),
         &job.namespace().unwrap_or_default(),
         cluster,
     );
+    backup.spec.method = method;
     backup.metadata.labels = Some(BTreeMap::from([
         (CLUSTER_LABEL.to_owned(), cluster.to_owned()),
         (SCHEDULED_LABEL.to_owned(), "true".to_owned()),
@@ -67,9 +73,9 @@ pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Resu
         Api::namespaced(ctx.client.clone(), ns),
     );
     let mut created = Vec::new();
-    for job in todo {
+    for (job, method) in todo {
         let name = job.name_any();
-        let backup = scheduled_backup(job, cluster.name);
+        let backup = scheduled_backup(job, cluster.name, method);
         created.extend(Written::of(&backup, create(&backups, &backup).await?));
         // A merge patch, not an apply: it must never re-create a Job that is gone.
         let mark = json!({"metadata": {"annotations": {RECORDED_ANNOTATION: name}}});
@@ -110,18 +116,32 @@ mod tests {
             job("demo-backup-2", "demo-backup", true),
             job("demo-backup-3", "demo-backup", false),
             job("demo2-backup-1", "demo2-backup", false),
+            job("demo-base-1", "demo-base", false),
+            job("demo-other-1", "demo-other", false),
         ];
         let todo = unrecorded_runs(jobs.iter(), "demo", |name| name == "demo-backup-3");
-        let names: Vec<String> = todo.iter().map(|j| j.name_any()).collect();
-        assert_eq!(names, ["demo-backup-1"]);
+        let runs: Vec<(String, BackupMethod)> = (todo.iter())
+            .map(|(j, method)| (j.name_any(), *method))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("demo-backup-1".to_owned(), BackupMethod::Logical),
+                ("demo-base-1".to_owned(), BackupMethod::Physical)
+            ]
+        );
     }
 
     #[test]
     fn the_record_is_labelled_and_not_owned() {
-        let b = scheduled_backup(&job("demo-backup-1", "demo-backup", false), "demo");
+        let run = job("demo-backup-1", "demo-backup", false);
+        let b = scheduled_backup(&run, "demo", BackupMethod::Logical);
         assert_eq!(b.metadata.namespace.as_deref(), Some("prod"));
         assert_eq!(b.spec.cluster.name, "demo");
         assert_eq!(b.labels()[SCHEDULED_LABEL], "true");
         assert!(b.metadata.owner_references.is_none());
+        let base = job("demo-base-1", "demo-base", false);
+        let b = scheduled_backup(&base, "demo", BackupMethod::Physical);
+        assert_eq!(b.spec.method, BackupMethod::Physical);
     }
 }
