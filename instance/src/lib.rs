@@ -24,6 +24,7 @@ pub mod reaper;
 pub mod report;
 pub mod restore;
 pub mod restore_fetch;
+pub mod restore_prefetch;
 pub mod rewind;
 pub mod role_source;
 pub mod slots;

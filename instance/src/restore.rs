@@ -163,14 +163,28 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
     }
     auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings())?;
     write_private(&pgdata.join("recovery.signal"), b"")?;
+    // Files fetched ahead by an earlier attempt are valid (archived files never change), but
+    // the spool is only ever this attempt's.
+    let spool = crate::restore_prefetch::spool_dir(pgdata);
+    remove_dir(&spool)?;
     let fetcher = crate::restore_fetch::serve(ctx, &plan.agent, plan.agent_env(ctx))?;
     let recovered = recover(ctx).await;
     fetcher.abort();
     recovered?;
+    remove_dir(&spool)?;
     auto_conf::remove(pgdata, &RECOVERY_KEYS)?;
     std::fs::remove_file(&marker).map_err(Error::io("removing the restore marker"))?;
     tracing::info!(backup = %plan.backup_id, "restore finished");
     Ok(())
+}
+
+fn remove_dir(dir: &std::path::Path) -> Result<(), Error> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(format!("removing {}", dir.display()))(e))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Runs the recovery on a server that listens only on its socket until it has promoted itself

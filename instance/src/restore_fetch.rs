@@ -4,7 +4,8 @@
 //! answer keeps its meaning: "not in the archive" only on a real not-found (the end of the
 //! archive, or a history file that does not exist); any other failure stops the recovery
 //! (exit 126) rather than letting PostgreSQL take it for the end and promote at the wrong point.
-//! The manager then retries the whole step from where the recovery stood.
+//! The manager then retries the whole step from where the recovery stood. The next segments
+//! are fetched ahead (`restore_prefetch`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream as StdStream;
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::context::Context;
 use crate::error::Error;
+use crate::restore_prefetch::{self, Prefetcher};
 
 /// The socket's name in the socket directory.
 const SOCKET: &str = ".tusk-restore.sock";
@@ -53,11 +55,25 @@ pub fn serve(
     let _ = std::fs::remove_file(&socket);
     let listener =
         UnixListener::bind(&socket).map_err(Error::io(format!("binding {}", socket.display())))?;
+    let download = {
+        let (reaper, agent, env) = (ctx.reaper.clone(), agent.to_owned(), env.clone());
+        let download = move |name: String, path: PathBuf| {
+            let (reaper, agent, env) = (reaper.clone(), agent.clone(), env.clone());
+            let fetched = async move { wal_fetch(&reaper, &agent, &env, &name, &path).await };
+            Box::pin(async move { matches!(fetched.await, Ok(Fetched::Restored)) })
+                as futures::future::BoxFuture<'static, bool>
+        };
+        Arc::new(download) as restore_prefetch::Download
+    };
+    let spool = restore_prefetch::spool_dir(ctx.pgdata());
+    let prefetcher = Prefetcher::new(spool.clone(), download)
+        .map_err(Error::io(format!("creating {}", spool.display())))?;
     let fetcher = Arc::new(Fetcher {
         reaper: ctx.reaper.clone(),
         pgdata: ctx.pgdata().to_owned(),
         agent: agent.to_owned(),
         env,
+        prefetcher: prefetcher.clone(),
     });
     Ok(tokio::spawn(async move {
         loop {
@@ -79,24 +95,45 @@ struct Fetcher {
     pgdata: PathBuf,
     agent: PathBuf,
     env: Vec<(String, String)>,
+    prefetcher: Arc<Prefetcher>,
 }
 
 impl Fetcher {
+    /// A file fetched ahead is handed over; any other is fetched now. Either way the segments
+    /// after it are fetched ahead.
     async fn fetch(&self, request: &str) -> Result<Fetched, String> {
         let (name, path) = parse_request(request, &self.pgdata)?;
-        let mut cmd = std::process::Command::new(&self.agent);
-        cmd.arg("wal-fetch").arg(name).arg(path);
-        let run = self
-            .reaper
-            .run_with_env(cmd, "backup-agent wal-fetch", &self.env, FETCH_TIMEOUT)
-            .await;
-        match run {
-            Ok(_) => Ok(Fetched::Restored),
-            Err(Error::Tool { status, .. }) if status.code() == Some(i32::from(NOT_ARCHIVED)) => {
-                Ok(Fetched::NotArchived)
-            }
-            Err(e) => Err(e.to_string()),
+        let fetched = if self.prefetcher.take(name, path).await {
+            Fetched::Restored
+        } else {
+            wal_fetch(&self.reaper, &self.agent, &self.env, name, path).await?
+        };
+        if fetched == Fetched::Restored {
+            self.prefetcher.ahead_of(name, path);
         }
+        Ok(fetched)
+    }
+}
+
+/// One `backup-agent wal-fetch NAME PATH` with the source store's `env`.
+async fn wal_fetch(
+    reaper: &crate::reaper::Reaper,
+    agent: &Path,
+    env: &[(String, String)],
+    name: &str,
+    path: &Path,
+) -> Result<Fetched, String> {
+    let mut cmd = std::process::Command::new(agent);
+    cmd.arg("wal-fetch").arg(name).arg(path);
+    let run = reaper
+        .run_with_env(cmd, "backup-agent wal-fetch", env, FETCH_TIMEOUT)
+        .await;
+    match run {
+        Ok(_) => Ok(Fetched::Restored),
+        Err(Error::Tool { status, .. }) if status.code() == Some(i32::from(NOT_ARCHIVED)) => {
+            Ok(Fetched::NotArchived)
+        }
+        Err(e) => Err(e.to_string()),
     }
 }
 
