@@ -3,7 +3,9 @@
 //! initdb, unpacks the backup, recovers through `tusk-instance wal-fetch` (the manager runs the
 //! backup agent with the source's credentials; PostgreSQL never sees them), promotes at the
 //! target, takes this cluster's passwords, and serves: every row committed before the target
-//! is there, none after, and the table dropped after it exists.
+//! is there, none after, and the table dropped after it exists. The same exactness for a
+//! transaction id and a WAL position; a missing or damaged segment stops the recovery, named,
+//! with nothing promoted.
 
 mod common;
 
@@ -23,13 +25,15 @@ fn restoring(bucket: &Bucket, target: &str) -> Cluster {
 }
 
 /// A source cluster's history in the bucket: a base backup after 100 rows, 150 more rows in
-/// their own segment (`middle`), the target time, 50 rows after it, a second base backup, then
-/// the table dropped.
+/// one transaction (`xid`, ending at `lsn`) in their own segment (`middle`), the target time,
+/// 50 rows after it, a second base backup, then the table dropped.
 struct History {
     source: Cluster,
     target: String,
     system: String,
     middle: String,
+    xid: String,
+    lsn: String,
 }
 
 fn key_of(system: &str, segment: &str) -> String {
@@ -51,10 +55,12 @@ fn archived_history(bucket: &Bucket) -> History {
     );
     base_backup(&agent, &source, bucket, "base1");
     sql("a fresh segment", "SELECT pg_switch_wal()");
-    sql(
+    // One statement string is one transaction: its id is the rows' xid.
+    let xid = sql(
         "rows after the backup",
-        "INSERT INTO ledger SELECT generate_series(101, 250)",
+        "INSERT INTO ledger SELECT generate_series(101, 250); SELECT txid_current()",
     );
+    let lsn = sql("the position after them", "SELECT pg_current_wal_lsn()");
     let middle = sql(
         "the middle segment",
         "SELECT pg_walfile_name(pg_switch_wal())",
@@ -81,6 +87,8 @@ fn archived_history(bucket: &Bucket) -> History {
         target,
         system,
         middle,
+        xid,
+        lsn,
     }
 }
 
@@ -183,4 +191,62 @@ fn a_segment_missing_before_the_target_stops_the_restore_and_nothing_is_promoted
             .is_err(),
         "nothing serves"
     );
+}
+
+#[test]
+fn a_restore_stops_exactly_at_a_transaction_or_a_wal_position() {
+    let bucket = Bucket::start();
+    let history = archived_history(&bucket);
+    for target in [
+        ("TUSK_RESTORE_TARGET_XID", history.xid.as_str()),
+        ("TUSK_RESTORE_TARGET_LSN", history.lsn.as_str()),
+    ] {
+        // base1 by name: `latest` is base2, which completed after these targets.
+        let restored = restoring_member(&bucket, "base1", Some(target), NEW_PASSWORD);
+        let member = &restored.members[0];
+        member.wait_ready_as("primary", Duration::from_secs(180));
+        let rows = member.psql_as(
+            "postgres",
+            NEW_PASSWORD,
+            "postgres",
+            "SELECT count(*) || ' ' || max(id) FROM ledger",
+        );
+        assert_eq!(
+            rows.as_deref(),
+            Ok("250 250"),
+            "{target:?}: the transaction, nothing after"
+        );
+    }
+}
+
+#[test]
+fn a_damaged_segment_stops_the_restore_naming_it() {
+    let bucket = Bucket::start();
+    let history = archived_history(&bucket);
+    let key = key_of(&history.system, &history.middle);
+    let store = &bucket.store;
+    bucket.runtime.block_on(async {
+        let mut bytes = backup_store::store::get_bytes(store, &key)
+            .await
+            .expect("the archived segment");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x55;
+        store
+            .put(&key, bytes.into())
+            .await
+            .expect("the damaged copy");
+    });
+    let restored = restoring(&bucket, &history.target);
+    let member = &restored.members[0];
+    wait_for("the restore to stop", Duration::from_secs(120), || {
+        std::fs::read_to_string(&member.log)
+            .unwrap_or_default()
+            .contains("the recovery stopped")
+    });
+    let log = std::fs::read_to_string(&member.log).unwrap_or_default();
+    let named = log.lines().any(|l| {
+        l.contains("a WAL fetch failed") && l.contains(&history.middle) && l.contains("damaged")
+    });
+    assert!(named, "the manager names the damaged segment: {log}");
+    assert_ne!(member.status_field("role"), "primary");
 }
