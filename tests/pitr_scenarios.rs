@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::Value;
 use support::memory_store::MemoryBucket;
-use support::paths::STATUS;
+use support::paths::{STATEFULSETS, STATUS};
 use support::read::condition;
 use support::run::reconcile_cluster as run;
 use support::scripts::restore_finished;
@@ -86,4 +86,70 @@ async fn a_point_in_time_restore_is_recorded_once_the_database_serves() {
         status["status"]["restoredFrom"]["location"],
         "s3://backups/p/prod/shop/base1/"
     );
+}
+
+/// A reconcile of the point-in-time cluster before its StatefulSet exists, against `bucket`:
+/// the StatefulSet it applies and the status it writes, then the Warning Event of a restore
+/// refused for good (`refused`).
+async fn before_any_pod(bucket: MemoryBucket, refused: bool) -> (Value, Value, Option<Value>) {
+    let (mut pg, mut cache) = converged(POINT_IN_TIME, false, BackupSchedule::NotConfigured);
+    not_ready_status(&mut pg, BackupSchedule::NotConfigured);
+    cache.statefulsets.clear();
+    let mut script = vec![
+        Expect::apply(format!("{STATEFULSETS}/demo")),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    if refused {
+        script.push(Expect::event(NS));
+    }
+    let (result, seen) = run(pg, cache, bucket, script).await;
+    result.expect("reconciled");
+    let warning = seen.get(3).map(|s| s.body.clone());
+    (seen[0].body.clone(), seen[2].body.clone(), warning)
+}
+
+/// Base backup `base1` of `prod/shop` (system 7) completed at 09:00, and its WAL archived
+/// until `archived`.
+fn source_archive(archived: &str) -> MemoryBucket {
+    let bucket = MemoryBucket::default();
+    let manifest = serde_json::json!({
+        "formatVersion": 1, "backupId": "base1", "namespace": NS, "cluster": "shop",
+        "startedAt": "2026-11-28T08:59:00Z", "completedAt": "2026-11-28T09:00:00Z",
+        "serverVersion": "18.1", "pgDumpVersion": "pg_basebackup (PostgreSQL) 18.1",
+        "compression": "zstd", "files": [],
+        "physical": {"systemIdentifier": "7", "timeline": 1, "startLsn": "0/3000028",
+                     "stopLsn": "0/3000100", "walSegmentSize": 16 << 20}});
+    bucket.put("p/prod/shop/base1/manifest.json", manifest.to_string());
+    let segment = "p/prod/shop/wal/7/00000001/000000010000000000000004.zst";
+    bucket.put_at(segment, "wal", archived);
+    bucket
+}
+
+#[tokio::test]
+async fn a_target_no_base_backup_reaches_is_refused_and_no_pod_starts() {
+    let (sts, status, warning) = before_any_pod(MemoryBucket::default(), true).await;
+    assert_eq!(sts["spec"]["replicas"], 0, "no pod may start the restore");
+    let restored = condition(&status, "Restored");
+    assert_eq!(restored["reason"], "NoBaseBackup", "{restored}");
+    let warning = warning.expect("a Warning Event");
+    assert_eq!(warning["type"], "Warning", "{warning}");
+    assert_eq!(condition(&status, "Ready")["status"], "False");
+}
+
+#[tokio::test]
+async fn a_target_after_the_archive_waits_and_no_pod_starts() {
+    let (sts, status, _) = before_any_pod(source_archive("2026-11-28T09:30:00Z"), false).await;
+    assert_eq!(sts["spec"]["replicas"], 0);
+    let restored = condition(&status, "Restored");
+    assert_eq!(restored["reason"], "TargetNotArchived", "{restored}");
+    let message = restored["message"].as_str().unwrap_or_default();
+    assert!(message.contains("2026-11-28T09:30:00Z"), "{message}");
+}
+
+#[tokio::test]
+async fn a_reachable_target_starts_the_first_pod() {
+    let (sts, status, _) = before_any_pod(source_archive("2026-11-28T10:05:00Z"), false).await;
+    assert_eq!(sts["spec"]["replicas"], 1);
+    assert_eq!(condition(&status, "Restored")["reason"], "Recovering");
 }

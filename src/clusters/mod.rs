@@ -23,6 +23,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod report;
 pub mod restore;
+pub mod restore_window;
 pub mod status;
 pub mod storage;
 pub mod validate;

@@ -18,7 +18,7 @@ use super::cleanup;
 use super::desired::desired;
 use super::ha::{self, PrimaryState};
 use super::report;
-use super::restore::{self, Observed};
+use super::restore;
 use super::status::{BackupSchedule, Outcome};
 use super::validate::validate;
 use crate::crd::PostgreSQL;
@@ -89,11 +89,16 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // restore, the backups' records.
     let observed = restore::observe(pg, &cluster, ctx).await?;
     let held = observed.holds_clients();
+    let mut children = children;
+    if observed.holds_pods() {
+        // A restore refused before it began: no pod may start it (the volumes stay unbound).
+        children.statefulset.spec.replicas = Some(0);
+    }
     let applied = Box::pin(apply_children(&cluster, children, ctx, held)).await?;
     let mut writes = applied.writes;
-    let restore = match observed {
-        Observed::Known(progress) => progress,
-        Observed::NotStarted => {
+    let restore = match observed.progress() {
+        Some(progress) => progress,
+        None => {
             let (progress, job) = restore::start(&cluster, &applied.readiness, ctx).await?;
             writes.extend(job);
             progress

@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::readiness::Readiness;
+use super::restore_window;
 use super::status::RestoreProgress;
 use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoreTarget, RestoredFrom};
 use crate::error::{Error, Result};
@@ -29,6 +30,9 @@ pub enum Observed {
     Known(RestoreProgress),
     /// No restore Job yet: one starts once the database serves ([`start`]).
     NotStarted,
+    /// A point-in-time restore whose target cannot be reached (`restore_window`): no pod may
+    /// start restoring, so the StatefulSet is held at none.
+    Refused(RestoreProgress),
 }
 
 impl Observed {
@@ -36,7 +40,20 @@ impl Observed {
     pub fn holds_clients(&self) -> bool {
         match self {
             Self::Known(progress) => !progress.allows_ready(),
-            Self::NotStarted => true,
+            Self::NotStarted | Self::Refused(_) => true,
+        }
+    }
+
+    /// Whether the database pods are held back: a refused point-in-time restore.
+    pub fn holds_pods(&self) -> bool {
+        matches!(self, Self::Refused(_))
+    }
+
+    /// Where the restore stands, when this reconcile starts nothing.
+    pub fn progress(self) -> Option<RestoreProgress> {
+        match self {
+            Self::Known(progress) | Self::Refused(progress) => Some(progress),
+            Self::NotStarted => None,
         }
     }
 }
@@ -53,8 +70,8 @@ pub async fn observe(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> R
     {
         return Ok(Observed::Known(RestoreProgress::Done));
     }
-    if let Some(progress) = point_in_time_progress(cluster, ctx) {
-        return Ok(Observed::Known(progress));
+    if let Some(observed) = point_in_time_progress(cluster, ctx).await? {
+        return Ok(observed);
     }
     let name = cluster.restore_job_name();
     let Some(job) = cached(&ctx.caches.jobs, cluster.namespace, &name) else {
@@ -115,25 +132,47 @@ pub async fn start(
 }
 
 /// A point-in-time restore runs in the first pod, with no Job: where it stands, from the
-/// cached StatefulSet (so clients are routed in the reconcile that sees it done).
-fn point_in_time_progress(cluster: &Cluster, ctx: &Context) -> Option<RestoreProgress> {
-    let source = cluster.spec.restore.as_ref()?;
-    let target = source.target.as_ref()?;
+/// cached StatefulSet (so clients are routed in the reconcile that sees it done). Before its
+/// pods exist the target is checked against the source's bucket, and refused if unreachable.
+async fn point_in_time_progress(cluster: &Cluster<'_>, ctx: &Context) -> Result<Option<Observed>> {
+    let Some(source) = cluster.spec.restore.as_ref() else {
+        return Ok(None);
+    };
+    let Some(target) = source.target.as_ref() else {
+        return Ok(None);
+    };
     let plan = match plan(source, cluster, ctx) {
         Ok(plan) => plan,
-        Err(progress) => return Some(progress),
+        Err(progress) => return Ok(Some(Observed::Known(progress))),
     };
     let sts = cached(
         &ctx.caches.statefulsets,
         cluster.namespace,
         &cluster.statefulset_name(),
     );
+    let has_pods = (sts.as_deref().and_then(|s| s.spec.replicas)).is_some_and(|n| n > 0);
+    if !has_pods {
+        let checked = restore_window::check(&plan, target, cluster, ctx).await;
+        let refusal = checked.map_err(|source| Error::Bucket {
+            name: cluster.name.to_owned(),
+            source,
+        })?;
+        if let Some(refusal) = refusal {
+            let progress = match refusal.retry {
+                true => waiting(refusal.reason, refusal.message),
+                false => failed(refusal.reason, refusal.message),
+            };
+            return Ok(Some(Observed::Refused(progress)));
+        }
+    }
     let serving = sts
         .as_deref()
         .and_then(|s| s.status.as_ref())
         .and_then(|s| s.ready_replicas)
         .is_some_and(|ready| ready >= 1);
-    Some(recovery_progress(&plan, target, serving))
+    Ok(Some(Observed::Known(recovery_progress(
+        &plan, target, serving,
+    ))))
 }
 
 /// Where a point-in-time restore stands: done once the database serves, since the first

@@ -23,6 +23,12 @@ impl MemoryBucket {
         self.0.insert(key, body);
     }
 
+    /// [`MemoryBucket::put`], listed as last modified at `at` (RFC 3339).
+    pub fn put_at(&self, key: &str, body: impl Into<Bytes>, at: &str) {
+        self.0
+            .insert_at(key, body, at.parse().expect("an RFC 3339 time"));
+    }
+
     pub fn keys(&self) -> Vec<String> {
         self.0.keys()
     }

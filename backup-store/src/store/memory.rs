@@ -15,6 +15,8 @@ use super::{ByteStream, ObjectInfo, ObjectStore, PendingUpload, StoreError, Uplo
 pub struct MemoryStore {
     location: String,
     objects: Arc<Mutex<BTreeMap<String, Bytes>>>,
+    /// Times given with [`MemoryStore::insert_at`]; other objects list none.
+    modified: Arc<Mutex<BTreeMap<String, jiff::Timestamp>>>,
     uploads: Arc<Mutex<Vec<PendingUpload>>>,
     /// Every call fails like a store that is down while set.
     unreachable: Arc<AtomicBool>,
@@ -32,6 +34,7 @@ impl MemoryStore {
         Self {
             location: location.into(),
             objects: Arc::default(),
+            modified: Arc::default(),
             uploads: Arc::default(),
             unreachable: Arc::default(),
         }
@@ -40,6 +43,13 @@ impl MemoryStore {
     /// Stores `body` at `key` directly (test setup; not subject to `set_unreachable`).
     pub fn insert(&self, key: &str, body: impl Into<Bytes>) {
         self.objects().insert(key.to_owned(), body.into());
+    }
+
+    /// [`MemoryStore::insert`], listed as last modified `at`.
+    pub fn insert_at(&self, key: &str, body: impl Into<Bytes>, at: jiff::Timestamp) {
+        self.insert(key, body);
+        let mut modified = self.modified.lock().unwrap_or_else(|p| p.into_inner());
+        modified.insert(key.to_owned(), at);
     }
 
     pub fn keys(&self) -> Vec<String> {
@@ -125,6 +135,11 @@ impl ObjectStore for MemoryStore {
     }
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         self.reachable("list")?;
+        let modified = self
+            .modified
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         Ok(self
             .objects()
             .iter()
@@ -132,7 +147,7 @@ impl ObjectStore for MemoryStore {
             .map(|(k, v)| ObjectInfo {
                 key: k.clone(),
                 size: v.len() as u64,
-                last_modified: None,
+                last_modified: modified.get(k).copied(),
             })
             .collect())
     }

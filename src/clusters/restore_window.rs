@@ -1,0 +1,200 @@
+//! Before a point-in-time restore starts: can its target be reached? The operator reads the
+//! source's base backups and the end of its archive while the new cluster has no pod yet
+//! (docs/pitr-design.md §5), and refuses, with the reason, a target no base backup reaches or
+//! the archive does not hold — rather than a pod that recovers to the end of the archive and
+//! never promotes (Zalando #1435: a target past the last archived commit).
+//!
+//! What is judged: a time needs a base backup completed by then, and a WAL file archived at or
+//! after it; an LSN needs a base backup consistent by then, and the segment holding it archived.
+//! A transaction ID or a restore point name can only be checked by replaying: PostgreSQL does.
+
+use backup_store::catalog;
+use backup_store::lsn::Lsn;
+use backup_store::manifest::Manifest;
+use backup_store::store::ObjectInfo;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::crd::RestoreTarget;
+use crate::resources::{Cluster, RestorePlan};
+use crate::runtime::Context;
+use crate::runtime::buckets::{BucketError, cluster_location};
+
+/// Why a target is refused. `retry`: the archive may still reach it (a source that archives).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+    pub retry: bool,
+}
+
+/// A base backup, as the restore sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Base {
+    pub id: String,
+    pub completed_at: Timestamp,
+    pub system: String,
+    pub stop: Option<Lsn>,
+    pub segment_size: Option<u64>,
+}
+
+impl Base {
+    /// The base backup `manifest` describes; None for a dump.
+    pub fn of(manifest: &Manifest) -> Option<Self> {
+        let physical = manifest.physical.as_ref()?;
+        Some(Self {
+            id: manifest.backup_id.clone(),
+            completed_at: manifest.completed_at,
+            system: physical.system_identifier.clone(),
+            stop: Lsn::parse(&physical.stop_lsn).ok(),
+            segment_size: physical.wal_segment_size,
+        })
+    }
+}
+
+fn refused(reason: &'static str, message: String) -> Refusal {
+    Refusal {
+        reason,
+        message,
+        retry: false,
+    }
+}
+
+/// The base backup the first pod will restore for `target` (`backup_id` `latest`, oldest first
+/// in `bases`, resolves as the manager does: for a time, the newest completed by then; else the
+/// newest), or why there is none that reaches the target.
+pub fn choose<'a>(
+    target: &RestoreTarget,
+    backup_id: &str,
+    bases: &'a [Base],
+    source: &str,
+) -> Result<&'a Base, Refusal> {
+    let named: Vec<&Base> = if backup_id == "latest" {
+        bases.iter().collect()
+    } else {
+        bases.iter().filter(|b| b.id == backup_id).collect()
+    };
+    let what = match backup_id {
+        "latest" => format!("no base backup of {source}"),
+        id => format!("no base backup {id} of {source}"),
+    };
+    let newest = named.last().copied().ok_or_else(|| {
+        refused(
+            "NoBaseBackup",
+            format!("{what} is complete: a point-in-time restore starts from one"),
+        )
+    })?;
+    if let Some(time) = target
+        .time
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+    {
+        let first = named[0].completed_at;
+        return named.iter().rev().find(|b| b.completed_at <= time).copied().ok_or_else(|| {
+            refused(
+                "TargetBeforeRecoveryWindow",
+                format!("{time} is before the recovery window: {what} completed by then (the first completed at {first})"),
+            )
+        });
+    }
+    if let Some(lsn) = target.lsn.as_deref().and_then(|l| Lsn::parse(l).ok())
+        && newest.stop.is_some_and(|stop| stop > lsn)
+    {
+        return Err(refused(
+            "TargetBeforeRecoveryWindow",
+            format!(
+                "LSN {lsn} is before base backup {} is consistent ({}); name an older base backup in spec.restore.objectStore.backupId",
+                newest.id,
+                newest.stop.map(|s| s.to_string()).unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(newest)
+}
+
+/// Whether the archive of `base`'s system (`wal`: its listing) reaches `target`.
+pub fn reaches(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Result<(), Refusal> {
+    let segments = || {
+        wal.iter()
+            .filter(|o| !o.key.contains("/history/"))
+            .filter_map(|o| {
+                let name = o.key.rsplit('/').next()?;
+                Some((o, name))
+            })
+    };
+    let not_yet = |what: String| Refusal {
+        reason: "TargetNotArchived",
+        message: format!(
+            "{what}: commits after it were never archived, so recovery would end before the \
+             target (the source's archiving is behind or stopped, or it wrote nothing since). \
+             Choose an earlier target, or wait while the source archives"
+        ),
+        retry: true,
+    };
+    if let Some(time) = target
+        .time
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+    {
+        // Timestamps may be missing (a store that lists none): then PostgreSQL judges.
+        let newest = segments().filter_map(|(o, _)| o.last_modified).max();
+        if let Some(newest) = newest
+            && newest < time
+        {
+            return Err(not_yet(format!(
+                "{time} is after the newest WAL file of system {}, archived at {newest}",
+                base.system
+            )));
+        }
+    }
+    if let (Some(lsn), Some(size)) = (
+        target.lsn.as_deref().and_then(|l| Lsn::parse(l).ok()),
+        base.segment_size,
+    ) {
+        let end = segments()
+            .filter_map(|(_, name)| Lsn::of_segment(name, size))
+            .map(|start| start.0.saturating_add(size))
+            .max();
+        if end.is_none_or(|end| end <= lsn.0) {
+            let upto = end.map_or("nothing".to_owned(), |e| Lsn(e).to_string());
+            return Err(not_yet(format!(
+                "LSN {lsn} is past the archive of system {}, which ends at {upto}",
+                base.system
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the source's base backups and, for the one the first pod will restore, its system's
+/// archive: None when `target` can be reached.
+pub async fn check(
+    plan: &RestorePlan,
+    target: &RestoreTarget,
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+) -> Result<Option<Refusal>, BucketError> {
+    let (namespace, name) = (&plan.layout.namespace, &plan.layout.cluster);
+    let location = cluster_location(&plan.destination, namespace, name)?;
+    let store = ctx
+        .buckets
+        .open(cluster.namespace, &plan.destination)
+        .await?;
+    let catalog = catalog::load(store.as_ref(), &location).await?;
+    let bases: Vec<Base> = (catalog.backups.iter())
+        .filter_map(|b| Base::of(&b.manifest))
+        .collect();
+    let source = format!("{namespace}/{name}");
+    let base = match choose(target, &plan.backup_id, &bases, &source) {
+        Ok(base) => base,
+        Err(refusal) => return Ok(Some(refusal)),
+    };
+    let Ok(system) = base.system.parse::<u64>() else {
+        return Ok(None); // not ours to judge: PostgreSQL will
+    };
+    let wal = store.list(&location.wal_prefix(system)).await?;
+    Ok(reaches(target, base, &wal).err())
+}
+
+#[cfg(test)]
+#[path = "restore_window_tests.rs"]
+mod tests;

@@ -1,0 +1,139 @@
+//! Which targets a point-in-time restore refuses before it starts, on plain values.
+
+use super::*;
+
+const MIB16: u64 = 16 << 20;
+
+fn base(id: &str, completed: &str, stop: &str) -> Base {
+    Base {
+        id: id.into(),
+        completed_at: completed.parse().unwrap(),
+        system: "7".into(),
+        stop: Lsn::parse(stop).ok(),
+        segment_size: Some(MIB16),
+    }
+}
+
+fn bases() -> Vec<Base> {
+    vec![
+        base("base1", "2026-11-28T09:00:00Z", "0/3000100"),
+        base("base2", "2026-11-28T11:00:00Z", "0/9000100"),
+    ]
+}
+
+fn at(time: &str) -> RestoreTarget {
+    RestoreTarget {
+        time: Some(time.into()),
+        ..RestoreTarget::default()
+    }
+}
+
+fn lsn(lsn: &str) -> RestoreTarget {
+    RestoreTarget {
+        lsn: Some(lsn.into()),
+        ..RestoreTarget::default()
+    }
+}
+
+fn chosen(target: &RestoreTarget, id: &str) -> Result<String, &'static str> {
+    let bases = bases();
+    choose(target, id, &bases, "prod/shop")
+        .map(|b| b.id.clone())
+        .map_err(|r| r.reason)
+}
+
+#[test]
+fn a_time_starts_from_the_newest_base_backup_completed_by_then() {
+    assert_eq!(
+        chosen(&at("2026-11-28T10:00:00Z"), "latest"),
+        Ok("base1".into())
+    );
+    assert_eq!(
+        chosen(&at("2026-11-28T12:00:00Z"), "latest"),
+        Ok("base2".into())
+    );
+    assert_eq!(
+        chosen(&at("2026-11-28T08:00:00Z"), "latest"),
+        Err("TargetBeforeRecoveryWindow")
+    );
+    // A named base backup completed after the target cannot start a restore to it.
+    assert_eq!(
+        chosen(&at("2026-11-28T10:00:00Z"), "base2"),
+        Err("TargetBeforeRecoveryWindow")
+    );
+    let refusal = choose(&at("2026-11-28T08:00:00Z"), "latest", &bases(), "prod/shop").unwrap_err();
+    assert!(
+        refusal.message.contains("2026-11-28T09:00:00Z"),
+        "{}",
+        refusal.message
+    );
+    assert!(!refusal.retry);
+}
+
+#[test]
+fn an_lsn_before_the_base_backup_is_consistent_is_refused() {
+    assert_eq!(chosen(&lsn("0/9000200"), "latest"), Ok("base2".into()));
+    assert_eq!(
+        chosen(&lsn("0/5000000"), "latest"),
+        Err("TargetBeforeRecoveryWindow")
+    );
+    assert_eq!(chosen(&lsn("0/5000000"), "base1"), Ok("base1".into()));
+}
+
+#[test]
+fn no_base_backup_no_restore() {
+    let none = choose(&RestoreTarget::default(), "latest", &[], "prod/shop").unwrap_err();
+    assert_eq!(none.reason, "NoBaseBackup");
+    assert_eq!(
+        chosen(&RestoreTarget::default(), "base9"),
+        Err("NoBaseBackup")
+    );
+    assert_eq!(
+        chosen(&RestoreTarget::default(), "latest"),
+        Ok("base2".into())
+    );
+}
+
+fn wal(name: &str, archived: &str) -> ObjectInfo {
+    ObjectInfo {
+        key: format!(
+            "p/prod/shop/wal/7/{}/{name}.zst",
+            &name[..8.min(name.len())]
+        ),
+        size: 1,
+        last_modified: archived.parse().ok(),
+    }
+}
+
+#[test]
+fn a_target_after_the_newest_archived_wal_waits_for_the_archive() {
+    let archive = [
+        wal("000000010000000000000003", "2026-11-28T09:00:05Z"),
+        wal("000000010000000000000004", "2026-11-28T09:30:00Z"),
+    ];
+    let base1 = &bases()[0];
+    let refusal = reaches(&at("2026-11-28T10:00:00Z"), base1, &archive).unwrap_err();
+    assert_eq!((refusal.reason, refusal.retry), ("TargetNotArchived", true));
+    assert!(
+        refusal.message.contains("2026-11-28T09:30:00Z"),
+        "{}",
+        refusal.message
+    );
+    assert!(reaches(&at("2026-11-28T09:15:00Z"), base1, &archive).is_ok());
+    // The segment holding the LSN must be archived: segment 4 ends at 0/5000000.
+    assert!(reaches(&lsn("0/4FFFFFF"), base1, &archive).is_ok());
+    assert_eq!(
+        reaches(&lsn("0/5000000"), base1, &archive)
+            .unwrap_err()
+            .reason,
+        "TargetNotArchived"
+    );
+    // Names and transaction ids are PostgreSQL's to find; a store without times judges nothing.
+    let name = RestoreTarget {
+        name: Some("before-drop".into()),
+        ..RestoreTarget::default()
+    };
+    assert!(reaches(&name, base1, &[]).is_ok());
+    let untimed = [wal("000000010000000000000003", "")];
+    assert!(reaches(&at("2026-11-28T10:00:00Z"), base1, &untimed).is_ok());
+}
