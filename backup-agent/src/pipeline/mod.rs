@@ -9,6 +9,7 @@ mod db_properties;
 mod globals_filter;
 mod inspect;
 mod progress;
+mod read_ahead;
 pub mod restore;
 mod restore_marker;
 pub mod stream_upload;
