@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The instance manager's WAL archiver draining a backlog into a local MinIO (issue 27): prints
-# MiB/s with one upload at a time and with the default four. TUSK_BENCH_WAL_MIB sets the
-# backlog (default 1024). Needs PostgreSQL's server binaries and MinIO (scripts/testbin.sh).
+# MiB/s and the manager's peak RSS with one upload at a time and with the default four.
+# TUSK_BENCH_WAL_MIB sets the backlog (default 1024). Needs PostgreSQL's server binaries and MinIO (scripts/testbin.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/testbin.sh minio)"

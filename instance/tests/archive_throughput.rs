@@ -64,11 +64,24 @@ fn drain(bucket: &Bucket, parallel: usize) -> f64 {
     let seconds = started.elapsed().as_secs_f64();
     let mib = files as f64 * 16.0;
     let rate = mib / seconds;
+    let peak = cluster.members[0]
+        .manager_pid()
+        .and_then(peak_rss_mib)
+        .map_or_else(|| "unknown".to_owned(), |m| format!("{m} MiB"));
     println!(
         "archive backlog: {files} files ({mib:.0} MiB) in {seconds:.1} s = {rate:.0} MiB/s \
-         with {parallel} upload(s) at once"
+         with {parallel} upload(s) at once; the manager's peak RSS {peak}"
     );
     rate
+}
+
+/// A process's peak resident memory (VmHWM), in MiB: the archiver runs inside the manager, so
+/// this is what archiving costs the pod beyond PostgreSQL.
+fn peak_rss_mib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
 }
 
 #[test]
