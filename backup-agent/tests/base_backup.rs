@@ -8,22 +8,9 @@ mod common;
 
 use bytes::Bytes;
 use common::agent::{agent, run_fails, run_ok};
-use common::archive::{agent_script, archived, base_restored, recovered, switch};
+use common::archive::{archived, archiving_server, base_restored, recovered, switch};
 use common::postgres::PgServer;
 use common::stores::{Kind, TestStore};
-
-/// A server archiving into `store` through the agent.
-fn archiving_server(store: &TestStore) -> PgServer {
-    let server = PgServer::start();
-    let push = agent_script(&server, store, "wal-push");
-    server.psql("postgres", "ALTER SYSTEM SET archive_mode = 'on'");
-    server.psql(
-        "postgres",
-        &format!("ALTER SYSTEM SET archive_command = '{} %p'", push.display()),
-    );
-    server.restart();
-    server
-}
 
 #[tokio::test]
 async fn a_base_backup_and_the_archive_restore_to_a_point_in_time() {

@@ -8,23 +8,11 @@ use backup_store::ClusterLocation;
 use backup_store::lsn::Lsn;
 use backup_store::store::s3::S3Store;
 use common::agent::{agent, run_ok};
-use common::archive::{agent_script, archived, base_restored, recovered, switch};
+use common::archive::{archived, archiving_server, base_restored, recovered, switch};
 use common::postgres::PgServer;
 use common::stores::{Kind, TestStore};
 
 const SEGMENT: u64 = 16 << 20;
-
-fn archiving_server(store: &TestStore) -> PgServer {
-    let server = PgServer::start();
-    let push = agent_script(&server, store, "wal-push");
-    server.psql("postgres", "ALTER SYSTEM SET archive_mode = 'on'");
-    server.psql(
-        "postgres",
-        &format!("ALTER SYSTEM SET archive_command = '{} %p'", push.display()),
-    );
-    server.restart();
-    server
-}
 
 /// Takes base backup `id` and returns its start LSN.
 fn base_backup(store: &TestStore, source: &PgServer, id: &str) -> Lsn {

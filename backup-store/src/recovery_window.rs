@@ -25,11 +25,7 @@ pub fn select_for_deletion(
     window: Duration,
     now: jiff::Timestamp,
 ) -> Vec<Candidate> {
-    backups.sort_by(|a, b| {
-        b.completed_at
-            .cmp(&a.completed_at)
-            .then_with(|| b.backup_id.cmp(&a.backup_id))
-    });
+    crate::retention::newest_first(&mut backups);
     let seconds = i64::try_from(window.as_secs()).unwrap_or(i64::MAX);
     let start = now
         .checked_sub(jiff::SignedDuration::from_secs(seconds))

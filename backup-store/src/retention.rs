@@ -19,18 +19,22 @@ pub struct Policy {
     pub recovery_window: Option<Duration>,
 }
 
+/// Sorts newest first; ties broken by id so that every selection is deterministic.
+pub(crate) fn newest_first(backups: &mut [Candidate]) {
+    backups.sort_by(|a, b| {
+        b.completed_at
+            .cmp(&a.completed_at)
+            .then_with(|| b.backup_id.cmp(&a.backup_id))
+    });
+}
+
 /// Returns the backups to delete, oldest first.
 pub fn select_for_deletion(
     mut backups: Vec<Candidate>,
     policy: Policy,
     now: jiff::Timestamp,
 ) -> Vec<Candidate> {
-    // Newest first; ties broken by id so the result is deterministic.
-    backups.sort_by(|a, b| {
-        b.completed_at
-            .cmp(&a.completed_at)
-            .then_with(|| b.backup_id.cmp(&a.backup_id))
-    });
+    newest_first(&mut backups);
     let mut doomed: Vec<Candidate> = backups
         .into_iter()
         .enumerate()

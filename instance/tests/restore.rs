@@ -94,6 +94,16 @@ fn archived_history(bucket: &Bucket) -> History {
 
 const NEW_PASSWORD: &str = "the new cluster's own";
 
+/// The manager's log once it says the recovery stopped short of promoting.
+fn stopped_log(member: &Instance) -> String {
+    wait_for("the restore to stop", Duration::from_secs(120), || {
+        std::fs::read_to_string(&member.log)
+            .unwrap_or_default()
+            .contains("the recovery stopped")
+    });
+    std::fs::read_to_string(&member.log).unwrap_or_default()
+}
+
 #[test]
 fn a_new_cluster_restores_a_base_backup_to_a_point_in_time() {
     let bucket = Bucket::start();
@@ -167,12 +177,7 @@ fn a_segment_missing_before_the_target_stops_the_restore_and_nothing_is_promoted
         .expect("delete a segment");
     let restored = restoring(&bucket, &history.target);
     let member = &restored.members[0];
-    wait_for("the restore to stop", Duration::from_secs(120), || {
-        std::fs::read_to_string(&member.log)
-            .unwrap_or_default()
-            .contains("the recovery stopped")
-    });
-    let log = std::fs::read_to_string(&member.log).unwrap_or_default();
+    let log = stopped_log(member);
     assert!(
         log.contains("recovery ended before configured recovery target was reached"),
         "PostgreSQL names why: {log}"
@@ -238,12 +243,7 @@ fn a_damaged_segment_stops_the_restore_naming_it() {
     });
     let restored = restoring(&bucket, &history.target);
     let member = &restored.members[0];
-    wait_for("the restore to stop", Duration::from_secs(120), || {
-        std::fs::read_to_string(&member.log)
-            .unwrap_or_default()
-            .contains("the recovery stopped")
-    });
-    let log = std::fs::read_to_string(&member.log).unwrap_or_default();
+    let log = stopped_log(member);
     let named = log.lines().any(|l| {
         l.contains("a WAL fetch failed") && l.contains(&history.middle) && l.contains("damaged")
     });

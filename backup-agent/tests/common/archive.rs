@@ -94,3 +94,16 @@ pub async fn recovered(
     .await;
     server
 }
+
+/// A server archiving into `store` through the agent (`wal-push` as its archive_command).
+pub fn archiving_server(store: &TestStore) -> PgServer {
+    let server = PgServer::start();
+    let push = agent_script(&server, store, "wal-push");
+    server.psql("postgres", "ALTER SYSTEM SET archive_mode = 'on'");
+    server.psql(
+        "postgres",
+        &format!("ALTER SYSTEM SET archive_command = '{} %p'", push.display()),
+    );
+    server.restart();
+    server
+}
