@@ -91,8 +91,10 @@ impl Prefetcher {
     /// segments of its timeline that are neither spooled nor under way.
     pub fn ahead_of(self: &Arc<Self>, name: &str, path: &Path) {
         let mut state = self.state();
-        if state.segment_size.is_none() {
-            state.segment_size = std::fs::metadata(path).ok().map(|m| m.len());
+        // Only a segment tells the size (a history file, also handed over here, does not).
+        if state.segment_size.is_none() && next_segment(name, 1 << 20).is_some() {
+            let size = std::fs::metadata(path).ok().map(|m| m.len());
+            state.segment_size = size.filter(|&s| next_segment(name, s).is_some());
         }
         let Some(size) = state.segment_size else {
             return;

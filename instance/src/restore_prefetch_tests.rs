@@ -58,6 +58,11 @@ async fn the_next_segments_are_spooled_once_and_handed_over_by_rename() {
     let spool = spool_dir(&dir.path().join("pgdata"));
     let prefetcher = Prefetcher::new(spool.clone(), fake(missing, calls.clone())).unwrap();
 
+    // A history file first (a source that failed over): it teaches nothing about segments.
+    let history = pg_wal.join("RECOVERYHISTORY");
+    std::fs::write(&history, "1\t0/3000000\tno recovery target specified\n").unwrap();
+    prefetcher.ahead_of("00000002.history", &history);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
     let first = received(&pg_wal, "000000010000000000000001");
     prefetcher.ahead_of("000000010000000000000001", &first);
     // Asked again before the downloads end: nothing is fetched twice.
