@@ -1,18 +1,20 @@
 //! Mock-API scenarios of the `ContinuousArchiving` condition (`spec.backup.walArchive`): the
 //! operator reads the primary's manager and turns the condition False, with the store's error,
-//! while its uploads fail; True again once they succeed; no condition without archiving.
+//! while its uploads fail; True again once they succeed; no condition without archiving. A gap
+//! the disk policy opened turns it False naming the gap, and once closed brings a base backup.
 
 mod support;
 
 use std::sync::Arc;
 
-use support::paths::STATUS;
+use support::paths::{BACKUPS, STATUS};
 use support::read::condition;
 use support::replicas::{self, Managers, pod};
 use support::verifier::Expect;
 use support::world::*;
 use tusk::clusters::status::BackupSchedule;
 use tusk::runtime::instances::{ArchiveStatus, InstanceStatus, LeaseClock};
+use tusk_contract::status::ArchiveGap;
 
 fn primary_reporting(archive: ArchiveStatus) -> Managers {
     let report = InstanceStatus {
@@ -83,4 +85,64 @@ async fn a_primary_that_does_not_answer_invents_no_condition() {
     let (_, seen) = replicas::reconcile(&pg, cache, &clock, Managers(Vec::new()), script).await;
     let conditions = seen[0].body["status"]["conditions"].to_string();
     assert!(!conditions.contains("ContinuousArchiving"), "{conditions}");
+}
+
+fn gap(closed_at: Option<i64>) -> ArchiveGap {
+    ArchiveGap {
+        system_identifier: "7400000000000000001".into(),
+        first_segment: Some("000000010000000000000010".into()),
+        last_segment: Some("000000010000000000000012".into()),
+        files: 3,
+        opened_at: jiff::Timestamp::now().as_second() - 600,
+        closed_at,
+        volume_used_percent: 82,
+        reason: "s3://backups: connection refused".into(),
+        ..ArchiveGap::default()
+    }
+}
+
+#[tokio::test]
+async fn an_open_gap_turns_the_condition_false_naming_the_released_wal() {
+    let open = ArchiveStatus {
+        failing: true,
+        gave_way_count: 3,
+        gap: Some(gap(None)),
+        ..ArchiveStatus::default()
+    };
+    let condition = condition_after(&archiving(), open).await;
+    assert_eq!(condition["status"], "False", "{condition}");
+    assert_eq!(condition["reason"], "ArchiveGap");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("000000010000000000000010 to 000000010000000000000012"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_gap_brings_a_base_backup_named_after_it() {
+    let closed_at = jiff::Timestamp::now().as_second() - 60;
+    let report = ArchiveStatus {
+        archived_count: 1,
+        gap: Some(gap(Some(closed_at))),
+        ..ArchiveStatus::default()
+    };
+    let (pg, mut cache) = converged(&archiving(), true, BackupSchedule::Scheduled);
+    cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.10")];
+    let clock = Arc::new(LeaseClock::default());
+    let script = vec![
+        Expect::create(BACKUPS),
+        Expect::event("prod"),
+        Expect::apply_status(STATUS),
+    ];
+    let managers = primary_reporting(report);
+    let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
+    let backup = &seen[0].body;
+    assert_eq!(backup["metadata"]["name"], format!("demo-gap-{closed_at}"));
+    assert_eq!(backup["spec"]["method"], "physical", "{backup}");
+    assert_eq!(backup["spec"]["cluster"]["name"], "demo");
+    assert_eq!(
+        condition(&seen[2].body, "ContinuousArchiving")["status"],
+        "True"
+    );
 }

@@ -6,7 +6,11 @@
 //! ```text
 //! <path>/<namespace>/<cluster>/wal/<system identifier>/<timeline>/<segment>.zst
 //! <path>/<namespace>/<cluster>/wal/<system identifier>/history/<timeline>.history.zst
+//! <path>/<namespace>/<cluster>/wal/<system identifier>/gaps/<first>-<last>.json
 //! ```
+//!
+//! A gap marker records WAL released unarchived by the disk policy (a full volume while the
+//! bucket failed).
 //!
 //! A re-created cluster (same name, new system) therefore never writes into, or interleaves
 //! with, another system's WAL. A file is created only if absent: archiving the same bytes again
@@ -127,6 +131,11 @@ impl WalArchive {
     /// The object key of `file`.
     pub fn key(&self, file: &WalName) -> String {
         format!("{}{}.zst", self.folder(file), file.name)
+    }
+
+    /// The key of a gap marker named `name` (the disk policy, docs/pitr-design.md §7).
+    pub fn gap_key(&self, name: &str) -> String {
+        format!("{}gaps/{name}.json", self.prefix)
     }
 
     /// The prefix `file` is stored under: its timeline's, or the history files'.

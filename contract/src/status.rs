@@ -159,6 +159,46 @@ pub struct ArchiveStatus {
     /// Why the last failure failed (the store's error; never a credential).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Files acknowledged to PostgreSQL unarchived since the manager started (the disk
+    /// policy, docs/pitr-design.md §7).
+    #[serde(default)]
+    pub gave_way_count: u64,
+    /// How full the data volume is, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_used_percent: Option<u8>,
+    /// The fill from which the archive gives way (100: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_at_percent: Option<u8>,
+    /// The gap open now, else the last one this manager closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<ArchiveGap>,
+}
+
+/// WAL released to PostgreSQL unarchived because the volume filled while the bucket failed:
+/// no point-in-time restore can cross it. The same record is the gap marker in the bucket
+/// (`wal/<system>/gaps/<first>-<last>.json`), for restores and the continuity check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveGap {
+    pub system_identifier: String,
+    /// The first and last segments released (none: only other files were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_segment: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment: Option<String>,
+    /// History, partial and backup-history files released.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_files: Vec<String>,
+    pub files: u64,
+    /// Unix seconds.
+    pub opened_at: i64,
+    /// When an upload succeeded again; none while open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_at: Option<i64>,
+    /// The fill when the gap opened.
+    pub volume_used_percent: u8,
+    /// The store's error that opened it (never a credential).
+    pub reason: String,
 }
 
 impl InstanceStatus {

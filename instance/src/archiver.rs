@@ -20,6 +20,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tusk_contract::status::ArchiveStatus;
 
+use crate::archive_gap::{DiskGuard, VolumeProbe, marker_name};
+use crate::disk_policy::DiskPolicy;
 use crate::error::Error;
 use crate::events::Events;
 
@@ -40,11 +42,31 @@ pub fn socket_path(socket_dir: &Path) -> PathBuf {
 /// One upload, awaited by the request for its file and perhaps started before it.
 type Upload = Shared<BoxFuture<'static, Result<Pushed, String>>>;
 
+/// What became of a file PostgreSQL asked to archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Archived {
+    Stored,
+    /// The same bytes were already there (a retry after a crash).
+    AlreadyArchived,
+    /// Released unarchived by the disk policy: the volume was full and the bucket failing.
+    GaveWay,
+}
+
+impl From<Pushed> for Archived {
+    fn from(pushed: Pushed) -> Self {
+        match pushed {
+            Pushed::Stored => Self::Stored,
+            Pushed::AlreadyArchived => Self::AlreadyArchived,
+        }
+    }
+}
+
 /// What the archiver did, for `/status` and the metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArchiveStats {
     pub archived: u64,
     pub failed: u64,
+    pub gave_way: u64,
     pub last_archived: Option<(String, SystemTime)>,
     /// The file, when, and the error (never a credential: store errors name the operation).
     pub last_failure: Option<(String, SystemTime, String)>,
@@ -77,11 +99,20 @@ pub struct Archiver {
     events: Option<Events>,
     /// Uploads at once ([`IN_FLIGHT`]; `TUSK_ARCHIVE_PARALLEL` for benchmarks).
     in_flight: usize,
+    /// The disk policy and its gaps.
+    guard: DiskGuard,
 }
 
 impl Archiver {
-    pub fn new(pgdata: PathBuf, flags: StoreFlags, namespace: String, cluster: String) -> Self {
+    pub fn new(
+        pgdata: PathBuf,
+        flags: StoreFlags,
+        namespace: String,
+        cluster: String,
+        policy: DiskPolicy,
+    ) -> Self {
         Self {
+            guard: DiskGuard::new(&pgdata, policy, DiskGuard::probe(&pgdata)),
             pgdata,
             opener: Some((flags, namespace, cluster)),
             opened: tokio::sync::OnceCell::new(),
@@ -92,13 +123,16 @@ impl Archiver {
         }
     }
 
-    /// An archiver writing into a store already open.
+    /// An archiver writing into a store already open, on a volume `volume` measures.
     pub fn with_store(
         pgdata: PathBuf,
         store: Box<dyn ObjectStore>,
         location: ClusterLocation,
+        policy: DiskPolicy,
+        volume: VolumeProbe,
     ) -> Self {
         Self {
+            guard: DiskGuard::new(&pgdata, policy, volume),
             pgdata,
             opener: None,
             opened: tokio::sync::OnceCell::new_with(Some(Opened { store, location })),
@@ -139,16 +173,28 @@ impl Archiver {
             last_failed_wal,
             last_failed_at,
             last_error,
+            gave_way_count: stats.gave_way,
+            volume_used_percent: self.guard.used(),
+            gap_at_percent: Some(self.guard.policy().gap_at),
+            gap: self.guard.current(),
         }
     }
 
     /// Archives the file at `path` (PostgreSQL's `%p`, made absolute by the hook).
-    pub async fn archive(self: &Arc<Self>, path: &str) -> Result<Pushed, String> {
+    pub async fn archive(self: &Arc<Self>, path: &str) -> Result<Archived, String> {
         let (name, path) = self.wal_file(path)?;
+        let last_failure = lock(&self.stats).last_failure.as_ref().map(|f| f.1);
+        if self.guard.gives_way_untried(last_failure) {
+            return self.give_way(&name, "the bucket failed moments ago");
+        }
         let upload = self.upload(&name, path);
         self.read_ahead(&name);
         let result = upload.await;
         lock(&self.uploads).remove(name.as_str());
+        if result.is_ok() {
+            let closed = self.guard.after_success(self.events.as_ref());
+            self.upload_markers(closed).await;
+        }
         let mut stats = lock(&self.stats);
         let was_failing = stats.failing();
         match &result {
@@ -169,9 +215,45 @@ impl Archiver {
                 stats.failed += 1;
                 let failure = (name.as_str().to_owned(), SystemTime::now(), e.clone());
                 stats.last_failure = Some(failure);
+                drop(stats);
+                return self.give_way(&name, e).or(result.map(Archived::from));
             }
         }
-        result
+        result.map(Archived::from)
+    }
+
+    /// The disk policy's answer for a file the bucket did not take: `Ok(GaveWay)` when the
+    /// volume is full enough, else the error, and PostgreSQL keeps the file and retries.
+    fn give_way(&self, name: &WalName, error: &str) -> Result<Archived, String> {
+        let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
+        if !(self.guard).after_failure(system, name, error, self.events.as_ref()) {
+            return Err(error.to_owned());
+        }
+        lock(&self.stats).gave_way += 1;
+        Ok(Archived::GaveWay)
+    }
+
+    /// Hands the bucket the markers of closed gaps (create-only: one already there counts);
+    /// one that fails stays on the volume and goes with the next success.
+    async fn upload_markers(&self, closed: Vec<tusk_contract::status::ArchiveGap>) {
+        let Some(opened) = self.opened.get() else {
+            return;
+        };
+        for gap in closed {
+            let Ok(system) = gap.system_identifier.parse::<u64>() else {
+                self.guard.uploaded(&gap);
+                continue;
+            };
+            let archive = WalArchive::new(&opened.location, system);
+            let key = archive.gap_key(&marker_name(&gap));
+            let body = serde_json::to_vec(&gap).unwrap_or_default();
+            match opened.store.put_if_absent(&key, body.into()).await {
+                Err(e) if !e.is_already_exists() => {
+                    tracing::warn!(%key, error = %e, "recording the archive gap in the bucket failed");
+                }
+                _ => self.guard.uploaded(&gap),
+            }
+        }
     }
 
     /// Only a file of this server's `pg_wal`, by a name PostgreSQL archives: the socket must
@@ -303,11 +385,13 @@ pub fn spawn(
     let _ = std::fs::remove_file(&socket);
     let listener =
         UnixListener::bind(&socket).map_err(Error::io(format!("binding {}", socket.display())))?;
+    let policy = DiskPolicy::from_env().map_err(Error::Config)?;
     let mut archiver = Archiver::new(
         pgdata.to_owned(),
         flags,
         namespace.to_owned(),
         cluster.to_owned(),
+        policy,
     );
     archiver.events = Some(events);
     let parallel = std::env::var("TUSK_ARCHIVE_PARALLEL").ok();
@@ -344,8 +428,9 @@ async fn answer(stream: UnixStream, archiver: Arc<Archiver>) {
         .await;
     let reply = match (read, line.trim_end().strip_prefix("push ")) {
         (Ok(_), Some(path)) => match archiver.archive(path).await {
-            Ok(Pushed::Stored) => "ok stored".to_owned(),
-            Ok(Pushed::AlreadyArchived) => "ok already-archived".to_owned(),
+            Ok(Archived::Stored) => "ok stored".to_owned(),
+            Ok(Archived::AlreadyArchived) => "ok already-archived".to_owned(),
+            Ok(Archived::GaveWay) => "ok gave-way".to_owned(),
             Err(e) => format!("error {}", e.replace('\n', " ")),
         },
         (Err(e), _) => format!("error reading the request: {e}"),

@@ -1,5 +1,7 @@
 use backup_store::store::memory::MemoryStore;
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use super::*;
 
 const SYSTEM: u64 = 7_400_000_000_000_000_001;
@@ -35,11 +37,19 @@ impl DataDir {
     }
 
     fn archiver(&self, store: &MemoryStore) -> Arc<Archiver> {
+        self.archiver_on(store, &Arc::new(AtomicU8::new(30)))
+    }
+
+    /// An archiver on a volume as full as `used` says (percent).
+    fn archiver_on(&self, store: &MemoryStore, used: &Arc<AtomicU8>) -> Arc<Archiver> {
         let location = ClusterLocation::new("", "prod", "db").unwrap();
+        let used = used.clone();
         Arc::new(Archiver::with_store(
             self.dir.path().to_owned(),
             Box::new(store.clone()),
             location,
+            DiskPolicy::default(),
+            Box::new(move || Some(used.load(Ordering::Relaxed))),
         ))
     }
 }
@@ -57,7 +67,7 @@ async fn a_segment_is_archived_under_the_system_and_the_next_ready_ones_ahead_of
 
     let first = data.wal(&names[0]);
     let pushed = archiver.archive(first.to_str().unwrap()).await;
-    assert_eq!(pushed, Ok(Pushed::Stored));
+    assert_eq!(pushed, Ok(Archived::Stored));
     assert!(store.keys().contains(&key(&names[0])));
     // Read ahead: the next ready files, at most IN_FLIGHT held (the first is answered).
     let ahead = lock(&archiver.uploads).len();
@@ -69,7 +79,7 @@ async fn a_segment_is_archived_under_the_system_and_the_next_ready_ones_ahead_of
         std::fs::write(data.wal(&format!("archive_status/{name}.ready")), "").unwrap();
         assert_eq!(
             archiver.archive(path.to_str().unwrap()).await,
-            Ok(Pushed::Stored)
+            Ok(Archived::Stored)
         );
     }
     let mut expected: Vec<String> = names.iter().map(|n| key(n)).collect();
@@ -86,8 +96,8 @@ async fn archiving_again_succeeds_and_other_bytes_under_the_name_are_refused() {
     let archiver = data.archiver(&store);
     let path = data.wal(&name);
     let path = path.to_str().unwrap();
-    assert_eq!(archiver.archive(path).await, Ok(Pushed::Stored));
-    assert_eq!(archiver.archive(path).await, Ok(Pushed::AlreadyArchived));
+    assert_eq!(archiver.archive(path).await, Ok(Archived::Stored));
+    assert_eq!(archiver.archive(path).await, Ok(Archived::AlreadyArchived));
 
     data.segment(1, 9);
     let refused = archiver.archive(path).await.unwrap_err();
@@ -130,7 +140,7 @@ async fn a_store_that_is_down_fails_the_request_and_the_next_one_tries_again() {
     store.set_unreachable(false);
     assert_eq!(
         archiver.archive(path.to_str().unwrap()).await,
-        Ok(Pushed::Stored)
+        Ok(Archived::Stored)
     );
     assert!(!archiver.stats().failing());
 }
@@ -155,4 +165,85 @@ async fn the_hook_is_answered_over_the_socket() {
     assert_eq!(hook(wal).await.unwrap(), Ok("already-archived".to_owned()));
     let refused = hook(PathBuf::from("/etc/passwd")).await.unwrap();
     assert!(refused.unwrap_err().contains("not a WAL file name"));
+}
+
+#[tokio::test]
+async fn a_full_volume_gives_way_and_the_bucket_gets_the_gap_marker_when_it_answers() {
+    let data = DataDir::new();
+    let store = MemoryStore::default();
+    let names: Vec<String> = (1..=3).map(|n| data.segment(n, n as u8)).collect();
+    let used = Arc::new(AtomicU8::new(79));
+    let archiver = data.archiver_on(&store, &used);
+    let path = |n: usize| data.wal(&names[n]).to_str().unwrap().to_owned();
+    store.set_unreachable(true);
+
+    // Below the threshold the file is kept: PostgreSQL retries it.
+    assert!(archiver.archive(&path(0)).await.is_err());
+    assert_eq!(archiver.status().gap, None);
+
+    // From it, the file is released unarchived, and so is the next one (untried: the bucket
+    // failed moments ago).
+    used.store(85, Ordering::Relaxed);
+    assert_eq!(archiver.archive(&path(0)).await, Ok(Archived::GaveWay));
+    let failed = archiver.stats().failed;
+    assert_eq!(archiver.archive(&path(1)).await, Ok(Archived::GaveWay));
+    assert_eq!(archiver.stats().failed, failed, "given way untried");
+    let status = archiver.status();
+    assert_eq!(
+        (status.gave_way_count, status.volume_used_percent),
+        (2, Some(85))
+    );
+    let gap = status.gap.expect("an open gap");
+    assert_eq!(
+        (gap.first_segment.as_deref(), gap.last_segment.as_deref()),
+        (Some(names[0].as_str()), Some(names[1].as_str()))
+    );
+    assert_eq!(
+        (gap.files, gap.closed_at, gap.system_identifier),
+        (2, None, SYSTEM.to_string())
+    );
+    // Kept on the volume: a restarted manager still knows the gap.
+    let restarted = data.archiver_on(&store, &used);
+    assert_eq!(restarted.status().gap.map(|g| g.files), Some(2));
+    drop(restarted);
+
+    // The volume recycled WAL and the bucket answers: the next file is archived, the gap
+    // closes, and its marker is in the bucket, not on the volume any more.
+    used.store(60, Ordering::Relaxed);
+    store.set_unreachable(false);
+    for name in &names[..2] {
+        // PostgreSQL marked the released files done.
+        std::fs::remove_file(data.wal(&format!("archive_status/{name}.ready"))).unwrap();
+    }
+    assert_eq!(archiver.archive(&path(2)).await, Ok(Archived::Stored));
+    let marker = format!("prod/db/wal/{SYSTEM}/gaps/{}-{}.json", names[0], names[1]);
+    assert!(store.keys().contains(&marker), "{:?}", store.keys());
+    assert!(!store.keys().contains(&key(&names[0])));
+    let closed = archiver.status().gap.expect("the last gap");
+    assert!(closed.closed_at.is_some());
+    let left = std::fs::read_dir(crate::archive_gap::gaps_dir(data.dir.path())).unwrap();
+    assert_eq!(left.count(), 0);
+}
+
+#[tokio::test]
+async fn at_100_percent_the_archive_never_gives_way() {
+    let data = DataDir::new();
+    let store = MemoryStore::default();
+    let name = data.segment(1, 1);
+    let location = ClusterLocation::new("", "prod", "db").unwrap();
+    let archiver = Arc::new(Archiver::with_store(
+        data.dir.path().to_owned(),
+        Box::new(store.clone()),
+        location,
+        DiskPolicy { gap_at: 100 },
+        Box::new(|| Some(100)),
+    ));
+    store.set_unreachable(true);
+    assert!(
+        archiver
+            .archive(data.wal(&name).to_str().unwrap())
+            .await
+            .is_err()
+    );
+    assert_eq!(archiver.status().gave_way_count, 0);
 }

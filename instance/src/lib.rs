@@ -2,6 +2,7 @@
 //! run as primary or standby, promote, fence, rewind, and report on HTTP. The contract is
 //! docs/replication.md.
 
+pub mod archive_gap;
 pub mod archiver;
 pub mod auto_conf;
 pub mod config;
@@ -9,6 +10,7 @@ pub mod context;
 pub mod data_lock;
 pub mod decide;
 pub mod demote;
+pub mod disk_policy;
 pub mod error;
 pub mod events;
 pub mod http;

@@ -212,6 +212,19 @@ fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus) {
         "When archiving a WAL file last failed",
         archive.last_failed_at,
     );
+    metric(
+        "counter",
+        "tusk_instance_archive_gave_way_total",
+        "WAL files released unarchived by the disk policy since the manager started",
+        count(archive.gave_way_count),
+    );
+    let open = archive.gap.as_ref().is_some_and(|g| g.closed_at.is_none());
+    metric(
+        "gauge",
+        "tusk_instance_archive_gap_open",
+        "1 while WAL is being released unarchived (a gap in the archive), else 0",
+        Some(i64::from(open)),
+    );
 }
 
 #[cfg(test)]

@@ -108,6 +108,8 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let scheduled = applied.backup == BackupSchedule::Scheduled;
     let backups = backup_schedule::observe(pg, &cluster, scheduled, ctx).await?;
     writes.extend(backups.writes.iter().cloned());
+    let archiving = archiving::observe(&cluster, &primary, ctx).await;
+    writes.extend(archiving::backup_after_gap(&cluster, &archiving, ctx).await?);
 
     // Report: the writes, the status, then what was found.
     report::writes(
@@ -119,7 +121,6 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     )
     .await;
     let (request_done, recheck) = (primary.request_done, primary.recheck);
-    let archiving = archiving::observe(&cluster, &primary, ctx).await;
     let outcome = Outcome::Applied {
         readiness: applied.readiness,
         backup: applied.backup,

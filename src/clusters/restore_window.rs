@@ -115,12 +115,15 @@ pub fn choose<'a>(
 pub fn reaches(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Result<(), Refusal> {
     let segments = || {
         wal.iter()
-            .filter(|o| !o.key.contains("/history/"))
+            .filter(|o| !o.key.contains("/history/") && !o.key.contains("/gaps/"))
             .filter_map(|o| {
                 let name = o.key.rsplit('/').next()?;
                 Some((o, name))
             })
     };
+    if let Some(refusal) = gap_refusal(target, base, wal) {
+        return Err(refusal);
+    }
     let not_yet = |what: String| Refusal {
         reason: "TargetNotArchived",
         message: format!(
@@ -163,6 +166,59 @@ pub fn reaches(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Resul
         }
     }
     Ok(())
+}
+
+/// A target past a gap in the archive (the disk policy released WAL unarchived, marker
+/// `gaps/<first>-<last>.json`) that `base`, consistent before the gap ended, cannot cross: an
+/// LSN from the gap's first segment on, or a time after the last file archived before it.
+/// Final: no replay ever crosses it; a base backup taken after the gap reaches later targets.
+fn gap_refusal(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Option<Refusal> {
+    let (size, stop) = (base.segment_size?, base.stop?);
+    let segment = |o: &ObjectInfo| {
+        let name = o.key.rsplit('/').next()?;
+        (!o.key.contains("/history/") && !o.key.contains("/gaps/"))
+            .then(|| Lsn::of_segment(name, size))?
+    };
+    let gaps = wal
+        .iter()
+        .filter(|o| o.key.contains("/gaps/"))
+        .filter_map(|o| {
+            let name = o.key.rsplit('/').next()?.strip_suffix(".json")?;
+            let (first, last) = name.split_once('-')?;
+            let (first, last) = (Lsn::of_segment(first, size)?, Lsn::of_segment(last, size)?);
+            (stop.0 < last.0.saturating_add(size)).then_some((first, name))
+        });
+    let (first, name) = gaps.min_by_key(|(first, _)| first.0)?;
+    let refusal = |what: String| {
+        refused(
+            "TargetInArchiveGap",
+            format!(
+                "{what}: the archive of system {} has a gap from {first} ({name}: WAL released \
+                 unarchived while the source's volume was full and its bucket failed), which \
+                 base backup {} cannot cross. Choose an earlier target, or a base backup taken \
+                 after the gap",
+                base.system, base.id
+            ),
+        )
+    };
+    if let Some(lsn) = target.lsn.as_deref().and_then(|l| Lsn::parse(l).ok())
+        && lsn.0 >= first.0
+    {
+        return Some(refusal(format!("LSN {lsn} is past the gap's start")));
+    }
+    let time = target.time.as_deref()?.parse::<Timestamp>().ok()?;
+    let before = wal
+        .iter()
+        .filter_map(|o| Some((segment(o)?, o.last_modified?)))
+        .filter(|(start, _)| start.0 < first.0)
+        .max_by_key(|(start, _)| start.0);
+    match before {
+        Some((_, archived)) if time <= archived => None,
+        Some((_, archived)) => Some(refusal(format!(
+            "{time} is after {archived}, when the last WAL file before the gap was archived"
+        ))),
+        None => None,
+    }
 }
 
 /// Reads the source's base backups and, for the one the first pod will restore, its system's

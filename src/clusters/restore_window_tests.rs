@@ -137,3 +137,45 @@ fn a_target_after_the_newest_archived_wal_waits_for_the_archive() {
     let untimed = [wal("000000010000000000000003", "")];
     assert!(reaches(&at("2026-11-28T10:00:00Z"), base1, &untimed).is_ok());
 }
+
+#[test]
+fn a_target_past_a_gap_in_the_archive_is_refused_for_a_base_backup_before_it() {
+    let archive = [
+        wal("000000010000000000000003", "2026-11-28T09:00:05Z"),
+        wal("000000010000000000000004", "2026-11-28T09:10:00Z"),
+        // Segments 5 to 6 were released unarchived.
+        ObjectInfo {
+            key: "p/prod/shop/wal/7/gaps/000000010000000000000005-000000010000000000000006.json"
+                .into(),
+            size: 1,
+            last_modified: "2026-11-28T09:40:00Z".parse().ok(),
+        },
+        wal("000000010000000000000007", "2026-11-28T09:40:00Z"),
+        wal("00000001000000000000000A", "2026-11-28T12:00:00Z"),
+    ];
+    let base1 = &bases()[0];
+    // Before the gap: reachable.
+    assert!(reaches(&at("2026-11-28T09:05:00Z"), base1, &archive).is_ok());
+    assert!(reaches(&lsn("0/4FFFFFF"), base1, &archive).is_ok());
+    // From the gap on, from base1: refused, for good, naming the marker.
+    for target in [
+        at("2026-11-28T09:30:00Z"),
+        lsn("0/5000000"),
+        lsn("0/9000000"),
+    ] {
+        let refusal = reaches(&target, base1, &archive).unwrap_err();
+        assert_eq!(
+            (refusal.reason, refusal.retry),
+            ("TargetInArchiveGap", false)
+        );
+        assert!(
+            refusal
+                .message
+                .contains("000000010000000000000005-000000010000000000000006")
+        );
+    }
+    // base2, consistent after the gap, is not concerned.
+    let base2 = &bases()[1];
+    assert!(reaches(&at("2026-11-28T11:30:00Z"), base2, &archive).is_ok());
+    assert!(reaches(&lsn("0/A000000"), base2, &archive).is_ok());
+}

@@ -55,7 +55,7 @@ fn valid_specs_pass() {
         "schedule": "0 2 * * *", "retention": {"keep": 7, "maxAge": "30d", "recoveryWindow": "7d"},
         "compression": "gzip", "onDelete": "Retain", "destination": {"s3": s3()},
         "verify": {"schedule": "0 4 * * 0", "window": "8d", "jobDeadlineSeconds": 7200},
-        "walArchive": {"timeoutSeconds": 60, "baseBackupSchedule": "@weekly"}
+        "walArchive": {"timeoutSeconds": 60, "baseBackupSchedule": "@weekly", "gapAtVolumePercent": 90}
     }));
     assert_eq!(rejections("demo", full), Vec::<String>::new());
     let resources = json!({
@@ -462,6 +462,14 @@ fn invalid_specs_are_rejected_with_the_field_named() {
                 json!({"schedule": "@daily", "walArchive": {"timeoutSeconds": 0}, "destination": {"s3": s3()}}),
             ),
             "spec.backup.walArchive.timeoutSeconds must be between 1 and 3600",
+        ),
+        (
+            "a disk policy that gives way too early",
+            "demo",
+            with_backup(
+                json!({"schedule": "@daily", "walArchive": {"gapAtVolumePercent": 30}, "destination": {"s3": s3()}}),
+            ),
+            "spec.backup.walArchive.gapAtVolumePercent must be between 50 and 100",
         ),
         (
             "unknown compression",

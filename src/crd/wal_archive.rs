@@ -28,9 +28,25 @@ pub struct WalArchivePolicy {
     #[x_kube(validation = kube::core::Rule::new(super::rules::schedule()).message("spec.backup.walArchive.baseBackupSchedule must be a Kubernetes CronJob schedule: five fields or a macro such as @daily"))]
     #[schemars(length(max = 128))]
     pub base_backup_schedule: Option<String>,
+    /// The disk policy (docs/pitr-design.md §7): the fill of the data volume, in percent, from
+    /// which WAL the bucket refuses is released unarchived, so that a bucket outage cannot stop
+    /// the database by filling its volume. The archive then has a gap (an Event, the condition,
+    /// an alert and a marker in the bucket say so) and a base backup follows when the bucket
+    /// answers. 100: never; the database stops when the volume is full. 80 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new("self >= 50 && self <= 100").message("spec.backup.walArchive.gapAtVolumePercent must be between 50 and 100"))]
+    pub gap_at_volume_percent: Option<i32>,
 }
 
+/// `gapAtVolumePercent` when unset.
+pub const DEFAULT_GAP_AT_VOLUME_PERCENT: i32 = 80;
+
 impl WalArchivePolicy {
+    pub fn gap_at_volume_percent(&self) -> i32 {
+        self.gap_at_volume_percent
+            .unwrap_or(DEFAULT_GAP_AT_VOLUME_PERCENT)
+    }
+
     pub fn timeout_seconds(&self) -> i32 {
         self.timeout_seconds
             .unwrap_or(DEFAULT_ARCHIVE_TIMEOUT_SECONDS)

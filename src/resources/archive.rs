@@ -15,6 +15,8 @@ use crate::crd::Destination;
 pub struct WalArchiving<'a> {
     pub destination: &'a Destination,
     pub timeout_seconds: i32,
+    /// The disk policy's threshold (percent of the volume; 100: never).
+    pub gap_at_percent: i32,
 }
 
 /// The archiving `cluster` asks for, if any.
@@ -24,6 +26,7 @@ pub fn wal_archiving<'a>(cluster: &Cluster<'a>) -> Option<WalArchiving<'a>> {
     Some(WalArchiving {
         destination: &backup.destination,
         timeout_seconds: policy.timeout_seconds(),
+        gap_at_percent: policy.gap_at_volume_percent(),
     })
 }
 
@@ -51,6 +54,11 @@ pub fn manager_store(
             v.name.as_str(),
             "TUSK_NAMESPACE" | "TUSK_CLUSTER" | "TUSK_LOG_FORMAT"
         )
+    });
+    env.push(EnvVar {
+        name: "TUSK_ARCHIVE_GAP_AT_PERCENT".into(),
+        value: Some(archiving.gap_at_percent.to_string()),
+        ..EnvVar::default()
     });
     (env, volumes, mounts)
 }
@@ -108,5 +116,19 @@ mod tests {
         }
         assert_eq!(volumes.len(), 1, "the CA bundle");
         assert_eq!(mounts[0].read_only, Some(true));
+    }
+
+    #[test]
+    fn the_manager_learns_the_disk_policy_80_percent_by_default() {
+        let threshold = |spec: &str| {
+            let pg = postgresql(spec);
+            let cluster = Cluster::new(&pg).unwrap();
+            let (env, _, _) = manager_store(&cluster, &wal_archiving(&cluster).unwrap());
+            let var = env.iter().find(|v| v.name == "TUSK_ARCHIVE_GAP_AT_PERCENT");
+            var.and_then(|v| v.value.clone())
+        };
+        assert_eq!(threshold(ARCHIVING).as_deref(), Some("80"));
+        let never = ARCHIVING.replace("walArchive: {}", "walArchive: {gapAtVolumePercent: 100}");
+        assert_eq!(threshold(&never).as_deref(), Some("100"));
     }
 }
