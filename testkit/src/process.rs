@@ -7,23 +7,50 @@ pub struct Service {
     pub name: String,
     child: Option<Child>,
     pub log: PathBuf,
+    /// Kept to start the same process again (an outage that ends).
+    cmd: Command,
 }
 
 impl Service {
-    pub fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Service {
-        let out = std::fs::File::create(&log).expect("create service log");
+    pub fn spawn(name: &str, cmd: Command, log: PathBuf) -> Service {
+        std::fs::File::create(&log).expect("create service log");
+        let mut service = Service {
+            name: name.to_string(),
+            child: None,
+            log,
+            cmd,
+        };
+        service.start();
+        service
+    }
+
+    fn start(&mut self) {
+        let out = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .expect("open service log");
         let err = out.try_clone().expect("clone log handle");
-        let child = cmd
+        let child = (self.cmd)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Service {
-            name: name.to_string(),
-            child: Some(child),
-            log,
+            .unwrap_or_else(|e| panic!("starting {}: {e}", self.name));
+        self.child = Some(child);
+    }
+
+    /// Kills the process (an outage); [`Service::restart`] brings it back with the same
+    /// command, state and log.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
+    }
+
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start();
     }
 
     pub fn assert_running(&mut self) {
@@ -40,7 +67,10 @@ impl Service {
 pub struct Emulator {
     pub endpoint: String,
     _dir: tempfile::TempDir,
-    _service: Service,
+    service: Service,
+    ready_url: String,
+    ca: Option<String>,
+    timeout: std::time::Duration,
 }
 
 impl Emulator {
@@ -76,18 +106,28 @@ impl Emulator {
         let mut cmd = Command::new(bin);
         configure(&mut cmd, port, dir.path());
         let mut service = Service::spawn(name, cmd, dir.path().join(format!("{name}.log")));
-        crate::wait_for_http(
-            &mut service,
-            &format!("{endpoint}{ready_path}"),
-            timeout,
-            ca,
-        )
-        .await;
+        let ready_url = format!("{endpoint}{ready_path}");
+        crate::wait_for_http(&mut service, &ready_url, timeout, ca).await;
         Emulator {
             endpoint,
             _dir: dir,
-            _service: service,
+            service,
+            ready_url,
+            ca: ca.map(str::to_owned),
+            timeout,
         }
+    }
+
+    /// Stops the server: every request fails (connection refused) until [`Emulator::resume`].
+    pub fn stop(&mut self) {
+        self.service.stop();
+    }
+
+    /// Starts the server again on the same port and state, and waits until it is ready.
+    pub async fn resume(&mut self) {
+        self.service.restart();
+        let ca = self.ca.as_deref();
+        crate::wait_for_http(&mut self.service, &self.ready_url, self.timeout, ca).await;
     }
 }
 
