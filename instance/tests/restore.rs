@@ -5,7 +5,8 @@
 //! target, takes this cluster's passwords, and serves: every row committed before the target
 //! is there, none after, and the table dropped after it exists. The same exactness for a
 //! transaction id and a WAL position; a missing or damaged segment stops the recovery, named,
-//! with nothing promoted.
+//! with nothing promoted. A cluster re-created under the same name archives beside the old
+//! system, and either restores.
 
 mod common;
 
@@ -249,4 +250,61 @@ fn a_damaged_segment_stops_the_restore_naming_it() {
     });
     assert!(named, "the manager names the damaged segment: {log}");
     assert_ne!(member.status_field("role"), "primary");
+}
+
+/// One source system's life in `tests/demo`: a base backup `id` after a row `label`, a second
+/// row after it, every segment archived; then the system is gone (stopped for good), as a
+/// cluster deleted with its volumes. Returns its system identifier.
+fn a_system_that_lived_and_died(bucket: &Bucket, id: &str, label: &str) -> String {
+    let mut source = Cluster::new(&["demo-0"]);
+    archive_through_managers(&mut source, bucket);
+    source.set_lease("demo-0", true);
+    source.member("demo-0").start();
+    let primary = &source.members[0];
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    let sql = |sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    sql(&format!(
+        "CREATE TABLE who (v text); INSERT INTO who VALUES ('{label}')"
+    ));
+    base_backup(&agent_in(source.dir.path()), &source, bucket, id);
+    sql(&format!("INSERT INTO who VALUES ('{label} later')"));
+    let system = sql("SELECT system_identifier FROM pg_control_system()");
+    let last = sql("SELECT pg_walfile_name(pg_switch_wal())");
+    let key = key_of(&system, &last);
+    wait_for("the last segment archived", Duration::from_secs(60), || {
+        bucket.keys("tests/demo/wal/").contains(&key)
+    });
+    source.member("demo-0").stop();
+    system
+}
+
+#[test]
+fn a_re_created_cluster_archives_beside_the_old_system_and_both_restore() {
+    let bucket = Bucket::start();
+    let old = a_system_that_lived_and_died(&bucket, "old-base", "old");
+    let old_wal = format!("tests/demo/wal/{old}/");
+    let before = bucket.keys(&old_wal);
+    // The same namespace and name, a new database system: its WAL goes beside, never into.
+    let new = a_system_that_lived_and_died(&bucket, "new-base", "new");
+    assert_ne!(old, new, "a new system identifier");
+    assert_eq!(
+        bucket.keys(&old_wal),
+        before,
+        "the old system's WAL untouched"
+    );
+    assert!(!bucket.keys(&format!("tests/demo/wal/{new}/")).is_empty());
+
+    // Each base backup replays its own system's archive to its end, and only that.
+    for (base, label) in [("old-base", "old"), ("new-base", "new")] {
+        let restored = restoring_member(&bucket, base, None, NEW_PASSWORD);
+        let member = &restored.members[0];
+        member.wait_ready_as("primary", Duration::from_secs(180));
+        let rows = member.psql_as(
+            "postgres",
+            NEW_PASSWORD,
+            "postgres",
+            "SELECT string_agg(v, ',' ORDER BY v) FROM who",
+        );
+        assert_eq!(rows, Ok(format!("{label},{label} later")), "{base}");
+    }
 }
