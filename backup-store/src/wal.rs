@@ -276,7 +276,7 @@ fn io(context: &str) -> impl FnOnce(std::io::Error) -> WalError {
 async fn compress(contents: impl AsyncBufRead + Unpin) -> std::io::Result<Vec<u8>> {
     let params = [CParameter::checksum_flag(true)];
     let mut encoder =
-        ZstdEncoder::with_quality_and_params(contents, async_compression::Level::Default, &params);
+        ZstdEncoder::with_quality_and_params(contents, async_compression::Level::Fastest, &params);
     let mut packed = Vec::new();
     encoder.read_to_end(&mut packed).await?;
     Ok(packed)

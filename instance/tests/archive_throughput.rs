@@ -1,10 +1,13 @@
 //! The archiver's throughput on a backlog (issue 27's goal, docs/pitr-design.md §9): WAL piles
 //! up while archiving fails, then the manager's hook is put back and the backlog drains into
-//! MinIO, with 1 upload at a time and with the default 4. A benchmark, not a test: ignored, and
-//! run by `scripts/bench-archive.sh`, which prints the figures.
+//! MinIO, with 1 upload at a time and with the default 4. And the archive's lag under the
+//! fastest pgbench write load this machine sustains (goal: at most 2 segments waiting at p99).
+//! Benchmarks, not tests: ignored, and run by `scripts/bench-archive.sh`, which prints the
+//! figures.
 
 mod common;
 
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::bucket::{Bucket, archive_through_managers};
@@ -93,5 +96,134 @@ fn a_backlog_drains_faster_with_uploads_ahead_of_the_archiver() {
     println!(
         "archive backlog: {:.1}x with 4 uploads at once",
         ahead / serial
+    );
+}
+
+fn lag_seconds() -> u64 {
+    std::env::var("TUSK_BENCH_LAG_SECONDS")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(60)
+}
+
+/// The `p`-th percentile of sorted `values`.
+fn percentile(values: &[u64], p: f64) -> u64 {
+    let rank = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values.get(rank).copied().unwrap_or(0)
+}
+
+#[test]
+#[ignore = "a benchmark: scripts/bench-archive.sh"]
+fn archive_lag_under_a_sustained_pgbench_write_load() {
+    let bucket = Bucket::start();
+    // Checkpoints as the pod has them; WAL as pgbench writes it (full-page writes included).
+    let mut cluster = Cluster::with_settings(&["demo-0"], "max_wal_size = '1GB'\n");
+    archive_through_managers(&mut cluster, &bucket);
+    cluster
+        .member("demo-0")
+        .set_env("TUSK_CLUSTER", Some("lag"));
+    cluster.set_lease("demo-0", true);
+    let primary = cluster.member("demo-0");
+    primary.start();
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    let pgbench = |args: &[&str]| {
+        let mut cmd = Command::new(pg_bin_dir().join("pgbench"));
+        cmd.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &primary.port.to_string(),
+            "-U",
+            "postgres",
+        ])
+        .args(args)
+        .arg("postgres")
+        .env("PGPASSWORD", SUPERUSER_PASSWORD)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    };
+    let init = pgbench(&["-i", "-s", "20", "-q"])
+        .output()
+        .expect("pgbench -i");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let sql = |q: &str| primary.psql(q).expect(q);
+    sql("SELECT pg_switch_wal()");
+    let pending = || {
+        primary
+            .status()
+            .and_then(|s| s["archive"]["pending"].as_u64())
+    };
+    wait_for(
+        "the load's backlog archived",
+        Duration::from_secs(300),
+        || pending() == Some(0),
+    );
+
+    // The fastest write load: simple updates (no branch-table contention) and, one
+    // transaction in ten, a bulk insert of 2,000 rows; commits do not wait for the disk
+    // (synchronous_commit off), so WAL is made as fast as the CPU allows, for the whole run.
+    let seconds = lag_seconds();
+    let start = sql("SELECT pg_current_wal_lsn()");
+    let scratch = tempfile::tempdir().expect("scratch");
+    let bulk = scratch.path().join("bulk.sql");
+    std::fs::write(
+        &bulk,
+        "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) \
+         SELECT 1, 1, g, g, now() FROM generate_series(1, 2000) g;\n",
+    )
+    .expect("bulk script");
+    let bulk = format!("{}@1", bulk.display());
+    let duration = seconds.to_string();
+    let args = [
+        "-b",
+        "simple-update@9",
+        "-f",
+        &bulk,
+        "-c",
+        "8",
+        "-j",
+        "2",
+        "-T",
+        &duration,
+    ];
+    let load = pgbench(&args)
+        .env("PGOPTIONS", "-c synchronous_commit=off")
+        .spawn()
+        .expect("pgbench");
+    let began = Instant::now();
+    let mut samples = Vec::new();
+    while began.elapsed() < Duration::from_secs(seconds) {
+        samples.extend(pending());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = load.wait_with_output().expect("pgbench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: f64 = sql(&format!("SELECT pg_current_wal_lsn() - '{start}'"))
+        .parse()
+        .expect("bytes");
+    let tps = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("tps"))
+        .map(|l| l.split_whitespace().nth(2).unwrap_or("?").to_owned())
+        .unwrap_or_else(|| "?".to_owned());
+    samples.sort_unstable();
+    let mib_s = written / f64::from(1 << 20) / seconds as f64;
+    println!(
+        "archive lag: pgbench (simple-update, 1 in 10 a 2,000-row insert, synchronous_commit \
+         off, 8 clients) for {seconds} s, {tps} tps, WAL at {mib_s:.1} MiB/s; \
+         files waiting for the archive over {} samples: p50 {} p99 {} max {} (goal: p99 <= 2)",
+        samples.len(),
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99),
+        samples.last().copied().unwrap_or(0)
     );
 }

@@ -6,14 +6,15 @@
 //! is there, none after, and the table dropped after it exists. The same exactness for a
 //! transaction id and a WAL position; a missing or damaged segment stops the recovery, named,
 //! with nothing promoted. A cluster re-created under the same name archives beside the old
-//! system, and either restores.
+//! system, and either restores. A restore to a time after a failover crosses the timeline switch
+//! (the history file) from a base backup of the old timeline.
 
 mod common;
 
 use std::time::Duration;
 
 use backup_store::store::ObjectStore;
-use common::bucket::{Bucket, archive_through_managers};
+use common::bucket::{Bucket, archive_through_managers, archiving_pair};
 use common::restore::{agent_in, base_backup, restoring_member};
 use common::*;
 use tusk_testkit::minio;
@@ -307,4 +308,64 @@ fn a_re_created_cluster_archives_beside_the_old_system_and_both_restore() {
         );
         assert_eq!(rows, Ok(format!("{label},{label} later")), "{base}");
     }
+}
+
+#[test]
+fn a_restore_to_a_time_after_a_failover_follows_the_new_timeline() {
+    let bucket = Bucket::start();
+    let mut cluster = archiving_pair(&bucket);
+    let agent = agent_in(cluster.dir.path());
+    let sql = |member: &Instance, sql: &str| {
+        member
+            .psql(sql)
+            .unwrap_or_else(|e| panic!("{}: {sql}: {e}", member.name))
+    };
+    let old = &cluster.members[0];
+    sql(
+        old,
+        "CREATE TABLE ledger (id int PRIMARY KEY); INSERT INTO ledger SELECT generate_series(1, 100)",
+    );
+    base_backup(&agent, &cluster, &bucket, "base1");
+    sql(old, "INSERT INTO ledger SELECT generate_series(101, 200)");
+    let count = "SELECT count(*) FROM ledger";
+    wait_for_value(&cluster.members[1], count, "200", Duration::from_secs(30));
+    fail_over(&mut cluster);
+
+    // On the new primary's timeline: rows, the target, rows after it, every file archived.
+    let promoted = &cluster.members[1];
+    sql(
+        promoted,
+        "INSERT INTO ledger SELECT generate_series(201, 300)",
+    );
+    let target = sql(promoted, "SELECT clock_timestamp()");
+    sql(
+        promoted,
+        "INSERT INTO ledger SELECT generate_series(301, 350)",
+    );
+    let system = sql(
+        promoted,
+        "SELECT system_identifier FROM pg_control_system()",
+    );
+    let last = sql(promoted, "SELECT pg_walfile_name(pg_switch_wal())");
+    assert!(last.starts_with("00000002"), "{last}");
+    let key = format!("tests/demo/wal/{system}/00000002/{last}.zst");
+    wait_for("the new timeline archived", Duration::from_secs(60), || {
+        bucket.keys("tests/demo/wal/").contains(&key)
+    });
+
+    // From a base backup of timeline 1, across the switch (the history file), to the target.
+    let restored = restoring(&bucket, &target);
+    let member = &restored.members[0];
+    member.wait_ready_as("primary", Duration::from_secs(180));
+    let rows = member.psql_as(
+        "postgres",
+        NEW_PASSWORD,
+        "postgres",
+        "SELECT count(*) || ' ' || max(id) FROM ledger",
+    );
+    assert_eq!(
+        rows.as_deref(),
+        Ok("300 300"),
+        "every row before the target"
+    );
 }

@@ -2,12 +2,18 @@
 //! `TUSK_BENCH_WAL_MIB` MiB (default 1024) after a base backup, archived into a local MinIO,
 //! restored into a new cluster to the end of the archive. Prints the time to unpack the base
 //! backup and the replay rate (each WAL file fetched by its own agent process through the
-//! manager, as PostgreSQL asks for it). Ignored: a benchmark, not a test.
+//! manager, as PostgreSQL asks for it). Then the goal's reference: the same base backup and WAL
+//! replayed by PostgreSQL alone from local files (`restore_command = 'cp …'`), both timed by
+//! PostgreSQL's own "redo done … elapsed". Ignored: a benchmark, not a test.
 
 mod common;
 
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use backup_store::ClusterLocation;
+use backup_store::wal::{self, WalArchive, WalName};
 use common::bucket::{Bucket, archive_through_managers};
 use common::restore::{agent_in, base_backup, restoring_member};
 use common::*;
@@ -79,4 +85,122 @@ fn replay_rate_of_a_restore_from_the_archive() {
          {replay:.1} s ({:.1} MiB/s); serving {total:.1} s after the start",
         wal_mib as f64 / replay
     );
+    let from_archive = redo_elapsed(&log);
+    let local = local_replay(&agent, &bucket, &system);
+    if let (Some(archive), Some(local)) = (from_archive, local) {
+        println!(
+            "restore: PostgreSQL's redo took {archive:.1} s from the archive ({:.1} MiB/s) and \
+             {local:.1} s from local files ({:.1} MiB/s): {:.0} % of local replay (goal >= 80 %)",
+            wal_mib as f64 / archive,
+            wal_mib as f64 / local,
+            100.0 * local / archive
+        );
+    }
+}
+
+/// PostgreSQL's own measure of a recovery: `redo done at … elapsed: 8.91 s`.
+fn redo_elapsed(log: &str) -> Option<f64> {
+    let line = log.lines().find(|l| l.contains("redo done at"))?;
+    let elapsed = line.split("elapsed: ").nth(1)?;
+    elapsed.split_whitespace().next()?.parse().ok()
+}
+
+/// Unpacks `base1` and every archived segment of `system` into local files (untimed), then lets
+/// PostgreSQL replay them with `cp` as its `restore_command`, with the settings the managed
+/// servers run with. PostgreSQL's redo time, in seconds.
+fn local_replay(agent: &Path, bucket: &Bucket, system: &str) -> Option<f64> {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let (data, wal_dir) = (scratch.path().join("data"), scratch.path().join("wal"));
+    let out = Command::new(agent)
+        .args(["base-restore", "--backup-id", "base1", "--pgdata"])
+        .arg(&data)
+        .env("TUSK_PG_BIN_DIR", pg_bin_dir())
+        .envs(tusk_testkit::minio::store_env(
+            &bucket.server,
+            common::bucket::BUCKET,
+        ))
+        .env("TUSK_NAMESPACE", "tests")
+        .env("TUSK_CLUSTER", "demo")
+        .output()
+        .expect("base-restore");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::create_dir(&wal_dir).expect("wal dir");
+    let location = ClusterLocation::new("", "tests", "demo").expect("location");
+    let archive = WalArchive::new(&location, system.parse().expect("system identifier"));
+    let folder = format!("tests/demo/wal/{system}/00000001/");
+    for key in bucket.keys(&folder) {
+        let Some(name) = key
+            .strip_prefix(&folder)
+            .and_then(|k| k.strip_suffix(".zst"))
+        else {
+            continue;
+        };
+        let file = WalName::parse(name).expect("a segment");
+        let fetched = bucket
+            .runtime
+            .block_on(wal::fetch(&bucket.store, &archive, &file));
+        let bytes = fetched.expect("fetch").expect("archived");
+        std::fs::write(wal_dir.join(name), bytes).expect("write segment");
+    }
+    let port = tusk_testkit::free_port();
+    let conf = scratch.path().join("postgresql.conf");
+    let hba = scratch.path().join("pg_hba.conf");
+    std::fs::write(&hba, "local all all trust\n").expect("hba");
+    std::fs::write(
+        &conf,
+        format!(
+            "port = {port}\nlisten_addresses = ''\nunix_socket_directories = '{dir}'\n\
+             hba_file = '{hba}'\nfsync = off\nshared_buffers = 16MB\narchive_mode = off\n\
+             ssl = off\nrestore_command = 'cp {wal}/%f %p'\n",
+            dir = scratch.path().display(),
+            hba = hba.display(),
+            wal = wal_dir.display()
+        ),
+    )
+    .expect("conf");
+    std::fs::write(data.join("recovery.signal"), "").expect("recovery.signal");
+    // The manager's additions in the backup (TLS files, archive command) stay out: the
+    // configuration is this one alone.
+    let _ = std::fs::remove_file(data.join("postgresql.auto.conf"));
+    if let Some((uid, gid)) = postgres_ids() {
+        let status = Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(scratch.path())
+            .status()
+            .expect("chown");
+        assert!(status.success());
+    }
+    let log = scratch.path().join("postgres.log");
+    let mut postgres = Command::new(pg_bin_dir().join("postgres"));
+    postgres
+        .arg("-D")
+        .arg(&data)
+        .arg("-c")
+        .arg(format!("config_file={}", conf.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"));
+    if let Some((uid, gid)) = postgres_ids() {
+        use std::os::unix::process::CommandExt;
+        postgres.uid(uid).gid(gid);
+    }
+    let mut server = postgres.spawn().expect("postgres");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for("local replay done", Duration::from_secs(3600), || {
+        read().contains("redo done at") || read().contains("FATAL")
+    });
+    // A fast shutdown, so the server's shared memory goes with it.
+    let pid = i32::try_from(server.id()).expect("pid");
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let _ = server.wait();
+    let text = read();
+    let elapsed = redo_elapsed(&text);
+    if elapsed.is_none() {
+        eprintln!("local replay failed:\n{text}");
+    }
+    elapsed
 }
