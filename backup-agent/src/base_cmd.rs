@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 use backup_agent::error::AgentError;
 use backup_agent::pipeline::base_backup::{BaseBackupOptions, run_base_backup};
 use backup_agent::pipeline::base_restore::{BaseRestoreOptions, run_base_restore};
+use backup_store::catalog::Bound;
 
 use crate::cli::{BaseBackupArgs, BaseRestoreArgs};
 use crate::pg_args::pg_params;
@@ -40,7 +41,11 @@ pub async fn restore(args: BaseRestoreArgs) -> Result<Value, AgentError> {
         backup_id: args.backup_id,
         pgdata: args.pgdata,
         bin_dir: args.pg_bin_dir,
-        before: args.before,
+        before: match (args.before, args.before_lsn) {
+            (Some(time), _) => Some(Bound::CompletedBy(time)),
+            (None, Some(lsn)) => Some(Bound::ConsistentBy(lsn)),
+            (None, None) => None,
+        },
     };
     let manifest = run_base_restore(store.as_ref(), &options).await?;
     Ok(json!({

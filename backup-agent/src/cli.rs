@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use backup_agent::compression::Compression;
 use backup_agent::pg::SslMode;
+use backup_store::lsn::Lsn;
 use backup_store::settings::StoreFlags;
 
 pub const EXIT_CODES: &str = "\
@@ -119,6 +120,10 @@ pub struct BaseRestoreArgs {
     /// `2026-11-28 10:00:00+00`): with `latest`, the newest such one. For a restore to a time.
     #[arg(long, value_parser = parse_time)]
     pub before: Option<jiff::Timestamp>,
+    /// Only a backup consistent (its stop LSN) at or before this WAL position `X/Y`: with
+    /// `latest`, the newest such one. For a restore to an LSN.
+    #[arg(long, value_parser = parse_lsn, conflicts_with = "before")]
+    pub before_lsn: Option<Lsn>,
     /// Directory holding pg_verifybackup [default: PATH].
     #[arg(long, env = "TUSK_PG_BIN_DIR")]
     pub pg_bin_dir: Option<PathBuf>,
@@ -379,6 +384,11 @@ pub fn parse_time(text: &str) -> Result<jiff::Timestamp, String> {
     text.trim()
         .parse::<jiff::Timestamp>()
         .map_err(|e| format!("{text:?} is not a time with an offset: {e}"))
+}
+
+/// A WAL position `X/Y`.
+pub fn parse_lsn(text: &str) -> Result<Lsn, String> {
+    Lsn::parse(text.trim()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -87,37 +87,63 @@ pub async fn resolve(
     resolve_before(store, location, backup_id, method, None).await
 }
 
-/// [`resolve`], where `latest` is the newest backup completed at or before `before` (when
-/// given): the base backup a point-in-time restore to `before` starts from. A named id must
+/// How far a base backup may be from a point-in-time restore's target to start it: completed
+/// by a time, or consistent (its stop LSN) by a WAL position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    CompletedBy(jiff::Timestamp),
+    ConsistentBy(crate::lsn::Lsn),
+}
+
+impl Bound {
+    fn admits(&self, manifest: &Manifest) -> bool {
+        match self {
+            Bound::CompletedBy(time) => manifest.completed_at <= *time,
+            Bound::ConsistentBy(lsn) => (manifest.physical.as_ref())
+                .and_then(|p| crate::lsn::Lsn::parse(&p.stop_lsn).ok())
+                .is_some_and(|stop| stop <= *lsn),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Bound::CompletedBy(time) => format!(" completed by {time}"),
+            Bound::ConsistentBy(lsn) => format!(" consistent by {lsn}"),
+        }
+    }
+}
+
+/// [`resolve`], where `latest` is the newest backup within `bound` (when given): the base
+/// backup a point-in-time restore to that time or position starts from. A named id must
 /// satisfy the same bound.
 pub async fn resolve_before(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
     backup_id: &str,
     method: Option<Method>,
-    before: Option<jiff::Timestamp>,
+    bound: Option<Bound>,
 ) -> Result<Manifest, CatalogError> {
-    let in_time = |m: &Manifest| before.is_none_or(|t| m.completed_at <= t);
-    let bound = before.map_or(String::new(), |t| format!(" completed by {t}"));
+    let in_bound = |m: &Manifest| bound.is_none_or(|b| b.admits(m));
+    let described = bound.map_or(String::new(), |b| b.describe());
     if backup_id == "latest" {
         let catalog = load(store, location).await?;
         let newest = catalog
             .backups
             .iter()
             .rev()
-            .find(|b| method.is_none_or(|m| b.manifest.method() == m) && in_time(&b.manifest));
+            .find(|b| method.is_none_or(|m| b.manifest.method() == m) && in_bound(&b.manifest));
         return newest.map(|b| b.manifest.clone()).ok_or_else(|| {
             let kind = method.map_or(String::new(), |m| format!("{m} "));
             CatalogError::BackupNotFound(format!(
-                "latest (no complete {kind}backup{bound} under {})",
+                "latest (no complete {kind}backup{described} under {})",
                 location.prefix()
             ))
         });
     }
     let manifest = resolve_named(store, location, backup_id, method).await?;
-    if !in_time(&manifest) {
+    if !in_bound(&manifest) {
         return Err(CatalogError::BackupNotFound(format!(
-            "{backup_id}{bound} (it completed at {}, after the target)",
+            "{backup_id}{described} (it completed at {}, after the target)",
             manifest.completed_at
         )));
     }

@@ -50,14 +50,15 @@ async fn backup(
     store.put(&dump, Bytes::from_static(b"x")).await.unwrap();
 }
 
-/// The manifest of our base backup `id`, completed `days_ago`.
+/// The manifest of our base backup `id`, completed `days_ago` (the older, the earlier its WAL).
 async fn base_backup(store: &MemoryStore, loc: &ClusterLocation, id: &str, days_ago: i64) {
     let mut base = manifest(loc, id, Some(US), days_ago);
+    let segment = 20 - days_ago;
     base.physical = Some(crate::manifest::PhysicalBackup {
         system_identifier: "7".into(),
         timeline: 1,
-        start_lsn: "0/2000028".into(),
-        stop_lsn: "0/2000100".into(),
+        start_lsn: format!("0/{segment:X}000028"),
+        stop_lsn: format!("0/{segment:X}000100"),
         wal_segment_size: None,
     });
     let json = Bytes::from(base.to_json().unwrap());
@@ -161,7 +162,8 @@ async fn a_restore_to_a_time_starts_from_the_newest_base_backup_completed_by_the
     base_backup(&store, &loc, "base-new", 1).await;
     let pick = |id: &'static str, days_ago| {
         let (store, loc) = (&store, &loc);
-        async move { resolve_before(store, loc, id, Some(Method::Physical), Some(at(days_ago))).await }
+        let bound = Some(Bound::CompletedBy(at(days_ago)));
+        async move { resolve_before(store, loc, id, Some(Method::Physical), bound).await }
     };
     assert_eq!(pick("latest", 3).await.unwrap().backup_id, "base-old");
     assert_eq!(pick("latest", 0).await.unwrap().backup_id, "base-new");
@@ -169,6 +171,33 @@ async fn a_restore_to_a_time_starts_from_the_newest_base_backup_completed_by_the
     assert!(none.contains("completed by"), "{none}");
     let late = pick("base-new", 3).await.unwrap_err().to_string();
     assert!(late.contains("after the target"), "{late}");
+}
+
+#[tokio::test]
+async fn a_restore_to_an_lsn_starts_from_the_newest_base_backup_consistent_by_then() {
+    let store = MemoryStore::default();
+    let loc = ClusterLocation::new("p", "ns", "db").unwrap();
+    base_backup(&store, &loc, "base-old", 5).await;
+    base_backup(&store, &loc, "base-new", 1).await;
+    let stop = |m: Manifest| crate::lsn::Lsn::parse(&m.physical.unwrap().stop_lsn).unwrap();
+    let old = stop(resolve(&store, &loc, "base-old", None).await.unwrap());
+    let new = stop(resolve(&store, &loc, "base-new", None).await.unwrap());
+    assert!(old < new, "{old} {new}");
+    let pick = |lsn: crate::lsn::Lsn| {
+        let (store, loc) = (&store, &loc);
+        let bound = Some(Bound::ConsistentBy(lsn));
+        async move { resolve_before(store, loc, "latest", Some(Method::Physical), bound).await }
+    };
+    assert_eq!(pick(new).await.unwrap().backup_id, "base-new");
+    assert_eq!(
+        pick(crate::lsn::Lsn(new.0 - 1)).await.unwrap().backup_id,
+        "base-old"
+    );
+    let none = pick(crate::lsn::Lsn(old.0 - 1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(none.contains("consistent by"), "{none}");
 }
 
 #[tokio::test]

@@ -101,8 +101,8 @@ pub fn used_percent(path: &Path) -> std::io::Result<u8> {
     // SAFETY: statvfs returned 0, so it filled the buffer.
     let stat = unsafe { stat.assume_init() };
     Ok(percent(
-        u64::from(stat.f_blocks).saturating_sub(u64::from(stat.f_bfree)),
-        u64::from(stat.f_bavail),
+        stat.f_blocks.saturating_sub(stat.f_bfree),
+        stat.f_bavail,
     ))
 }
 

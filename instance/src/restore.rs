@@ -148,13 +148,15 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
         let mut cmd = std::process::Command::new(&plan.agent);
         cmd.args(["base-restore", "--backup-id", &plan.backup_id, "--pgdata"])
             .arg(pgdata);
-        // A restore to a time starts from a backup completed by then (`latest`: the newest).
-        if let Some((_, time)) = plan
-            .target
-            .iter()
-            .find(|(k, _)| *k == "recovery_target_time")
-        {
-            cmd.args(["--before", time]);
+        // A restore to a time starts from a backup completed by then, to an LSN from one
+        // consistent by then (`latest`: the newest such).
+        for (setting, flag) in [
+            ("recovery_target_time", "--before"),
+            ("recovery_target_lsn", "--before-lsn"),
+        ] {
+            if let Some((_, value)) = plan.target.iter().find(|(k, _)| *k == setting) {
+                cmd.args([flag, value]);
+            }
         }
         let env = plan.agent_env(ctx);
         ctx.reaper

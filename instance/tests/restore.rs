@@ -4,10 +4,10 @@
 //! backup agent with the source's credentials; PostgreSQL never sees them), promotes at the
 //! target, takes this cluster's passwords, and serves: every row committed before the target
 //! is there, none after, and the table dropped after it exists. The same exactness for a
-//! transaction id and a WAL position; a missing or damaged segment stops the recovery, named,
-//! with nothing promoted. A cluster re-created under the same name archives beside the old
-//! system, and either restores. A restore to a time after a failover crosses the timeline switch
-//! (the history file) from a base backup of the old timeline.
+//! transaction id, a WAL position and a named restore point; a missing or damaged segment stops
+//! the recovery, named, with nothing promoted. A cluster re-created under the same name archives
+//! beside the old system, and either restores. A restore to a time after a failover crosses the
+//! timeline switch (the history file) from a base backup of the old timeline.
 
 mod common;
 
@@ -27,8 +27,8 @@ fn restoring(bucket: &Bucket, target: &str) -> Cluster {
 }
 
 /// A source cluster's history in the bucket: a base backup after 100 rows, 150 more rows in
-/// one transaction (`xid`, ending at `lsn`) in their own segment (`middle`), the target time,
-/// 50 rows after it, a second base backup, then the table dropped.
+/// one transaction (`xid`, ending at `lsn`) in their own segment (`middle`), the target time and
+/// the restore point `after-250`, 50 rows after them, a second base backup, then the table dropped.
 struct History {
     source: Cluster,
     target: String,
@@ -68,6 +68,10 @@ fn archived_history(bucket: &Bucket) -> History {
         "SELECT pg_walfile_name(pg_switch_wal())",
     );
     let target = sql("the target", "SELECT clock_timestamp()");
+    sql(
+        "a named restore point",
+        "SELECT pg_create_restore_point('after-250')",
+    );
     sql(
         "rows after the target",
         "INSERT INTO ledger SELECT generate_series(251, 300)",
@@ -201,15 +205,17 @@ fn a_segment_missing_before_the_target_stops_the_restore_and_nothing_is_promoted
 }
 
 #[test]
-fn a_restore_stops_exactly_at_a_transaction_or_a_wal_position() {
+fn a_restore_stops_exactly_at_a_transaction_a_wal_position_or_a_restore_point() {
     let bucket = Bucket::start();
     let history = archived_history(&bucket);
-    for target in [
-        ("TUSK_RESTORE_TARGET_XID", history.xid.as_str()),
-        ("TUSK_RESTORE_TARGET_LSN", history.lsn.as_str()),
+    // base1 by name for an xid and a name (only replay can place them); `latest` for the LSN,
+    // which the agent resolves to base1: base2 is consistent only after it.
+    for (backup, target) in [
+        ("base1", ("TUSK_RESTORE_TARGET_XID", history.xid.as_str())),
+        ("latest", ("TUSK_RESTORE_TARGET_LSN", history.lsn.as_str())),
+        ("base1", ("TUSK_RESTORE_TARGET_NAME", "after-250")),
     ] {
-        // base1 by name: `latest` is base2, which completed after these targets.
-        let restored = restoring_member(&bucket, "base1", Some(target), NEW_PASSWORD);
+        let restored = restoring_member(&bucket, backup, Some(target), NEW_PASSWORD);
         let member = &restored.members[0];
         member.wait_ready_as("primary", Duration::from_secs(180));
         let rows = member.psql_as(

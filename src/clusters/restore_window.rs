@@ -60,8 +60,9 @@ fn refused(reason: &'static str, message: String) -> Refusal {
 }
 
 /// The base backup the first pod will restore for `target` (`backup_id` `latest`, oldest first
-/// in `bases`, resolves as the manager does: for a time, the newest completed by then; else the
-/// newest), or why there is none that reaches the target.
+/// in `bases`, resolves as the manager does: for a time, the newest completed by then; for an
+/// LSN, the newest consistent by then; else the newest), or why there is none that reaches the
+/// target.
 pub fn choose<'a>(
     target: &RestoreTarget,
     backup_id: &str,
@@ -96,17 +97,19 @@ pub fn choose<'a>(
             )
         });
     }
-    if let Some(lsn) = target.lsn.as_deref().and_then(|l| Lsn::parse(l).ok())
-        && newest.stop.is_some_and(|stop| stop > lsn)
-    {
-        return Err(refused(
-            "TargetBeforeRecoveryWindow",
-            format!(
-                "LSN {lsn} is before base backup {} is consistent ({}); name an older base backup in spec.restore.objectStore.backupId",
-                newest.id,
-                newest.stop.map(|s| s.to_string()).unwrap_or_default()
-            ),
-        ));
+    if let Some(lsn) = target.lsn.as_deref().and_then(|l| Lsn::parse(l).ok()) {
+        // As the manager resolves it: the newest base backup consistent by then.
+        let consistent = named
+            .iter()
+            .rev()
+            .find(|b| b.stop.is_some_and(|s| s <= lsn));
+        return consistent.copied().ok_or_else(|| {
+            let first = named[0].stop.map(|s| s.to_string()).unwrap_or_default();
+            refused(
+                "TargetBeforeRecoveryWindow",
+                format!("LSN {lsn} is before the recovery window: {what} is consistent by then (the first at {first})"),
+            )
+        });
     }
     Ok(newest)
 }

@@ -71,13 +71,19 @@ fn a_time_starts_from_the_newest_base_backup_completed_by_then() {
 }
 
 #[test]
-fn an_lsn_before_the_base_backup_is_consistent_is_refused() {
+fn an_lsn_starts_from_the_newest_base_backup_consistent_by_then() {
     assert_eq!(chosen(&lsn("0/9000200"), "latest"), Ok("base2".into()));
+    assert_eq!(chosen(&lsn("0/5000000"), "latest"), Ok("base1".into()));
+    assert_eq!(chosen(&lsn("0/5000000"), "base1"), Ok("base1".into()));
+    // Before every base backup is consistent, or before the named one is: refused for good.
     assert_eq!(
-        chosen(&lsn("0/5000000"), "latest"),
+        chosen(&lsn("0/3000000"), "latest"),
         Err("TargetBeforeRecoveryWindow")
     );
-    assert_eq!(chosen(&lsn("0/5000000"), "base1"), Ok("base1".into()));
+    assert_eq!(
+        chosen(&lsn("0/5000000"), "base2"),
+        Err("TargetBeforeRecoveryWindow")
+    );
 }
 
 #[test]

@@ -27,8 +27,8 @@ pub struct BaseRestoreOptions {
     pub pgdata: PathBuf,
     /// Where `pg_verifybackup` is; PATH when unset.
     pub bin_dir: Option<PathBuf>,
-    /// Only a backup completed by then (a restore to that time).
-    pub before: Option<jiff::Timestamp>,
+    /// Only a backup completed by a time, or consistent by a WAL position (a restore to it).
+    pub before: Option<catalog::Bound>,
 }
 
 pub async fn run_base_restore(
