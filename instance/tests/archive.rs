@@ -8,21 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::bucket::{Bucket, archiving_pair};
+use common::bucket::{Bucket, archiving_pair, write_and_switch};
 use common::*;
 use tusk_testkit::minio;
-
-/// Writes a row and closes the segment; returns the closed segment's name.
-fn write_and_switch(member: &Instance, value: &str) -> String {
-    member
-        .psql(&format!(
-            "CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ('{value}')"
-        ))
-        .expect("insert");
-    member
-        .psql("SELECT pg_walfile_name(pg_switch_wal())")
-        .expect("switch")
-}
 
 fn wait_for_key(bucket: &Bucket, key: &str) {
     let prefix = key.rsplit_once('/').map_or("", |(dir, _)| dir);

@@ -8,21 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::bucket::{Bucket, archive_through_managers};
+use common::bucket::{Bucket, archive_through_managers, write_and_switch};
 use common::*;
 
 const GAP_AT: &str = "TUSK_ARCHIVE_GAP_AT_PERCENT";
-
-fn write_and_switch(member: &Instance, value: &str) -> String {
-    member
-        .psql(&format!(
-            "CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ('{value}')"
-        ))
-        .expect("insert");
-    member
-        .psql("SELECT pg_walfile_name(pg_switch_wal())")
-        .expect("switch")
-}
 
 fn archive(member: &Instance) -> serde_json::Value {
     member

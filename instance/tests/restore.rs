@@ -100,6 +100,15 @@ fn archived_history(bucket: &Bucket) -> History {
 
 const NEW_PASSWORD: &str = "the new cluster's own";
 
+/// Once the restored member serves: its ledger's row count and highest id, read with the new
+/// cluster's own superuser password.
+fn restored_ledger(restored: &Cluster) -> Result<String, String> {
+    let member = &restored.members[0];
+    member.wait_ready_as("primary", Duration::from_secs(180));
+    let sql = "SELECT count(*) || ' ' || max(id) FROM ledger";
+    member.psql_as("postgres", NEW_PASSWORD, "postgres", sql)
+}
+
 /// The manager's log once it says the recovery stopped short of promoting.
 fn stopped_log(member: &Instance) -> String {
     wait_for("the restore to stop", Duration::from_secs(120), || {
@@ -216,14 +225,7 @@ fn a_restore_stops_exactly_at_a_transaction_a_wal_position_or_a_restore_point() 
         ("base1", ("TUSK_RESTORE_TARGET_NAME", "after-250")),
     ] {
         let restored = restoring_member(&bucket, backup, Some(target), NEW_PASSWORD);
-        let member = &restored.members[0];
-        member.wait_ready_as("primary", Duration::from_secs(180));
-        let rows = member.psql_as(
-            "postgres",
-            NEW_PASSWORD,
-            "postgres",
-            "SELECT count(*) || ' ' || max(id) FROM ledger",
-        );
+        let rows = restored_ledger(&restored);
         assert_eq!(
             rows.as_deref(),
             Ok("250 250"),
@@ -361,14 +363,7 @@ fn a_restore_to_a_time_after_a_failover_follows_the_new_timeline() {
 
     // From a base backup of timeline 1, across the switch (the history file), to the target.
     let restored = restoring(&bucket, &target);
-    let member = &restored.members[0];
-    member.wait_ready_as("primary", Duration::from_secs(180));
-    let rows = member.psql_as(
-        "postgres",
-        NEW_PASSWORD,
-        "postgres",
-        "SELECT count(*) || ' ' || max(id) FROM ledger",
-    );
+    let rows = restored_ledger(&restored);
     assert_eq!(
         rows.as_deref(),
         Ok("300 300"),

@@ -83,3 +83,15 @@ pub fn archive_through_managers(cluster: &mut Cluster, bucket: &Bucket) {
         member.set_env("TUSK_CLUSTER", Some("demo"));
     }
 }
+
+/// Writes a row into table `t` and closes the segment; returns the closed segment's name.
+pub fn write_and_switch(member: &Instance, value: &str) -> String {
+    member
+        .psql(&format!(
+            "CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ('{value}')"
+        ))
+        .expect("insert");
+    member
+        .psql("SELECT pg_walfile_name(pg_switch_wal())")
+        .expect("switch")
+}
