@@ -111,7 +111,7 @@ impl AgentError {
             AgentError::Partial { source, .. } => source.exit_code(),
             AgentError::Wal(e) => match e {
                 WalError::Name(_) | WalError::Lsn(_) | WalError::SegmentSize(_) => exit_code::USAGE,
-                WalError::Store(_) => exit_code::OBJECT_STORE,
+                WalError::Store(_) | WalError::Catalog(_) => exit_code::OBJECT_STORE,
                 WalError::Conflict { .. } | WalError::Damaged { .. } => exit_code::INTEGRITY,
                 WalError::SystemIdentifier { .. } | WalError::Io { .. } => exit_code::OTHER,
             },

@@ -13,7 +13,8 @@
 //! - [`redacted`]: secrets in configurations, never shown by `Debug`;
 //! - [`settings`] (feature `clap`): the bucket named by flags or the environment;
 //! - [`wal`] (feature `wal`): the WAL archive, for the agent and the instance manager;
-//!   [`wal_range`]: the segments a span of WAL needs, and which the archive lacks.
+//!   [`wal_range`]: the segments a span of WAL needs, and which the archive lacks;
+//!   [`continuity`]: whether the archive holds every file from the oldest base backup on.
 //!
 //! The dump and restore pipelines are not here: they live in the agent, so the operator does
 //! not link PostgreSQL client code. Every TLS connection made here uses rustls with `ring`, the
@@ -31,6 +32,8 @@ pub mod names;
 pub mod ownership;
 pub mod prune;
 
+#[cfg(feature = "wal")]
+pub mod continuity;
 pub mod recovery_window;
 pub mod redacted;
 pub mod retention;

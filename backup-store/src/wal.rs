@@ -43,6 +43,8 @@ pub enum WalError {
     SegmentSize(u64),
     #[error("{0}")]
     Store(#[from] StoreError),
+    #[error("reading the backups: {0}")]
+    Catalog(#[from] crate::catalog::CatalogError),
     /// Another file under this name holds other bytes: two writers of one timeline, or a
     /// restored system writing where it should not. Never overwritten.
     #[error(
@@ -126,6 +128,11 @@ impl WalArchive {
         Self {
             prefix: location.wal_prefix(system_identifier),
         }
+    }
+
+    /// Where every file of this system's archive is, ending with `/`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The object key of `file`.

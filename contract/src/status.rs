@@ -172,6 +172,71 @@ pub struct ArchiveStatus {
     /// The gap open now, else the last one this manager closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gap: Option<ArchiveGap>,
+    /// The last continuity check of the archive (docs/pitr-design.md §6); none before the
+    /// first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuity: Option<ArchiveContinuity>,
+}
+
+/// Whether the archive holds every file a restore from the oldest base backup to the newest
+/// archived segment needs: each segment of each timeline on the way, each timeline's history
+/// file, nothing of another database system.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveContinuity {
+    /// Unix seconds.
+    pub checked_at: i64,
+    pub system_identifier: String,
+    /// The span checked: the oldest base backup's first segment to the newest archived one
+    /// (none: no base backup of this system yet, nothing to check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_segment: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment: Option<String>,
+    /// The system's base backups in the bucket; the span starts at the oldest on the newest
+    /// timeline's history.
+    #[serde(default)]
+    pub base_backups: u64,
+    /// The timelines the span crosses, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<u32>,
+    /// Segments of the span found in the archive.
+    pub segments: u64,
+    /// Segments of the span still waiting on the primary to be archived (not a gap).
+    #[serde(default)]
+    pub pending: u64,
+    /// Segments of the span absent with no explanation: the first few, and how many.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    #[serde(default)]
+    pub missing_count: u64,
+    /// Segments of the span absent because the disk policy released them (a gap marker names
+    /// them): known, but a restore cannot cross them either.
+    #[serde(default)]
+    pub released_count: u64,
+    /// Timelines whose history file the archive lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_history: Vec<u32>,
+    /// Archived files whose first page names another system, segment size or place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign: Vec<String>,
+    /// Why the check could not run (the bucket's error); the other fields are then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ArchiveContinuity {
+    /// Files a restore across the span needs and cannot have: missing or released segments,
+    /// missing history files, and files of another system.
+    pub fn breaks(&self) -> u64 {
+        self.unexplained() + self.released_count
+    }
+
+    /// [`Self::breaks`] but the segments the disk policy released, which its own gap record
+    /// and alert already explain.
+    pub fn unexplained(&self) -> u64 {
+        self.missing_count + self.missing_history.len() as u64 + self.foreign.len() as u64
+    }
 }
 
 /// WAL released to PostgreSQL unarchived because the volume filled while the bucket failed:

@@ -6,19 +6,20 @@
 //! While PostgreSQL waits for one file, the next `.ready` ones are already being uploaded
 //! ([`IN_FLIGHT`] at most), so a backlog drains in parallel although the archiver is serial.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use backup_store::ClusterLocation;
+use backup_store::continuity;
 use backup_store::settings::StoreFlags;
 use backup_store::store::{Bounded, ObjectStore};
 use backup_store::wal::{self, Pushed, WalArchive, WalName};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tusk_contract::status::ArchiveStatus;
+use tusk_contract::status::{ArchiveContinuity, ArchiveStatus};
 
 use crate::archive_gap::{DiskGuard, VolumeProbe, marker_name};
 use crate::disk_policy::DiskPolicy;
@@ -101,6 +102,7 @@ pub struct Archiver {
     in_flight: usize,
     /// The disk policy and its gaps.
     guard: DiskGuard,
+    continuity: crate::continuity_checks::Checks,
 }
 
 impl Archiver {
@@ -120,6 +122,7 @@ impl Archiver {
             stats: Mutex::new(ArchiveStats::default()),
             events: None,
             in_flight: IN_FLIGHT,
+            continuity: crate::continuity_checks::Checks::default(),
         }
     }
 
@@ -140,6 +143,7 @@ impl Archiver {
             stats: Mutex::new(ArchiveStats::default()),
             events: None,
             in_flight: IN_FLIGHT,
+            continuity: crate::continuity_checks::Checks::default(),
         }
     }
 
@@ -177,6 +181,7 @@ impl Archiver {
             volume_used_percent: self.guard.used(),
             gap_at_percent: Some(self.guard.policy().gap_at),
             gap: self.guard.current(),
+            continuity: self.continuity.last(),
         }
     }
 
@@ -205,6 +210,10 @@ impl Archiver {
                 }
                 stats.archived += 1;
                 stats.last_archived = Some((name.as_str().to_owned(), SystemTime::now()));
+                // A backup history file: a base backup just ended; check the archive after it.
+                if name.as_str().ends_with(".backup") {
+                    self.continuity.soon();
+                }
             }
             Err(e) => {
                 tracing::warn!(file = name.as_str(), error = %e, "archiving WAL failed");
@@ -341,8 +350,17 @@ impl Archiver {
     }
 
     async fn push(&self, file: &WalName, path: &Path) -> Result<Pushed, String> {
-        let opened = self
-            .opened
+        let opened = self.open().await?;
+        let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
+        let archive = WalArchive::new(&opened.location, system);
+        wal::push_file(opened.store.as_ref(), &archive, file, path)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The bucket, opened on first use (and again after a failure to open).
+    async fn open(&self) -> Result<&Opened, String> {
+        self.opened
             .get_or_try_init(|| async {
                 let (flags, namespace, cluster) = self.opener.as_ref().ok_or("no bucket")?;
                 let (store, location) = flags
@@ -355,12 +373,28 @@ impl Archiver {
                 Ok::<_, String>(Opened { store, location })
             })
             .await
-            .map_err(|e| format!("opening the bucket: {e}"))?;
+            .map_err(|e| format!("opening the bucket: {e}"))
+    }
+
+    /// Checks the continuity of this system's archive (`crate::continuity`). Files PostgreSQL
+    /// still has ready, or that are uploading, are read before the bucket is listed: one
+    /// archived while the listing runs is then not taken for a gap.
+    pub async fn check_continuity(&self) -> Result<ArchiveContinuity, String> {
+        let mut pending: BTreeSet<String> = self.ready().into_iter().collect();
+        pending.extend(lock(&self.uploads).keys().cloned());
+        let opened = self.open().await?;
         let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
-        let archive = WalArchive::new(&opened.location, system);
-        wal::push_file(opened.store.as_ref(), &archive, file, path)
+        let store = opened.store.as_ref();
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+        let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        continuity::check(store, &opened.location, system, &pending, now)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// Where the continuity checks keep their last report, and are asked for one.
+    pub fn continuity(&self) -> &crate::continuity_checks::Checks {
+        &self.continuity
     }
 }
 

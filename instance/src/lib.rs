@@ -7,6 +7,8 @@ pub mod archiver;
 pub mod auto_conf;
 pub mod config;
 pub mod context;
+pub mod continuity;
+pub mod continuity_checks;
 pub mod data_lock;
 pub mod decide;
 pub mod demote;

@@ -165,14 +165,14 @@ pub fn render(report: &StatusReport, observed: &Observation, volume: Option<Volu
         );
     }
     if let Some(archive) = &report.archive {
-        archive_metrics(&mut out, &pod, archive);
+        archive_metrics(&mut out, &pod, archive, report.role == Role::Primary);
     }
     out
 }
 
 /// The archiver's record (issue 27): counters, the time of the last success and failure, and
 /// the files waiting (`.ready`), which is the archive's lag in segments.
-fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus) {
+fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus, primary: bool) {
     let mut metric = |kind: &str, name: &str, help: &str, value: Option<i64>| {
         if let Some(value) = value {
             let _ = writeln!(
@@ -225,6 +225,36 @@ fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus) {
         "1 while WAL is being released unarchived (a gap in the archive), else 0",
         Some(i64::from(open)),
     );
+    // The continuity check (issue 28): absent before the first check, and on a former
+    // primary, whose last report would otherwise keep an alert firing on a replica.
+    let Some(check) = archive.continuity.as_ref().filter(|_| primary) else {
+        return;
+    };
+    metric(
+        "gauge",
+        "tusk_instance_archive_continuity_checked_timestamp_seconds",
+        "When the archive's continuity was last checked (even if the check failed)",
+        Some(check.checked_at),
+    );
+    metric(
+        "gauge",
+        "tusk_instance_archive_continuity_broken_files",
+        "Files a restore from the oldest base backup needs and the archive lacks, unexplained: \
+         missing segments and history files, and files of another system",
+        count(check.unexplained()),
+    );
+    metric(
+        "gauge",
+        "tusk_instance_archive_continuity_released_segments",
+        "Segments from the oldest base backup on that the disk policy released unarchived",
+        count(check.released_count),
+    );
+    metric(
+        "gauge",
+        "tusk_instance_archive_continuity_check_failed",
+        "1 when the last continuity check could not run, else 0",
+        Some(i64::from(check.error.is_some())),
+    );
 }
 
 #[cfg(test)]
@@ -232,6 +262,7 @@ mod tests {
     use super::*;
     use crate::monitor::{Slot, Standby};
     use crate::report::Lsns;
+    use tusk_contract::status::ArchiveContinuity;
 
     fn report(role: Role) -> StatusReport {
         StatusReport {
@@ -321,15 +352,30 @@ mod tests {
             failed_count: 2,
             pending: 3,
             last_archived_at: Some(1_800_000_000),
+            continuity: Some(ArchiveContinuity {
+                checked_at: 1_800_000_100,
+                missing_count: 2,
+                missing_history: vec![3],
+                released_count: 4,
+                ..ArchiveContinuity::default()
+            }),
             ..ArchiveStatus::default()
         });
         let text = render(&primary, &Observation::default(), None);
+        let mut former = primary.clone();
+        former.role = Role::Replica;
+        let replica = render(&former, &Observation::default(), None);
+        assert!(!replica.contains("continuity"), "{replica}");
         for line in [
             "# TYPE tusk_instance_archive_archived_total counter",
             "tusk_instance_archive_archived_total{pod=\"demo-1\"} 12",
             "tusk_instance_archive_failed_total{pod=\"demo-1\"} 2",
             "tusk_instance_archive_pending_files{pod=\"demo-1\"} 3",
             "tusk_instance_archive_last_archived_timestamp_seconds{pod=\"demo-1\"} 1800000000",
+            "tusk_instance_archive_continuity_checked_timestamp_seconds{pod=\"demo-1\"} 1800000100",
+            "tusk_instance_archive_continuity_broken_files{pod=\"demo-1\"} 3",
+            "tusk_instance_archive_continuity_released_segments{pod=\"demo-1\"} 4",
+            "tusk_instance_archive_continuity_check_failed{pod=\"demo-1\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
@@ -361,6 +407,7 @@ mod tests {
         primary.archive = Some(ArchiveStatus {
             last_archived_at: Some(1),
             last_failed_at: Some(1),
+            continuity: Some(ArchiveContinuity::default()),
             ..ArchiveStatus::default()
         });
         let exposition = render(&primary, &observed, volume)

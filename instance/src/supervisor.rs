@@ -165,6 +165,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let (running, running_rx) = watch::channel(None);
     crate::tls_reload::spawn(ctx.clone(), running_rx.clone());
     let server = crate::monitor::spawn(ctx.clone(), running_rx);
+    if let Some(archiver) = &archiver {
+        let every = crate::continuity::every_from_env().map_err(Error::Config)?;
+        crate::continuity::spawn(archiver.clone(), server.clone(), events.clone(), every);
+    }
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
     crate::http::serve(ctx.clone(), archiver, state.clone(), server.clone()).await?;
     let mut sup = Supervisor {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
-use tusk_contract::status::{ArchiveGap, ArchiveStatus};
+use tusk_contract::status::{ArchiveContinuity, ArchiveGap, ArchiveStatus};
 
 use super::backup_schedule::summary::Summary;
 use super::ha::PrimaryState;
@@ -127,6 +127,31 @@ pub async fn backup_after_gap(
         .collect())
 }
 
+/// What a continuity check found missing, for the condition.
+fn breaks(check: &ArchiveContinuity) -> String {
+    let mut parts = Vec::new();
+    if check.missing_count > 0 {
+        let named = check.missing.len() as u64;
+        let more = check.missing_count.saturating_sub(named);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "segment(s) {}{tail} missing",
+            check.missing.join(", ")
+        ));
+    }
+    for timeline in &check.missing_history {
+        parts.push(format!("the history file of timeline {timeline} missing"));
+    }
+    for file in &check.foreign {
+        parts.push(format!("{file} (not this system's)"));
+    }
+    parts.join("; ")
+}
+
 fn at(seconds: Option<i64>) -> String {
     seconds
         .and_then(|s| Timestamp::from_second(s).ok())
@@ -175,13 +200,53 @@ pub fn condition(archive: &ArchiveStatus) -> Update<'static> {
             ),
         };
     }
-    let message = match &archive.last_archived_wal {
+    if let Some(check) = archive.continuity.as_ref().filter(|c| c.unexplained() > 0) {
+        return Update {
+            type_: CONTINUOUS_ARCHIVING,
+            status: false,
+            reason: "ArchiveBroken",
+            message: format!(
+                "the continuity check at {} found the archive broken: {}; no point-in-time \
+                 restore from a base backup before the break can cross it, take a base backup",
+                at(Some(check.checked_at)),
+                breaks(check)
+            ),
+        };
+    }
+    let mut message = match &archive.last_archived_wal {
         Some(file) => format!(
             "archived {file} at {}; {waiting}",
             at(archive.last_archived_at)
         ),
         None => format!("nothing archived since the primary's manager started; {waiting}"),
     };
+    if let Some(check) = archive
+        .continuity
+        .as_ref()
+        .filter(|c| c.first_segment.is_some())
+    {
+        let (first, last) = (
+            check.first_segment.as_deref(),
+            check.last_segment.as_deref(),
+        );
+        let span = format!(
+            "from {} to {}",
+            first.unwrap_or_default(),
+            last.unwrap_or_default()
+        );
+        let checked = at(Some(check.checked_at));
+        message.push_str(&match check.released_count {
+            0 => format!(
+                "; at {checked} every one of the {} segments {span} was in the archive",
+                check.segments + check.pending
+            ),
+            released => format!(
+                "; at {checked} the archive held {} segments {span}, all but {released} the \
+                 disk policy released (no restore crosses them)",
+                check.segments + check.pending
+            ),
+        });
+    }
     Update {
         type_: CONTINUOUS_ARCHIVING,
         status: true,
@@ -191,139 +256,5 @@ pub fn condition(archive: &ArchiveStatus) -> Update<'static> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_failing_archiver_is_false_with_its_error_and_backlog() {
-        let update = condition(&ArchiveStatus {
-            archived_count: 3,
-            failed_count: 2,
-            failing: true,
-            pending: 4,
-            last_archived_wal: Some("000000010000000000000003".into()),
-            last_archived_at: Some(1_800_000_000),
-            last_failed_wal: Some("000000010000000000000004".into()),
-            last_failed_at: Some(1_800_000_060),
-            last_error: Some("s3://b: connection refused".into()),
-            ..ArchiveStatus::default()
-        });
-        assert_eq!((update.status, update.reason), (false, "ArchiveFailing"));
-        assert_eq!(
-            update.message,
-            "archiving 000000010000000000000004 failed at 2027-01-15T08:01:00Z: \
-             s3://b: connection refused; 4 file(s) wait"
-        );
-    }
-
-    fn closed_gap(closed_at: Option<i64>) -> ArchiveGap {
-        ArchiveGap {
-            system_identifier: "7400000000000000001".into(),
-            first_segment: Some("000000010000000000000010".into()),
-            last_segment: Some("000000010000000000000013".into()),
-            files: 4,
-            opened_at: 1_800_000_000,
-            closed_at,
-            volume_used_percent: 81,
-            reason: "s3://b: connection refused".into(),
-            ..ArchiveGap::default()
-        }
-    }
-
-    #[test]
-    fn an_open_gap_is_false_and_names_what_was_released() {
-        let update = condition(&ArchiveStatus {
-            failing: true,
-            gap: Some(closed_gap(None)),
-            ..ArchiveStatus::default()
-        });
-        assert_eq!((update.status, update.reason), (false, "ArchiveGap"));
-        assert!(
-            update.message.starts_with(
-                "the data volume reached 81 % while archiving failed (s3://b: connection \
-                 refused): 4 WAL file(s) (000000010000000000000010 to 000000010000000000000013) \
-                 were released unarchived since 2027-01-15T08:00:00Z"
-            ),
-            "{}",
-            update.message
-        );
-        // Closed: archiving works again; the base backup is asked for instead.
-        let closed = condition(&ArchiveStatus {
-            gap: Some(closed_gap(Some(1_800_000_100))),
-            ..ArchiveStatus::default()
-        });
-        assert!(closed.status);
-    }
-
-    #[test]
-    fn a_closed_gap_asks_for_one_base_backup_named_after_it_within_the_hour() {
-        let pg = crate::resources::fixtures::postgresql(crate::resources::fixtures::MINIMAL);
-        let cluster = Cluster::new(&pg).unwrap();
-        let now = Timestamp::from_second(1_800_000_200).unwrap();
-        assert_eq!(gap_backup(&cluster, &closed_gap(None), now), None);
-        let backup = gap_backup(&cluster, &closed_gap(Some(1_800_000_100)), now).unwrap();
-        assert_eq!(
-            backup.metadata.name.as_deref(),
-            Some(format!("{}-gap-1800000100", cluster.name).as_str())
-        );
-        assert_eq!(backup.spec.method, BackupMethod::Physical);
-        assert_eq!(backup.spec.cluster.name, cluster.name);
-        let later = Timestamp::from_second(1_800_000_100 + 3601).unwrap();
-        assert_eq!(
-            gap_backup(&cluster, &closed_gap(Some(1_800_000_100)), later),
-            None
-        );
-    }
-
-    #[test]
-    fn a_working_archiver_is_true_and_says_what_it_archived_last() {
-        let update = condition(&ArchiveStatus {
-            archived_count: 3,
-            last_archived_wal: Some("000000010000000000000003".into()),
-            last_archived_at: Some(1_800_000_000),
-            ..ArchiveStatus::default()
-        });
-        assert_eq!((update.status, update.reason), (true, "Archiving"));
-        assert_eq!(
-            update.message,
-            "archived 000000010000000000000003 at 2027-01-15T08:00:00Z; nothing waits"
-        );
-        let idle = condition(&ArchiveStatus::default());
-        assert!(idle.status && idle.message.starts_with("nothing archived"));
-    }
-
-    #[test]
-    fn the_recovery_window_spans_the_oldest_base_backup_to_the_last_archived_file() {
-        let at = |s| Time(Timestamp::from_second(s).unwrap());
-        let backups = Summary {
-            oldest_base: Some((at(1_000), "base-old".into())),
-            base_backups: 3,
-            ..Summary::default()
-        };
-        let report = Archiving::Reported(Box::new(ArchiveStatus {
-            last_archived_at: Some(5_000),
-            ..ArchiveStatus::default()
-        }));
-        let window = recovery_window(None, &report, &backups).unwrap();
-        assert_eq!(
-            (window.first.clone(), window.last_archived_at.clone()),
-            (at(1_000), Some(at(5_000)))
-        );
-        assert_eq!(
-            (window.oldest_base_backup.as_str(), window.base_backups),
-            ("base-old", 3)
-        );
-        // No report this time (a manager restarting): the last one known stays.
-        let kept = recovery_window(Some(&window), &Archiving::NoReport, &backups).unwrap();
-        assert_eq!(kept.last_archived_at, Some(at(5_000)));
-        // Without a base backup, or without archiving, there is no window.
-        assert_eq!(
-            recovery_window(Some(&window), &report, &Summary::default()),
-            None
-        );
-        assert_eq!(
-            recovery_window(Some(&window), &Archiving::NotConfigured, &backups),
-            None
-        );
-    }
-}
+#[path = "archiving_tests.rs"]
+mod tests;

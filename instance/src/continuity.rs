@@ -1,0 +1,169 @@
+//! When the primary's manager checks the continuity of its archive (issue 28,
+//! docs/pitr-design.md §6; the check is `backup_store::continuity`): every
+//! `TUSK_CONTINUITY_EVERY_SECONDS` (an hour by default) and soon after each base backup (the
+//! archiver saw its backup history file). Only while this server is a primary: a standby does
+//! not archive, and its report would go stale. The last report goes into `/status`
+//! (`archive.continuity`), the metrics and the operator's `ContinuousArchiving` condition; a
+//! Warning Event `ArchiveBroken` when a check finds what the previous one did not.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tusk_contract::status::ArchiveContinuity;
+
+use crate::archiver::Archiver;
+use crate::events::Events;
+use crate::monitor::Observation;
+
+/// The schedule, when the environment does not set one.
+const EVERY: Duration = Duration::from_secs(3600);
+/// The first check after the manager starts: time for a backlog from before it to drain.
+const FIRST_AFTER: Duration = Duration::from_secs(60);
+/// After a base backup, how often and how many times the check looks for its manifest.
+const AWAIT_EVERY: Duration = Duration::from_secs(10);
+const AWAIT_TRIES: u32 = 30;
+
+/// The schedule from `TUSK_CONTINUITY_EVERY_SECONDS` (tests shorten it).
+pub fn every_from_env() -> Result<Duration, String> {
+    match std::env::var("TUSK_CONTINUITY_EVERY_SECONDS") {
+        Err(_) => Ok(EVERY),
+        Ok(s) => match s.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+            _ => Err(format!(
+                "TUSK_CONTINUITY_EVERY_SECONDS={s:?} is not a positive number"
+            )),
+        },
+    }
+}
+
+/// Runs the checks for as long as the manager runs.
+pub fn spawn(
+    archiver: Arc<Archiver>,
+    observed: watch::Receiver<Observation>,
+    events: Events,
+    every: Duration,
+) {
+    tokio::spawn(async move {
+        let mut next = tokio::time::Instant::now() + FIRST_AFTER.min(every);
+        // After a base backup: (base backups known before it, tries left).
+        let mut awaited: Option<(u64, u32)> = None;
+        loop {
+            let asked = tokio::select! {
+                _ = tokio::time::sleep_until(next) => false,
+                _ = archiver.continuity().asked() => true,
+            };
+            if asked {
+                let known = archiver.continuity().last().map_or(0, |r| r.base_backups);
+                awaited = Some((known, AWAIT_TRIES));
+            }
+            next = tokio::time::Instant::now() + every;
+            let primary = (observed.borrow().facts.as_ref()).is_some_and(|f| !f.in_recovery);
+            if !primary {
+                continue;
+            }
+            check(&archiver, &events).await;
+            // The backup's manifest follows its history file by the time its last WAL takes to
+            // archive: until the check counts it, look again shortly.
+            let counted = archiver.continuity().last().map_or(0, |r| r.base_backups);
+            awaited = match awaited {
+                Some((known, tries)) if counted <= known && tries > 1 => {
+                    next = tokio::time::Instant::now() + AWAIT_EVERY.min(every);
+                    Some((known, tries - 1))
+                }
+                _ => None,
+            };
+        }
+    });
+}
+
+/// One check, recorded; a Warning Event when it finds something new.
+pub async fn check(archiver: &Archiver, events: &Events) {
+    let report = match archiver.check_continuity().await {
+        Ok(report) => report,
+        Err(error) => {
+            tracing::warn!(%error, "the archive continuity check could not run");
+            // The previous result stays the best knowledge; the error is shown beside it.
+            let mut report = archiver.continuity().last().unwrap_or_default();
+            report.error = Some(error);
+            report
+        }
+    };
+    if report.error.is_none() {
+        tracing::info!(
+            segments = report.segments,
+            missing = report.missing_count,
+            released = report.released_count,
+            "archive continuity checked"
+        );
+    }
+    let summary = describe(&report);
+    if archiver.continuity().record(report) {
+        events.warning("ArchiveBroken", "Archive", summary);
+    }
+}
+
+/// One sentence about a report with breaks, for the Event and the log.
+pub fn describe(report: &ArchiveContinuity) -> String {
+    let mut parts = Vec::new();
+    if report.missing_count > 0 {
+        let more = report.missing_count - report.missing.len() as u64;
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        parts.push(format!("missing {}{tail}", report.missing.join(", ")));
+    }
+    if !report.missing_history.is_empty() {
+        let timelines: Vec<String> = report.missing_history.iter().map(u32::to_string).collect();
+        parts.push(format!(
+            "no history file for timeline(s) {}",
+            timelines.join(", ")
+        ));
+    }
+    if !report.foreign.is_empty() {
+        parts.push(format!("not this system's: {}", report.foreign.join("; ")));
+    }
+    if report.released_count > 0 {
+        parts.push(format!(
+            "{} segment(s) released by the disk policy",
+            report.released_count
+        ));
+    }
+    if let Some(error) = &report.error {
+        parts.push(format!("the check could not run: {error}"));
+    }
+    format!("the WAL archive is broken: {}", parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broken(missing: &[&str]) -> ArchiveContinuity {
+        ArchiveContinuity {
+            missing: missing.iter().map(|s| s.to_string()).collect(),
+            missing_count: missing.len() as u64,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_description_names_every_kind_of_break() {
+        let mut report = broken(&["000000010000000000000005"]);
+        report.missing_count = 3;
+        report.missing_history = vec![2];
+        report.foreign = vec!["000000010000000000000007: it belongs to database system 8".into()];
+        report.released_count = 2;
+        let said = describe(&report);
+        for part in [
+            "missing 000000010000000000000005 and 2 more",
+            "timeline(s) 2",
+            "database system 8",
+            "2 segment(s) released",
+        ] {
+            assert!(said.contains(part), "{said}");
+        }
+    }
+}
