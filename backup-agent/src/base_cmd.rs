@@ -1,4 +1,5 @@
-//! `base-backup` and `base-restore`: the physical pair, over [`backup_agent::pipeline`].
+//! `base-backup` and `base-restore`: the physical pair, over [`backup_agent::pipeline`]; and
+//! `restore-point`, what their verification recovers to.
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -6,9 +7,12 @@ use tokio_util::sync::CancellationToken;
 use backup_agent::error::AgentError;
 use backup_agent::pipeline::base_backup::{BaseBackupOptions, run_base_backup};
 use backup_agent::pipeline::base_restore::{BaseRestoreOptions, run_base_restore};
+use backup_agent::pipeline::restore_point;
 use backup_store::catalog::Bound;
+use backup_store::points;
+use backup_store::wal::WalArchive;
 
-use crate::cli::{BaseBackupArgs, BaseRestoreArgs};
+use crate::cli::{BaseBackupArgs, BaseRestoreArgs, RestorePointArgs};
 use crate::pg_args::pg_params;
 use crate::store_args::open_store;
 
@@ -53,5 +57,43 @@ pub async fn restore(args: BaseRestoreArgs) -> Result<Value, AgentError> {
         "pgdata": options.pgdata.display().to_string(),
         "sizeBytes": manifest.total_size_bytes(),
         "physical": manifest.physical,
+    }))
+}
+
+/// `restore-point`: the point and its counts, stored under the primary's system.
+pub async fn restore_point(args: RestorePointArgs) -> Result<Value, AgentError> {
+    let (store, location) = open_store(&args.store).await?;
+    let pg = pg_params(&args.pg)?;
+    let admin = pg.connect(&pg.maintenance_db).await?;
+    let row = admin
+        .query_one(
+            "SELECT system_identifier::text FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .map_err(|e| AgentError::Database(format!("reading the system identifier: {e}")))?;
+    let system: String = row.get(0);
+    let system: u64 = system
+        .parse()
+        .map_err(|_| AgentError::Database(format!("system identifier {system:?}")))?;
+    let point = restore_point::write(&pg, jiff::Timestamp::now())
+        .await?
+        .ok_or_else(|| {
+            AgentError::Other(format!(
+                "no exact restore point in {} attempts: a transaction finished every time \
+                 between the counts' snapshot and the point",
+                restore_point::ATTEMPTS
+            ))
+        })?;
+    let archive = WalArchive::new(&location, system);
+    points::put(store.as_ref(), &archive, &point).await?;
+    let tables: usize = point.databases.values().map(Vec::len).sum();
+    Ok(json!({
+        "name": point.name,
+        "lsn": point.lsn,
+        "timeline": point.timeline,
+        "key": archive.point_key(&point.name),
+        "databases": point.databases.len(),
+        "tables": tables,
     }))
 }

@@ -90,6 +90,19 @@ pub enum Command {
     /// recovery from the archive (restore_command: wal-fetch) is then PostgreSQL's.
     #[command(name = "base-restore", after_help = EXIT_CODES)]
     BaseRestore(BaseRestoreArgs),
+    /// On the primary: a named restore point with every table's exact row count there, stored
+    /// beside the WAL archive (`wal/<system>/points/`) for the verification of physical
+    /// backups, which recovers to it and compares.
+    #[command(name = "restore-point", after_help = EXIT_CODES)]
+    RestorePoint(RestorePointArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RestorePointArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub pg: PgArgs,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,7 @@ pub async fn run(command: Command) -> i32 {
         Command::WalFetch(_) => "wal-fetch",
         Command::BaseBackup(_) => "base-backup",
         Command::BaseRestore(_) => "base-restore",
+        Command::RestorePoint(_) => "restore-point",
     };
     let cancel = CancellationToken::new();
     tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -177,6 +178,7 @@ async fn dispatch(command: Command, cancel: &CancellationToken) -> Result<Value,
         Command::WalFetch(args) => crate::wal_cmd::fetch(args).await,
         Command::BaseBackup(args) => crate::base_cmd::backup(args, cancel).await,
         Command::BaseRestore(args) => crate::base_cmd::restore(args).await,
+        Command::RestorePoint(args) => crate::base_cmd::restore_point(args).await,
         Command::Prune(args) => {
             let duration = |flag: &Option<String>| {
                 (flag.as_deref().map(parse_duration).transpose())

@@ -63,6 +63,7 @@ async fn prepare(args: &VerifyRestoreArgs) -> Result<Prepared, AgentError> {
         scratch_dir: args.scratch_dir.clone(),
         bin_dir: args.pg_bin_dir.clone(),
         startup_timeout,
+        store_env: args.store.flags.to_env(),
     };
     Ok((store, options))
 }

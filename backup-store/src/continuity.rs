@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_compression::tokio::bufread::ZstdDecoder;
 use tokio::io::AsyncReadExt;
-use tusk_contract::status::ArchiveContinuity;
+pub use tusk_contract::status::ArchiveContinuity;
 
 use crate::catalog;
 use crate::layout::ClusterLocation;
@@ -214,12 +214,14 @@ fn segno(name: &str, segment_size: u64) -> Option<u64> {
 /// Lists the archive of `system`, reads its newest history file and each kept base backup of
 /// the system, walks the span, and reads the first page of the first and last segment of each
 /// timeline walked: its system identifier, segment size and address must be this archive's.
+/// `from` (a base backup's timeline and start) walks from there instead of the oldest.
 pub async fn check(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
     system: u64,
     pending: &BTreeSet<String>,
     checked_at: i64,
+    from: Option<(u32, Lsn)>,
 ) -> Result<ArchiveContinuity, WalError> {
     let archive = WalArchive::new(location, system);
     let catalog = catalog::load(store, location).await?;
@@ -230,9 +232,12 @@ pub async fn check(
     let segment_size = (ours.iter().rev())
         .find_map(|p| p.wal_segment_size)
         .unwrap_or(DEFAULT_SEGMENT_SIZE);
-    let bases: Vec<(u32, Lsn)> = (ours.iter())
-        .filter_map(|p| Some((p.timeline, Lsn::parse(&p.start_lsn).ok()?)))
-        .collect();
+    let bases: Vec<(u32, Lsn)> = match from {
+        Some(from) => vec![from],
+        None => (ours.iter())
+            .filter_map(|p| Some((p.timeline, Lsn::parse(&p.start_lsn).ok()?)))
+            .collect(),
+    };
     let prefix = archive.prefix().to_owned();
     let listed = store.list(&prefix).await?;
     let holdings = Holdings::from_keys(&prefix, listed.iter().map(|o| o.key.as_str()));

@@ -74,6 +74,36 @@ impl StoreFlags {
             .map_err(|e| OpenError::Usage(e.render().to_string()))
     }
 
+    /// The flags as the variables [`Self::from_env`] reads: for a child process (a restore
+    /// command) that must open the same bucket. Credentials are not among them: the child
+    /// inherits the SDKs' own.
+    pub fn to_env(&self) -> Vec<(String, String)> {
+        let store = match self.store {
+            StoreKind::S3 => "s3",
+            StoreKind::Gcs => "gcs",
+        };
+        let mut env = vec![
+            ("TUSK_STORE", store.to_owned()),
+            ("TUSK_BUCKET", self.bucket.clone()),
+            ("TUSK_PATH", self.path.clone()),
+            (
+                "TUSK_S3_FORCE_PATH_STYLE",
+                self.s3_force_path_style.to_string(),
+            ),
+        ];
+        let optional = [
+            ("TUSK_S3_ENDPOINT", self.s3_endpoint.clone()),
+            ("TUSK_S3_REGION", self.s3_region.clone()),
+            (
+                "TUSK_S3_CA_BUNDLE",
+                (self.s3_ca_bundle.as_ref()).map(|p| p.display().to_string()),
+            ),
+            ("TUSK_GCS_ENDPOINT", self.gcs_endpoint.clone()),
+        ];
+        env.extend(optional.into_iter().filter_map(|(k, v)| Some((k, v?))));
+        env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    }
+
     /// Opens the store and the location of `namespace`/`cluster` in it.
     pub async fn open(
         &self,

@@ -135,6 +135,11 @@ impl WalArchive {
         &self.prefix
     }
 
+    /// The key of the verification restore point `name` ([`crate::points`]).
+    pub fn point_key(&self, name: &str) -> String {
+        format!("{}points/{name}.json", self.prefix)
+    }
+
     /// The object key of `file`.
     pub fn key(&self, file: &WalName) -> String {
         format!("{}{}.zst", self.folder(file), file.name)

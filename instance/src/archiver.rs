@@ -387,7 +387,7 @@ impl Archiver {
         let store = opened.store.as_ref();
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
         let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        continuity::check(store, &opened.location, system, &pending, now)
+        continuity::check(store, &opened.location, system, &pending, now, None)
             .await
             .map_err(|e| e.to_string())
     }

@@ -12,6 +12,7 @@ mod progress;
 mod read_ahead;
 pub mod restore;
 mod restore_marker;
+pub mod restore_point;
 pub mod stream_upload;
 mod tar_scan;
 pub mod verify;

@@ -6,6 +6,7 @@
 //! failed check named) or `Error` (the verification could not run; the error says why).
 
 mod checks;
+mod physical;
 pub mod report;
 mod scratch;
 
@@ -36,6 +37,8 @@ pub struct VerifyRestoreOptions {
     pub bin_dir: Option<PathBuf>,
     /// How long the scratch server may take to accept connections.
     pub startup_timeout: Duration,
+    /// The bucket as variables, for the restore command a physical backup's recovery runs.
+    pub store_env: Vec<(String, String)>,
 }
 
 /// The report, and for [`Phase::Error`] the error that stopped the verification.
@@ -86,24 +89,24 @@ async fn verify(
     totals: &mut Totals,
     backup_id: &mut Option<String>,
 ) -> Result<(), AgentError> {
-    let manifest = match catalog::resolve(
-        store,
-        &options.location,
-        &options.backup_id,
-        Some(Method::Logical),
-    )
-    .await
-    {
-        Ok(manifest) => manifest,
-        Err(e @ CatalogError::InvalidManifest { .. }) => {
-            *backup_id = Some(options.backup_id.clone());
-            checks.fail("checksums", e.to_string());
-            checks.skip_rest("the manifest is unreadable");
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-    };
+    // `latest` is the newest logical backup; a physical one is verified when named.
+    let method = (options.backup_id == "latest").then_some(Method::Logical);
+    let manifest =
+        match catalog::resolve(store, &options.location, &options.backup_id, method).await {
+            Ok(manifest) => manifest,
+            Err(e @ CatalogError::InvalidManifest { .. }) => {
+                *backup_id = Some(options.backup_id.clone());
+                checks.fail("checksums", e.to_string());
+                checks.skip_rest("the manifest is unreadable");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
     *backup_id = Some(manifest.backup_id.clone());
+    if manifest.method() == Method::Physical {
+        *checks = Checks::physical();
+        return physical::verify(store, options, &manifest, cancel, checks, totals).await;
+    }
     if missing_files(store, &options.location, &manifest, checks).await? {
         checks.skip_rest("files of the backup are missing from the bucket");
         return Ok(());

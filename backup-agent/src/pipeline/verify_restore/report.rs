@@ -9,6 +9,17 @@ use backup_store::manifest::TableCount;
 /// `skipped`.
 pub const CHECKS: [&str; 5] = ["checksums", "restore", "databases", "amcheck", "counts"];
 
+/// A physical backup's checks: `wal` is the archive's part (every segment from the backup on
+/// present, and recovery replaying to its end).
+pub const PHYSICAL_CHECKS: [&str; 6] = [
+    "checksums",
+    "restore",
+    "wal",
+    "databases",
+    "amcheck",
+    "counts",
+];
+
 /// Bytes the kubelet keeps of a termination message.
 pub const MAX_TERMINATION_BYTES: usize = 4096;
 
@@ -57,6 +68,20 @@ impl Default for Checks {
 }
 
 impl Checks {
+    /// Every check of a physical backup, "not run".
+    pub fn physical() -> Self {
+        Checks(
+            PHYSICAL_CHECKS
+                .iter()
+                .map(|name| Check {
+                    name,
+                    result: Outcome::Skipped,
+                    message: "not run".into(),
+                })
+                .collect(),
+        )
+    }
+
     pub fn set(&mut self, name: &str, result: Outcome, message: impl Into<String>) {
         if let Some(check) = self.0.iter_mut().find(|c| c.name == name) {
             check.result = result;

@@ -28,11 +28,10 @@ pub struct ScratchServer {
 }
 
 impl ScratchServer {
-    /// initdb + start under `parent` (the system temp dir when `None`), ready when it returns.
-    pub async fn start(
+    /// A fresh private directory under `parent` for a server, none running yet.
+    pub fn create(
         parent: Option<&Path>,
         bin_dir: Option<PathBuf>,
-        startup_timeout: Duration,
     ) -> Result<ScratchServer, AgentError> {
         if running_as_root() {
             return Err(AgentError::Usage(
@@ -59,16 +58,35 @@ impl ScratchServer {
                 socket.display()
             )));
         }
-        let mut server = ScratchServer {
+        Ok(ScratchServer {
             dir,
             bin_dir,
             child: None,
-        };
+        })
+    }
+
+    /// initdb + start under `parent` (the system temp dir when `None`), ready when it returns.
+    pub async fn start(
+        parent: Option<&Path>,
+        bin_dir: Option<PathBuf>,
+        startup_timeout: Duration,
+    ) -> Result<ScratchServer, AgentError> {
+        let mut server = Self::create(parent, bin_dir)?;
         server.initdb().await?;
-        server.spawn()?;
+        server.spawn(&[], &[])?;
         server.wait_ready(startup_timeout).await?;
         tracing::info!(dir = %server.dir.path().display(), "scratch server ready (Unix socket only)");
         Ok(server)
+    }
+
+    /// Starts the server on a data directory already put in [`Self::data_dir`] (a base
+    /// backup), with `settings` and `env` added (recovery's); not waited for.
+    pub fn start_on_data(
+        &mut self,
+        settings: &[String],
+        env: &[(String, String)],
+    ) -> Result<(), AgentError> {
+        self.spawn(settings, env)
     }
 
     /// Connection parameters for the restore and the checks: the socket directory as host.
@@ -131,7 +149,7 @@ impl ScratchServer {
         }
     }
 
-    fn data_dir(&self) -> PathBuf {
+    pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
@@ -162,7 +180,7 @@ impl ScratchServer {
         })
     }
 
-    fn spawn(&mut self) -> Result<(), AgentError> {
+    fn spawn(&mut self, extra: &[String], env: &[(String, String)]) -> Result<(), AgentError> {
         let log = std::fs::File::create(self.log_path())
             .map_err(|e| AgentError::io("creating the scratch server's log", e))?;
         let socket_dir = self.dir.path().display().to_string();
@@ -178,9 +196,13 @@ impl ScratchServer {
             "full_page_writes=off".into(),
             "synchronous_commit=off".into(),
             "autovacuum=off".into(),
-        ] {
+        ]
+        .iter()
+        .chain(extra)
+        {
             cmd.arg("-c").arg(setting);
         }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -193,7 +215,7 @@ impl ScratchServer {
         Ok(())
     }
 
-    async fn wait_ready(&mut self, timeout: Duration) -> Result<(), AgentError> {
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<(), AgentError> {
         let probe = self.params(Duration::ZERO);
         let deadline = Instant::now() + timeout;
         loop {
