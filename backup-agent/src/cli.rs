@@ -300,6 +300,11 @@ databases (every database of the manifest exists), amcheck (pg_amcheck --heapall
 and B-tree, every database), counts (user tables and exact row counts equal those recorded at
 backup time; `skipped` with \"not recorded\" for backups without counts).
 
+A physical backup (named by id) is restored with base-restore, its archive walked from its
+start, and a throwaway server recovered to the newest restore point the primary wrote after it
+(restore-point), else to the end of the archive: checksums, restore, wal, databases, amcheck,
+counts (those recorded at the point).
+
 Report: one JSON object on stdout (the summary line's `details`) and, when TUSK_TERMINATION_LOG
 is set, alone in that file (at most 4096 bytes, messages shortened to fit):
   {\"backupId\", \"phase\": \"Passed\"|\"Failed\"|\"Error\", \"failedCheck\" (when Failed),

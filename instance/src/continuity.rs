@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tusk_contract::status::ArchiveContinuity;
 
 use crate::archiver::Archiver;
+use crate::context::Context;
 use crate::events::Events;
 use crate::monitor::Observation;
 
@@ -23,6 +24,8 @@ const FIRST_AFTER: Duration = Duration::from_secs(60);
 /// After a base backup, how often and how many times the check looks for its manifest.
 const AWAIT_EVERY: Duration = Duration::from_secs(10);
 const AWAIT_TRIES: u32 = 30;
+/// The restore point's counts read every table: bounded, but generously.
+const POINT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The schedule from `TUSK_CONTINUITY_EVERY_SECONDS` (tests shorten it).
 pub fn every_from_env() -> Result<Duration, String> {
@@ -37,8 +40,10 @@ pub fn every_from_env() -> Result<Duration, String> {
     }
 }
 
-/// Runs the checks for as long as the manager runs.
+/// Runs the checks for as long as the manager runs; after each base backup, the restore point
+/// its verification recovers to comes first.
 pub fn spawn(
+    ctx: Arc<Context>,
     archiver: Arc<Archiver>,
     observed: watch::Receiver<Observation>,
     events: Events,
@@ -62,6 +67,9 @@ pub fn spawn(
             if !primary {
                 continue;
             }
+            if asked {
+                restore_point(&ctx).await;
+            }
             check(&archiver, &events).await;
             // The backup's manifest follows its history file by the time its last WAL takes to
             // archive: until the check counts it, look again shortly.
@@ -75,6 +83,51 @@ pub fn spawn(
             };
         }
     });
+}
+
+/// `backup-agent restore-point` on this primary (over the local socket, as `postgres`): a
+/// named point with every table's exact row count, stored beside the archive, which the
+/// verification of the base backup just taken recovers to. A failure is only logged: that
+/// verification then replays to the end of the archive, without counts to compare.
+async fn restore_point(ctx: &Context) {
+    let agent = crate::restore::agent_binary();
+    if !agent.exists() {
+        tracing::debug!(agent = %agent.display(), "no backup agent: no restore point");
+        return;
+    }
+    // The bucket and its credentials, never the database's passwords (local socket: peer).
+    let passwords = [
+        "POSTGRES_PASSWORD",
+        "TUSK_APP_PASSWORD",
+        "TUSK_REPLICATION_PASSWORD",
+    ];
+    let bucket = |k: &str| {
+        (k.starts_with("TUSK_") || k.starts_with("AWS_") || k.starts_with("GOOGLE_"))
+            && !passwords.contains(&k)
+    };
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| bucket(k) || k == "PATH")
+        .collect();
+    env.extend([
+        (
+            "PGHOST".to_owned(),
+            ctx.args.socket_dir.display().to_string(),
+        ),
+        ("PGPORT".to_owned(), ctx.args.pg_port.to_string()),
+        ("PGUSER".to_owned(), "postgres".to_owned()),
+        ("TUSK_NAMESPACE".to_owned(), ctx.args.namespace.clone()),
+        ("TUSK_CLUSTER".to_owned(), ctx.args.cluster.clone()),
+    ]);
+    let mut cmd = std::process::Command::new(&agent);
+    cmd.arg("restore-point");
+    let run = ctx
+        .reaper
+        .run_with_env(cmd, "backup-agent restore-point", &env, POINT_TIMEOUT)
+        .await;
+    match run {
+        Ok(_) => tracing::info!("restore point for the verification written"),
+        Err(error) => tracing::warn!(%error, "writing the verification's restore point failed"),
+    }
 }
 
 /// One check, recorded; a Warning Event when it finds something new.

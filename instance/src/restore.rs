@@ -45,6 +45,14 @@ const RECOVERY_KEYS: [&str; 7] = [
 /// The base backup's download is bounded by the pod's patience, not ours: a day.
 const UNPACK_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
+/// The backup agent: `TUSK_AGENT_BINARY`, else where the init container installs it.
+pub fn agent_binary() -> PathBuf {
+    let named = std::env::var("TUSK_AGENT_BINARY")
+        .ok()
+        .filter(|v| !v.is_empty());
+    PathBuf::from(named.unwrap_or_else(|| DEFAULT_AGENT.to_owned()))
+}
+
 /// What to restore, read once from the manager's environment.
 #[derive(Clone)]
 pub struct RestorePlan {

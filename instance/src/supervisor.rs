@@ -167,7 +167,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let server = crate::monitor::spawn(ctx.clone(), running_rx);
     if let Some(archiver) = &archiver {
         let every = crate::continuity::every_from_env().map_err(Error::Config)?;
-        crate::continuity::spawn(archiver.clone(), server.clone(), events.clone(), every);
+        let (archiver, observed) = (archiver.clone(), server.clone());
+        crate::continuity::spawn(ctx.clone(), archiver, observed, events.clone(), every);
     }
     let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
     crate::http::serve(ctx.clone(), archiver, state.clone(), server.clone()).await?;

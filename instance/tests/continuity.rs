@@ -1,6 +1,7 @@
 //! The archive continuity check on a real server and a real MinIO (issue 28,
 //! docs/pitr-design.md §6): the primary's manager checks its archive after each base backup and
 //! on a schedule, finds it whole across a failover, and names a segment deleted from the bucket.
+//! After a base backup the manager also writes the restore point its verification recovers to.
 
 mod common;
 
@@ -68,9 +69,13 @@ fn a_base_backup_brings_a_check_that_finds_the_archive_whole_and_then_names_a_de
     archive_through_managers(&mut cluster, &bucket);
     // The schedule is an hour: the check seen here is the one the base backup asked for.
     cluster.member("demo-0").set_env(EVERY, Some("3600"));
+    let agent = agent_in(cluster.dir.path());
+    let installed = agent.display().to_string();
+    cluster
+        .member("demo-0")
+        .set_env("TUSK_AGENT_BINARY", Some(&installed));
     cluster.set_lease("demo-0", true);
     cluster.member("demo-0").start();
-    let agent = agent_in(cluster.dir.path());
     let primary = &cluster.members[0];
     primary.wait_ready_as("primary", Duration::from_secs(90));
     write_and_switch(primary, "before the base backup");
@@ -88,10 +93,17 @@ fn a_base_backup_brings_a_check_that_finds_the_archive_whole_and_then_names_a_de
         "{report}"
     );
     assert!(report["firstSegment"].is_string(), "{report}");
+    // Before that check, the restore point the backup's verification recovers to.
+    let system = system_of(primary);
+    let points = format!("tests/demo/wal/{system}/points/");
+    wait_for(
+        "the verification's restore point",
+        Duration::from_secs(60),
+        || bucket.keys(&points).len() == 1,
+    );
 
     // A segment between the base backup and the newest one goes from the bucket; the next
     // check (asked for by the next base backup) names it, and nothing else.
-    let system = system_of(primary);
     let gone = &segments[1];
     let key = format!("tests/demo/wal/{system}/00000001/{gone}.zst");
     bucket

@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use crate::crd::conditions::VERIFIED;
 use crate::crd::{
-    Backup, BackupMethod, BackupStatus, VERIFY_ANNOTATION, Verification, VerificationCheck,
-    VerificationPhase, failed_check_reason, verify_request,
+    Backup, BackupStatus, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
+    failed_check_reason, verify_request,
 };
 use crate::runtime::conditions::{self, Update};
 use crate::runtime::jobs::{JobState, deadline_exceeded, job_state};
@@ -32,9 +32,6 @@ pub enum Next {
     Finished,
     /// The recorded run's Job is gone before it finished.
     JobGone,
-    /// `request` asks to verify a physical backup, which `verify-restore` cannot: recorded as
-    /// an Error saying so, never as a pass.
-    Unsupported { request: String },
 }
 
 /// Decides the next step from the Backup (annotation, recorded verification) and the Job named
@@ -48,13 +45,6 @@ pub fn next(backup: &Backup, job: Option<&Job>) -> Next {
     // again at every later reconcile.
     if asked.is_none() && !running {
         return Next::Idle;
-    }
-    if backup.spec.method == BackupMethod::Physical
-        && let Some(asked) = asked
-    {
-        return Next::Unsupported {
-            request: asked.to_owned(),
-        };
     }
     if let Some(job) = job
         && !owned_by(job, backup)

@@ -1,6 +1,7 @@
 //! Unit tests of the verification decisions and of reading the agent's report.
 
 use super::*;
+use crate::crd::BackupMethod;
 use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
 
 use crate::resources::fixtures::finished_job_status;
@@ -57,17 +58,15 @@ fn nothing_happens_without_a_request() {
 }
 
 #[test]
-fn a_physical_backup_is_never_handed_to_the_logical_verification() {
+fn a_physical_backup_starts_the_same_job_which_recovers_it_from_the_archive() {
     let mut b = backup(Some("now"), None);
     b.spec.method = BackupMethod::Physical;
-    assert_eq!(
-        next(&b, None),
-        Next::Unsupported {
-            request: "now".into()
-        }
+    assert!(
+        matches!(next(&b, None), Next::Start { .. }),
+        "{:?}",
+        next(&b, None)
     );
-    // Once recorded, the same request is settled.
-    let mut b = backup(Some("now"), Some(("now", VerificationPhase::Error)));
+    let mut b = backup(Some("now"), Some(("now", VerificationPhase::Passed)));
     b.spec.method = BackupMethod::Physical;
     assert_eq!(next(&b, None), Next::Idle);
 }

@@ -38,14 +38,6 @@ pub async fn reconcile(backup: &Backup, ctx: &Context) -> Result<Action> {
             delete(&jobs, &job_name).await?;
             Ok(Action::requeue(REPLACE_RECHECK))
         }
-        Next::Unsupported { request } => {
-            let mut run = verification::started(&request, &job_name, &now());
-            run.job = None;
-            let message = "a physical backup is not verified by a logical restore; its proof \
-                           (a restore and replay of the archive) is not built yet"
-                .to_owned();
-            error(ctx, backup, run, message).await
-        }
         Next::Conflict { job } => {
             let message = format!("a Job named {job} exists and was not created for this Backup");
             let request = crate::crd::verify_request(backup).unwrap_or_default();

@@ -11,7 +11,7 @@ use super::summary::Summary;
 use super::verification::{self, Due};
 use crate::crd::{Backup, BackupMethod, BackupPhase, VERIFY_ANNOTATION};
 use crate::error::Result;
-use crate::resources::Cluster;
+use crate::resources::{Cluster, wal_archiving};
 use crate::runtime::Context;
 use crate::runtime::apply::merge_patch;
 
@@ -39,7 +39,7 @@ pub async fn schedule(
     let now = Timestamp::now();
     summary.verified = Some(verification::condition(policy, own.iter().copied(), now));
     let window_end = verification::window_ends(policy, summary.last_verified.as_ref()).map(|t| t.0);
-    let newest = newest_logical(own);
+    let newest = newest_to_verify(own, wal_archiving(cluster).is_some());
     let (next, asked) = match verification::due(&policy.schedule, own.iter().copied(), newest, now)
     {
         Due::No { next } => (next, None),
@@ -57,11 +57,18 @@ pub async fn schedule(
     Ok(Verifications { next, asked })
 }
 
-/// The newest Completed logical Backup: `verify-restore` restores dumps (a physical backup's
-/// proof is a replay, not built yet).
-fn newest_logical<'a>(own: &[&'a Backup]) -> Option<&'a str> {
+/// The Backup a scheduled verification proves: while the cluster archives, the newest Completed
+/// physical one (its proof replays the archive too), else the newest logical one.
+fn newest_to_verify<'a>(own: &[&'a Backup], archives: bool) -> Option<&'a str> {
+    let physical = archives
+        .then(|| newest(own, BackupMethod::Physical))
+        .flatten();
+    physical.or_else(|| newest(own, BackupMethod::Logical))
+}
+
+fn newest<'a>(own: &[&'a Backup], method: BackupMethod) -> Option<&'a str> {
     own.iter()
-        .filter(|b| b.phase() == BackupPhase::Completed && b.spec.method == BackupMethod::Logical)
+        .filter(|b| b.phase() == BackupPhase::Completed && b.spec.method == method)
         .filter_map(|b| {
             Some((
                 b.status.as_ref()?.completed_at.as_ref()?.0,
@@ -98,11 +105,15 @@ mod tests {
     }
 
     #[test]
-    fn scheduled_verification_takes_the_newest_logical_backup() {
+    fn scheduled_verification_takes_the_newest_base_backup_while_archiving_else_a_dump() {
         let old = completed("dump-old", 10, BackupMethod::Logical);
         let new = completed("dump-new", 20, BackupMethod::Logical);
         let base = completed("base", 30, BackupMethod::Physical);
-        assert_eq!(newest_logical(&[&old, &base, &new]), Some("dump-new"));
-        assert_eq!(newest_logical(&[&base]), None);
+        let older_base = completed("base-old", 5, BackupMethod::Physical);
+        let all = [&old, &base, &new, &older_base];
+        assert_eq!(newest_to_verify(&all, false), Some("dump-new"));
+        assert_eq!(newest_to_verify(&all, true), Some("base"));
+        assert_eq!(newest_to_verify(&[&new], true), Some("dump-new"));
+        assert_eq!(newest_to_verify(&[&base], false), None);
     }
 }
