@@ -121,6 +121,20 @@ async fn a_request_on_a_completed_backup_starts_a_verification_job_it_owns() {
 }
 
 #[tokio::test]
+async fn a_physical_backup_is_verified_by_the_same_job_which_recovers_it() {
+    let mut backup = asked("2026-11-23", None);
+    backup.spec.method = tusk::crd::BackupMethod::Physical;
+    let (result, seen) = reconcile_backup(backup, vec![], nightly_job_started()).await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    let pod = &seen[0].body["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!(["verify-restore", "--backup-id", "nightly"])
+    );
+    assert_eq!(seen[1].body["status"]["verification"]["phase"], "Running");
+}
+
+#[tokio::test]
 async fn a_passed_report_makes_the_backup_verified_with_its_counts() {
     let message = "restored 1 databases, 4 tables, 1234 rows; every check passed";
     let script = vec![

@@ -170,3 +170,75 @@ async fn recovery_stops_at_the_primarys_restore_point_and_a_changed_count_fails(
         "{message}"
     );
 }
+
+/// The cost of verifying a physical backup against the database's size (issue 28): for each
+/// pgbench scale in `TUSK_BENCH_VERIFY_SCALES` (default 35 and 70, about 0.5 and 1 GiB), a base
+/// backup, 64 MiB of WAL after it, the restore point, and `verify-restore`, timed. Printed by
+/// `scripts/bench-verify.sh`; not a timed test.
+#[tokio::test]
+#[ignore = "a benchmark: scripts/bench-verify.sh"]
+async fn verification_cost_by_database_size() {
+    let scales = std::env::var("TUSK_BENCH_VERIFY_SCALES").unwrap_or_else(|_| "35,70".into());
+    for scale in scales.split(',').map(str::trim) {
+        let store = TestStore::start(Kind::Minio).await;
+        let source = archiving_server(&store);
+        let init = source.run_bin("pgbench", &["-i", "-q", "-s", scale, "postgres"]);
+        assert!(
+            init.status.success(),
+            "{}",
+            String::from_utf8_lossy(&init.stderr)
+        );
+        let size = source.psql("postgres", "SELECT pg_database_size('postgres') / 1048576");
+        let mut backup = agent(&store, "db", Some(&source));
+        backup.args(["base-backup", "--backup-id", "base1"]);
+        let base = run_ok(backup);
+        for _ in 0..4 {
+            let load = source.run_bin("pgbench", &["-n", "-t", "2000", "-c", "2", "postgres"]);
+            assert!(
+                load.status.success(),
+                "{}",
+                String::from_utf8_lossy(&load.stderr)
+            );
+            switch(&source);
+        }
+        let mut point = agent(&store, "db", Some(&source));
+        point.arg("restore-point");
+        let started = std::time::Instant::now();
+        let written = run_ok(point);
+        let point_seconds = started.elapsed().as_secs_f64();
+        let last = switch(&source);
+        archived(&source, &last).await;
+        let wal = source.psql(
+            "postgres",
+            &format!(
+                "SELECT round(pg_wal_lsn_diff('{}', '{}') / 1048576)",
+                written["lsn"].as_str().unwrap_or("0/0"),
+                base["physical"]["startLsn"].as_str().unwrap_or("0/0")
+            ),
+        );
+        let verifier = Verifier::new();
+        let started = std::time::Instant::now();
+        let (code, report, _) = verifier.run(verifier.command(&store, "db", "base1"));
+        let seconds = started.elapsed().as_secs_f64();
+        assert_eq!(code, 0, "{report}");
+        let checks: Vec<String> = report["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c["name"].as_str().unwrap_or("?"),
+                    c["result"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        eprintln!(
+            "verification cost: pgbench scale {scale}, database {size} MiB, {} rows, WAL from the \
+             backup to the point {wal} MiB: verify-restore {seconds:.1} s; restore point on the \
+             primary {point_seconds:.1} s; {}",
+            report["rows"],
+            checks.join(" ")
+        );
+    }
+}

@@ -19,6 +19,14 @@ fn holdings(keys: &[String]) -> Holdings {
     Holdings::from_keys(PREFIX, keys.iter().map(String::as_str))
 }
 
+/// Timeline 1 from segment 2 to `t1_last`, then timeline 2 (segments 5 to 8, its history).
+fn failed_over(t1_last: u64) -> Vec<String> {
+    let mut listed = keys(1, 2, t1_last, &[]);
+    listed.extend(keys(2, 5, 8, &[]));
+    listed.push(format!("{PREFIX}history/00000002.history.zst"));
+    listed
+}
+
 fn one_timeline() -> Vec<Stretch> {
     stretches(1, "").unwrap()
 }
@@ -162,9 +170,7 @@ fn segments_released_by_the_disk_policy_are_counted_apart() {
 fn the_walk_crosses_a_failover_through_the_history_file() {
     // Timeline 1 to 0/5000100; timeline 2 from there (its first segment is 5). The old primary
     // also archived 5 and 6 of timeline 1 (written past the switch): not needed, not a gap.
-    let mut listed = keys(1, 2, 6, &[]);
-    listed.extend(keys(2, 5, 8, &[]));
-    listed.push(format!("{PREFIX}history/00000002.history.zst"));
+    let listed = failed_over(6);
     let chain = stretches(2, "1\t0/5000100\tno recovery target specified\n").unwrap();
     let base = [(1, lsn("0/2000028"))];
     let report = walk(
@@ -184,9 +190,7 @@ fn the_walk_crosses_a_failover_through_the_history_file() {
 
     // Timeline 1's last segment before the switch never reached the bucket (the old primary
     // died first): that is a gap, named on its timeline.
-    let mut listed = keys(1, 2, 3, &[]);
-    listed.extend(keys(2, 5, 8, &[]));
-    listed.push(format!("{PREFIX}history/00000002.history.zst"));
+    let listed = failed_over(3);
     let report = walk(
         &holdings(&listed),
         Some(&chain),
@@ -230,9 +234,7 @@ fn missing_history_files_are_named() {
 fn a_base_backup_on_an_abandoned_branch_is_not_the_start() {
     // Timeline 2 left timeline 1 at 0/5000000; a base backup taken on timeline 1 after that
     // point belongs to a branch the newest history does not follow.
-    let mut listed = keys(1, 2, 7, &[]);
-    listed.extend(keys(2, 5, 8, &[]));
-    listed.push(format!("{PREFIX}history/00000002.history.zst"));
+    let listed = failed_over(7);
     let chain = stretches(2, "1\t0/5000000\tx\n").unwrap();
     let bases = [(1, lsn("0/6000028")), (2, lsn("0/7000028"))];
     let report = walk(

@@ -193,14 +193,7 @@ pub fn describe(report: &ArchiveContinuity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn broken(missing: &[&str]) -> ArchiveContinuity {
-        ArchiveContinuity {
-            missing: missing.iter().map(|s| s.to_string()).collect(),
-            missing_count: missing.len() as u64,
-            ..Default::default()
-        }
-    }
+    use crate::continuity_checks::tests::broken;
 
     #[test]
     fn a_description_names_every_kind_of_break() {

@@ -53,10 +53,10 @@ fn broken_files(report: &ArchiveContinuity) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn broken(missing: &[&str]) -> ArchiveContinuity {
+    pub(crate) fn broken(missing: &[&str]) -> ArchiveContinuity {
         ArchiveContinuity {
             missing: missing.iter().map(|s| s.to_string()).collect(),
             missing_count: missing.len() as u64,

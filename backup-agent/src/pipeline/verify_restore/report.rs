@@ -54,24 +54,19 @@ pub struct Checks(Vec<Check>);
 
 impl Default for Checks {
     fn default() -> Self {
-        Checks(
-            CHECKS
-                .iter()
-                .map(|name| Check {
-                    name,
-                    result: Outcome::Skipped,
-                    message: "not run".into(),
-                })
-                .collect(),
-        )
+        Checks::of(&CHECKS)
     }
 }
 
 impl Checks {
     /// Every check of a physical backup, "not run".
     pub fn physical() -> Self {
+        Checks::of(&PHYSICAL_CHECKS)
+    }
+
+    fn of(names: &[&'static str]) -> Self {
         Checks(
-            PHYSICAL_CHECKS
+            names
                 .iter()
                 .map(|name| Check {
                     name,
