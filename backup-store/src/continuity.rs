@@ -19,7 +19,7 @@ use crate::store::{self, ObjectStore};
 use crate::wal::{WalArchive, WalError, WalName};
 
 /// How many missing segments a report names (the count says how many there are).
-const NAMED: usize = 20;
+pub const NAMED: usize = 20;
 /// PostgreSQL's default `wal_segment_size`, for a system whose base backups do not record one.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 16 << 20;
 

@@ -217,6 +217,13 @@ pub struct ArchiveContinuity {
     /// Timelines whose history file the archive lacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_history: Vec<u32>,
+    /// Segments that were missing and that this check uploaded from the primary's own
+    /// `pg_wal` (a promoted standby received them from a primary that died before archiving
+    /// them): the first few, and how many.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub healed: Vec<String>,
+    #[serde(default)]
+    pub healed_count: u64,
     /// Archived files whose first page names another system, segment size or place.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign: Vec<String>,

@@ -33,6 +33,8 @@ pub const SOCKET: &str = ".tusk-archive.sock";
 pub const IN_FLIGHT: usize = 4;
 /// The longest any one call to the bucket may take (one segment's upload included).
 const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// Segments one continuity check uploads from this server's pg_wal at most.
+const HEAL_AT_MOST: usize = 1000;
 /// The longest request line the server reads: a path.
 const MAX_REQUEST: u64 = 4096;
 
@@ -387,9 +389,39 @@ impl Archiver {
         let store = opened.store.as_ref();
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
         let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        continuity::check(store, &opened.location, system, &pending, now, None)
-            .await
-            .map_err(|e| e.to_string())
+        let mut healed = Vec::new();
+        loop {
+            let mut report =
+                continuity::check(store, &opened.location, system, &pending, now, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            // A hole this server can fill: segments of an earlier timeline it holds in its own
+            // pg_wal (a promoted standby received them from a primary that died before
+            // archiving them). Its own timeline's went through this archiver already.
+            let archive = WalArchive::new(&opened.location, system);
+            let before = healed.len();
+            let current = report.timelines.last().map(|t| format!("{t:08X}"));
+            let earlier = |name: &&String| current.as_deref().is_some_and(|c| !name.starts_with(c));
+            for name in report.missing.iter().filter(earlier) {
+                let path = self.pgdata.join("pg_wal").join(name);
+                let Ok(file) = WalName::parse(name) else {
+                    continue;
+                };
+                if !path.is_file() {
+                    continue;
+                }
+                match wal::push_file(store, &archive, &file, &path).await {
+                    Ok(_) => healed.push(name.clone()),
+                    Err(e) => tracing::warn!(file = %name, error = %e, "filling a hole failed"),
+                }
+            }
+            if healed.len() == before || healed.len() >= HEAL_AT_MOST {
+                report.healed_count = healed.len() as u64;
+                healed.truncate(continuity::NAMED);
+                report.healed = healed;
+                return Ok(report);
+            }
+        }
     }
 
     /// Where the continuity checks keep their last report, and are asked for one.

@@ -1,8 +1,11 @@
 //! When the primary's manager checks the continuity of its archive (issue 28,
 //! docs/pitr-design.md §6; the check is `backup_store::continuity`): every
-//! `TUSK_CONTINUITY_EVERY_SECONDS` (an hour by default) and soon after each base backup (the
-//! archiver saw its backup history file). Only while this server is a primary: a standby does
-//! not archive, and its report would go stale. The last report goes into `/status`
+//! `TUSK_CONTINUITY_EVERY_SECONDS` (an hour by default), soon after each base backup (the
+//! archiver saw its backup history file) and at once when this server becomes the primary. A
+//! missing segment the server holds in its own `pg_wal` is uploaded from there (the archiver's
+//! `check_continuity`): a promoted standby received the WAL a dying primary had not archived.
+//! Only while this server is a primary: a standby does not archive, and its report would go
+//! stale. The last report goes into `/status`
 //! (`archive.continuity`), the metrics and the operator's `ContinuousArchiving` condition; a
 //! Warning Event `ArchiveBroken` when a check finds what the previous one did not.
 
@@ -45,7 +48,7 @@ pub fn every_from_env() -> Result<Duration, String> {
 pub fn spawn(
     ctx: Arc<Context>,
     archiver: Arc<Archiver>,
-    observed: watch::Receiver<Observation>,
+    mut observed: watch::Receiver<Observation>,
     events: Events,
     every: Duration,
 ) {
@@ -53,18 +56,35 @@ pub fn spawn(
         let mut next = tokio::time::Instant::now() + FIRST_AFTER.min(every);
         // After a base backup: (base backups known before it, tries left).
         let mut awaited: Option<(u64, u32)> = None;
+        let mut was_primary = false;
         loop {
             let asked = tokio::select! {
                 _ = tokio::time::sleep_until(next) => false,
                 _ = archiver.continuity().asked() => true,
+                changed = observed.changed() => {
+                    if changed.is_err() {
+                        return; // the monitor is gone: the manager is stopping
+                    }
+                    // A promotion: the old primary may have died with WAL unarchived, which
+                    // this server may still hold; look now, before checkpoints recycle it.
+                    // (A server that did not answer says nothing about its role.)
+                    let role = observed.borrow().facts.as_ref().map(|f| !f.in_recovery);
+                    let promoted = role == Some(true) && !was_primary;
+                    if let Some(primary) = role {
+                        was_primary = primary;
+                    }
+                    if !promoted {
+                        continue;
+                    }
+                    false
+                }
             };
             if asked {
                 let known = archiver.continuity().last().map_or(0, |r| r.base_backups);
                 awaited = Some((known, AWAIT_TRIES));
             }
             next = tokio::time::Instant::now() + every;
-            let primary = (observed.borrow().facts.as_ref()).is_some_and(|f| !f.in_recovery);
-            if !primary {
+            if !is_primary(&observed) {
                 continue;
             }
             if asked {
@@ -83,6 +103,10 @@ pub fn spawn(
             };
         }
     });
+}
+
+fn is_primary(observed: &watch::Receiver<Observation>) -> bool {
+    (observed.borrow().facts.as_ref()).is_some_and(|f| !f.in_recovery)
 }
 
 /// `backup-agent restore-point` on this primary (over the local socket, as `postgres`): a
@@ -149,6 +173,15 @@ pub async fn check(archiver: &Archiver, events: &Events) {
             released = report.released_count,
             "archive continuity checked"
         );
+    }
+    if report.healed_count > 0 {
+        let note = format!(
+            "uploaded {} segment(s) missing from the archive from this server's pg_wal: {}",
+            report.healed_count,
+            report.healed.join(", ")
+        );
+        tracing::info!(%note, "archive hole filled");
+        events.normal("ArchiveHealed", "Archive", note);
     }
     let summary = describe(&report);
     if archiver.continuity().record(report) {

@@ -1,7 +1,8 @@
 //! The archive continuity check on a real server and a real MinIO (issue 28,
 //! docs/pitr-design.md §6): the primary's manager checks its archive after each base backup and
 //! on a schedule, finds it whole across a failover, and names a segment deleted from the bucket.
-//! After a base backup the manager also writes the restore point its verification recovers to.
+//! After a base backup the manager also writes the restore point its verification recovers to;
+//! a promoted standby fills a hole of the old timeline from its own pg_wal.
 
 mod common;
 
@@ -102,14 +103,18 @@ fn a_base_backup_brings_a_check_that_finds_the_archive_whole_and_then_names_a_de
         || bucket.keys(&points).len() == 1,
     );
 
-    // A segment between the base backup and the newest one goes from the bucket; the next
-    // check (asked for by the next base backup) names it, and nothing else.
+    // A segment between the base backup and the newest one goes from the bucket and the server;
+    // the next check (asked for by the next base backup) names it, and nothing else.
     let gone = &segments[1];
     let key = format!("tests/demo/wal/{system}/00000001/{gone}.zst");
     bucket
         .runtime
         .block_on(bucket.store.delete_many(std::slice::from_ref(&key)))
         .expect("delete a segment");
+    // Gone from the server too (else the check puts it back from there, as the failover test
+    // shows): archived and behind the checkpoint, PostgreSQL needs it no more.
+    let local = primary.pgdata.join("pg_wal").join(gone);
+    std::fs::remove_file(&local).expect("remove the local copy");
     base_backup(&agent, &cluster, &bucket, "base2");
     let report = wait_for_check(primary, "a check naming the deleted segment", |r| {
         r["baseBackups"] == 2
@@ -124,7 +129,7 @@ fn a_base_backup_brings_a_check_that_finds_the_archive_whole_and_then_names_a_de
 }
 
 #[test]
-fn a_failover_leaves_no_false_alarm_and_the_new_primary_checks_across_both_timelines() {
+fn a_failover_leaves_no_false_alarm_and_the_new_primary_fills_a_hole_from_its_own_wal() {
     let bucket = Bucket::start();
     let mut cluster = Cluster::new(&["demo-0", "demo-1"]);
     archive_through_managers(&mut cluster, &bucket);
@@ -136,9 +141,9 @@ fn a_failover_leaves_no_false_alarm_and_the_new_primary_checks_across_both_timel
     let old = &cluster.members[0];
     old.wait_ready_as("primary", Duration::from_secs(90));
     base_backup(&agent, &cluster, &bucket, "base1");
-    for i in 0..3 {
-        write_and_switch(old, &format!("timeline 1, {i}"));
-    }
+    let on_timeline_1: Vec<String> = (0..3)
+        .map(|i| write_and_switch(old, &format!("timeline 1, {i}")))
+        .collect();
     let report = wait_for_check(old, "the primary's check of timeline 1", |r| {
         r["baseBackups"] == 1 && r["timelines"] == serde_json::json!([1])
     });
@@ -159,4 +164,23 @@ fn a_failover_leaves_no_false_alarm_and_the_new_primary_checks_across_both_timel
     assert_eq!(report["missingCount"], 0, "{report}");
     assert!(report["missingHistory"].is_null(), "{report}");
     assert!(report["foreign"].is_null(), "{report}");
+
+    // The state a primary that died before archiving leaves: a segment of the old timeline
+    // absent from the bucket. The new primary received it by streaming and still holds it: its
+    // next check uploads it from its own pg_wal, and the archive is whole again.
+    let system = system_of(promoted);
+    let hole = &on_timeline_1[2];
+    let key = format!("tests/demo/wal/{system}/00000001/{hole}.zst");
+    bucket
+        .runtime
+        .block_on(bucket.store.delete_many(std::slice::from_ref(&key)))
+        .expect("delete a segment");
+    let report = wait_for_check(promoted, "a check filling the hole", |r| {
+        r["healed"] == serde_json::json!([hole])
+    });
+    assert_eq!(report["missingCount"], 0, "{report}");
+    assert!(
+        bucket.keys("tests/demo/wal/").contains(&key),
+        "{hole} back in the bucket"
+    );
 }
