@@ -161,6 +161,15 @@ fn pod_template(
         }),
         ..Volume::default()
     };
+    let secret_volume = |name: &str, secret: String, mode: i32| Volume {
+        name: name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret),
+            default_mode: Some(mode),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
     let mut volumes = vec![
         config_volume(
             "config",
@@ -172,25 +181,9 @@ fn pod_template(
         empty_dir("tmp", None),
         // Root-owned, group fsGroup, 0640: the modes PostgreSQL accepts for a key file
         // it does not own. The kubelet refreshes the files when the Secret changes.
-        Volume {
-            name: "tls".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(cluster.server_tls_secret_name()),
-                default_mode: Some(0o640),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
+        secret_volume("tls", cluster.server_tls_secret_name(), 0o640),
         // The status token, for the manager to check requests against (group fsGroup).
-        Volume {
-            name: "status-token".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(cluster.monitoring_secret_name()),
-                default_mode: Some(0o440),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
+        secret_volume("status-token", cluster.monitoring_secret_name(), 0o440),
         // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
         // /dev/shm is too small for them.
         empty_dir("shm", Some("Memory")),
