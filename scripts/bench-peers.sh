@@ -205,7 +205,12 @@ EOF
 SRC_PORT=$(free_port)
 SRC_STATUS=$(free_port)
 SRC="$WORK/src"
-mkdir -p "$SRC/run"
+mkdir -p "$SRC/run" "$SRC/tls"
+# The manager's status port serves TLS with the files beside TUSK_CA_FILE and wants a token.
+cp "$CA" "$SRC/tls/ca.crt" && cp "$CERTS/public.crt" "$SRC/tls/tls.crt" && cp "$CERTS/private.key" "$SRC/tls/tls.key"
+STATUS_TOKEN=$(openssl rand -hex 16)
+printf '%s' "$STATUS_TOKEN" >"$SRC/tls/token"
+chmod 600 "$SRC/tls/tls.key" "$SRC/tls/token"
 {
   common_settings
   echo "archive_mode = on"
@@ -228,14 +233,14 @@ manager_env() {
   printf '%s\n' "PATH=$PGBIN:/usr/bin:/bin" "PGDATA=$2/data" "TUSK_POD_NAME=$1" \
     "TUSK_CONFIG_FILE=$2/postgresql.conf" "POSTGRES_PASSWORD=bench-pw" "TUSK_REPLICATION_PASSWORD=repl-pw" \
     "TUSK_STATUS_PORT=$4" "TUSK_PG_PORT=$3" "TUSK_SOCKET_DIR=$2/run" "TUSK_PG_BIN_DIR=$PGBIN" \
-    "TUSK_PEER_HOSTS=$1=127.0.0.1:$3" "TUSK_CA_FILE=$2/tls/ca.crt" "HOME=$2" "TUSK_ROLE_FILE=$5" \
+    "TUSK_PEER_HOSTS=$1=127.0.0.1:$3" "TUSK_CA_FILE=$2/tls/ca.crt" "TUSK_STATUS_TOKEN_FILE=$2/tls/token" "HOME=$2" "TUSK_ROLE_FILE=$5" \
     "RUST_LOG=info"
 }
 mapfile -t env_lines < <(manager_env src-0 "$SRC" "$SRC_PORT" "$SRC_STATUS" "$WORK/lease.json"; tusk_store_env)
 "${AS_PG[@]}" env -i "${env_lines[@]}" "$WORK/bin/tusk-instance" run >"$WORK/manager.log" 2>&1 &
 MANAGER_PID=$!
 ready_primary() {
-  curl -fs "http://127.0.0.1:$1/status" 2>/dev/null |
+  curl -fs --cacert "$CA" -H "Authorization: Bearer $STATUS_TOKEN" "https://localhost:$1/status" 2>/dev/null |
     python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s.get("role")=="primary" and s.get("ready") else 1)' 2>/dev/null
 }
 for _ in $(seq 1 600); do ready_primary "$SRC_STATUS" && break; sleep 0.2; done

@@ -44,9 +44,16 @@ render "${scoped[@]}" --show-only templates/deployment.yaml | grep -q -- '- --na
   || { echo "namespace-scoped mode: the operator is not given --namespace=team-a,team-b" >&2; exit 1; }
 echo "namespace-scoped: no ClusterRole grants Secrets; Roles in team-a and team-b; --namespace=team-a,team-b"
 monitoring=$(render --set metrics.serviceMonitor.enabled=true --set metrics.podMonitor.enabled=true \
+  --set 'metrics.podMonitor.clusters[0].namespace=prod' --set 'metrics.podMonitor.clusters[0].name=demo' \
   --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true)
-grep -q '^kind: PodMonitor$' <<<"$monitoring" \
-  || { echo "monitoring enabled: no PodMonitor for the instance managers" >&2; exit 1; }
+# One PodMonitor per listed cluster, in its namespace, with its CA and status token.
+pod_monitor=$(render --set metrics.podMonitor.enabled=true --set 'metrics.podMonitor.clusters[0].namespace=prod' \
+  --set 'metrics.podMonitor.clusters[0].name=demo' --show-only templates/podmonitor.yaml)
+for want in 'namespace: prod' 'tusk.dev/cluster: demo' 'scheme: https' 'name: demo-server-tls' \
+  'serverName: demo-rw' 'type: Bearer' 'name: demo-monitoring'; do
+  grep -qF "$want" <<<"$pod_monitor" \
+    || { echo "the instance managers' PodMonitor lacks '$want':" >&2; echo "$pod_monitor" >&2; exit 1; }
+done
 echo "monitoring enabled: $(summary <<<"$monitoring")"
 
 "$promtool" check rules "$chart/files/prometheus-rules.yaml"

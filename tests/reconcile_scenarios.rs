@@ -40,6 +40,8 @@ async fn create_from_empty_makes_exactly_these_calls() {
         Expect::create(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-replication")),
         Expect::create(SECRETS),
+        Expect::get_missing(format!("{SECRETS}/demo-monitoring")),
+        Expect::create(SECRETS),
         Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
         Expect::apply(format!("{SERVICES}/demo-rw")),
         Expect::apply(format!("{SERVICES}/demo-ro")),
@@ -108,7 +110,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
         notes,
         [
             "Created Secret demo-ca, Secret demo-server-tls, Secret demo-superuser, Secret \
-             demo-app, Secret demo-replication, ConfigMap demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
+             demo-app, Secret demo-replication, Secret demo-monitoring, ConfigMap demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
              ServiceAccount demo-instance, Role demo-instance, RoleBinding demo-instance, \
              StatefulSet demo, Lease demo-primary"
         ]

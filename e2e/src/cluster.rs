@@ -51,6 +51,7 @@ pub fn children(pg: &PostgreSQL) -> Vec<Obj> {
         Obj::new(Kind::Secret, format!("{name}-superuser")),
         Obj::new(Kind::Secret, format!("{name}-app")),
         Obj::new(Kind::Secret, format!("{name}-replication")),
+        Obj::new(Kind::Secret, format!("{name}-monitoring")),
         Obj::new(Kind::Secret, format!("{name}-ca")),
         Obj::new(Kind::Secret, format!("{name}-server-tls")),
         Obj::new(Kind::ConfigMap, format!("{name}-config")),

@@ -9,17 +9,19 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use tusk::runtime::instances::{InstanceReader, InstanceStatus, Role, StatusSource};
+use tusk::clusters::ha::pods::instance_address;
+use tusk::resources::CLUSTER_LABEL;
+use tusk::runtime::instance_reader::InstanceReader;
+use tusk::runtime::instances::{InstanceStatus, Role, StatusSource};
 
 use crate::platform::{OPERATOR_NAMESPACE, OPERATOR_SELECTOR};
 use crate::replication::{
-    Ack, Writer, current_primary, forked, lost, pod_ip, pod_sql, replicated, row_count, rows,
-    write_gap,
+    Ack, Writer, current_primary, forked, lost, pod_sql, replicated, row_count, rows, write_gap,
 };
 use crate::{Check, Context, Ctx, Result, ensure, fail, until};
 
 /// The instance managers' status port (`TUSK_STATUS_PORT`).
-const STATUS_PORT: i32 = 8000;
+const STATUS_PORT: u16 = 8000;
 
 /// Cluster `name` with three instances, Ready, ordinal 0 primary, and its writer running.
 pub async fn three_with_writer(ctx: &Ctx, name: &str) -> Result<(String, Writer)> {
@@ -154,12 +156,23 @@ pub async fn promoted_other_than(ctx: &Ctx, cluster: &str, old: &str) -> Result<
 
 /// What the instance manager of `pod` reports on `/status` (read from the host, which reaches
 /// the pod network on the e2e node).
+/// Over TLS verified against the cluster's CA, with its status token, as the operator reads it.
 pub async fn instance_status(ctx: &Ctx, pod: &str) -> Result<InstanceStatus> {
-    let ip = pod_ip(ctx, pod).await?;
-    InstanceReader::new(STATUS_PORT)
-        .report(&ip)
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let pod = pods.get(pod).await?;
+    let name = pod.name_any();
+    let cluster = pod
+        .labels()
+        .get(CLUSTER_LABEL)
+        .context(format!("pod {name} names no cluster"))?
+        .clone();
+    let pg = ctx.postgresql_in(&ctx.ns, &cluster).await?;
+    let cluster = tusk::resources::Cluster::new(&pg)?;
+    let address = instance_address(&cluster, &pod).context(format!("pod {name} has no IP"))?;
+    InstanceReader::new(ctx.client.clone(), STATUS_PORT)
+        .report(&address)
         .await
-        .context(format!("{pod}'s /status did not answer"))
+        .context(format!("{name}'s /status did not answer"))
 }
 
 /// Waits until `pod` is a replica by its own manager's account, on the timeline of `primary`,

@@ -82,7 +82,7 @@ async fn operator_restart(ctx: Ctx) -> Result {
         restarted.elapsed().as_secs()
     ));
     let expected = [
-        (Kind::Secret, 5),
+        (Kind::Secret, 6),
         (Kind::ConfigMap, 1),
         (Kind::Service, 4),
         (Kind::StatefulSet, 1),

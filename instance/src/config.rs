@@ -73,6 +73,14 @@ pub struct RunArgs {
     /// against it and by name (`sslmode=verify-full`). The operator mounts it here.
     #[arg(long, env = "TUSK_CA_FILE", default_value = "/etc/tusk-tls/ca.crt")]
     pub ca_file: PathBuf,
+    /// The status token (`/status` and `/metrics` require it: `Authorization: Bearer`), read
+    /// at each request. The operator mounts Secret `<cluster>-monitoring` here.
+    #[arg(
+        long,
+        env = "TUSK_STATUS_TOKEN_FILE",
+        default_value = "/etc/tusk-status/token"
+    )]
+    pub status_token_file: PathBuf,
     /// How often the TLS files are checked for a change (then the server reloads), in
     /// milliseconds.
     #[arg(long, env = "TUSK_TLS_POLL_MS", default_value_t = 10_000, hide = true)]
@@ -96,6 +104,12 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn renew_interval(&self) -> Duration {
         Duration::from_millis(self.renew_interval_ms.max(50))
+    }
+
+    /// The mounted server Secret: `TUSK_CA_FILE`'s directory, which holds `tls.crt` and
+    /// `tls.key` beside it.
+    pub fn tls_dir(&self) -> PathBuf {
+        self.ca_file.parent().map(PathBuf::from).unwrap_or_default()
     }
 
     pub fn tls_poll_interval(&self) -> Duration {

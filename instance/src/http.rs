@@ -1,20 +1,38 @@
-//! The HTTP endpoint the operator reads: `GET /status` (JSON, `report`; docs/replication.md),
-//! `GET /healthz` (the manager runs), `GET /readyz` (PostgreSQL accepts connections in the role
-//! the Lease gives), `GET /metrics` (Prometheus, `metrics`).
+//! The HTTP endpoint the operator reads, over TLS with the cluster's server certificate
+//! (`status_tls`): `GET /status` (JSON, `report`; docs/replication.md) and `GET /metrics`
+//! (Prometheus, `metrics`), both only with the cluster's status token (`status_auth`);
+//! `GET /healthz` (the manager runs) and `GET /readyz` (PostgreSQL accepts connections in the
+//! role the Lease gives) stay open for the kubelet's probes. No request opens a connection to
+//! the server: reports come from the monitor's cached facts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio::sync::watch;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
 
 use crate::archiver::Archiver;
 use crate::context::Context;
 use crate::error::Error;
 use crate::monitor::Observation;
 use crate::report::{SharedState, StatusReport, report};
+use crate::status_auth::StatusToken;
+
+/// Connections served at once; more wait in the listen backlog. The kubelet's probes, the
+/// operator and a scraper need a handful: a flood costs bounded memory, never a backend.
+const MAX_CONNECTIONS: usize = 32;
+/// A client that has not finished its TLS handshake, or sent its request head, by then is
+/// dropped, so slow clients cannot hold the connections the probes need.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// No connection is kept longer (a keep-alive scraper reconnects).
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct App {
@@ -22,6 +40,7 @@ struct App {
     archiver: Option<Arc<Archiver>>,
     state: SharedState,
     observed: watch::Receiver<Observation>,
+    token: StatusToken,
 }
 
 /// How long a request waits for the monitor's first answer from a postmaster just started.
@@ -45,7 +64,7 @@ impl App {
     }
 }
 
-/// Binds the status port (failing now, not later, when it is taken) and serves it.
+/// Binds the status port (failing now, not later, when it is taken) and serves it over TLS.
 pub async fn serve(
     ctx: Arc<Context>,
     archiver: Option<Arc<Archiver>>,
@@ -53,9 +72,11 @@ pub async fn serve(
     observed: watch::Receiver<Observation>,
 ) -> Result<(), Error> {
     let port = ctx.args.status_port;
-    let listener = tokio::net::TcpListener::bind(("0.0.0.0", port))
+    let listener = TcpListener::bind(("0.0.0.0", port))
         .await
         .map_err(Error::io(format!("binding the status port {port}")))?;
+    let acceptor = TlsAcceptor::from(crate::status_tls::server_config(&ctx.args.tls_dir())?);
+    let token = StatusToken::new(ctx.args.status_token_file.clone());
     let app = axum::Router::new()
         .route("/status", get(status))
         .route("/healthz", get(|| async { "ok" }))
@@ -66,27 +87,76 @@ pub async fn serve(
             archiver,
             state,
             observed,
+            token,
         });
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "status server stopped");
-        }
-    });
+    tokio::spawn(accept(listener, acceptor, app));
     Ok(())
 }
 
-// Serialized here rather than with axum's `json` feature, which would add crates to the tree.
-async fn status(State(app): State<App>) -> ([(header::HeaderName, &'static str); 1], String) {
-    let body = serde_json::to_string(&app.report().await).unwrap_or_else(|_| "{}".into());
-    ([(header::CONTENT_TYPE, "application/json")], body)
+/// Accepts connections, at most [`MAX_CONNECTIONS`] at a time, each on its own task.
+async fn accept(listener: TcpListener, acceptor: TlsAcceptor, app: axum::Router) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, say: the next accept may succeed; do not spin.
+                tracing::warn!(error = %e, "status port: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "status port: TLS handshake refused");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT)
+                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+        });
+    }
 }
 
-async fn metrics(State(app): State<App>) -> ([(header::HeaderName, &'static str); 1], String) {
+/// 401 for a request without the status token.
+fn refused() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "the cluster's status token is required\n",
+    )
+        .into_response()
+}
+
+// Serialized here rather than with axum's `json` feature, which would add crates to the tree.
+async fn status(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !app.token.admits(&headers) {
+        return refused();
+    }
+    let body = serde_json::to_string(&app.report().await).unwrap_or_else(|_| "{}".into());
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !app.token.admits(&headers) {
+        return refused();
+    }
     let report = app.report().await;
     let observed = app.observed.borrow().clone();
     let volume = crate::metrics::volume(app.ctx.pgdata());
     let body = crate::metrics::render(&report, &observed, volume);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 async fn readyz(State(app): State<App>) -> (StatusCode, &'static str) {

@@ -33,6 +33,8 @@ pub mod rewind;
 pub mod role_source;
 pub mod slots;
 pub mod sql;
+pub mod status_auth;
+pub mod status_tls;
 pub mod streaming_clock;
 pub mod supervisor;
 pub mod tls_reload;

@@ -16,9 +16,12 @@ use crate::error::Error;
 /// The mounted server Secret's files: the CA (`TUSK_CA_FILE`) and the certificate and key
 /// beside it.
 fn watched(ctx: &Context) -> Vec<PathBuf> {
-    let ca = ctx.args.ca_file.clone();
-    let dir = ca.parent().map(PathBuf::from).unwrap_or_default();
-    vec![ca, dir.join("tls.crt"), dir.join("tls.key")]
+    let dir = ctx.args.tls_dir();
+    vec![
+        ctx.args.ca_file.clone(),
+        dir.join("tls.crt"),
+        dir.join("tls.key"),
+    ]
 }
 
 /// A digest of the files' contents; an unreadable file counts as its own content, so a file

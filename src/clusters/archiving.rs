@@ -12,7 +12,7 @@ use tusk_contract::status::{ArchiveContinuity, ArchiveGap, ArchiveStatus};
 
 use super::backup_schedule::summary::Summary;
 use super::ha::PrimaryState;
-use super::ha::pods::{cluster_pods, pod_ip};
+use super::ha::pods::{cluster_pods, read_report};
 use crate::crd::conditions::CONTINUOUS_ARCHIVING;
 use crate::crd::{Backup, BackupMethod, RecoveryWindow};
 use crate::error::Result;
@@ -42,11 +42,11 @@ pub async fn observe(cluster: &Cluster<'_>, primary: &PrimaryState, ctx: &Contex
         return Archiving::NotConfigured;
     }
     let pods = cluster_pods(ctx, cluster);
-    let ip = primary.current.as_deref().and_then(|p| pod_ip(&pods, p));
-    let Some(ip) = ip else {
+    let Some(primary) = primary.current.as_deref() else {
         return Archiving::NoReport;
     };
-    match ctx.instances.report(&ip).await.and_then(|r| r.archive) {
+    let report = read_report(ctx, cluster, &pods, primary).await;
+    match report.and_then(|r| r.archive) {
         Some(archive) => Archiving::Reported(Box::new(archive)),
         None => Archiving::NoReport,
     }

@@ -20,7 +20,7 @@ fn server_ca(server: &Secret) -> Option<String> {
 }
 
 /// Applies the certificates, then the credentials Secrets (each made with the CA), then the
-/// replication role's Secret (no CA: the pods mount the server Secret's).
+/// replication role's Secret (no CA: the pods mount the server Secret's) and the status token.
 pub async fn apply_secrets(
     cluster: &Cluster<'_>,
     desired: &Desired,
@@ -34,9 +34,10 @@ pub async fn apply_secrets(
         let change = ensure_credentials(cluster, ctx, &api, secret, &mut ca).await?;
         writes.extend(Written::of(secret, change));
     }
-    let replication = &desired.replication;
-    let change = ensure_secret(&api, ctx, cluster.namespace, replication).await?;
-    writes.extend(Written::of(replication, change));
+    for secret in [&desired.replication, &desired.monitoring] {
+        let change = ensure_secret(&api, ctx, cluster.namespace, secret).await?;
+        writes.extend(Written::of(secret, change));
+    }
     Ok(writes)
 }
 

@@ -18,6 +18,8 @@ pub struct Desired {
     pub credentials: [Secret; 2],
     /// The replication role's password: created only when absent, never rewritten.
     pub replication: Secret,
+    /// The status token of the instance managers' ports: created only when absent.
+    pub monitoring: Secret,
     pub config_map: ConfigMap,
     /// The `-rw` Service in its two states (see [`ClientService`]).
     pub rw: ClientService,
@@ -81,6 +83,7 @@ pub fn desired(
             resources::app_secret(cluster, &resources::generate_password()),
         ],
         replication: resources::replication_secret(cluster, &resources::generate_password()),
+        monitoring: resources::monitoring_secret(cluster, &resources::generate_password()),
         statefulset: resources::statefulset(cluster, &checksum, agent),
         config_map,
         rw: ClientService {
@@ -137,7 +140,7 @@ mod tests {
         let names: Vec<String> = children
             .credentials
             .iter()
-            .chain([&children.replication])
+            .chain([&children.replication, &children.monitoring])
             .map(ResourceExt::name_any)
             .chain([
                 children.config_map.name_any(),
@@ -157,6 +160,7 @@ mod tests {
                 "demo-superuser",
                 "demo-app",
                 "demo-replication",
+                "demo-monitoring",
                 "demo-config",
                 "demo-rw",
                 "demo-ro",

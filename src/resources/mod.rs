@@ -53,8 +53,8 @@ pub use network::{OPERATOR_POD_LABEL, network_policy};
 pub use point_in_time::{PointInTime, point_in_time};
 pub use postgres_container::STATUS_PORT;
 pub use secrets::{
-    SSLMODE, SUPERUSER_NAME, app_secret, generate_password, password_of, replication_secret,
-    superuser_secret, with_ca,
+    SSLMODE, STATUS_TOKEN_KEY, SUPERUSER_NAME, app_secret, generate_password, monitoring_secret,
+    password_of, replication_secret, superuser_secret, with_ca,
 };
 pub use services::{CLIENTS_HELD_LABEL, any_service, headless_service, ro_service, rw_service};
 pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};
@@ -65,6 +65,10 @@ pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_
 pub const ROLE_LABEL: &str = "tusk.dev/role";
 pub const ROLE_PRIMARY: &str = "primary";
 pub const ROLE_REPLICA: &str = "replica";
+
+/// Label on database pods whose instance manager serves its status port over TLS with the
+/// status token (the pods of an earlier Tusk serve plain HTTP until the rollout replaces them).
+pub const STATUS_TLS_LABEL: &str = "tusk.dev/status-tls";
 
 /// Label every child carries with the name of its cluster.
 pub const CLUSTER_LABEL: &str = "tusk.dev/cluster";
@@ -237,6 +241,11 @@ impl<'a> Cluster<'a> {
     /// replicas stream from the primary.
     pub fn replication_secret_name(&self) -> String {
         format!("{}-replication", self.name)
+    }
+    /// Secret `<name>-monitoring`: the status token the instance managers' `/status` and
+    /// `/metrics` require (the operator's and a scraper's).
+    pub fn monitoring_secret_name(&self) -> String {
+        format!("{}-monitoring", self.name)
     }
     /// Secret `<name>-ca`: the cluster's certificate authority (operator only).
     pub fn ca_secret_name(&self) -> String {

@@ -14,10 +14,13 @@ use super::image::{
 };
 use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
 use super::point_in_time::{AGENT_IN_IMAGE, point_in_time, restore_environment};
+use super::secrets::STATUS_TOKEN_KEY;
 use super::{AgentSettings, Cluster};
 
 /// The instance manager's HTTP status port (`/status`, `/healthz`, `/readyz`).
 pub const STATUS_PORT: i32 = 8000;
+/// Where Secret `<cluster>-monitoring` (the status token) is mounted.
+pub const STATUS_TOKEN_DIR: &str = "/etc/tusk-status";
 
 fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
@@ -56,6 +59,8 @@ fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.to_owned()),
             port: IntOrString::String("status".to_owned()),
+            // The kubelet does not verify the certificate; the port serves nothing but TLS.
+            scheme: Some("HTTPS".to_owned()),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(period),
@@ -73,6 +78,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         mount("data", DATA_MOUNT, false),
         mount("config", CONFIG_DIR, true),
         mount("tls", TLS_DIR, true),
+        mount("status-token", STATUS_TOKEN_DIR, true),
         mount("tusk-bin", INSTANCE_MANAGER_DIR, true),
         mount("run", "/var/run/postgresql", false),
         mount("tmp", "/tmp", false),
@@ -135,6 +141,10 @@ fn manager_env(cluster: &Cluster) -> Vec<EnvVar> {
         plain_env("TUSK_PEER_DOMAIN", cluster.peer_domain()),
         plain_env("TUSK_CONFIG_FILE", format!("{CONFIG_DIR}/postgresql.conf")),
         plain_env("TUSK_STATUS_PORT", STATUS_PORT.to_string()),
+        plain_env(
+            "TUSK_STATUS_TOKEN_FILE",
+            format!("{STATUS_TOKEN_DIR}/{STATUS_TOKEN_KEY}"),
+        ),
         secret_env(
             "POSTGRES_PASSWORD",
             &cluster.superuser_secret_name(),

@@ -72,6 +72,22 @@ pub fn replication_secret(cluster: &Cluster, password: &str) -> Secret {
     secret
 }
 
+/// The status token's key in Secret `<name>-monitoring`.
+pub const STATUS_TOKEN_KEY: &str = "token";
+
+/// Secret `<name>-monitoring`: the status token (`token`) the instance managers' `/status`
+/// and `/metrics` require, mounted into each pod as a file. Created once from a CSPRNG; the
+/// operator reads it to ask for reports, a PodMonitor in the namespace presents it to scrape.
+pub fn monitoring_secret(cluster: &Cluster, token: &str) -> Secret {
+    let token = ByteString(token.as_bytes().to_vec());
+    Secret {
+        metadata: cluster.child_meta(cluster.monitoring_secret_name(), Component::Credentials),
+        type_: Some("Opaque".to_owned()),
+        data: Some(BTreeMap::from([(STATUS_TOKEN_KEY.to_owned(), token)])),
+        ..Secret::default()
+    }
+}
+
 /// What every connection string asks of the server: TLS, a certificate the cluster's CA signed,
 /// and the name dialled among its names. libpq and pgjdbc both read the CA from
 /// `~/.postgresql/root.crt` unless `sslrootcert` (or `PGSSLROOTCERT`) names another file; the
@@ -268,6 +284,15 @@ mod tests {
             &secret,
             &[("username", "tusk_replication"), ("password", "s3cret")],
         );
+    }
+
+    #[test]
+    fn monitoring_secret_holds_only_the_token() {
+        let secret = built(monitoring_secret, "t0ken");
+        assert_eq!(secret.metadata.name.as_deref(), Some("demo-monitoring"));
+        let keys: Vec<&String> = secret.data.as_ref().unwrap().keys().collect();
+        assert_eq!(keys, ["token"]);
+        assert_values(&secret, &[("token", "t0ken")]);
     }
 
     #[test]

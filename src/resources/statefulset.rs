@@ -18,7 +18,7 @@ use super::archive::{manager_store, wal_archiving};
 use super::image::POSTGRES_UID;
 use super::pod::restricted_pod_security;
 use super::postgres_container::{installer_container, postgres_container};
-use super::{AgentSettings, Cluster, Component};
+use super::{AgentSettings, Cluster, Component, STATUS_TLS_LABEL};
 
 /// Annotation on the pod template carrying the ConfigMap checksum.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "tusk.dev/config-checksum";
@@ -124,6 +124,12 @@ fn spread_over_nodes(cluster: &Cluster) -> Affinity {
     }
 }
 
+/// `labels` with [`STATUS_TLS_LABEL`]: the operator reads these pods' managers over TLS.
+fn status_tls(mut labels: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    labels.insert(STATUS_TLS_LABEL.to_owned(), "true".to_owned());
+    labels
+}
+
 fn pod_template(
     cluster: &Cluster,
     config_checksum: &str,
@@ -155,6 +161,15 @@ fn pod_template(
         }),
         ..Volume::default()
     };
+    let secret_volume = |name: &str, secret: String, mode: i32| Volume {
+        name: name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret),
+            default_mode: Some(mode),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
     let mut volumes = vec![
         config_volume(
             "config",
@@ -166,15 +181,9 @@ fn pod_template(
         empty_dir("tmp", None),
         // Root-owned, group fsGroup, 0640: the modes PostgreSQL accepts for a key file
         // it does not own. The kubelet refreshes the files when the Secret changes.
-        Volume {
-            name: "tls".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(cluster.server_tls_secret_name()),
-                default_mode: Some(0o640),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
+        secret_volume("tls", cluster.server_tls_secret_name(), 0o640),
+        // The status token, for the manager to check requests against (group fsGroup).
+        secret_volume("status-token", cluster.monitoring_secret_name(), 0o440),
         // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
         // /dev/shm is too small for them.
         empty_dir("shm", Some("Memory")),
@@ -189,7 +198,7 @@ fn pod_template(
     }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(cluster.labels(Component::Database)),
+            labels: Some(status_tls(cluster.labels(Component::Database))),
             annotations: Some(BTreeMap::from([(
                 CONFIG_CHECKSUM_ANNOTATION.to_owned(),
                 config_checksum.to_owned(),

@@ -18,7 +18,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
 use super::compact::{compact_cronjob, compact_statefulset};
-use super::instances::{InstanceReader, LeaseClock, StatusSource};
+use super::instance_reader::InstanceReader;
+use super::instances::{LeaseClock, StatusSource};
 use super::packed::Packed;
 use super::secret_facts::SecretFacts;
 use super::summaries::{CacheEnded, SummaryStore};
@@ -165,6 +166,8 @@ impl Context {
             controller: "tusk-operator".to_owned(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        // The port is a small constant: the cast cannot truncate.
+        let instances = Arc::new(InstanceReader::new(client.clone(), STATUS_PORT as u16));
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -175,7 +178,7 @@ impl Context {
             backup_backoff: ErrorBackoff::default(),
             buckets,
             lease_clock: Arc::default(),
-            instances: Arc::new(InstanceReader::new(STATUS_PORT)),
+            instances,
             operator_namespace: std::env::var("POD_NAMESPACE")
                 .ok()
                 .filter(|n| !n.is_empty())

@@ -101,43 +101,30 @@ impl LeaseClock {
     }
 }
 
+/// Which instance manager to ask, and how to trust it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceAddress {
+    pub namespace: String,
+    pub cluster: String,
+    pub pod: String,
+    pub ip: String,
+    /// Whether the pod's manager serves TLS and wants the status token (the pods of an
+    /// earlier Tusk serve plain HTTP until the rollout replaces them).
+    pub tls: bool,
+    /// The name its certificate carries and is verified by: `<pod>.<cluster>-hl.<ns>.svc`.
+    pub server_name: String,
+    /// The Secret whose `ca.crt` signs that certificate.
+    pub server_secret: String,
+    /// The Secret holding the status token.
+    pub token_secret: String,
+}
+
 /// Where the operator reads the instance managers' reports (a trait, so that scenarios can
 /// answer for instances that do not run).
 #[async_trait::async_trait]
 pub trait StatusSource: Send + Sync {
-    /// The report of the manager at pod IP `ip`, or `None` when it does not answer in time.
-    async fn report(&self, ip: &str) -> Option<InstanceStatus>;
-}
-
-/// Reads instance managers' `/status` over the pod network.
-pub struct InstanceReader {
-    http: reqwest::Client,
-    port: i32,
-}
-
-impl InstanceReader {
-    pub fn new(port: i32) -> Self {
-        // One second: an instance that cannot answer that fast is not a promotion candidate.
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(1))
-            .build()
-            .unwrap_or_default();
-        Self { http, port }
-    }
-}
-
-#[async_trait::async_trait]
-impl StatusSource for InstanceReader {
-    async fn report(&self, ip: &str) -> Option<InstanceStatus> {
-        let host = if ip.contains(':') {
-            format!("[{ip}]")
-        } else {
-            ip.to_owned()
-        };
-        let url = format!("http://{host}:{}/status", self.port);
-        let response = self.http.get(url).send().await.ok()?;
-        response.error_for_status().ok()?.json().await.ok()
-    }
+    /// The report of the manager at `address`, or `None` when it does not answer in time.
+    async fn report(&self, address: &InstanceAddress) -> Option<InstanceStatus>;
 }
 
 #[cfg(test)]

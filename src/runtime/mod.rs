@@ -9,6 +9,7 @@ pub mod compact;
 pub mod conditions;
 pub mod context;
 pub mod events;
+pub mod instance_reader;
 pub mod instances;
 pub mod jobs;
 pub mod packed;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
 use tusk::runtime::instances::{
-    InstanceStatus, LeaseClock, Lsns, PostgresState, Role, StatusSource,
+    InstanceAddress, InstanceStatus, LeaseClock, Lsns, PostgresState, Role, StatusSource,
 };
 
 use super::memory_store::MemoryBucket;
@@ -25,10 +25,10 @@ pub struct Managers(pub Vec<(&'static str, InstanceStatus)>);
 
 #[async_trait::async_trait]
 impl StatusSource for Managers {
-    async fn report(&self, ip: &str) -> Option<InstanceStatus> {
+    async fn report(&self, address: &InstanceAddress) -> Option<InstanceStatus> {
         self.0
             .iter()
-            .find(|(at, _)| *at == ip)
+            .find(|(at, _)| *at == address.ip)
             .map(|(_, r)| r.clone())
     }
 }

@@ -122,6 +122,7 @@ impl Cache {
                 trusted(resources::superuser_secret(&cluster, "su-password")),
                 trusted(resources::app_secret(&cluster, "app-password")),
                 resources::replication_secret(&cluster, "replication-password"),
+                resources::monitoring_secret(&cluster, "status-token"),
                 tls::ca_secret(&cluster, &pem("ca")),
                 server,
             ],

@@ -43,7 +43,7 @@ pub fn postgres_ids() -> Option<(u32, u32)> {
     Some((id("-u"), id("-g")))
 }
 
-fn chown(path: &Path) {
+pub fn chown(path: &Path) {
     if let Some((uid, gid)) = postgres_ids() {
         std::os::unix::fs::chown(path, Some(uid), Some(gid)).expect("chown to postgres");
     }
@@ -120,6 +120,9 @@ impl Cluster {
             chown(file);
         }
         let tls_settings = tusk_testkit::tls::server_settings(&tls);
+        let token_file = dir.path().join("status-token");
+        std::fs::write(&token_file, STATUS_TOKEN).expect("status token");
+        chown(&token_file);
         let hba = dir.path().join("pg_hba.conf");
         std::fs::write(
             &hba,
@@ -166,6 +169,7 @@ impl Cluster {
                     ("TUSK_PG_BIN_DIR", pg_bin_dir().display().to_string()),
                     ("TUSK_PEER_HOSTS", peers.clone()),
                     ("TUSK_CA_FILE", tls.ca.display().to_string()),
+                    ("TUSK_STATUS_TOKEN_FILE", token_file.display().to_string()),
                     // libpq looks for a client certificate under $HOME/.postgresql: the
                     // member's own home, as in a pod, not the test runner's (unreadable).
                     ("HOME", home.display().to_string()),

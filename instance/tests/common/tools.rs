@@ -1,7 +1,6 @@
 //! Helpers of the instance tests that know nothing of clusters: psql and HTTP against a port,
 //! waiting on a condition, free ports, logs.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -53,16 +52,22 @@ pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) 
     start.elapsed()
 }
 
-/// A minimal HTTP/1.0 GET: the body, or None when the server is not answering.
+/// The status token the test managers are given (`TUSK_STATUS_TOKEN_FILE`).
+pub const STATUS_TOKEN: &str = "test-status-token";
+
+/// GET `path` on the manager's status port (TLS, with the status token; the server's
+/// certificate is not checked here: `status_port.rs` checks it): the body, or None when the
+/// server is not answering.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "5"])
+        .args(["-H", &format!("Authorization: Bearer {STATUS_TOKEN}")])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A free port below the ephemeral range: an ephemeral one (what binding port 0 gives) can be

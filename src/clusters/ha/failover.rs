@@ -14,7 +14,7 @@ use kube::api::Api;
 
 use super::election::{Decision, InstanceStatus, candidate, decide, quorum, reports_needed};
 use super::lease;
-use super::pods::{serves, set_role};
+use super::pods::{instance_address, serves, set_role};
 use super::state::PrimaryState;
 use crate::crd::Failover;
 use crate::error::Result;
@@ -52,7 +52,7 @@ pub async fn watch_lost_primary(
         Decision::Wait { recheck } => {
             state.recheck = Some(recheck);
             if unready > UNREADY_LIMIT && lease::release_requested(&lease).is_none() {
-                let reports = read_reports(ctx, pods, &from).await;
+                let reports = read_reports(ctx, cluster, pods, &from).await;
                 let needed =
                     reports_needed(standbys(cluster, &lease, pods, &from), sync_number(cluster));
                 if candidate(&reports, &from, needed).is_ok()
@@ -68,7 +68,7 @@ pub async fn watch_lost_primary(
             Ok(())
         }
         Decision::Expired => {
-            let reports = read_reports(ctx, pods, &from).await;
+            let reports = read_reports(ctx, cluster, pods, &from).await;
             let needed =
                 reports_needed(standbys(cluster, &lease, pods, &from), sync_number(cluster));
             let target = match candidate(&reports, &from, needed) {
@@ -130,14 +130,19 @@ fn sync_number(cluster: &Cluster<'_>) -> Option<usize> {
 
 /// The `/status` of every instance but `holder` that has a pod IP, read concurrently. A report
 /// naming another pod than the one asked (its IP reused) is not that pod's: it is dropped.
-async fn read_reports(ctx: &Context, pods: &[Arc<Pod>], holder: &str) -> Vec<InstanceStatus> {
+async fn read_reports(
+    ctx: &Context,
+    cluster: &Cluster<'_>,
+    pods: &[Arc<Pod>],
+    holder: &str,
+) -> Vec<InstanceStatus> {
     let reads = pods
         .iter()
         .filter(|pod| pod.name_any() != holder)
-        .filter_map(|pod| Some((pod.name_any(), pod.status.as_ref()?.pod_ip.clone()?)))
-        .map(|(name, ip)| async move {
-            let report = ctx.instances.report(&ip).await?;
-            (report.pod == name).then_some(report)
+        .filter_map(|pod| instance_address(cluster, pod))
+        .map(|address| async move {
+            let report = ctx.instances.report(&address).await?;
+            (report.pod == address.pod).then_some(report)
         });
     futures::future::join_all(reads)
         .await

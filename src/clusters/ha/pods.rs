@@ -8,9 +8,10 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::error::Result;
-use crate::resources::{CLUSTER_LABEL, Cluster, ROLE_LABEL};
+use crate::resources::{CLUSTER_LABEL, Cluster, ROLE_LABEL, STATUS_TLS_LABEL};
 use crate::runtime::Context;
 use crate::runtime::apply::{FIELD_MANAGER, unless_gone};
+use crate::runtime::instances::{InstanceAddress, InstanceStatus};
 
 /// The cached database pods of `cluster`, by name.
 pub fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
@@ -45,6 +46,33 @@ pub fn pod_ip(pods: &[Arc<Pod>], name: &str) -> Option<String> {
     pods.iter()
         .find(|pod| pod.name_any() == name)
         .and_then(|pod| pod.status.as_ref()?.pod_ip.clone())
+}
+
+/// How to reach and trust the instance manager of `pod`, once it has an IP.
+pub fn instance_address(cluster: &Cluster<'_>, pod: &Pod) -> Option<InstanceAddress> {
+    let ip = pod.status.as_ref()?.pod_ip.clone()?;
+    let name = pod.name_any();
+    Some(InstanceAddress {
+        namespace: cluster.namespace.to_owned(),
+        cluster: cluster.name.to_owned(),
+        server_name: format!("{name}.{}", cluster.peer_domain()),
+        tls: pod.labels().contains_key(STATUS_TLS_LABEL),
+        server_secret: cluster.server_tls_secret_name(),
+        token_secret: cluster.monitoring_secret_name(),
+        pod: name,
+        ip,
+    })
+}
+
+/// The report of the manager of the pod named `name`, if it has an IP and answers.
+pub async fn read_report(
+    ctx: &Context,
+    cluster: &Cluster<'_>,
+    pods: &[Arc<Pod>],
+    name: &str,
+) -> Option<InstanceStatus> {
+    let pod = pods.iter().find(|pod| pod.name_any() == name)?;
+    ctx.instances.report(&instance_address(cluster, pod)?).await
 }
 
 /// Sets the role label of `pod` (server-side apply of that one label, Tusk's field manager).

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 
-use super::pods::{is_ready, pod_ip};
+use super::pods::{is_ready, read_report};
 use super::rollout_plan::{Member, Move, next_move};
 use crate::error::Result;
 use crate::resources::{Cluster, hot_standby_values};
@@ -64,10 +64,7 @@ async fn lowered_on_primary(
     pods: &[Arc<Pod>],
     primary: &str,
 ) -> Vec<String> {
-    let Some(ip) = pod_ip(pods, primary) else {
-        return Vec::new();
-    };
-    let Some(report) = ctx.instances.report(&ip).await else {
+    let Some(report) = read_report(ctx, cluster, pods, primary).await else {
         return Vec::new();
     };
     let desired = hot_standby_values(&cluster.spec.parameters);

@@ -15,6 +15,7 @@ use kube::api::{Api, Patch, PatchParams};
 use super::election::{InstanceStatus, most_advanced};
 use super::handover_record::unrecorded;
 use super::lease::{self, holder};
+use super::pods::read_report;
 use super::state::{PrimaryState, SwitchoverNote};
 use super::switchover_plan::{LeaseSwitchover, SwitchoverStep, plan};
 use crate::crd::{Failover, PostgreSQL};
@@ -121,7 +122,7 @@ pub async fn advance(
     let (request, why) = match (explicit, planned) {
         (Some(target), _) => (Some(target), "requested".to_owned()),
         (None, Some((candidates, why))) if facts.to.is_none() => {
-            let Some(target) = most_advanced_of(ctx, pods, candidates).await else {
+            let Some(target) = most_advanced_of(ctx, cluster, pods, candidates).await else {
                 let why = format!("{why}, but no ready replica streams: the primary stays");
                 return Ok(Advanced {
                     note: Some(SwitchoverNote::Blocked(why)),
@@ -135,7 +136,7 @@ pub async fn advance(
     };
     let target_name = facts.to.clone().or_else(|| request.clone());
     let report = match target_name.as_deref() {
-        Some(target) => read_report(ctx, pods, target).await,
+        Some(target) => read_report(ctx, cluster, pods, target).await,
         None => None,
     };
     let step = plan(
@@ -265,20 +266,16 @@ pub async fn clear_request(pg: &PostgreSQL, ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-/// The `/status` of the instance manager of pod `name`, if it answers.
-async fn read_report(ctx: &Context, pods: &[Arc<Pod>], name: &str) -> Option<InstanceStatus> {
-    let pod = pods.iter().find(|pod| pod.name_any() == name)?;
-    let ip = pod.status.as_ref()?.pod_ip.clone()?;
-    ctx.instances.report(&ip).await
-}
-
 /// The most advanced of `candidates` that streams, by their managers' reports.
 async fn most_advanced_of(
     ctx: &Context,
+    cluster: &Cluster<'_>,
     pods: &[Arc<Pod>],
     candidates: &[String],
 ) -> Option<String> {
-    let reads = candidates.iter().map(|pod| read_report(ctx, pods, pod));
+    let reads = candidates
+        .iter()
+        .map(|pod| read_report(ctx, cluster, pods, pod));
     let reports: Vec<InstanceStatus> = futures::future::join_all(reads)
         .await
         .into_iter()
