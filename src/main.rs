@@ -15,6 +15,7 @@ use tusk::leader::Leadership;
 use tusk::metrics::Metrics;
 use tusk::operator::{Scope, run};
 use tusk::resources::AgentSettings;
+use tusk::resources::ca_rotation::Lifetimes;
 use tusk::telemetry::{self, LogFormat};
 
 #[derive(Parser)]
@@ -63,6 +64,21 @@ struct RunArgs {
     /// endpoint fails the call instead of holding a reconcile.
     #[arg(long, env = "TUSK_BUCKET_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
     bucket_timeout: std::time::Duration,
+    /// For tests only: the lifetimes of the leaves and the CA Tusk issues, `LEAF,CA` (e.g.
+    /// `3m,20m`), to see renewals and a CA rotation within a test run. Default: two and ten years.
+    #[arg(long, env = "TUSK_CERTIFICATE_LIFETIMES", hide = true, value_parser = parse_lifetimes)]
+    certificate_lifetimes: Option<Lifetimes>,
+}
+
+fn parse_lifetimes(value: &str) -> Result<Lifetimes, String> {
+    let (leaf, ca) = value
+        .split_once(',')
+        .ok_or_else(|| format!("{value:?} is not LEAF,CA"))?;
+    let duration = |text: &str| -> Result<time::Duration, String> {
+        let parsed = parse_timeout(text.trim())?;
+        time::Duration::try_from(parsed).map_err(|e| e.to_string())
+    };
+    Lifetimes::new(duration(leaf)?, duration(ca)?)
 }
 
 fn parse_timeout(value: &str) -> Result<std::time::Duration, String> {
@@ -157,6 +173,7 @@ async fn run_operator(args: RunArgs) -> ExitCode {
             scope,
             agent.clone(),
             args.bucket_timeout,
+            args.certificate_lifetimes.unwrap_or_default(),
             metrics.clone(),
             shutdown.clone().cancelled_owned(),
         )

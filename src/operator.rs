@@ -15,6 +15,7 @@ use tracing::{debug, info, warn};
 
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
+use crate::resources::ca_rotation::Lifetimes;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNOTATION};
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::compact_pod;
@@ -93,6 +94,7 @@ pub async fn run(
     scope: Scope,
     agent: AgentSettings,
     bucket_timeout: std::time::Duration,
+    certificate_lifetimes: Lifetimes,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -149,7 +151,10 @@ pub async fn run(
     metrics.watch_secrets(caches.secrets.clone());
     drivers.extend([pods_driver, jobs_driver.boxed(), backups_driver.boxed()]);
     let buckets = Arc::new(SecretBuckets::new(client.clone(), bucket_timeout));
-    let context = Arc::new(Context::new(client, agent, caches, metrics, buckets));
+    let context = Arc::new(
+        Context::new(client, agent, caches, metrics, buckets)
+            .with_certificate_lifetimes(certificate_lifetimes),
+    );
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);
     let controllers = {

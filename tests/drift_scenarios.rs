@@ -12,6 +12,7 @@ use support::verifier::{self, Expect};
 use support::world::*;
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
+use tusk::resources::ca_rotation::{self, Lifetimes};
 use tusk::resources::tls;
 
 /// A converged, Ready cluster whose cache then lost what `forget` removes.
@@ -244,12 +245,12 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
     let pg = postgresql(MINIMAL);
     let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
     let now = time::OffsetDateTime::now_utc();
-    let ca = tls::issue_ca(&cluster, now).expect("CA");
-    let stored = serde_json::to_value(tls::ca_secret(&cluster, &ca)).expect("JSON");
+    let ca = tls::issue_ca(&cluster, now, &Lifetimes::default()).expect("CA");
+    let stored = serde_json::to_value(steady_ca_secret(&cluster, &ca)).expect("JSON");
     let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
         // Issued 17 months ago (less than a third of 24 months left) by the stored CA, which
         // the credentials already carry: the renewal rewrites the server Secret alone.
-        let expires = tls::server_not_after(now - time::Duration::days(510));
+        let expires = now - time::Duration::days(510) + tls::SERVER_LIFETIME;
         let at = jiff::Timestamp::from_second(expires.unix_timestamp()).unwrap();
         for secret in &mut cache.secrets {
             let annotations = secret.metadata.annotations.get_or_insert_default();
@@ -292,8 +293,13 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
 async fn a_server_secret_from_before_the_replication_certificate_gains_one() {
     let pg = postgresql(MINIMAL);
     let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
-    let ca = tls::issue_ca(&cluster, time::OffsetDateTime::now_utc()).expect("CA");
-    let stored = serde_json::to_value(tls::ca_secret(&cluster, &ca)).expect("JSON");
+    let ca = tls::issue_ca(
+        &cluster,
+        time::OffsetDateTime::now_utc(),
+        &Lifetimes::default(),
+    )
+    .expect("CA");
+    let stored = serde_json::to_value(steady_ca_secret(&cluster, &ca)).expect("JSON");
     let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
         // Current in every other way: signed by the stored CA, which the credentials carry.
         for secret in &mut cache.secrets {
@@ -330,8 +336,13 @@ async fn a_server_certificate_left_signed_by_a_replaced_ca_is_signed_again() {
     // while the operator could not patch Secrets), so the server still holds the old CA's.
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
-    let ca = tls::issue_ca(&cluster, time::OffsetDateTime::now_utc()).expect("CA");
-    let stored = tls::ca_secret(&cluster, &ca);
+    let ca = tls::issue_ca(
+        &cluster,
+        time::OffsetDateTime::now_utc(),
+        &Lifetimes::default(),
+    )
+    .expect("CA");
+    let stored = steady_ca_secret(&cluster, &ca);
     remove_named(&mut cache.secrets, "demo-ca");
     cache.secrets.push(stored.clone());
     let follow = credentials_follow(&cache);
@@ -356,17 +367,27 @@ async fn a_server_certificate_left_signed_by_a_replaced_ca_is_signed_again() {
 }
 
 #[tokio::test]
-async fn a_ca_secret_from_before_fingerprints_is_annotated_once() {
-    let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    let mut legacy = cache
-        .secrets
-        .iter()
-        .find(|s| s.metadata.name.as_deref() == Some("demo-ca"))
-        .cloned()
-        .expect("the converged CA");
+async fn a_ca_secret_from_before_fingerprints_and_rotations_is_annotated_once() {
+    // A CA Secret of an early Tusk: a CA with no annotations, which the server and the
+    // credentials were made with.
+    let pg = postgresql(MINIMAL);
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    let now = time::OffsetDateTime::now_utc();
+    let ca = tls::issue_ca(&cluster, now, &Lifetimes::default()).expect("CA");
+    let mut legacy = steady_ca_secret(&cluster, &ca);
     legacy.metadata.annotations = None;
-    remove_named(&mut cache.secrets, "demo-ca");
-    cache.secrets.push(legacy.clone());
+    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        remove_named(&mut cache.secrets, "demo-ca");
+        cache.secrets.push(legacy.clone());
+        for secret in &mut cache.secrets {
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            if ["demo-server-tls", "demo-superuser", "demo-app"].contains(&name.as_str()) {
+                let annotations = secret.metadata.annotations.get_or_insert_default();
+                let fingerprint = tls::ca_fingerprint(&ca.cert);
+                annotations.insert(tls::CA_FINGERPRINT_ANNOTATION.to_owned(), fingerprint);
+            }
+        }
+    });
     let stored = serde_json::to_value(&legacy).expect("JSON");
     let script = vec![
         Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
@@ -377,13 +398,21 @@ async fn a_ca_secret_from_before_fingerprints_is_annotated_once() {
         Expect::event(NS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
+    let annotations = &seen[1].body["metadata"]["annotations"];
     assert_eq!(
-        seen[1].body["metadata"]["annotations"][tls::CA_FINGERPRINT_ANNOTATION],
-        tls::ca_fingerprint("ca certificate")
+        annotations[tls::CA_FINGERPRINT_ANNOTATION],
+        tls::ca_fingerprint(&ca.cert)
     );
+    // Its rotation scheduled from its certificate: two thirds into its ten years.
+    let next_step = annotations[ca_rotation::CA_NEXT_STEP_ANNOTATION]
+        .as_str()
+        .expect("scheduled");
+    let next_step: jiff::Timestamp = next_step.parse().expect("RFC 3339");
+    let expected: time::OffsetDateTime = now + tls::CA_LIFETIME - tls::CA_LIFETIME / 3;
+    assert!((next_step.as_second() - expected.unix_timestamp()).abs() < 5);
     assert_eq!(seen[2].body["note"], "Updated Secret demo-ca");
     assert!(
-        !seen[2].body.to_string().contains("ca key"),
+        !seen[2].body.to_string().contains("PRIVATE KEY"),
         "no key in Events"
     );
 }

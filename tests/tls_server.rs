@@ -9,6 +9,7 @@ use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use tusk::PostgreSQL;
+use tusk::resources::ca_rotation::Lifetimes;
 use tusk::resources::{Cluster, render_postgresql_conf, tls};
 
 /// uid/gid of `postgres` when running as root (the server refuses root), else None.
@@ -86,8 +87,10 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     .unwrap();
     let cluster = Cluster::new(&pg).unwrap();
     let now = time::OffsetDateTime::now_utc();
-    let ca = tls::issue_ca(&cluster, now).unwrap();
-    let server = tls::issue_server(&cluster, "cluster.local", &ca, now).unwrap();
+    let lifetimes = Lifetimes::default();
+    let ca = tls::issue_ca(&cluster, now, &lifetimes).unwrap();
+    let validity = tls::Validity::leaf(now, &lifetimes, now + lifetimes.ca);
+    let server = tls::issue_server(&cluster, "cluster.local", &ca, validity).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -255,7 +258,7 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     // The replication role needs both its password and the certificate Tusk issued it.
     let created = local("CREATE ROLE tusk_replication REPLICATION LOGIN PASSWORD 'repl-test'");
     assert!(created.status.success(), "{created:?}");
-    let replication = tls::issue_replication(&cluster, &ca, now).unwrap();
+    let replication = tls::issue_replication(&cluster, &ca, validity).unwrap();
     let (cert, key) = (root.join("replication.crt"), root.join("replication.key"));
     std::fs::write(&cert, &replication.cert).unwrap();
     std::fs::write(&key, &replication.key).unwrap();

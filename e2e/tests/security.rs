@@ -70,8 +70,10 @@ async fn user_certificate(ctx: &Ctx, name: &str, secret: &str) -> Result<String>
     }))?;
     let cluster = Cluster::new(&pg)?;
     let now = time::OffsetDateTime::now_utc();
-    let ca = tls::issue_ca(&cluster, now)?;
-    let server = tls::issue_server(&cluster, "cluster.local", &ca, now)?;
+    let lifetimes = tls::Lifetimes::default();
+    let ca = tls::issue_ca(&cluster, now, &lifetimes)?;
+    let validity = tls::Validity::leaf(now, &lifetimes, now + lifetimes.ca);
+    let server = tls::issue_server(&cluster, "cluster.local", &ca, validity)?;
     let data = [
         (tls::TLS_CRT, &server.cert),
         (tls::TLS_KEY, &server.key),

@@ -5,10 +5,12 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
+use tracing::info;
 
 use super::desired::Desired;
 use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
+use crate::resources::ca_rotation::{self, CaState};
 use crate::resources::{self, Cluster, tls};
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, Written, apply, create};
@@ -126,11 +128,12 @@ async fn ensure_credentials(
     }
 }
 
-/// Issues the cluster's CA and its server certificate once, each in its Secret. Only what is
-/// missing is made: a missing server certificate is signed by the stored CA (clients that trust
-/// it keep trusting the server); a missing CA is issued anew with a server certificate it signs,
-/// which replaces the old one. A server certificate due for renewal, or signed by another CA
-/// than the stored one, is issued again in place.
+/// The cluster's CA and its server certificate, each in its Secret. Only what is missing or due
+/// is made: a missing server certificate is signed by the stored CA (clients that trust it keep
+/// trusting the server); a missing CA is issued anew with a server certificate it signs, which
+/// replaces the old one. A server certificate due for renewal, or made with another CA bundle
+/// than the stored one, is issued again in place; a CA rotation step due is taken
+/// ([`ca_rotation`]), one per reconcile.
 /// Returns the server Secret when it wrote or read one. With `spec.tls.serverSecret`, nothing is
 /// issued: the user's Secret is read (it is not ours, so not cached) and checked.
 async fn ensure_certificates(
@@ -147,12 +150,13 @@ async fn ensure_certificates(
         return Ok((Vec::new(), Some(secret)));
     }
     let ns = cluster.namespace;
+    let lifetimes = &ctx.certificate_lifetimes;
     let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
     let now = time::OffsetDateTime::now_utc();
-    // What a server Secret needs: not due for renewal, and signed by the CA stored now (a CA
-    // issued anew while the server's rewrite failed must still reach the server).
+    // What a server Secret needs: not due for renewal, and made with the CA bundle stored now
+    // (a CA issued anew while the server's rewrite failed must still reach the server).
     let current = |server: &Secret, ca_fingerprint: Option<&str>| {
-        !tls::server_renewal_due(server, now)
+        !tls::server_renewal_due(server, now, lifetimes)
             && ca_fingerprint.is_some()
             && tls::recorded_ca(server) == ca_fingerprint
     };
@@ -160,6 +164,7 @@ async fn ensure_certificates(
     let cached_ca = ctx.caches.secrets.get(ns, &ca_name);
     if let (Some(server), Some(ca)) = (&cached_server, &cached_ca)
         && current(server, tls::recorded_ca(ca))
+        && !ca_rotation::step_due(ca, now)
     {
         return Ok((Vec::new(), None));
     }
@@ -175,41 +180,54 @@ async fn ensure_certificates(
     let mut writes = Vec::new();
     let ca = match read(ca_name).await? {
         Some(stored) => {
-            let ca = tls::stored_ca(&stored)?;
-            let fingerprint = tls::ca_fingerprint(&ca.cert);
-            if tls::recorded_ca(&stored) != Some(fingerprint.as_str()) {
-                // A CA Secret from before the annotation: recorded once, the cache compares.
-                let annotated = tls::ca_secret(cluster, &ca);
-                apply(api, None, annotated.clone()).await?;
-                writes.extend(Written::of(&annotated, Change::Updated));
+            let state = CaState::read(&stored, lifetimes)?;
+            let state = match state.advance(cluster, now, lifetimes)? {
+                Some((stepped, stage)) => {
+                    info!(cluster = %cluster.name, namespace = ns, stage = stage.as_str(),
+                          next_step = %stepped.next_step, "certificate authority rotation");
+                    stepped
+                }
+                None => state,
+            };
+            let secret = state.secret(cluster);
+            // Written when a step was taken, or to record a schedule or bundle fingerprint a
+            // Secret from before them lacks: from then on the cache compares.
+            let recorded = |secret: &Secret| {
+                let fingerprint = tls::recorded_ca(secret).map(str::to_owned);
+                (fingerprint, ca_rotation::recorded_next_step(secret))
+            };
+            if recorded(&secret) != recorded(&stored) {
+                apply(api, None, secret.clone()).await?;
+                writes.extend(Written::of(&secret, Change::Updated));
             }
             if server
                 .as_ref()
-                .is_some_and(|s| current(s, Some(&fingerprint)))
+                .is_some_and(|s| current(s, tls::recorded_ca(&secret)))
             {
                 return Ok((writes, None));
             }
-            ca
+            state
         }
         None => {
-            let ca = tls::issue_ca(cluster, now)?;
-            let secret = tls::ca_secret(cluster, &ca);
+            let state = CaState::issue(cluster, now, lifetimes)?;
+            let secret = state.secret(cluster);
             let change = create(api, &secret).await?;
             writes.extend(Written::of(&secret, change));
             if change != Change::Created {
                 // Another writer stored a CA meanwhile: the next reconcile signs with it.
                 return Ok((writes, None));
             }
-            ca
+            state
         }
     };
+    let validity = tls::Validity::leaf(now, lifetimes, ca.signer_not_after(cluster)?);
     let issued = tls::ServerCertificates {
-        server: tls::issue_server(cluster, &ctx.cluster_domain, &ca, now)?,
-        replication: tls::issue_replication(cluster, &ca, now)?,
+        server: tls::issue_server(cluster, &ctx.cluster_domain, &ca.signer, validity)?,
+        replication: tls::issue_replication(cluster, &ca.signer, validity)?,
     };
-    let secret = tls::server_secret(cluster, &issued, &ca.cert, tls::server_not_after(now));
-    // A renewal (or a new CA) replaces the Secret's files in place; the instance managers
-    // reload PostgreSQL when they change, no pod restarts.
+    let secret = tls::server_secret(cluster, &issued, &ca.bundle(), validity.until);
+    // A renewal (or a new CA, or a rotation step) replaces the Secret's files in place; the
+    // instance managers reload PostgreSQL when they change, no pod restarts.
     let change = if server.is_some() {
         apply(api, None, secret.clone()).await?;
         Change::Updated
@@ -219,6 +237,30 @@ async fn ensure_certificates(
     writes.extend(Written::of(&secret, change));
     let written = (change != Change::Unchanged).then_some(secret);
     Ok((writes, written))
+}
+
+/// How long until a certificate of the cluster is due (a renewal or a CA rotation step), as the
+/// cache knows them; `None` with certificates the user brings or none cached yet. No event marks
+/// that moment, so the reconcile asks to be run again then.
+pub fn until_certificates_due(cluster: &Cluster<'_>, ctx: &Context) -> Option<std::time::Duration> {
+    if cluster.user_server_secret().is_some() {
+        return None;
+    }
+    let ns = cluster.namespace;
+    let renewal = ctx
+        .caches
+        .secrets
+        .get(ns, &cluster.server_tls_secret_name())
+        .and_then(|server| tls::recorded_not_after(&server))
+        .map(|not_after| not_after - ctx.certificate_lifetimes.leaf_renewal());
+    let step = ctx
+        .caches
+        .secrets
+        .get(ns, &cluster.ca_secret_name())
+        .and_then(|ca| ca_rotation::recorded_next_step(&ca));
+    let due = renewal.into_iter().chain(step).min()?;
+    let until = due - time::OffsetDateTime::now_utc();
+    Some(std::time::Duration::try_from(until).unwrap_or_default())
 }
 
 /// Creates a Secret once. An existing Secret, ours or one the user brought, is never rewritten:

@@ -15,6 +15,7 @@ use super::archiving;
 use super::backup_schedule::{self, freshness::Freshness};
 use super::children::apply_children;
 use super::cleanup;
+use super::credentials;
 use super::desired::desired;
 use super::ha::{self, PrimaryState};
 use super::report;
@@ -141,7 +142,9 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // A Secret the user brings is not watched: its renewals reach the credentials by this.
     let next = match cluster.user_server_secret() {
         Some(_) => next.min(USER_SECRET_RECHECK),
-        None => next,
+        // A second late, so that the step is due when it runs.
+        None => credentials::until_certificates_due(&cluster, ctx)
+            .map_or(next, |until| next.min(until + Duration::from_secs(1))),
     };
     Ok(Action::requeue(next))
 }

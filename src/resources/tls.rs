@@ -33,15 +33,65 @@ pub const REPLICATION_KEY: &str = "replication.key";
 /// matches against the user name).
 pub const REPLICATION_USER: &str = "tusk_replication";
 
-/// Lifetimes. The server's is the shorter, so that a renewal only ever needs the CA that is
-/// already trusted; it is renewed once a third of it is left ([`server_renewal_due`]).
+/// Default lifetimes. The server's is the shorter, so that a renewal only ever needs the CA that
+/// is already trusted; it is renewed once a third of it is left ([`server_renewal_due`]); the
+/// CA is rotated with an overlap (`ca_rotation`).
 pub const CA_LIFETIME: Duration = Duration::days(10 * 365);
 pub const SERVER_LIFETIME: Duration = Duration::days(2 * 365);
+/// How long the CA and the leaves (server, replication) live. The defaults are ten and two
+/// years; shorter ones exist for tests (`--certificate-lifetimes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lifetimes {
+    pub ca: Duration,
+    pub leaf: Duration,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        Self {
+            ca: CA_LIFETIME,
+            leaf: SERVER_LIFETIME,
+        }
+    }
+}
+
+impl Lifetimes {
+    /// Lifetimes whose rotation schedule holds: a leaf the old CA signs just before step 2
+    /// must not outlive the old CA, so a leaf lives at most 7/30 of a CA (1/3 − 1/10).
+    pub fn new(leaf: Duration, ca: Duration) -> Result<Self, String> {
+        if leaf < Duration::minutes(1) {
+            return Err(format!("a leaf lifetime of {leaf} is under a minute"));
+        }
+        if leaf * 30 > ca * 7 {
+            return Err(format!(
+                "a leaf lifetime of {leaf} is more than 7/30 of the CA's ({ca}): a leaf signed \
+                 by the old CA could outlive it"
+            ));
+        }
+        Ok(Self { ca, leaf })
+    }
+
+    /// A leaf is issued again once a third of its life is left.
+    pub fn leaf_renewal(&self) -> Duration {
+        self.leaf / 3
+    }
+
+    /// A CA rotation starts once a third of its life is left.
+    pub fn ca_rotation(&self) -> Duration {
+        self.ca / 3
+    }
+
+    /// How long each rotation step waits before the next.
+    pub fn overlap(&self) -> Duration {
+        self.ca / 10
+    }
+}
+
 /// On the server Secret: when its certificate expires (RFC 3339). Renewal and status read it
 /// from the cached metadata; the certificate itself is never cached.
 pub const NOT_AFTER_ANNOTATION: &str = "tusk.dev/not-after";
-/// On the CA, server and credentials Secrets: which CA their `ca.crt` holds (the first 64 bits of
-/// its SHA-256, hex). The server Secret follows the CA's, the credentials the server's: a
+/// On the CA, server and credentials Secrets: which CA bundle their `ca.crt` holds (the first
+/// 64 bits of its SHA-256, hex; one CA but during a rotation, see `ca_rotation`). The server Secret follows the CA's, the credentials the server's: a
 /// reconcile compares the cached annotations, and reads nothing while they agree.
 pub const CA_FINGERPRINT_ANNOTATION: &str = "tusk.dev/ca-sha256";
 /// Issued slightly in the past: a node whose clock lags must not see a certificate from the future.
@@ -56,6 +106,12 @@ pub enum TlsError {
         secret: String,
         key: &'static str,
         source: rcgen::Error,
+    },
+    #[error("Secret {secret} has no readable {key}: {reason}")]
+    Unreadable {
+        secret: String,
+        key: &'static str,
+        reason: String,
     },
     #[error("Secret {secret} has no {key}")]
     Missing { secret: String, key: &'static str },
@@ -120,21 +176,25 @@ fn common_name(name: String) -> DistinguishedName {
     dn
 }
 
-fn ca_params(cluster: &Cluster, now: OffsetDateTime) -> CertificateParams {
+fn ca_params(cluster: &Cluster, now: OffsetDateTime, lifetimes: &Lifetimes) -> CertificateParams {
     let mut params = CertificateParams::default();
     params.distinguished_name = common_name(format!("{}/{} CA", cluster.namespace, cluster.name));
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     params.not_before = now - BACKDATE;
-    params.not_after = now + CA_LIFETIME;
+    params.not_after = now + lifetimes.ca;
     params
 }
 
 /// A new CA for `cluster`.
-pub fn issue_ca(cluster: &Cluster, now: OffsetDateTime) -> Result<Pem, TlsError> {
+pub fn issue_ca(
+    cluster: &Cluster,
+    now: OffsetDateTime,
+    lifetimes: &Lifetimes,
+) -> Result<Pem, TlsError> {
     let name = cluster.ca_secret_name();
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(&name))?;
-    let cert = ca_params(cluster, now)
+    let cert = ca_params(cluster, now, lifetimes)
         .self_signed(&key)
         .map_err(issue_error(&name))?;
     Ok(Pem {
@@ -143,49 +203,66 @@ pub fn issue_ca(cluster: &Cluster, now: OffsetDateTime) -> Result<Pem, TlsError>
     })
 }
 
+/// When a leaf is valid: from just before `from` until `until`.
+#[derive(Clone, Copy, Debug)]
+pub struct Validity {
+    pub from: OffsetDateTime,
+    pub until: OffsetDateTime,
+}
+
+impl Validity {
+    /// A leaf issued at `now`: for its lifetime, never past its signer's expiry.
+    pub fn leaf(
+        now: OffsetDateTime,
+        lifetimes: &Lifetimes,
+        signer_not_after: OffsetDateTime,
+    ) -> Self {
+        Self {
+            from: now,
+            until: (now + lifetimes.leaf).min(signer_not_after),
+        }
+    }
+}
+
 /// A server certificate for [`server_names`], signed by `ca`.
 pub fn issue_server(
     cluster: &Cluster,
     domain: &str,
     ca: &Pem,
-    now: OffsetDateTime,
+    validity: Validity,
 ) -> Result<Pem, TlsError> {
     let name = cluster.server_tls_secret_name();
     let mut params =
         CertificateParams::new(server_names(cluster, domain)).map_err(issue_error(&name))?;
     params.distinguished_name = common_name(cluster.rw_service_name());
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    issue_leaf(cluster, ca, params, &name, now)
+    issue_leaf(cluster, ca, params, &name, validity)
 }
 
 /// The replication role's client certificate ([`REPLICATION_USER`] as its common name), signed
-/// by `ca`, expiring with the server certificate issued at `now`.
-pub fn issue_replication(
-    cluster: &Cluster,
-    ca: &Pem,
-    now: OffsetDateTime,
-) -> Result<Pem, TlsError> {
+/// by `ca`, valid as the server certificate issued with it.
+pub fn issue_replication(cluster: &Cluster, ca: &Pem, validity: Validity) -> Result<Pem, TlsError> {
     let name = format!("{} ({REPLICATION_USER})", cluster.server_tls_secret_name());
     let mut params = CertificateParams::default();
     params.distinguished_name = common_name(REPLICATION_USER.to_owned());
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    issue_leaf(cluster, ca, params, &name, now)
+    issue_leaf(cluster, ca, params, &name, validity)
 }
 
 /// A leaf certificate of `params` (its names, subject and purpose), with a new key, signed by
-/// `ca`, valid from just before `now` for the server's lifetime. `name` names it in errors.
+/// `ca`, valid for `validity`. `name` names it in errors.
 fn issue_leaf(
     cluster: &Cluster,
     ca: &Pem,
     mut params: CertificateParams,
     name: &str,
-    now: OffsetDateTime,
+    validity: Validity,
 ) -> Result<Pem, TlsError> {
     let issuer = ca_issuer(cluster, ca)?;
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.use_authority_key_identifier_extension = true;
-    params.not_before = now - BACKDATE;
-    params.not_after = server_not_after(now);
+    params.not_before = validity.from - BACKDATE;
+    params.not_after = validity.until;
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error(name))?;
     let cert = params.signed_by(&key, &issuer).map_err(issue_error(name))?;
     Ok(Pem {
@@ -208,29 +285,26 @@ fn ca_issuer(cluster: &Cluster, ca: &Pem) -> Result<Issuer<'static, KeyPair>, Tl
     Issuer::from_ca_cert_pem(&ca.cert, ca_key).map_err(stored(CA_CRT))
 }
 
-/// When a server certificate issued at `now` expires.
-pub fn server_not_after(now: OffsetDateTime) -> OffsetDateTime {
-    now + SERVER_LIFETIME
+/// The time `secret` records under `annotation` (RFC 3339), if it records one that parses.
+pub fn annotated_time(secret: &Secret, annotation: &str) -> Option<OffsetDateTime> {
+    let text = secret.metadata.annotations.as_ref()?.get(annotation)?;
+    let at: jiff::Timestamp = text.parse().ok()?;
+    OffsetDateTime::from_unix_timestamp(at.as_second()).ok()
 }
 
 /// The expiry a server Secret records, if it records one that parses.
 pub fn recorded_not_after(secret: &Secret) -> Option<OffsetDateTime> {
-    let text = secret
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(NOT_AFTER_ANNOTATION)?;
-    let at: jiff::Timestamp = text.parse().ok()?;
-    OffsetDateTime::from_unix_timestamp(at.as_second()).ok()
+    annotated_time(secret, NOT_AFTER_ANNOTATION)
 }
 
 /// Whether the server certificate in `secret` must be issued again: less than a third of its
 /// life left, or no expiry or CA recorded (a Secret from before the annotations, or one edited),
 /// so that a missed reconcile, a slow rollout or a paused operator still renew long before expiry.
-pub fn server_renewal_due(secret: &Secret, now: OffsetDateTime) -> bool {
+pub fn server_renewal_due(secret: &Secret, now: OffsetDateTime, lifetimes: &Lifetimes) -> bool {
     recorded_ca(secret).is_none()
         || !carries_replication_certificate(secret)
-        || recorded_not_after(secret).is_none_or(|not_after| now >= not_after - SERVER_LIFETIME / 3)
+        || recorded_not_after(secret)
+            .is_none_or(|not_after| now >= not_after - lifetimes.leaf_renewal())
 }
 
 /// Whether the server Secret carries the replication role's certificate (one issued before it
@@ -256,28 +330,12 @@ pub fn recorded_ca(secret: &Secret) -> Option<&str> {
         .map(String::as_str)
 }
 
-fn data(entries: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
+pub(super) fn data(entries: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
     entries
         .iter()
         .filter(|(_, v)| !v.is_empty())
         .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
         .collect()
-}
-
-/// Secret `<name>-ca`: the CA's certificate and key, its fingerprint in an annotation. Never
-/// mounted.
-pub fn ca_secret(cluster: &Cluster, ca: &Pem) -> Secret {
-    let mut metadata = cluster.child_meta(cluster.ca_secret_name(), Component::Credentials);
-    metadata.annotations = Some(BTreeMap::from([(
-        CA_FINGERPRINT_ANNOTATION.to_owned(),
-        ca_fingerprint(&ca.cert),
-    )]));
-    Secret {
-        metadata,
-        type_: Some("Opaque".to_owned()),
-        data: Some(data(&[(CA_CRT, &ca.cert), (CA_KEY, &ca.key)])),
-        ..Secret::default()
-    }
 }
 
 /// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt` and the replication role's
@@ -325,26 +383,6 @@ pub fn check_user_server_secret(secret: &Secret) -> Result<(), TlsError> {
         }
     }
     Ok(())
-}
-
-/// The CA stored in Secret `<name>-ca`.
-pub fn stored_ca(secret: &Secret) -> Result<Pem, TlsError> {
-    let name = secret.metadata.name.clone().unwrap_or_default();
-    let get = |key: &'static str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|b| String::from_utf8(b.0.clone()).ok())
-            .ok_or(TlsError::Missing {
-                secret: name.clone(),
-                key,
-            })
-    };
-    Ok(Pem {
-        cert: get(CA_CRT)?,
-        key: get(CA_KEY)?,
-    })
 }
 
 #[cfg(test)]

@@ -2,17 +2,28 @@ use x509_parser::extensions::GeneralName;
 use x509_parser::pem::parse_x509_pem;
 
 use super::*;
+use crate::resources::ca_rotation::CaState;
 use crate::resources::fixtures::*;
 
 fn now() -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
 }
 
+const LIFETIMES: Lifetimes = Lifetimes {
+    ca: CA_LIFETIME,
+    leaf: SERVER_LIFETIME,
+};
+
+/// A leaf issued at [`now`] by a CA issued then too.
+fn validity() -> Validity {
+    Validity::leaf(now(), &LIFETIMES, now() + CA_LIFETIME)
+}
+
 /// The server's and the replication role's certificates, as a reconcile issues them.
 fn issued(cluster: &Cluster, ca: &Pem) -> ServerCertificates {
     ServerCertificates {
-        server: issue_server(cluster, "cluster.local", ca, now()).unwrap(),
-        replication: issue_replication(cluster, ca, now()).unwrap(),
+        server: issue_server(cluster, "cluster.local", ca, validity()).unwrap(),
+        replication: issue_replication(cluster, ca, validity()).unwrap(),
     }
 }
 
@@ -48,8 +59,8 @@ fn the_server_certificate_names_every_service_and_pod_in_every_form() {
 fn the_server_certificate_is_signed_by_the_cluster_ca_for_serving_only() {
     let pg = postgresql(MINIMAL);
     let cluster = Cluster::new(&pg).unwrap();
-    let ca = issue_ca(&cluster, now()).unwrap();
-    let server = issue_server(&cluster, "example.org", &ca, now()).unwrap();
+    let ca = issue_ca(&cluster, now(), &LIFETIMES).unwrap();
+    let server = issue_server(&cluster, "example.org", &ca, validity()).unwrap();
 
     let ca_der = der(&ca.cert);
     let (_, ca_x509) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
@@ -107,8 +118,8 @@ fn the_server_certificate_is_signed_by_the_cluster_ca_for_serving_only() {
 fn the_replication_certificate_names_the_role_for_client_use_only_and_expires_with_the_server() {
     let pg = postgresql(MINIMAL);
     let cluster = Cluster::new(&pg).unwrap();
-    let ca = issue_ca(&cluster, now()).unwrap();
-    let client = issue_replication(&cluster, &ca, now()).unwrap();
+    let ca = issue_ca(&cluster, now(), &LIFETIMES).unwrap();
+    let client = issue_replication(&cluster, &ca, validity()).unwrap();
     let ca_der = der(&ca.cert);
     let (_, ca_x509) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
     let client_der = der(&client.cert);
@@ -125,7 +136,7 @@ fn the_replication_certificate_names_the_role_for_client_use_only_and_expires_wi
     assert!(eku.client_auth && !eku.server_auth);
     assert_eq!(
         leaf.validity().not_after.timestamp(),
-        server_not_after(now()).unix_timestamp()
+        validity().until.unix_timestamp()
     );
 }
 
@@ -133,20 +144,21 @@ fn the_replication_certificate_names_the_role_for_client_use_only_and_expires_wi
 fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
     let pg = postgresql(MINIMAL);
     let cluster = Cluster::new(&pg).unwrap();
-    let ca = issue_ca(&cluster, now()).unwrap();
-    let secret = ca_secret(&cluster, &ca);
+    let ca = issue_ca(&cluster, now(), &LIFETIMES).unwrap();
+    let state = CaState {
+        signer: ca.clone(),
+        next: None,
+        previous: None,
+        next_step: now(),
+    };
+    let secret = state.secret(&cluster);
     assert_eq!(secret.metadata.name.as_deref(), Some("demo-ca"));
-    assert_eq!(stored_ca(&secret).unwrap(), ca);
-    issue_server(
-        &cluster,
-        "cluster.local",
-        &stored_ca(&secret).unwrap(),
-        now(),
-    )
-    .unwrap();
+    let stored = CaState::read(&secret, &LIFETIMES).unwrap();
+    assert_eq!(stored, state);
+    issue_server(&cluster, "cluster.local", &stored.signer, validity()).unwrap();
 
     let issued = issued(&cluster, &ca);
-    let mounted = server_secret(&cluster, &issued, &ca.cert, server_not_after(now()));
+    let mounted = server_secret(&cluster, &issued, &ca.cert, validity().until);
     assert_eq!(mounted.metadata.name.as_deref(), Some("demo-server-tls"));
     assert_eq!(mounted.type_.as_deref(), Some("kubernetes.io/tls"));
     let keys: Vec<&String> = mounted.data.as_ref().unwrap().keys().collect();
@@ -158,13 +170,13 @@ fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
 
     let mut damaged = secret.clone();
     damaged.data.as_mut().unwrap().remove(CA_KEY);
-    let error = stored_ca(&damaged).unwrap_err().to_string();
+    let error = CaState::read(&damaged, &LIFETIMES).unwrap_err().to_string();
     assert_eq!(error, "Secret demo-ca has no ca.key");
     let garbled = Pem {
         cert: ca.cert.clone(),
         key: "not a key".into(),
     };
-    let error = issue_server(&cluster, "cluster.local", &garbled, now())
+    let error = issue_server(&cluster, "cluster.local", &garbled, validity())
         .unwrap_err()
         .to_string();
     assert!(
@@ -177,41 +189,47 @@ fn a_stored_ca_signs_again_and_a_damaged_one_is_named() {
 fn a_server_certificate_is_renewed_once_a_third_of_its_life_is_left_or_its_expiry_is_unknown() {
     let pg = postgresql(MINIMAL);
     let cluster = Cluster::new(&pg).unwrap();
-    let ca = issue_ca(&cluster, now()).unwrap();
+    let ca = issue_ca(&cluster, now(), &LIFETIMES).unwrap();
     let certificates = issued(&cluster, &ca);
     let issued = now();
-    let secret = server_secret(&cluster, &certificates, &ca.cert, server_not_after(issued));
+    let secret = server_secret(&cluster, &certificates, &ca.cert, validity().until);
     assert_eq!(
         recorded_not_after(&secret),
-        Some(server_not_after(issued).replace_nanosecond(0).unwrap())
+        Some(validity().until.replace_nanosecond(0).unwrap())
     );
     // Two thirds of the life: not yet; past it: due.
     let two_thirds = SERVER_LIFETIME * 2 / 3;
-    assert!(!server_renewal_due(&secret, issued));
+    assert!(!server_renewal_due(&secret, issued, &LIFETIMES));
     assert!(!server_renewal_due(
         &secret,
-        issued + two_thirds - Duration::hours(1)
+        issued + two_thirds - Duration::hours(1),
+        &LIFETIMES
     ));
     assert!(server_renewal_due(
         &secret,
-        issued + two_thirds + Duration::hours(1)
+        issued + two_thirds + Duration::hours(1),
+        &LIFETIMES
     ));
-    assert!(server_renewal_due(&secret, issued + SERVER_LIFETIME * 2));
+    assert!(server_renewal_due(
+        &secret,
+        issued + SERVER_LIFETIME * 2,
+        &LIFETIMES
+    ));
     // No expiry recorded (a Secret written before the annotation, or edited by hand): due.
     let mut unknown = secret.clone();
     unknown.metadata.annotations = None;
-    assert!(server_renewal_due(&unknown, issued));
+    assert!(server_renewal_due(&unknown, issued, &LIFETIMES));
     // Issued before the replication certificate existed: due, so that it gains one.
     let mut without = secret.clone();
     without.data.as_mut().unwrap().remove(REPLICATION_CRT);
-    assert!(server_renewal_due(&without, issued));
+    assert!(server_renewal_due(&without, issued, &LIFETIMES));
     let mut garbled = secret;
     garbled
         .metadata
         .annotations
         .get_or_insert_default()
         .insert(NOT_AFTER_ANNOTATION.to_owned(), "soon".to_owned());
-    assert!(server_renewal_due(&garbled, issued));
+    assert!(server_renewal_due(&garbled, issued, &LIFETIMES));
 }
 
 #[test]

@@ -26,6 +26,7 @@ use super::summaries::{CacheEnded, SummaryStore};
 use super::watch::{ChildWatches, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
+use crate::resources::ca_rotation::Lifetimes;
 use crate::resources::{AgentSettings, STATUS_PORT};
 
 /// The children a cluster owns. This is the one list: each entry is a field of [`Caches`], a
@@ -149,6 +150,8 @@ pub struct Context {
     /// The cluster's DNS domain (`TUSK_CLUSTER_DOMAIN`, default `cluster.local`): the fully
     /// qualified names the server certificates carry.
     pub cluster_domain: String,
+    /// How long the certificates Tusk issues live (ten and two years but in tests).
+    pub certificate_lifetimes: Lifetimes,
     /// Where the operator's own pods run (`POD_NAMESPACE`, default `tusk-system`): a cluster's
     /// NetworkPolicy admits them to the instance managers.
     pub operator_namespace: String,
@@ -179,6 +182,7 @@ impl Context {
             buckets,
             lease_clock: Arc::default(),
             instances,
+            certificate_lifetimes: Lifetimes::default(),
             operator_namespace: std::env::var("POD_NAMESPACE")
                 .ok()
                 .filter(|n| !n.is_empty())
@@ -195,6 +199,12 @@ impl Context {
     /// The same context reading instance reports from `instances`.
     pub fn with_instances(mut self, instances: Arc<dyn StatusSource>) -> Self {
         self.instances = instances;
+        self
+    }
+
+    /// The same context issuing certificates with `lifetimes`.
+    pub fn with_certificate_lifetimes(mut self, lifetimes: Lifetimes) -> Self {
+        self.certificate_lifetimes = lifetimes;
         self
     }
 

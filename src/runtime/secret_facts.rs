@@ -1,5 +1,6 @@
-//! What the Secret cache keeps of each Secret: the cluster that owns it, the two annotations a
-//! reconcile compares (the server certificate's expiry, the CA a Secret was made with), and
+//! What the Secret cache keeps of each Secret: the cluster that owns it, the annotations a
+//! reconcile compares (the server certificate's expiry or the CA's next rotation step, the CA
+//! bundle a Secret was made with), and
 //! whether a server Secret holds the replication certificate. That is
 //! all a converged cluster reads, so it reads nothing from the API server; the values are never
 //! kept. As objects, five Secrets per cluster cost ~1.3 KB each (the metadata struct, the owner
@@ -15,6 +16,7 @@ use kube::Resource;
 use super::summaries::{Summary, SummaryStore};
 use super::watch::owning_cluster;
 use crate::crd::PostgreSQL;
+use crate::resources::ca_rotation::CA_NEXT_STEP_ANNOTATION;
 use crate::resources::tls::{
     self, CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION, REPLICATION_CRT,
 };
@@ -23,8 +25,10 @@ use crate::resources::tls::{
 pub struct SecretFacts {
     /// The PostgreSQL that owns it, if one does.
     owner: Option<Box<str>>,
-    /// [`NOT_AFTER_ANNOTATION`], as written.
-    not_after: Option<Box<str>>,
+    /// [`NOT_AFTER_ANNOTATION`] (a server Secret) or [`CA_NEXT_STEP_ANNOTATION`] (the CA
+    /// Secret, when `ca_step`), as written: one field, no Secret has both.
+    when: Option<Box<str>>,
+    ca_step: bool,
     /// [`CA_FINGERPRINT_ANNOTATION`], as written.
     ca_sha256: Option<Box<str>>,
     /// Whether it holds [`REPLICATION_CRT`] (a server Secret issued before it did not).
@@ -46,7 +50,9 @@ impl Summary<Secret> for SecretFacts {
         };
         Some(Self {
             owner: owning_cluster(secret).map(|cluster| cluster.name.into()),
-            not_after: annotation(NOT_AFTER_ANNOTATION),
+            when: annotation(NOT_AFTER_ANNOTATION).or_else(|| annotation(CA_NEXT_STEP_ANNOTATION)),
+            ca_step: annotation(NOT_AFTER_ANNOTATION).is_none()
+                && annotation(CA_NEXT_STEP_ANNOTATION).is_some(),
             ca_sha256: annotation(CA_FINGERPRINT_ANNOTATION),
             replication_certificate: tls::carries_replication_certificate(secret),
         })
@@ -57,8 +63,12 @@ impl SecretFacts {
     /// The Secret as far as the facts go: name, owner, the kept annotations, and the data keys
     /// a reconcile looks for, each with an empty value: no value is ever kept.
     fn secret(&self, namespace: &str, name: &str) -> Secret {
+        let when = match self.ca_step {
+            true => CA_NEXT_STEP_ANNOTATION,
+            false => NOT_AFTER_ANNOTATION,
+        };
         let annotations: BTreeMap<String, String> = [
-            (NOT_AFTER_ANNOTATION, &self.not_after),
+            (when, &self.when),
             (CA_FINGERPRINT_ANNOTATION, &self.ca_sha256),
         ]
         .into_iter()
@@ -100,10 +110,7 @@ impl SecretStore {
     /// [`Self::get`] gives each: what the metrics read at each scrape.
     pub fn certificates(&self) -> Vec<Secret> {
         let certificate = |namespace: &str, name: &str, facts: &SecretFacts| {
-            facts
-                .not_after
-                .is_some()
-                .then(|| facts.secret(namespace, name))
+            (facts.when.is_some() && !facts.ca_step).then(|| facts.secret(namespace, name))
         };
         self.map_all(certificate).into_iter().flatten().collect()
     }
@@ -157,6 +164,26 @@ mod tests {
         );
         assert!(store.get("prod", "db-app").is_none());
         assert_eq!(store.certificates().len(), 1);
+    }
+
+    #[test]
+    fn a_cached_ca_secret_keeps_its_next_rotation_step_and_is_no_server_certificate() {
+        let mut stored = server_secret();
+        stored.metadata.name = Some("db-ca".into());
+        let annotations = stored.metadata.annotations.as_mut().unwrap();
+        annotations.remove(NOT_AFTER_ANNOTATION);
+        annotations.insert(
+            CA_NEXT_STEP_ANNOTATION.into(),
+            "2031-01-01T00:00:00Z".into(),
+        );
+        let store = SecretStore::of([stored.clone()]);
+        let cached = store.get("prod", "db-ca").unwrap();
+        let next_step = crate::resources::ca_rotation::recorded_next_step;
+        assert_eq!(next_step(&cached), next_step(&stored));
+        assert!(next_step(&cached).is_some());
+        assert_eq!(recorded_not_after(&cached), None);
+        assert_eq!(recorded_ca(&cached), Some("00112233aabbccdd"));
+        assert!(store.certificates().is_empty(), "not in the expiry metric");
     }
 
     #[test]

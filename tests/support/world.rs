@@ -18,6 +18,7 @@ use tusk::clusters::ha::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
+use tusk::resources::ca_rotation::CaState;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::packed::PackedStore;
 use tusk::runtime::secret_facts::SecretStore;
@@ -112,7 +113,7 @@ impl Cache {
             &cluster,
             &issued,
             &pem("ca").cert,
-            tls::server_not_after(time::OffsetDateTime::now_utc()),
+            time::OffsetDateTime::now_utc() + tls::SERVER_LIFETIME,
         );
         // The credentials carry the CA that signed the server's certificate.
         let trusted =
@@ -123,7 +124,7 @@ impl Cache {
                 trusted(resources::app_secret(&cluster, "app-password")),
                 resources::replication_secret(&cluster, "replication-password"),
                 resources::monitoring_secret(&cluster, "status-token"),
-                tls::ca_secret(&cluster, &pem("ca")),
+                steady_ca_secret(&cluster, &pem("ca")),
                 server,
             ],
             config_maps: vec![config_map],
@@ -362,6 +363,17 @@ pub fn remove_named<K: kube::ResourceExt>(objects: &mut Vec<K>, name: &str) {
 }
 
 /// Placeholder PEM text: the operator caches Secrets for their existence only.
+/// Secret `<name>-ca` holding `ca` alone, its rotation years away.
+pub fn steady_ca_secret(cluster: &tusk::resources::Cluster, ca: &tls::Pem) -> Secret {
+    let state = CaState {
+        signer: ca.clone(),
+        next: None,
+        previous: None,
+        next_step: time::OffsetDateTime::now_utc() + tls::CA_LIFETIME / 2,
+    };
+    state.secret(cluster)
+}
+
 fn pem(what: &str) -> tls::Pem {
     tls::Pem {
         cert: format!("{what} certificate"),
