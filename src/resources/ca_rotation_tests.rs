@@ -58,7 +58,10 @@ fn a_rotation_publishes_then_promotes_then_retires_each_an_overlap_apart() {
         steady.next_step,
         t0() + Duration::minutes(20) - Duration::seconds(400)
     );
-    assert_eq!(certificates(&steady.bundle()), vec![steady.signer.cert.clone()]);
+    assert_eq!(
+        certificates(&steady.bundle()),
+        vec![steady.signer.cert.clone()]
+    );
 
     let (published, stage) = step(&cluster, &steady, &lifetimes);
     assert_eq!(stage, Stage::Published);
@@ -69,6 +72,17 @@ fn a_rotation_publishes_then_promotes_then_retires_each_an_overlap_apart() {
         [steady.signer.cert.clone(), next.cert.clone()]
     );
     assert_eq!(published.next_step, steady.next_step + Duration::minutes(2));
+
+    let subject = |pem: &str| {
+        let der = parse_x509_pem(pem.as_bytes()).unwrap().1.contents;
+        let (_, ca) = x509_parser::parse_x509_certificate(&der).unwrap();
+        ca.subject().to_string()
+    };
+    assert_ne!(
+        subject(&next.cert),
+        subject(&steady.signer.cert),
+        "trusted side by side, each CA has a name of its own"
+    );
 
     let (promoted, stage) = step(&cluster, &published, &lifetimes);
     assert_eq!(stage, Stage::Promoted);

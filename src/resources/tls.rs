@@ -178,7 +178,15 @@ fn common_name(name: String) -> DistinguishedName {
 
 fn ca_params(cluster: &Cluster, now: OffsetDateTime, lifetimes: &Lifetimes) -> CertificateParams {
     let mut params = CertificateParams::default();
-    params.distinguished_name = common_name(format!("{}/{} CA", cluster.namespace, cluster.name));
+    // A name of its own for each CA (its issue time): during a rotation two CAs are trusted
+    // side by side. Our leaves name their issuer's key too (authority key identifier), but a
+    // verifier that picks an issuer by name alone must not find the wrong one (OpenSSL did,
+    // with leaves lacking it: "EVP lib").
+    let issued = jiff::Timestamp::from_second(now.unix_timestamp()).unwrap_or_default();
+    params.distinguished_name = common_name(format!(
+        "{}/{} CA {issued}",
+        cluster.namespace, cluster.name
+    ));
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     params.not_before = now - BACKDATE;

@@ -25,8 +25,13 @@ pub struct TlsFiles {
 pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca = CertificateParams::default();
+    // A name of its own: two CAs of one name (a rotation) would leave a verifier that picks
+    // the issuer by name alone trying the wrong one.
+    let issued = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     ca.distinguished_name
-        .push(DnType::CommonName, "tusk test CA");
+        .push(DnType::CommonName, format!("tusk test CA {issued}"));
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
