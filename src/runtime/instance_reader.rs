@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
 use super::instances::{InstanceAddress, StatusSource};
-use crate::resources::STATUS_TOKEN_KEY;
+use crate::resources::{STATUS_TOKEN_KEY, tls};
 use tusk_contract::InstanceStatus;
 
 /// One second: an instance that cannot answer that fast is not a promotion candidate.
@@ -38,6 +38,8 @@ const REMEMBERED: usize = 256;
 /// What admits the operator to one cluster's managers.
 struct Access {
     tls: TlsConnector,
+    /// The fingerprint of the `ca.crt` `tls` trusts.
+    ca_fingerprint: String,
     token: String,
     read_at: Instant,
 }
@@ -94,6 +96,10 @@ impl InstanceReader {
         let key = (address.namespace.clone(), address.cluster.clone());
         if let Some(access) = self.remembered().get(&key)
             && access.read_at.elapsed() < ACCESS_TTL
+            && address
+                .ca_fingerprint
+                .as_ref()
+                .is_none_or(|known| *known == access.ca_fingerprint)
         {
             return Some(access.clone());
         }
@@ -109,7 +115,9 @@ impl InstanceReader {
                 return None;
             }
         };
-        let tls = value(&server, "ca.crt").and_then(|pem| connector(&pem));
+        let ca = value(&server, "ca.crt").unwrap_or_default();
+        let ca_fingerprint = tls::ca_fingerprint(&String::from_utf8_lossy(&ca));
+        let tls = connector(&ca);
         let token = value(&monitoring, STATUS_TOKEN_KEY).and_then(|t| String::from_utf8(t).ok());
         let (Some(tls), Some(token)) = (tls, token) else {
             tracing::warn!(namespace = %address.namespace, cluster = %address.cluster, "the server Secret's ca.crt or the status token is missing or unusable");
@@ -117,6 +125,7 @@ impl InstanceReader {
         };
         let access = Arc::new(Access {
             tls,
+            ca_fingerprint,
             token: token.trim().to_owned(),
             read_at: Instant::now(),
         });

@@ -63,8 +63,10 @@ fn reader(port: u16, ca: &Path, token: &str) -> InstanceReader {
         http::Response<kube::client::Body>,
     >();
     let reader = InstanceReader::new(kube::Client::new(service, "prod"), port);
+    let pem = std::fs::read(ca).unwrap();
     let access = Arc::new(Access {
-        tls: connector(&std::fs::read(ca).unwrap()).unwrap(),
+        ca_fingerprint: tls::ca_fingerprint(&String::from_utf8_lossy(&pem)),
+        tls: connector(&pem).unwrap(),
         token: token.to_owned(),
         read_at: Instant::now(),
     });
@@ -84,7 +86,25 @@ fn address(server_name: &str) -> InstanceAddress {
         server_name: server_name.into(),
         server_secret: "demo-server-tls".into(),
         token_secret: "demo-monitoring".into(),
+        ca_fingerprint: None,
     }
+}
+
+#[tokio::test]
+async fn a_remembered_ca_is_not_used_once_the_cache_knows_another_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tusk_testkit::tls::issue(dir.path(), &["demo-1.demo-hl.prod.svc"]);
+    let port = server(dir.path()).await;
+    let reader = reader(port, &files.ca, TOKEN);
+    let ca = std::fs::read_to_string(&files.ca).unwrap();
+    let mut current = address("demo-1.demo-hl.prod.svc");
+    current.ca_fingerprint = Some(tls::ca_fingerprint(&ca));
+    assert!(reader.report(&current).await.is_some(), "the same bundle");
+    // A rotation step rewrote the server Secret: the remembered CA is read again (here from
+    // an API server that does not answer), not tried on the pod.
+    let mut rotated = current.clone();
+    rotated.ca_fingerprint = Some(tls::ca_fingerprint("a bundle with the next CA"));
+    assert!(reader.report(&rotated).await.is_none());
 }
 
 #[tokio::test]

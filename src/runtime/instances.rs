@@ -117,6 +117,10 @@ pub struct InstanceAddress {
     pub server_secret: String,
     /// The Secret holding the status token.
     pub token_secret: String,
+    /// The fingerprint of the CA bundle the server Secret holds now, as the cache knows it
+    /// (`None`: not known, as for a Secret the user brings): a remembered CA of another bundle
+    /// is read again before it is used, so a CA rotation never costs a refused read.
+    pub ca_fingerprint: Option<String>,
 }
 
 /// Where the operator reads the instance managers' reports (a trait, so that scenarios can

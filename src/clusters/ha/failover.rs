@@ -14,7 +14,7 @@ use kube::api::Api;
 
 use super::election::{Decision, InstanceStatus, candidate, decide, quorum, reports_needed};
 use super::lease;
-use super::pods::{instance_address, serves, set_role};
+use super::pods::{known_instance_address, serves, set_role};
 use super::state::PrimaryState;
 use crate::crd::Failover;
 use crate::error::Result;
@@ -139,7 +139,7 @@ async fn read_reports(
     let reads = pods
         .iter()
         .filter(|pod| pod.name_any() != holder)
-        .filter_map(|pod| instance_address(cluster, pod))
+        .filter_map(|pod| known_instance_address(ctx, cluster, pod))
         .map(|address| async move {
             let report = ctx.instances.report(&address).await?;
             (report.pod == address.pod).then_some(report)

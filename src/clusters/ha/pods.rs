@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::error::Result;
-use crate::resources::{CLUSTER_LABEL, Cluster, ROLE_LABEL, STATUS_TLS_LABEL};
+use crate::resources::{CLUSTER_LABEL, Cluster, ROLE_LABEL, STATUS_TLS_LABEL, tls};
 use crate::runtime::Context;
 use crate::runtime::apply::{FIELD_MANAGER, unless_gone};
 use crate::runtime::instances::{InstanceAddress, InstanceStatus};
@@ -61,7 +61,23 @@ pub fn instance_address(cluster: &Cluster<'_>, pod: &Pod) -> Option<InstanceAddr
         token_secret: cluster.monitoring_secret_name(),
         pod: name,
         ip,
+        ca_fingerprint: None,
     })
+}
+
+/// [`instance_address`], with the CA bundle the cached server Secret records.
+pub fn known_instance_address(
+    ctx: &Context,
+    cluster: &Cluster<'_>,
+    pod: &Pod,
+) -> Option<InstanceAddress> {
+    let mut address = instance_address(cluster, pod)?;
+    let server = ctx
+        .caches
+        .secrets
+        .get(cluster.namespace, &address.server_secret);
+    address.ca_fingerprint = server.and_then(|s| tls::recorded_ca(&s).map(str::to_owned));
+    Some(address)
 }
 
 /// The report of the manager of the pod named `name`, if it has an IP and answers.
@@ -72,7 +88,9 @@ pub async fn read_report(
     name: &str,
 ) -> Option<InstanceStatus> {
     let pod = pods.iter().find(|pod| pod.name_any() == name)?;
-    ctx.instances.report(&instance_address(cluster, pod)?).await
+    ctx.instances
+        .report(&known_instance_address(ctx, cluster, pod)?)
+        .await
 }
 
 /// Sets the role label of `pod` (server-side apply of that one label, Tusk's field manager).
