@@ -1,0 +1,157 @@
+//! A CA rotation on a real API server, driven by the operator binary: each step made due by
+//! setting the CA Secret's `tusk.dev/ca-next-step` to the past (what the clock does after an
+//! overlap), each reaching every `ca.crt` (the server Secret the pods mount, the app and
+//! superuser Secrets) with the bundle the step wants, without a rollout. With a real
+//! PostgreSQL (L4, real pods), the application keeps connecting with `verify-full` through its
+//! Secret's `ca.crt` at every step (at L4 until the last: its stand-in server never reloads).
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tusk::resources::ca_rotation::{CA_NEXT_STEP_ANNOTATION, NEXT_CRT, PREVIOUS_CRT};
+use tusk::resources::tls;
+use tusk_e2e::manifests::cluster;
+use tusk_e2e::{Check, Ctx, Result, ensure, fail, say, scenario, until};
+
+fn text(secret: &Secret, key: &str) -> Option<String> {
+    let value = secret.data.as_ref()?.get(key)?;
+    Some(String::from_utf8_lossy(&value.0).into_owned())
+}
+
+fn next_step(secret: &Secret) -> Option<String> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(CA_NEXT_STEP_ANNOTATION)
+        .cloned()
+}
+
+/// The certificates of a PEM bundle, in order.
+fn certificates(bundle: &str) -> Vec<String> {
+    bundle
+        .split_inclusive("-----END CERTIFICATE-----\n")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Makes the next rotation step due and waits until the operator took it: the CA Secret
+/// scheduled anew. Returns the CA Secret after the step.
+async fn take_step(ctx: &Ctx, name: &str) -> Result<Secret> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let ca_name = format!("{name}-ca");
+    let past = "2000-01-01T00:00:00Z";
+    let patch = serde_json::json!({"metadata": {"annotations": {CA_NEXT_STEP_ANNOTATION: past}}});
+    secrets
+        .patch(&ca_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    until(format!("{ca_name} stepped"), ctx.timeout(), || async {
+        let secret = secrets.get(&ca_name).await?;
+        let seen = next_step(&secret).unwrap_or_default();
+        Ok(match seen.as_str() != past && !seen.is_empty() {
+            true => Check::Done(secret),
+            false => Check::Pending(format!("next step {seen:?}")),
+        })
+    })
+    .await
+}
+
+/// Waits until the server, app and superuser Secrets all hold `bundle` in `ca.crt`.
+async fn bundle_everywhere(ctx: &Ctx, name: &str, bundle: &str) -> Result {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    for which in ["server-tls", "app", "superuser"] {
+        let secret_name = format!("{name}-{which}");
+        until(
+            format!("{secret_name} to carry the bundle"),
+            ctx.timeout(),
+            || async {
+                let secret = secrets.get(&secret_name).await?;
+                let held = text(&secret, tls::CA_CRT).unwrap_or_default();
+                Ok(Check::when(
+                    held == bundle,
+                    format!("{} certificates", certificates(&held).len()),
+                ))
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The application connects through its Secret, verifying the server with its `ca.crt`.
+async fn app_connects(ctx: &Ctx, name: &str) -> Result {
+    let who = ctx
+        .platform
+        .app_sql(&ctx.ns, name, "SELECT current_user")
+        .await?;
+    ensure!(who.trim() == "app", "connected as {:?}", who.trim());
+    Ok(())
+}
+
+#[scenario]
+async fn ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout(ctx: Ctx) -> Result {
+    ctx.require_l4()?;
+    let name = "rotate";
+    ctx.apply(&cluster(name, None)).await?;
+    ctx.wait_ready(&[name]).await?;
+    ctx.wait_sql(name).await?;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let statefulsets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let generation = statefulsets.get(name).await?.metadata.generation;
+    let Some(old) = text(&secrets.get(&format!("{name}-ca")).await?, tls::CA_CRT) else {
+        fail!("no ca.crt in the CA Secret");
+    };
+    let server_before = text(
+        &secrets.get(&format!("{name}-server-tls")).await?,
+        tls::TLS_CRT,
+    );
+
+    // 1. Published: both trusted, the old CA first (it still signs).
+    let published = take_step(&ctx, name).await?;
+    let new = text(&published, NEXT_CRT).unwrap_or_default();
+    ensure!(!new.is_empty() && new != old, "no new CA published");
+    bundle_everywhere(&ctx, name, &format!("{old}{new}")).await?;
+    app_connects(&ctx, name).await?;
+    say("published: every ca.crt holds the old and the new CA; the app connects");
+
+    // 2. Promoted: the new CA signs a new server certificate; the old one is still trusted.
+    let promoted = take_step(&ctx, name).await?;
+    ensure!(
+        text(&promoted, tls::CA_CRT).as_deref() == Some(new.as_str()),
+        "not promoted"
+    );
+    ensure!(
+        text(&promoted, PREVIOUS_CRT).as_deref() == Some(old.as_str()),
+        "old CA dropped early"
+    );
+    bundle_everywhere(&ctx, name, &format!("{new}{old}")).await?;
+    let server_after = text(
+        &secrets.get(&format!("{name}-server-tls")).await?,
+        tls::TLS_CRT,
+    );
+    ensure!(
+        server_after != server_before,
+        "the server certificate was not issued again"
+    );
+    app_connects(&ctx, name).await?;
+    say("promoted: the new CA signs, both trusted; the app connects");
+
+    // 3. The old CA leaves every ca.crt.
+    let retired = take_step(&ctx, name).await?;
+    let data = retired.data.clone().unwrap_or_default();
+    ensure!(
+        !data.contains_key(NEXT_CRT) && !data.contains_key(PREVIOUS_CRT),
+        "the CA Secret still holds a second CA"
+    );
+    bundle_everywhere(&ctx, name, &new).await?;
+    if ctx.platform.runs_pods() {
+        app_connects(&ctx, name).await?;
+    }
+    ensure!(
+        statefulsets.get(name).await?.metadata.generation == generation,
+        "the rotation rolled the pods"
+    );
+    say("retired: every ca.crt holds the new CA alone; the StatefulSet never changed");
+    Ok(())
+}
