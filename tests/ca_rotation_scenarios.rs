@@ -39,7 +39,7 @@ fn converged_with(state: &CaState) -> (PostgreSQL, Cache) {
             }
         }
     }
-    (pg, cache)
+    (with_certificate_times(pg, &cache), cache)
 }
 
 /// A steady CA issued a while ago whose rotation is due now (`ago` before).

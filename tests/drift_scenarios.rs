@@ -23,7 +23,7 @@ fn converged_without(
 ) -> (PostgreSQL, Cache) {
     let (pg, mut cache) = converged(spec_yaml, true, backup);
     forget(&mut cache);
-    (pg, cache)
+    (with_certificate_times(pg, &cache), cache)
 }
 
 #[tokio::test]
@@ -174,6 +174,7 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     let follow = credentials_follow(&cache);
     remove_named(&mut cache.secrets, "demo-ca");
+    let pg = with_certificate_times(pg, &cache);
     let mut script = vec![
         Expect::get_missing(format!("{SECRETS}/demo-ca")),
         Expect::create(SECRETS),

@@ -174,7 +174,7 @@ fn never_ready_yet(ready: bool) -> (PostgreSQL, Cache) {
     let mut cache = Cache::converged(&pg, ready);
     cache.cronjobs.clear();
     not_ready_status(&mut pg, BackupSchedule::WaitingForReady);
-    (pg, cache)
+    (with_certificate_times(pg, &cache), cache)
 }
 
 /// The CronJob is applied and announced, then the status is written (and announced too when

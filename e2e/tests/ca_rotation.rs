@@ -152,6 +152,23 @@ async fn ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout(ctx: Ct
         statefulsets.get(name).await?.metadata.generation == generation,
         "the rotation rolled the pods"
     );
-    say("retired: every ca.crt holds the new CA alone; the StatefulSet never changed");
+    let scheduled = next_step(&retired).unwrap_or_default();
+    until("status.certificates.caNextStep", ctx.timeout(), || async {
+        let pg = ctx.postgresql_in(&ctx.ns, name).await?;
+        let times = pg.status.and_then(|s| s.certificates).unwrap_or_default();
+        let shown = times
+            .ca_next_step
+            .map(|t| t.0.to_string())
+            .unwrap_or_default();
+        Ok(Check::when(
+            shown == scheduled && times.server_not_after.is_some(),
+            format!("{shown:?}, not {scheduled:?}"),
+        ))
+    })
+    .await?;
+    say(
+        "retired: every ca.crt holds the new CA alone; the StatefulSet never changed; the \
+         status shows the next step",
+    );
     Ok(())
 }

@@ -263,6 +263,21 @@ pub fn until_certificates_due(cluster: &Cluster<'_>, ctx: &Context) -> Option<st
     Some(std::time::Duration::try_from(until).unwrap_or_default())
 }
 
+/// The certificate times for the status, as the cache knows them; none with certificates the
+/// user brings.
+pub fn certificate_times(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+) -> Option<crate::crd::CertificateTimes> {
+    if cluster.user_server_secret().is_some() {
+        return None;
+    }
+    let secrets = &ctx.caches.secrets;
+    let server = secrets.get(cluster.namespace, &cluster.server_tls_secret_name());
+    let ca = secrets.get(cluster.namespace, &cluster.ca_secret_name());
+    ca_rotation::certificate_times(server.as_ref(), ca.as_ref())
+}
+
 /// Creates a Secret once. An existing Secret, ours or one the user brought, is never rewritten:
 /// the database keeps the password it was initialised with.
 async fn ensure_secret(

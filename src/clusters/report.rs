@@ -28,13 +28,14 @@ pub async fn update_status(
     outcome: &Outcome,
     ctx: &Context,
 ) -> Result<bool> {
-    let status = status::compute(
+    let mut status = status::compute(
         pg.status.as_ref(),
         cluster,
         pg.metadata.generation,
         outcome,
         &now(),
     );
+    status.certificates = super::credentials::certificate_times(cluster, ctx);
     crate::runtime::status::write(&ctx.client, pg, pg.status.as_ref(), &status).await
 }
 

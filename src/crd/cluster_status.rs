@@ -40,6 +40,9 @@ pub struct PostgreSQLStatus {
     /// Names of the credential Secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<SecretNames>,
+    /// The certificates Tusk issued for the cluster (absent with `spec.tls.serverSecret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificates: Option<CertificateTimes>,
     /// Standard conditions: Ready, Restored (clusters with spec.restore), BackupScheduled,
     /// LastBackupSucceeded and Cleanup (while a deletion waits for the bucket).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -141,6 +144,20 @@ pub struct SecretNames {
     pub app: String,
     /// Secret with the superuser's credentials.
     pub superuser: String,
+}
+
+/// When the cluster's certificates next change, without anyone asking.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateTimes {
+    /// When the server certificate (and the replication role's) expires; it is issued again
+    /// once a third of its life is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_not_after: Option<Time>,
+    /// When the cluster CA's next rotation step is due: publishing a new CA beside it, its
+    /// promotion, or the old one's retirement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_next_step: Option<Time>,
 }
 
 /// The stretch of time a point-in-time restore can target.

@@ -21,8 +21,8 @@ pub use backup::{
     Backup, BackupMethod, BackupPhase, BackupSpec, BackupStatus, ClusterReference, PhysicalRange,
 };
 pub use cluster_status::{
-    Failover, InstanceState, Phase, PostgreSQLStatus, RecoveryWindow, RestoredFrom, SecretNames,
-    SuccessfulBackup,
+    CertificateTimes, Failover, InstanceState, Phase, PostgreSQLStatus, RecoveryWindow,
+    RestoredFrom, SecretNames, SuccessfulBackup,
 };
 pub use destination::{
     CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,

@@ -21,11 +21,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use time::OffsetDateTime;
 
 use super::Cluster;
 pub use super::tls::Lifetimes;
 use super::tls::{self, CA_CRT, CA_FINGERPRINT_ANNOTATION, CA_KEY, Pem, TlsError};
+use crate::crd::CertificateTimes;
 
 /// The CA published but not yet signing, and the CA retired from signing but still trusted.
 pub const NEXT_CRT: &str = "next.crt";
@@ -256,6 +258,20 @@ pub fn recorded_next_step(secret: &Secret) -> Option<OffsetDateTime> {
 /// no schedule yet.
 pub fn step_due(secret: &Secret, now: OffsetDateTime) -> bool {
     recorded_next_step(secret).is_none_or(|at| now >= at)
+}
+
+/// What the status shows of the server Secret's expiry and the CA Secret's schedule.
+pub fn certificate_times(server: Option<&Secret>, ca: Option<&Secret>) -> Option<CertificateTimes> {
+    let time = |at: OffsetDateTime| {
+        jiff::Timestamp::from_second(at.unix_timestamp())
+            .ok()
+            .map(Time)
+    };
+    let times = CertificateTimes {
+        server_not_after: server.and_then(tls::recorded_not_after).and_then(time),
+        ca_next_step: ca.and_then(recorded_next_step).and_then(time),
+    };
+    (times != CertificateTimes::default()).then_some(times)
 }
 
 #[cfg(test)]

@@ -212,3 +212,26 @@ fn lifetimes_that_would_let_a_leaf_outlive_its_ca_are_refused() {
         "never past its signer"
     );
 }
+
+#[test]
+fn the_status_shows_the_server_expiry_and_the_next_step() {
+    let pg = postgresql(MINIMAL);
+    let cluster = Cluster::new(&pg).unwrap();
+    let lifetimes = short();
+    let state = CaState::issue(&cluster, t0(), &lifetimes).unwrap();
+    let ca = state.secret(&cluster);
+    let validity = Validity::leaf(t0(), &lifetimes, t0() + lifetimes.ca);
+    let issued = tls::ServerCertificates {
+        server: issue_server(&cluster, "cluster.local", &state.signer, validity).unwrap(),
+        replication: tls::issue_replication(&cluster, &state.signer, validity).unwrap(),
+    };
+    let server = tls::server_secret(&cluster, &issued, &state.bundle(), validity.until);
+    let times = certificate_times(Some(&server), Some(&ca)).unwrap();
+    let second = |at: OffsetDateTime| jiff::Timestamp::from_second(at.unix_timestamp()).unwrap();
+    assert_eq!(
+        times.server_not_after.unwrap().0,
+        second(t0() + Duration::minutes(3))
+    );
+    assert_eq!(times.ca_next_step.unwrap().0, second(state.next_step));
+    assert_eq!(certificate_times(None, None), None);
+}

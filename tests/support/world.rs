@@ -159,6 +159,7 @@ pub fn converged(spec_yaml: &str, ready: bool, backup: BackupSchedule) -> (Postg
     }
     let cache = Cache::converged(&pg, ready);
     let mut status = status_for(&pg, ready, backup, &at(1_000));
+    status.certificates = certificate_times(&cache);
     // Backups were scheduled just now: a schedule without a success since 1970 is overdue.
     let scheduled = status
         .conditions
@@ -353,8 +354,11 @@ pub fn owned_manifest_json(id: &str, completed_at: &str, owner: Option<&str>) ->
 
 /// Sets `pg`'s status to one computed afresh for a cluster that is not ready (yet).
 pub fn not_ready_status(pg: &mut PostgreSQL, schedule: BackupSchedule) {
+    let certificates = pg.status.as_ref().and_then(|s| s.certificates.clone());
     pg.status = None;
-    pg.status = Some(status_for(pg, false, schedule, &at(1_000)));
+    let mut status = status_for(pg, false, schedule, &at(1_000));
+    status.certificates = certificates;
+    pg.status = Some(status);
 }
 
 /// Removes the object named `name` from a cache list, as if deleted out of band.
@@ -363,6 +367,25 @@ pub fn remove_named<K: kube::ResourceExt>(objects: &mut Vec<K>, name: &str) {
 }
 
 /// Placeholder PEM text: the operator caches Secrets for their existence only.
+/// What the operator's status shows of the certificates `cache` holds.
+pub fn certificate_times(cache: &Cache) -> Option<tusk::crd::CertificateTimes> {
+    let named = |name: &str| {
+        cache
+            .secrets
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+    };
+    tusk::resources::ca_rotation::certificate_times(named("demo-server-tls"), named("demo-ca"))
+}
+
+/// `pg` with the status's certificate times of `cache` (after a test edited its Secrets).
+pub fn with_certificate_times(mut pg: PostgreSQL, cache: &Cache) -> PostgreSQL {
+    if let Some(status) = pg.status.as_mut() {
+        status.certificates = certificate_times(cache);
+    }
+    pg
+}
+
 /// Secret `<name>-ca` holding `ca` alone, its rotation years away.
 pub fn steady_ca_secret(cluster: &tusk::resources::Cluster, ca: &tls::Pem) -> Secret {
     let state = CaState {
