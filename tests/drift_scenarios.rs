@@ -12,7 +12,7 @@ use support::verifier::{self, Expect};
 use support::world::*;
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
-use tusk::resources::ca_rotation::{self, Lifetimes};
+use tusk::resources::ca_rotation::Lifetimes;
 use tusk::resources::tls;
 
 /// A converged, Ready cluster whose cache then lost what `forget` removes.
@@ -365,55 +365,4 @@ async fn a_server_certificate_left_signed_by_a_replaced_ca_is_signed_again() {
             fingerprint.as_str()
         );
     }
-}
-
-#[tokio::test]
-async fn a_ca_secret_from_before_fingerprints_and_rotations_is_annotated_once() {
-    // A CA Secret of an early Tusk: a CA with no annotations, which the server and the
-    // credentials were made with.
-    let pg = postgresql(MINIMAL);
-    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
-    let now = time::OffsetDateTime::now_utc();
-    let ca = tls::issue_ca(&cluster, now, &Lifetimes::default()).expect("CA");
-    let mut legacy = steady_ca_secret(&cluster, &ca);
-    legacy.metadata.annotations = None;
-    let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
-        remove_named(&mut cache.secrets, "demo-ca");
-        cache.secrets.push(legacy.clone());
-        for secret in &mut cache.secrets {
-            let name = secret.metadata.name.clone().unwrap_or_default();
-            if ["demo-server-tls", "demo-superuser", "demo-app"].contains(&name.as_str()) {
-                let annotations = secret.metadata.annotations.get_or_insert_default();
-                let fingerprint = tls::ca_fingerprint(&ca.cert);
-                annotations.insert(tls::CA_FINGERPRINT_ANNOTATION.to_owned(), fingerprint);
-            }
-        }
-    });
-    let stored = serde_json::to_value(&legacy).expect("JSON");
-    let script = vec![
-        Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
-            (StatusCode::OK, stored)
-        }),
-        // The server already holds this CA's certificate: only the CA Secret is annotated.
-        Expect::apply(format!("{SECRETS}/demo-ca")),
-        Expect::event(NS),
-    ];
-    let (_, seen) = scenario(pg, cache, script).await;
-    let annotations = &seen[1].body["metadata"]["annotations"];
-    assert_eq!(
-        annotations[tls::CA_FINGERPRINT_ANNOTATION],
-        tls::ca_fingerprint(&ca.cert)
-    );
-    // Its rotation scheduled from its certificate: two thirds into its ten years.
-    let next_step = annotations[ca_rotation::CA_NEXT_STEP_ANNOTATION]
-        .as_str()
-        .expect("scheduled");
-    let next_step: jiff::Timestamp = next_step.parse().expect("RFC 3339");
-    let expected: time::OffsetDateTime = now + tls::CA_LIFETIME - tls::CA_LIFETIME / 3;
-    assert!((next_step.as_second() - expected.unix_timestamp()).abs() < 5);
-    assert_eq!(seen[2].body["note"], "Updated Secret demo-ca");
-    assert!(
-        !seen[2].body.to_string().contains("PRIVATE KEY"),
-        "no key in Events"
-    );
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod backup_run;
+pub mod certificates;
 pub mod memory_store;
 pub mod paths;
 pub mod read;

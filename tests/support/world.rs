@@ -18,13 +18,13 @@ use tusk::clusters::ha::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
-use tusk::resources::ca_rotation::CaState;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::packed::PackedStore;
 use tusk::runtime::secret_facts::SecretStore;
 use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
+pub use super::certificates::*;
 use super::paths::SECRETS;
 use super::verifier::Expect;
 
@@ -367,36 +367,6 @@ pub fn remove_named<K: kube::ResourceExt>(objects: &mut Vec<K>, name: &str) {
 }
 
 /// Placeholder PEM text: the operator caches Secrets for their existence only.
-/// What the operator's status shows of the certificates `cache` holds.
-pub fn certificate_times(cache: &Cache) -> Option<tusk::crd::CertificateTimes> {
-    let named = |name: &str| {
-        cache
-            .secrets
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(name))
-    };
-    tusk::resources::ca_rotation::certificate_times(named("demo-server-tls"), named("demo-ca"))
-}
-
-/// `pg` with the status's certificate times of `cache` (after a test edited its Secrets).
-pub fn with_certificate_times(mut pg: PostgreSQL, cache: &Cache) -> PostgreSQL {
-    if let Some(status) = pg.status.as_mut() {
-        status.certificates = certificate_times(cache);
-    }
-    pg
-}
-
-/// Secret `<name>-ca` holding `ca` alone, its rotation years away.
-pub fn steady_ca_secret(cluster: &tusk::resources::Cluster, ca: &tls::Pem) -> Secret {
-    let state = CaState {
-        signer: ca.clone(),
-        next: None,
-        previous: None,
-        next_step: time::OffsetDateTime::now_utc() + tls::CA_LIFETIME / 2,
-    };
-    state.secret(cluster)
-}
-
 fn pem(what: &str) -> tls::Pem {
     tls::Pem {
         cert: format!("{what} certificate"),
