@@ -6,9 +6,13 @@
 ARG RUST_VERSION=1.95
 # The agent's pg_dump must be at least as new as every server it dumps: ship the newest major.
 ARG PG_MAJOR=18
+# source: compile the three binaries here. prebuilt: take them from the context's prebuilt/
+# directory instead, built on a Debian bookworm host (the end-to-end suite on real pods, whose CI
+# has just compiled them: e2e/local/images.sh). The images are otherwise the same.
+ARG BINARIES=source
 
 # ring and zstd need only the image's C compiler (no cmake/clang: nothing builds aws-lc).
-FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build-source
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -16,6 +20,11 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked -p tusk -p backup-agent -p tusk-instance \
  && mkdir -p /out \
  && cp target/release/tusk target/release/backup-agent target/release/tusk-instance /out/
+
+FROM docker.io/library/debian:bookworm-slim AS build-prebuilt
+COPY prebuilt/tusk prebuilt/backup-agent prebuilt/tusk-instance /out/
+
+FROM build-${BINARIES} AS build
 
 # The operator: one static-ish binary on distroless, as an unprivileged user.
 FROM gcr.io/distroless/cc-debian12:nonroot AS operator

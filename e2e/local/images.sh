@@ -14,8 +14,12 @@
 # | docker.io/library/debian:bookworm-slim  | mmdebstrap --variant=minbase bookworm               |
 # | gcr.io/distroless/cc-debian12:nonroot   | the Debian base + user nonroot (65532); stand-in    |
 # | docker.io/library/rust:1.95-bookworm    | Debian + gcc/make + the host's Rust 1.95 toolchain  |
+# |   (only with TUSK_IMAGE_BINARIES=source, the default)                                          |
 # | ghcr.io/tusk-operator/tusk:e2e          | Dockerfile --target operator                        |
 # | ghcr.io/tusk-operator/backup-agent:e2e  | Dockerfile --target backup-agent, PG_APT=debian     |
+#
+# TUSK_IMAGE_BINARIES=host builds our two images from binaries this host's cargo compiled
+# (Dockerfile BINARIES=prebuilt): minutes instead of the ~60 of a cold build in a container.
 # | localhost/tusk-test/postgres:15         | e2e/local/images/postgres (Debian's PostgreSQL 15)  |
 # | localhost/tusk-test/minio:e2e           | e2e/local/images/minio (binary from binaries.sh)    |
 # | localhost/tusk-test/pause:e2e           | the Debian base running sleep (the pod sandbox)     |
@@ -105,7 +109,11 @@ base_rust() {
   rm -f "$CACHE/rust.tar"
 }
 
-base() { timed base_debian; timed base_distroless; timed base_rust; }
+# The Rust base only when the Dockerfile compiles (TUSK_IMAGE_BINARIES=source).
+base() {
+  timed base_debian; timed base_distroless
+  if [[ ${TUSK_IMAGE_BINARIES:-source} == source ]]; then timed base_rust; fi
+}
 
 # The content hash of the tracked files (with uncommitted changes) the Dockerfile copies.
 tree_hash() {
@@ -129,16 +137,43 @@ vendor_crates() {
     >"$CACHE/cargo-config.toml"
 }
 
+# The three binaries built on this host (a Debian bookworm, as the images) with cargo's
+# $TUSK_IMAGE_PROFILE (dev: what CI's test run has just compiled), debug info stripped, in
+# $1/prebuilt/ for the Dockerfile's BINARIES=prebuilt.
+host_binaries() {
+  local ctx=$1 profile=${TUSK_IMAGE_PROFILE:-dev} dir
+  (cd "$repo" && cargo build --locked --profile "$profile" -p tusk -p backup-agent -p tusk-instance >&2)
+  dir="${CARGO_TARGET_DIR:-$repo/target}/$([[ $profile == dev ]] && echo debug || echo "$profile")"
+  mkdir -p "$ctx/prebuilt"
+  for bin in tusk backup-agent tusk-instance; do
+    objcopy --strip-debug "$dir/$bin" "$ctx/prebuilt/$bin"
+  done
+}
+
+# TUSK_IMAGE_BINARIES=source (default) compiles inside the build (the Dockerfile as users run it:
+# ~60 min cold here); =host takes them from this host's cargo (host_binaries: a few minutes when
+# the target directory is warm, which is how CI runs the real-node suite).
 tusk_images() {
-  vendor_crates
-  local rust distroless debian
-  rust=$(pm image inspect --format '{{.Id}}' "docker.io/library/rust:${RUST_VERSION}-bookworm")
+  local from=${TUSK_IMAGE_BINARIES:-source} context=$repo ctx="" rust="" distroless debian
+  local args=(--build-arg "RUST_VERSION=$RUST_VERSION")
+  if [[ $from == host ]]; then
+    ctx=$(mktemp -d)
+    host_binaries "$ctx"
+    context=$ctx
+    args+=(--build-arg BINARIES=prebuilt)
+    rust=$( (cd "$ctx/prebuilt" && sha256sum tusk backup-agent tusk-instance) | sha)
+  else
+    vendor_crates
+    rust=$(pm image inspect --format '{{.Id}}' "docker.io/library/rust:${RUST_VERSION}-bookworm")
+    rust="$(tree_hash) $rust"
+    args+=(--volume "$VENDOR:/vendor:ro" --volume "$CACHE/cargo-config.toml:/usr/local/cargo/config.toml:ro")
+  fi
   distroless=$(pm image inspect --format '{{.Id}}' gcr.io/distroless/cc-debian12:nonroot)
   debian=$(pm image inspect --format '{{.Id}}' docker.io/library/debian:bookworm-slim)
-  local inputs; inputs=$(printf 'tusk-v1 %s %s %s %s' "$(tree_hash)" "$rust" "$distroless" "$debian" | sha)
+  local inputs; inputs=$(printf 'tusk-v2 %s %s %s %s' "$from" "$rust" "$distroless" "$debian" | sha)
   # Debian bookworm's own client (15) instead of the PostgreSQL project's repository, which
   # this machine cannot reach; it dumps the test image's PostgreSQL 15.
-  local args=(--build-arg "RUST_VERSION=$RUST_VERSION" --build-arg PG_APT=debian --build-arg PG_MAJOR=15)
+  args+=(--build-arg PG_APT=debian --build-arg PG_MAJOR=15)
   for target in operator backup-agent; do
     local tag=ghcr.io/tusk-operator/tusk:e2e
     [[ $target == backup-agent ]] && tag=ghcr.io/tusk-operator/backup-agent:e2e
@@ -147,9 +182,9 @@ tusk_images() {
     # --network=host: the build's apt-get reaches Debian's archive through the host.
     # --pull=never: the bases above are local only.
     TIMED_AS="$tag" timed pm build "${ULIMITS[@]}" --network=host --pull=never --layers "${args[@]}" \
-      --volume "$VENDOR:/vendor:ro" --volume "$CACHE/cargo-config.toml:/usr/local/cargo/config.toml:ro" \
-      --label "tusk.inputs=$inputs" --target "$target" -t "$tag" -f "$repo/Dockerfile" "$repo" >&2
+      --label "tusk.inputs=$inputs" --target "$target" -t "$tag" -f "$repo/Dockerfile" "$context" >&2
   done
+  if [[ -n $ctx ]]; then rm -rf "$ctx"; fi
 }
 
 postgres_image() {

@@ -36,7 +36,9 @@ trap cleanup EXIT
 stage "node packages (apt)" "$here/node-deps.sh"
 binaries() { "$here/binaries.sh" >/dev/null; }
 stage "binaries (Go, cached)" binaries
-stage "images (podman)" "$here/images.sh" all
+# Our binaries from this host's cargo by default (the images otherwise as the Dockerfile makes
+# them); TUSK_IMAGE_BINARIES=source compiles them inside the image build, as users do.
+stage "images (podman)" env TUSK_IMAGE_BINARIES="${TUSK_IMAGE_BINARIES:-host}" "$here/images.sh" all
 stage "control plane (no kwok)" env TUSK_E2E_KWOK=0 "$here/up.sh" >/dev/null
 stage "node up (+ image load)" "$here/node.sh" up
 # shellcheck disable=SC1091

@@ -7,6 +7,7 @@ pub mod apply;
 pub mod audit;
 pub mod backups;
 pub mod bucket;
+pub mod capture;
 pub mod cluster;
 pub mod context;
 pub mod diagnostics;

@@ -93,3 +93,40 @@ spec: {{cluster: {{name: {cluster}}}}}
 pub fn restored_cluster(name: &str, backup: &str) -> String {
     cluster(name, None) + &format!("  restore: {{backup: {{name: {backup}}}}}\n")
 }
+
+/// [`crate::replication::replicated`] archiving its WAL (`walArchive: {}`) under path `pitr` of
+/// the bucket `tusk-backups` at `endpoint`, with the credentials Secret `e2e-s3`.
+pub fn archiving(name: &str, instances: u8, endpoint: &str) -> String {
+    format!(
+        "{}  backup:
+    schedule: \"0 2 * * *\"
+    walArchive: {{}}
+    destination:
+      s3:
+        bucket: tusk-backups
+        path: pitr
+        endpoint: {endpoint}
+        forcePathStyle: true
+        credentials:
+          accessKeyId: {{name: e2e-s3, key: access-key}}
+          secretAccessKey: {{name: e2e-s3, key: secret-key}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: e2e-s3}}
+stringData: {{access-key: minioadmin, secret-key: minioadmin}}
+",
+        crate::replication::replicated(name, instances)
+    )
+}
+
+/// An on-demand physical (base) Backup of `cluster`.
+pub fn physical_backup(name: &str, cluster: &str) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: Backup
+metadata: {{name: {name}}}
+spec: {{cluster: {{name: {cluster}}}, method: physical}}
+"
+    )
+}

@@ -3,6 +3,7 @@
 //! records every acknowledged commit with its timeline and time, so a fault's write gap and any
 //! lost row can be measured.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,8 @@ pub struct Ack {
 /// from [`PINNED_FIRST`] on straight to one pod.
 pub struct Writer {
     acks: Arc<Mutex<Vec<Ack>>>,
+    /// Attempts that failed: an insert not acknowledged, or a session that could not be opened.
+    failures: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
 
@@ -91,6 +94,8 @@ impl Writer {
         .await?;
         let acks = Arc::new(Mutex::new(Vec::new()));
         let recorded = acks.clone();
+        let failures = Arc::new(AtomicUsize::new(0));
+        let failed = failures.clone();
         let task = tokio::spawn(async move {
             let mut n = after;
             let mut session = Some(client);
@@ -100,6 +105,7 @@ impl Writer {
                     None => match connect(&config).await {
                         Ok(client) => client,
                         Err(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
                             tokio::time::sleep(Duration::from_millis(100)).await;
                             continue;
                         }
@@ -124,10 +130,21 @@ impl Writer {
                     }
                     session = Some(client);
                     tokio::time::sleep(Duration::from_millis(20)).await;
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
                 }
             }
         });
-        Ok(Self { acks, task })
+        Ok(Self {
+            acks,
+            failures,
+            task,
+        })
+    }
+
+    /// Attempts that failed so far (not acknowledged, or no session to make them in).
+    pub fn failures(&self) -> usize {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Every acknowledgement so far.
@@ -187,11 +204,17 @@ pub fn forked(acks: &[Ack]) -> Option<(Ack, Ack)> {
         .map(|pair| (pair[0], pair[1]))
 }
 
-/// Every `n` in table `writes`, sorted, read through the `-rw` Service.
-pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
+/// A session as the application role through the `-rw` Service (verify-full, channel
+/// binding), tried again for up to 60 s.
+pub async fn app_session(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Client> {
     let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
     let name = format!("{cluster}-rw.{}.svc", ctx.ns);
-    let client = connect_soon(&app_target(ctx, cluster, &name, &ip).await?).await?;
+    connect_soon(&app_target(ctx, cluster, &name, &ip).await?).await
+}
+
+/// Every `n` in table `writes`, sorted, read through the `-rw` Service.
+pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
+    let client = app_session(ctx, cluster).await?;
     let rows = client
         .query("SELECT n FROM writes ORDER BY n", &[])
         .await

@@ -1,0 +1,129 @@
+//! Physical backups proven on real pods (the short version of the process-level proofs in
+//! `backup-agent/tests/verify_physical.rs` and `instance/tests/continuity.rs`): two instances
+//! archiving into the in-cluster MinIO; a physical Backup verified by the Job the operator
+//! makes (restore, replay to the primary's restore point, `pg_verifybackup`, amcheck, every
+//! table counted); the continuity check whole after it and again after a switchover, across
+//! both timelines (no false alarm); then one archived segment of the new timeline deleted from
+//! the bucket, and the next check names it (`ContinuousArchiving=False`, `ArchiveBroken`).
+
+use tusk::crd::PostgreSQL;
+use tusk_e2e::bucket::Damage;
+use tusk_e2e::faults::rejoined;
+use tusk_e2e::manifests::{archiving, physical_backup};
+use tusk_e2e::switchover::{request_switchover, switched_over};
+use tusk_e2e::verification::passed_with_counts;
+use tusk_e2e::{Check, Ctx, Result, fail, say, scenario, until};
+
+/// The cluster's `ContinuousArchiving` condition: (status, reason, message).
+fn archiving_condition(pg: &PostgreSQL) -> Option<(String, String, String)> {
+    let conditions = &pg.status.as_ref()?.conditions;
+    let c = conditions
+        .iter()
+        .find(|c| c.type_ == "ContinuousArchiving")?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Waits until the `ContinuousArchiving` condition satisfies `want` (given its status, reason
+/// and message); its message.
+async fn archiving_until(
+    ctx: &Ctx,
+    name: &str,
+    what: &str,
+    want: impl Fn(&str, &str, &str) -> bool,
+) -> Result<String> {
+    until(format!("{name}: {what}"), ctx.timeout(), || async {
+        let pg = ctx.postgresql_in(&ctx.ns, name).await?;
+        Ok(match archiving_condition(&pg) {
+            Some((status, reason, message)) if want(&status, &reason, &message) => {
+                Check::Done(message)
+            }
+            other => Check::Pending(format!("{other:?}")),
+        })
+    })
+    .await
+}
+
+/// A whole archive whose check reached timeline `timeline` (the condition names the span).
+fn whole_to(timeline: &str) -> impl Fn(&str, &str, &str) -> bool + '_ {
+    move |status, _, message| {
+        status == "True"
+            && message.contains("was in the archive")
+            && message
+                .rsplit_once(" to ")
+                .is_some_and(|(_, last)| last.starts_with(timeline))
+    }
+}
+
+/// Takes physical Backup `backup` of `cluster` and waits until it is Completed.
+async fn take_physical(ctx: &Ctx, cluster: &str, backup: &str) -> Result {
+    ctx.apply(&physical_backup(backup, cluster)).await?;
+    ctx.wait_backup_condition_in(&ctx.ns, backup, "Completed")
+        .await
+}
+
+#[scenario]
+async fn physical_backup_verified_and_archive_continuity_on_real_pods(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    ctx.require_l4_bucket()?;
+    let name = "arch";
+    let (first, second) = (format!("{name}-0"), format!("{name}-1"));
+    ctx.apply(&archiving(name, 2, &ctx.settings.s3_endpoint))
+        .await?;
+    ctx.wait_ready(&[name]).await?;
+    ctx.wait_sql(name).await?;
+    ctx.seed(name, "app", "app").await?;
+
+    take_physical(&ctx, name, "base-1").await?;
+    let proof = ctx.verify_backup("base-1", "e2e-1").await?;
+    say(format!(
+        "physical Backup base-1 Verified: {}",
+        passed_with_counts(&proof)?
+    ));
+    let whole = archiving_until(&ctx, name, "the archive whole", whole_to("00000001")).await?;
+    say(format!("continuity after base-1: {whole}"));
+
+    request_switchover(&ctx, name, &second).await?;
+    switched_over(&ctx, name, &second).await?;
+    rejoined(&ctx, &first).await?;
+    take_physical(&ctx, name, "base-2").await?;
+    let whole = archiving_until(
+        &ctx,
+        name,
+        "the archive whole across both timelines",
+        whole_to("00000002"),
+    )
+    .await?;
+    say(format!(
+        "after a switchover to {second} and base-2, no false alarm: {whole}"
+    ));
+
+    // One archived segment of timeline 2 (the new primary's own: nothing heals it) goes.
+    let keys = ctx.prefix_keys_in("pitr", &ctx.ns, name).await?;
+    let Some(key) = keys
+        .iter()
+        .filter(|k| k.contains("/wal/") && k.contains("/00000002/") && k.ends_with(".zst"))
+        .min()
+    else {
+        fail!(
+            "no archived segment of timeline 2 among {} keys",
+            keys.len()
+        );
+    };
+    let segment = key
+        .rsplit('/')
+        .next()
+        .and_then(|file| file.strip_suffix(".zst"))
+        .unwrap_or_default()
+        .to_owned();
+    ctx.damage_object(key, Damage::Delete).await?;
+    take_physical(&ctx, name, "base-3").await?;
+    let broken = archiving_until(
+        &ctx,
+        name,
+        &format!("{segment} named missing"),
+        |s, r, m| s == "False" && r == "ArchiveBroken" && m.contains(&segment),
+    )
+    .await?;
+    say(format!("{segment} deleted from the bucket: {broken}"));
+    Ok(())
+}
