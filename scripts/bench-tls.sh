@@ -4,6 +4,8 @@
 # signed by a cluster CA, the client verifying it by name with verify-full and channel binding
 # required), the two interleaved in the same run so that both see the same machine.
 #   scripts/bench-tls.sh [ROUNDS [SECONDS]]      # defaults: 3 rounds of 20 s, each workload, each way
+# TUSK_BENCH_TLS_PIN=1 runs PostgreSQL on CPU 0 and pgbench on CPU 1 (taskset): the client's TLS
+# then no longer takes the server's CPU, as with clients on other machines.
 # Prints one line per round and a summary: TPS ratio (goal ≥ 90 %) and the connection setup p50.
 set -euo pipefail
 # PostgreSQL refuses root: the whole benchmark runs as the postgres user then.
@@ -54,7 +56,9 @@ ssl_min_protocol_version = 'TLSv1.3'
 EOF
 # Both kinds of connection from 127.0.0.1 with SCRAM: the only difference is TLS.
 printf 'local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n' >"$dir/data/pg_hba.conf"
-"$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
+server_cpu=() client_cpu=()
+if [[ "${TUSK_BENCH_TLS_PIN:-0}" == 1 ]]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); fi
+"${server_cpu[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
 "$bin/pgbench" -h "$dir" -p "$port" -U postgres -i -q -s 10 postgres >/dev/null 2>&1
 
 export PGHOST=localhost PGHOSTADDR=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
@@ -65,7 +69,7 @@ verified() {
 }
 # TPS without the initial connection time, from one pgbench run of builtin script $workload.
 tps() {
-  "$@" "$bin/pgbench" -n -b "$workload" -c "$clients" -j 2 -T "$seconds" 2>&1 |
+  "$@" "${client_cpu[@]}" "$bin/pgbench" -n -b "$workload" -c "$clients" -j 2 -T "$seconds" 2>&1 |
     sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p'
 }
 # Connection setup, one connection per pgbench run, as pgbench measures it (ms).
@@ -98,6 +102,6 @@ for workload in tpcb-like select-only; do
 done
 plain_p50=$(connect_ms plain)
 tls_p50=$(connect_ms verified)
-echo "summary: clients=$clients seconds=$seconds rounds=$rounds"
+echo "summary: clients=$clients seconds=$seconds rounds=$rounds pinned=${TUSK_BENCH_TLS_PIN:-0}"
 printf '%s\n' "${summaries[@]}"
 echo "connection setup p50 over $connections connections: plain ${plain_p50} ms, TLS ${tls_p50} ms"

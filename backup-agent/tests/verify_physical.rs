@@ -54,7 +54,11 @@ fn system(source: &PgServer) -> String {
 async fn a_physical_backup_restores_replays_the_whole_archive_and_passes() {
     let (store, _source, after) = backed_up().await;
     let verifier = Verifier::new();
-    let (code, report, terminated) = verifier.run(verifier.command(&store, "db", "base1"));
+    let mut command = verifier.command(&store, "db", "base1");
+    // As in the Job's pod: the stock postgres image sets PGDATA to its own data directory,
+    // which the scratch server is not (the restore command once followed it and failed).
+    command.env("PGDATA", "/var/lib/postgresql/data");
+    let (code, report, terminated) = verifier.run(command);
     assert_eq!(code, 0, "{report}");
     assert_eq!(report["phase"], "Passed", "{report}");
     assert_eq!(terminated["phase"], "Passed");

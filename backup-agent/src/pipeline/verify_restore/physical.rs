@@ -137,6 +137,9 @@ async fn restore_and_check(
     let mut env = options.store_env.clone();
     env.push(("TUSK_NAMESPACE".into(), options.location.namespace().into()));
     env.push(("TUSK_CLUSTER".into(), options.location.cluster().into()));
+    // wal-fetch reads the system identifier from PGDATA: this scratch server's, never the one
+    // the environment names (the stock postgres image's, in the Job's pod).
+    env.push(("PGDATA".into(), server.data_dir().display().to_string()));
     let mut settings = vec![
         format!("restore_command='{}' wal-fetch %f %p", agent.display()),
         "recovery_target_timeline=latest".into(),
