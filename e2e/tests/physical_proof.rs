@@ -2,17 +2,18 @@
 //! `backup-agent/tests/verify_physical.rs` and `instance/tests/continuity.rs`): two instances
 //! archiving into the in-cluster MinIO; a physical Backup verified by the Job the operator
 //! makes (restore, replay to the primary's restore point, `pg_verifybackup`, amcheck, every
-//! table counted); the continuity check whole after it and again after a switchover, across
-//! both timelines (no false alarm); then one archived segment of the new timeline deleted from
-//! the bucket, and the next check names it (`ContinuousArchiving=False`, `ArchiveBroken`).
+//! table's count equal to the one recorded there); the continuity check after each base backup
+//! (read from a replica, as by default), whole, and again after a switchover, across both
+//! timelines (no false alarm); then one archived segment of the new timeline deleted from the
+//! bucket, and the next check names it (`ContinuousArchiving=False`, `ArchiveBroken`).
 
 use tusk::crd::PostgreSQL;
 use tusk_e2e::bucket::Damage;
-use tusk_e2e::faults::rejoined;
+use tusk_e2e::faults::{instance_status, rejoined};
 use tusk_e2e::manifests::{archiving, physical_backup};
 use tusk_e2e::switchover::{request_switchover, switched_over};
 use tusk_e2e::verification::passed_with_counts;
-use tusk_e2e::{Check, Ctx, Result, fail, say, scenario, until};
+use tusk_e2e::{Check, Ctx, Result, ensure, fail, say, scenario, until};
 
 /// The cluster's `ContinuousArchiving` condition: (status, reason, message).
 fn archiving_condition(pg: &PostgreSQL) -> Option<(String, String, String)> {
@@ -61,6 +62,32 @@ async fn take_physical(ctx: &Ctx, cluster: &str, backup: &str) -> Result {
         .await
 }
 
+/// Waits until the continuity check of `primary`'s manager counts `n` base backups (it ran
+/// after the n-th: the operator asks for it once the Backup is Completed, since a base backup
+/// read from a standby leaves the primary no backup history file); what it found.
+async fn checked_after(ctx: &Ctx, primary: &str, n: u64) -> Result<String> {
+    until(
+        format!("{primary}'s continuity check counting {n} base backups"),
+        ctx.timeout(),
+        || async {
+            let status = instance_status(ctx, primary).await?;
+            let check = status.archive.and_then(|a| a.continuity);
+            Ok(match check {
+                Some(c) if c.base_backups >= n => Check::Done(format!(
+                    "{} segments from {} to {}, {} missing, timelines {:?}",
+                    c.segments,
+                    c.first_segment.unwrap_or_default(),
+                    c.last_segment.unwrap_or_default(),
+                    c.missing_count,
+                    c.timelines
+                )),
+                other => Check::Pending(format!("{other:?}")),
+            })
+        },
+    )
+    .await
+}
+
 #[scenario]
 async fn physical_backup_verified_and_archive_continuity_on_real_pods(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
@@ -73,19 +100,27 @@ async fn physical_backup_verified_and_archive_continuity_on_real_pods(ctx: Ctx) 
     ctx.wait_sql(name).await?;
     ctx.seed(name, "app", "app").await?;
 
+    // Read from the replica; the primary writes its restore point with counts, then checks.
     take_physical(&ctx, name, "base-1").await?;
+    let checked = checked_after(&ctx, &first, 1).await?;
     let proof = ctx.verify_backup("base-1", "e2e-1").await?;
+    let counted = passed_with_counts(&proof)?;
+    let counts = proof.checks.iter().find(|c| c.name == "counts");
+    ensure!(
+        counts.is_some_and(|c| c.result == "passed"),
+        "the counts at the primary's restore point were not compared: {counts:?}"
+    );
     say(format!(
-        "physical Backup base-1 Verified: {}",
-        passed_with_counts(&proof)?
+        "physical Backup base-1 (from the replica) Verified: {counted}, counts equal at the \
+         restore point; the check after it: {checked}"
     ));
-    let whole = archiving_until(&ctx, name, "the archive whole", whole_to("00000001")).await?;
-    say(format!("continuity after base-1: {whole}"));
+    archiving_until(&ctx, name, "the archive whole", whole_to("00000001")).await?;
 
     request_switchover(&ctx, name, &second).await?;
     switched_over(&ctx, name, &second).await?;
     rejoined(&ctx, &first).await?;
     take_physical(&ctx, name, "base-2").await?;
+    let checked = checked_after(&ctx, &second, 2).await?;
     let whole = archiving_until(
         &ctx,
         name,
@@ -94,7 +129,7 @@ async fn physical_backup_verified_and_archive_continuity_on_real_pods(ctx: Ctx) 
     )
     .await?;
     say(format!(
-        "after a switchover to {second} and base-2, no false alarm: {whole}"
+        "after a switchover to {second} and base-2, no false alarm: {checked}; {whole}"
     ));
 
     // One archived segment of timeline 2 (the new primary's own: nothing heals it) goes.

@@ -12,18 +12,19 @@ use tusk_e2e::manifests::cluster;
 use tusk_e2e::replication::{pod_ip, service_ip};
 use tusk_e2e::{Context, Ctx, Result, ensure, fail, say, scenario};
 
-/// The TLS version of a session as the app role, opened from inside `pod` to `hostaddr` while
-/// verifying the server's certificate for `host` against the CA mounted in the pod. The
-/// password goes through stdin, never on a command line; Err is psql's error.
+/// The TLS version of a session as the app role, opened from inside `pod` to `hostaddr` with
+/// `sslmode` (`verify-full`: the server's certificate verified for `host` against the CA
+/// mounted in the pod). The password goes through stdin, never on a command line; Err is
+/// psql's error.
 async fn tls_version(
     ctx: &Ctx,
     pod: &str,
     password: &str,
-    host: &str,
-    hostaddr: &str,
+    (host, hostaddr): (&str, &str),
+    sslmode: &str,
 ) -> Result<std::result::Result<String, String>> {
     let conninfo = format!(
-        "host={host} hostaddr={hostaddr} port=5432 user=app dbname=app sslmode=verify-full \
+        "host={host} hostaddr={hostaddr} port=5432 user=app dbname=app sslmode={sslmode} \
          sslrootcert=/etc/tusk-tls/ca.crt connect_timeout=5"
     );
     let script = "read -r PGPASSWORD && export PGPASSWORD && exec psql -X -A -t -c \
@@ -83,7 +84,7 @@ async fn tls_verify_full_through_every_service_and_pod_name(ctx: Ctx) -> Result 
             format!("{base}.{ns}.svc"),
             format!("{base}.{ns}.svc.cluster.local"),
         ] {
-            match tls_version(&ctx, &pod, &password, &host, ip).await? {
+            match tls_version(&ctx, &pod, &password, (&host, ip), "verify-full").await? {
                 Ok(version) => ensure!(
                     version == "TLSv1.3",
                     "verify-full as {host} ({ip}) gave a session on {version:?}"
@@ -94,16 +95,30 @@ async fn tls_verify_full_through_every_service_and_pod_name(ctx: Ctx) -> Result 
         }
     }
     let (_, rw_ip) = &targets[0];
-    match tls_version(&ctx, &pod, &password, "db.example.org", rw_ip).await? {
+    match tls_version(
+        &ctx,
+        &pod,
+        &password,
+        ("db.example.org", rw_ip),
+        "verify-full",
+    )
+    .await?
+    {
         Ok(version) => fail!("a name the certificate does not hold was accepted ({version})"),
         Err(error) => ensure!(
             error.contains("does not match host name"),
             "a wrong name failed for another reason: {error}"
         ),
     }
+    let rw = format!("{name}-rw");
+    let plaintext = match tls_version(&ctx, &pod, &password, (&rw, rw_ip), "disable").await? {
+        Ok(version) => fail!("a session without TLS was accepted ({version:?})"),
+        Err(error) if error.contains("no encryption") => error,
+        Err(error) => fail!("a session without TLS failed for another reason: {error}"),
+    };
     say(format!(
         "verify-full held for {checked} names ({}, short and qualified), TLSv1.3 each; \
-         db.example.org refused",
+         db.example.org refused; without TLS: {plaintext}",
         targets
             .iter()
             .map(|(base, _)| base.as_str())

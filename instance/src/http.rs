@@ -3,7 +3,8 @@
 //! (Prometheus, `metrics`), both only with the cluster's status token (`status_auth`);
 //! `GET /healthz` (the manager runs) and `GET /readyz` (PostgreSQL accepts connections in the
 //! role the Lease gives) stay open for the kubelet's probes. No request opens a connection to
-//! the server: reports come from the monitor's cached facts.
+//! the server: reports come from the monitor's cached facts. `POST /archive/check` (with the
+//! token) asks for the continuity check a base backup's history file would have asked for.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -82,6 +83,7 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/archive/check", post(archive_check))
         .with_state(App {
             ctx,
             archiver,
@@ -146,6 +148,23 @@ async fn status(State(app): State<App>, headers: HeaderMap) -> Response {
     }
     let body = serde_json::to_string(&app.report().await).unwrap_or_else(|_| "{}".into());
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A base backup read from a standby leaves no backup history file in this primary's pg_wal,
+/// the archiver's signal for the restore point and the continuity check after a base backup:
+/// the operator asks for them here once the Backup is Completed. Requests coalesce (one
+/// check at a time, one pending); a manager that does not archive has nothing to check.
+async fn archive_check(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !app.token.admits(&headers) {
+        return refused();
+    }
+    match &app.archiver {
+        Some(archiver) => {
+            archiver.continuity().soon();
+            StatusCode::ACCEPTED.into_response()
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {

@@ -13,8 +13,20 @@ use common::*;
 
 /// `curl` against the manager: the HTTP code (0 when no HTTP answer came) and the body.
 fn curl(url: &str, ca: Option<&Path>, token: Option<&str>) -> (u16, String) {
+    curl_as("GET", url, ca, token)
+}
+
+fn curl_as(method: &str, url: &str, ca: Option<&Path>, token: Option<&str>) -> (u16, String) {
     let mut curl = Command::new("curl");
-    curl.args(["-s", "--max-time", "5", "-w", "\n%{http_code}"]);
+    curl.args([
+        "-s",
+        "--max-time",
+        "5",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+    ]);
     match ca {
         Some(ca) => curl.arg("--cacert").arg(ca),
         None => curl.arg("-k"),
@@ -52,6 +64,14 @@ fn the_status_port_is_tls_only_verified_and_needs_the_token_except_for_probes() 
         let (code, _) = curl(&https(path), Some(&ca), Some("not-the-token"));
         assert_eq!(code, 401, "{path} with a wrong token");
     }
+    // The operator's request for a continuity check: the token too; a manager that does not
+    // archive has nothing to check.
+    let check = https("/archive/check");
+    assert_eq!(curl_as("POST", &check, Some(&ca), None).0, 401);
+    assert_eq!(
+        curl_as("POST", &check, Some(&ca), Some(STATUS_TOKEN)).0,
+        404
+    );
     for (path, body) in [("/healthz", "ok"), ("/readyz", "ready")] {
         assert_eq!(curl(&https(path), Some(&ca), None), (200, body.to_owned()));
     }

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::progress::{self, Next};
 use super::retention;
 use super::status::{self, Record};
+use crate::clusters::ha::pods::{cluster_pods, known_instance_address};
 use crate::crd::{Backup, BackupMethod, BackupPhase, BackupStatus, Destination, PostgreSQL};
 use crate::error::{Error, Result};
 use crate::resources::{self, Cluster};
@@ -260,9 +261,38 @@ async fn complete(
     );
     publish(ctx, backup, normal("Completed", ACTION, note)).await;
     if let Some(pg) = cluster {
+        if backup.spec.method == BackupMethod::Physical {
+            ask_primary_for_check(ctx, pg, &name).await;
+        }
         retention::apply(ctx, pg, backup).await;
     }
     Ok(Action::await_change())
+}
+
+/// A base backup read from a standby (the default with replicas) leaves no backup history
+/// file in the primary's archive, the manager's signal for the restore point the backup's
+/// verification recovers to and for the continuity check after it: the primary's manager is
+/// asked directly. Best effort: without it, the hourly check comes later and the verification
+/// replays to the end of the archive without counts to compare.
+async fn ask_primary_for_check(ctx: &Context, pg: &PostgreSQL, backup: &str) {
+    let Ok(cluster) = Cluster::new(pg) else {
+        return;
+    };
+    let Some(primary) = pg.status.as_ref().and_then(|s| s.current_primary.clone()) else {
+        return;
+    };
+    let pods = cluster_pods(ctx, &cluster);
+    let address = pods
+        .iter()
+        .find(|pod| pod.name_any() == primary)
+        .and_then(|pod| known_instance_address(ctx, &cluster, pod));
+    let asked = match address {
+        Some(address) => ctx.instances.ask_archive_check(&address).await,
+        None => false,
+    };
+    if !asked {
+        info!(backup, pod = %primary, "the primary's manager did not take the request for a continuity check; its hourly check follows");
+    }
 }
 
 /// A bucket that cannot be read: retried with backoff, and Failed once it has stayed

@@ -33,14 +33,16 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
 
 /// Init container `install-instance-manager`: the agent image copies its `tusk-instance` into
 /// the shared emptyDir, so the database container keeps the stock image.
-/// A point-in-time restore needs the backup agent too, copied beside the manager.
+/// A point-in-time restore needs the backup agent too, copied beside the manager; so does a
+/// cluster that archives (its primary writes the restore point each base backup's verification
+/// recovers to, with every table's count, through the agent).
 pub fn installer_container(cluster: &Cluster, agent: &AgentSettings) -> Container {
     let mut command = vec![
         "tusk-instance".to_owned(),
         "install".to_owned(),
         INSTANCE_MANAGER.to_owned(),
     ];
-    if point_in_time(cluster).is_some() {
+    if point_in_time(cluster).is_some() || wal_archiving(cluster).is_some() {
         command.extend(["--with".to_owned(), AGENT_IN_IMAGE.to_owned()]);
     }
     Container {
@@ -230,6 +232,12 @@ mod tests {
             (mounts[0].name.as_str(), mounts[0].read_only),
             ("tusk-bin", None)
         );
+        // So does archiving: the primary's restore points are the agent's work.
+        let pg = postgresql(
+            "storage: {size: 1Gi}\nbackup:\n  schedule: \"0 2 * * *\"\n  walArchive: {}\n  destination: {s3: {bucket: b}}\n",
+        );
+        let init = installer_container(&Cluster::new(&pg).unwrap(), &agent);
+        assert!(init.command.unwrap().contains(&"--with".to_owned()));
     }
 
     #[test]

@@ -145,6 +145,17 @@ impl InstanceReader {
             // A pod of an earlier Tusk, until the rollout replaces it: plain HTTP, no token.
             return get(tcp, &address.ip, None).await;
         }
+        let (tls, token) = self.verified(address, tcp).await?;
+        get(tls, &address.server_name, Some(&token)).await
+    }
+
+    /// A TLS session with the manager at `address`, verified by its name against the
+    /// cluster's CA, and the token to present on it.
+    async fn verified(
+        &self,
+        address: &InstanceAddress,
+        tcp: TcpStream,
+    ) -> Result<(tokio_rustls::client::TlsStream<TcpStream>, String), Failure> {
         let access = self.access(address).await.ok_or(Failure::Unanswered)?;
         let name =
             ServerName::try_from(address.server_name.clone()).map_err(|_| Failure::Refused)?;
@@ -152,12 +163,38 @@ impl InstanceReader {
             tracing::warn!(pod = %address.pod, error = %e, "status port: TLS refused");
             Failure::Refused
         })?;
-        get(tls, &address.server_name, Some(&access.token)).await
+        Ok((tls, access.token.clone()))
+    }
+
+    /// `POST /archive/check` to the manager at `address` (TLS, the token; a pod of an earlier
+    /// Tusk has no such request).
+    async fn post_check(&self, address: &InstanceAddress) -> Result<(), Failure> {
+        if !address.tls {
+            return Err(Failure::Unanswered);
+        }
+        let tcp = TcpStream::connect((address.ip.as_str(), self.port))
+            .await
+            .map_err(|_| Failure::Unanswered)?;
+        let (tls, token) = self.verified(address, tcp).await?;
+        let request = Request::post("/archive/check");
+        match send(tls, request, &address.server_name, Some(&token))
+            .await?
+            .status()
+        {
+            StatusCode::ACCEPTED => Ok(()),
+            StatusCode::UNAUTHORIZED => Err(Failure::Refused),
+            _ => Err(Failure::Unanswered),
+        }
     }
 }
 
-/// `GET /status` on an open connection.
-async fn get<S>(io: S, host: &str, token: Option<&str>) -> Result<InstanceStatus, Failure>
+/// Sends `request` (no body) on an open connection with the host and the token; the response.
+async fn send<S>(
+    io: S,
+    request: hyper::http::request::Builder,
+    host: &str,
+    token: Option<&str>,
+) -> Result<hyper::Response<hyper::body::Incoming>, Failure>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -165,17 +202,25 @@ where
         .await
         .map_err(|_| Failure::Unanswered)?;
     tokio::spawn(connection);
-    let mut request = Request::get("/status").header(header::HOST, host);
+    let mut request = request.header(header::HOST, host);
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
     let request = request
         .body(Empty::<Bytes>::new())
         .map_err(|_| Failure::Unanswered)?;
-    let response = sender
+    sender
         .send_request(request)
         .await
-        .map_err(|_| Failure::Unanswered)?;
+        .map_err(|_| Failure::Unanswered)
+}
+
+/// `GET /status` on an open connection.
+async fn get<S>(io: S, host: &str, token: Option<&str>) -> Result<InstanceStatus, Failure>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let response = send(io, Request::get("/status"), host, token).await?;
     match response.status() {
         StatusCode::OK => {}
         StatusCode::UNAUTHORIZED => return Err(Failure::Refused),
@@ -201,6 +246,13 @@ impl StatusSource for InstanceReader {
             }
             Ok(Err(Failure::Unanswered)) | Err(_) => None,
         }
+    }
+
+    async fn ask_archive_check(&self, address: &InstanceAddress) -> bool {
+        matches!(
+            tokio::time::timeout(TIMEOUT, self.post_check(address)).await,
+            Ok(Ok(()))
+        )
     }
 }
 

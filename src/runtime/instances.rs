@@ -129,6 +129,12 @@ pub struct InstanceAddress {
 pub trait StatusSource: Send + Sync {
     /// The report of the manager at `address`, or `None` when it does not answer in time.
     async fn report(&self, address: &InstanceAddress) -> Option<InstanceStatus>;
+
+    /// Asks the manager at `address` for an archive continuity check now (`POST
+    /// /archive/check`); whether it accepted. Sources without managers accept nothing.
+    async fn ask_archive_check(&self, _address: &InstanceAddress) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]
