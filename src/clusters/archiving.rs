@@ -4,6 +4,7 @@
 //! the faster signals; this puts the state where `kubectl get`/`wait` see it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -50,6 +51,27 @@ pub async fn observe(cluster: &Cluster<'_>, primary: &PrimaryState, ctx: &Contex
         Some(archive) => Archiving::Reported(Box::new(archive)),
         None => Archiving::NoReport,
     }
+}
+
+/// How soon to read the primary's report again while it owes the continuity check after the
+/// newest base backup (its last check is older than the backup): the condition then follows
+/// the check within seconds, not at the next resync.
+pub const CHECK_OWED_RECHECK: Duration = Duration::from_secs(10);
+/// For at most this long after the backup completed: a manager that never checks is for the
+/// `TuskWalArchiveUnchecked` alert, not a reason to poll forever.
+const CHECK_OWED_WITHIN_SECONDS: i64 = 600;
+
+/// [`CHECK_OWED_RECHECK`] while the primary's last continuity check predates the newest
+/// Completed base backup (by less than [`CHECK_OWED_WITHIN_SECONDS`]).
+pub fn check_owed(archiving: &Archiving, backups: &Summary, now: Timestamp) -> Option<Duration> {
+    let Archiving::Reported(archive) = archiving else {
+        return None;
+    };
+    let newest = backups.newest_base_at.as_ref()?.0.as_second();
+    let checked = archive.continuity.as_ref().map_or(0, |c| c.checked_at);
+    let age = now.as_second().saturating_sub(newest);
+    (checked < newest && (0..CHECK_OWED_WITHIN_SECONDS).contains(&age))
+        .then_some(CHECK_OWED_RECHECK)
 }
 
 /// `status.recoveryWindow`: from the oldest Completed base backup to the newest archived WAL

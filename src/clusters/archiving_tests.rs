@@ -182,3 +182,39 @@ fn a_broken_archive_is_false_naming_what_is_missing_and_a_whole_one_says_so() {
         update.message
     );
 }
+
+#[test]
+fn a_check_is_owed_while_the_last_one_predates_the_newest_base_backup_for_ten_minutes() {
+    let completed = 1_800_000_000;
+    let backups = Summary {
+        newest_base_at: Some(Time(Timestamp::from_second(completed).unwrap())),
+        ..Summary::default()
+    };
+    let checked_at = |at: i64| {
+        Archiving::Reported(Box::new(ArchiveStatus {
+            continuity: Some(ArchiveContinuity {
+                checked_at: at,
+                ..ArchiveContinuity::default()
+            }),
+            ..ArchiveStatus::default()
+        }))
+    };
+    let now = |s: i64| Timestamp::from_second(completed + s).unwrap();
+    let owed = Some(CHECK_OWED_RECHECK);
+    assert_eq!(
+        check_owed(&checked_at(completed - 5), &backups, now(5)),
+        owed
+    );
+    assert_eq!(
+        check_owed(&checked_at(completed + 3), &backups, now(5)),
+        None
+    );
+    // A report without a check yet owes one too; none is awaited after ten minutes.
+    let unchecked = Archiving::Reported(Box::default());
+    assert_eq!(check_owed(&unchecked, &backups, now(599)), owed);
+    assert_eq!(check_owed(&unchecked, &backups, now(600)), None);
+    // No report, or no base backup: nothing to wait for.
+    assert_eq!(check_owed(&Archiving::NoReport, &backups, now(5)), None);
+    let none = Summary::default();
+    assert_eq!(check_owed(&checked_at(0), &none, now(5)), None);
+}

@@ -111,6 +111,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     writes.extend(backups.writes.iter().cloned());
     let archiving = archiving::observe(&cluster, &primary, ctx).await;
     writes.extend(archiving::backup_after_gap(&cluster, &archiving, ctx).await?);
+    let check_owed = archiving::check_owed(&archiving, &backups.summary, Timestamp::now());
 
     // Report: the writes, the status, then what was found.
     report::writes(
@@ -139,6 +140,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     report::findings(pg, ctx, &outcome).await;
     let now = Timestamp::now();
     let next = next_check(&backups.freshness, backups.verify_at, recheck, now);
+    let next = check_owed.map_or(next, |soon| next.min(soon));
     // A Secret the user brings is not watched: its renewals reach the credentials by this.
     let next = match cluster.user_server_secret() {
         Some(_) => next.min(USER_SECRET_RECHECK),

@@ -24,6 +24,8 @@ pub struct Summary {
     /// window starts, and how many there are.
     pub oldest_base: Option<(Time, String)>,
     pub base_backups: usize,
+    /// When the newest base backup completed: the primary owes a continuity check after it.
+    pub newest_base_at: Option<Time>,
 }
 
 /// A Backup that reached a final phase.
@@ -84,15 +86,18 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
             message,
         }
     });
-    let mut base = finished.iter().filter(|(_, b)| {
-        b.phase() == BackupPhase::Completed && b.spec.method == BackupMethod::Physical
-    });
-    let oldest_base = base.next().map(|(at, b)| (at.clone(), b.name_any()));
+    let base: Vec<_> = finished
+        .iter()
+        .filter(|(_, b)| {
+            b.phase() == BackupPhase::Completed && b.spec.method == BackupMethod::Physical
+        })
+        .collect();
     Summary {
         last_successful,
         last_finished,
-        base_backups: base.count() + usize::from(oldest_base.is_some()),
-        oldest_base,
+        base_backups: base.len(),
+        oldest_base: base.first().map(|(at, b)| (at.clone(), b.name_any())),
+        newest_base_at: base.last().map(|(at, _)| at.clone()),
         ..Summary::default()
     }
 }
