@@ -12,7 +12,7 @@ use kube::{Api, ResourceExt};
 use tusk::clusters::ha::pods::instance_address;
 use tusk::resources::CLUSTER_LABEL;
 use tusk::runtime::instance_reader::InstanceReader;
-use tusk::runtime::instances::{InstanceStatus, Role, StatusSource};
+use tusk::runtime::instances::{InstanceAddress, InstanceStatus, Role, StatusSource};
 
 use crate::platform::{OPERATOR_NAMESPACE, OPERATOR_SELECTOR};
 use crate::replication::{
@@ -154,10 +154,8 @@ pub async fn promoted_other_than(ctx: &Ctx, cluster: &str, old: &str) -> Result<
     .await
 }
 
-/// What the instance manager of `pod` reports on `/status` (read from the host, which reaches
-/// the pod network on the e2e node).
-/// Over TLS verified against the cluster's CA, with its status token, as the operator reads it.
-pub async fn instance_status(ctx: &Ctx, pod: &str) -> Result<InstanceStatus> {
+/// The address of `pod`'s instance manager, as the operator reaches it.
+async fn manager_address(ctx: &Ctx, pod: &str) -> Result<InstanceAddress> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     let pod = pods.get(pod).await?;
     let name = pod.name_any();
@@ -168,11 +166,29 @@ pub async fn instance_status(ctx: &Ctx, pod: &str) -> Result<InstanceStatus> {
         .clone();
     let pg = ctx.postgresql_in(&ctx.ns, &cluster).await?;
     let cluster = tusk::resources::Cluster::new(&pg)?;
-    let address = instance_address(&cluster, &pod).context(format!("pod {name} has no IP"))?;
+    instance_address(&cluster, &pod).context(format!("pod {name} has no IP"))
+}
+
+/// What the instance manager of `pod` reports on `/status` (read from the host, which reaches
+/// the pod network on the e2e node).
+/// Over TLS verified against the cluster's CA, with its status token, as the operator reads it.
+pub async fn instance_status(ctx: &Ctx, pod: &str) -> Result<InstanceStatus> {
     InstanceReader::new(ctx.client.clone(), STATUS_PORT)
-        .report(&address)
+        .report(&manager_address(ctx, pod).await?)
         .await
-        .context(format!("{name}'s /status did not answer"))
+        .context(format!("{pod}'s /status did not answer"))
+}
+
+/// Asks `pod`'s manager for a continuity check now, as the operator does after a base backup.
+pub async fn ask_archive_check(ctx: &Ctx, pod: &str) -> Result {
+    let asked = InstanceReader::new(ctx.client.clone(), STATUS_PORT)
+        .ask_archive_check(&manager_address(ctx, pod).await?)
+        .await;
+    ensure!(
+        asked,
+        "{pod}'s manager did not take the request for a check"
+    );
+    Ok(())
 }
 
 /// Waits until `pod` is a replica by its own manager's account, on the timeline of `primary`,

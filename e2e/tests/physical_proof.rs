@@ -5,11 +5,12 @@
 //! table's count equal to the one recorded there); the continuity check after each base backup
 //! (read from a replica, as by default), whole, and again after a switchover, across both
 //! timelines (no false alarm); then one archived segment of the new timeline deleted from the
-//! bucket, and the next check names it (`ContinuousArchiving=False`, `ArchiveBroken`).
+//! bucket, and the next check (asked for as the operator does) names it
+//! (`ContinuousArchiving=False`, `ArchiveBroken`).
 
 use tusk::crd::PostgreSQL;
 use tusk_e2e::bucket::Damage;
-use tusk_e2e::faults::{instance_status, rejoined};
+use tusk_e2e::faults::{ask_archive_check, instance_status, rejoined};
 use tusk_e2e::manifests::{archiving, physical_backup};
 use tusk_e2e::switchover::{request_switchover, switched_over};
 use tusk_e2e::verification::passed_with_counts;
@@ -151,7 +152,9 @@ async fn physical_backup_verified_and_archive_continuity_on_real_pods(ctx: Ctx) 
         .unwrap_or_default()
         .to_owned();
     ctx.damage_object(key, Damage::Delete).await?;
-    take_physical(&ctx, name, "base-3").await?;
+    // The check the operator asks for after a base backup (a new base backup itself would wait
+    // for that segment: it begins at the replica's last restartpoint, in that very segment).
+    ask_archive_check(&ctx, &second).await?;
     let broken = archiving_until(
         &ctx,
         name,

@@ -83,3 +83,29 @@ fn the_primary_archives_through_its_manager_and_the_new_primary_continues_after_
         "only compressed files: {keys:?}"
     );
 }
+
+/// The states a crash leaves: the postmaster killed (its archiver with it, perhaps mid-upload)
+/// and restarted in place by the manager; the next segments are archived as before.
+#[test]
+fn archiving_goes_on_after_the_postmaster_is_killed_and_restarted() {
+    let bucket = Bucket::start();
+    let cluster = archiving_pair(&bucket);
+    let primary = &cluster.members[0];
+    let system = primary
+        .psql("SELECT system_identifier FROM pg_control_system()")
+        .expect("system identifier");
+    let wal = format!("tests/demo/wal/{system}/00000001/");
+    let segment = write_and_switch(primary, "before");
+    wait_for_key(&bucket, &format!("{wal}{segment}.zst"));
+
+    let killed = primary.postmaster_pid().expect("postmaster");
+    unsafe { libc::kill(killed, libc::SIGKILL) };
+    wait_for("the postmaster restarted", Duration::from_secs(60), || {
+        primary.postmaster_pid().is_some_and(|pid| pid != killed)
+            && primary.psql("SELECT 1").is_ok()
+    });
+    for round in 0..3 {
+        let segment = write_and_switch(primary, &format!("after {round}"));
+        wait_for_key(&bucket, &format!("{wal}{segment}.zst"));
+    }
+}
