@@ -155,6 +155,28 @@ async fn physical_backup_verified_and_archive_continuity_on_real_pods(ctx: Ctx) 
     // The check the operator asks for after a base backup (a new base backup itself would wait
     // for that segment: it begins at the replica's last restartpoint, in that very segment).
     ask_archive_check(&ctx, &second).await?;
+    let named = until(
+        format!("{second} naming {segment}"),
+        ctx.timeout(),
+        || async {
+            let status = instance_status(&ctx, &second).await?;
+            let check = status.archive.and_then(|a| a.continuity);
+            Ok(match check {
+                Some(c) if c.missing.contains(&segment) => Check::Done(c.missing),
+                other => Check::Pending(format!("{other:?}")),
+            })
+        },
+    )
+    .await?;
+    ensure!(
+        named == [segment.clone()],
+        "the check named {named:?}, not {segment} alone"
+    );
+    // The condition follows at the cluster's next reconcile (the 10-minute resync at the
+    // latest; the manager's Warning Event and metric are immediate): one is brought on by a
+    // spec change that changes nothing (5 s is the default archive timeout).
+    let touch = serde_json::json!({"spec": {"backup": {"walArchive": {"timeoutSeconds": 5}}}});
+    ctx.merge_patch_postgresql_in(&ctx.ns, name, touch).await?;
     let broken = archiving_until(
         &ctx,
         name,
