@@ -51,28 +51,13 @@ spec:
             "  backup:
     schedule: \"0 2 * * *\"
     retention: {{keep: {keep}}}
-{on_delete}    destination:
-      s3:
-        bucket: tusk-backups
-        path: {path}
-        endpoint: {endpoint}
-        forcePathStyle: true
-        credentials:
-          accessKeyId: {{name: e2e-s3, key: access-key}}
-          secretAccessKey: {{name: e2e-s3, key: secret-key}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: e2e-s3}}
-stringData: {{access-key: minioadmin, secret-key: minioadmin}}
-",
+{on_delete}{destination}",
             keep = b.keep,
             on_delete = b
                 .on_delete
                 .map(|o| format!("    onDelete: {o}\n"))
                 .unwrap_or_default(),
-            path = b.path,
-            endpoint = b.endpoint,
+            destination = destination(b.path, &b.endpoint),
         ));
     }
     yaml
@@ -101,10 +86,20 @@ pub fn archiving(name: &str, instances: u8, endpoint: &str) -> String {
         "{}  backup:
     schedule: \"0 2 * * *\"
     walArchive: {{}}
-    destination:
+{}",
+        crate::replication::replicated(name, instances),
+        destination("pitr", endpoint)
+    )
+}
+
+/// `spec.backup.destination`: the bucket `tusk-backups` under `path` at `endpoint`, with the
+/// credentials Secret `e2e-s3` (appended as a second document).
+fn destination(path: &str, endpoint: &str) -> String {
+    format!(
+        "    destination:
       s3:
         bucket: tusk-backups
-        path: pitr
+        path: {path}
         endpoint: {endpoint}
         forcePathStyle: true
         credentials:
@@ -115,8 +110,7 @@ apiVersion: v1
 kind: Secret
 metadata: {{name: e2e-s3}}
 stringData: {{access-key: minioadmin, secret-key: minioadmin}}
-",
-        crate::replication::replicated(name, instances)
+"
     )
 }
 
