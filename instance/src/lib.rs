@@ -5,6 +5,7 @@
 pub mod archive_gap;
 pub mod archiver;
 pub mod auto_conf;
+pub mod checkpoint;
 pub mod config;
 pub mod context;
 pub mod continuity;

@@ -22,24 +22,3 @@ pub async fn request(ctx: &Context) -> Result<(), Error> {
     }
     Ok(())
 }
-
-/// A checkpoint on the new timeline, in the background (the supervisor must stay free to
-/// fence). Promotion does not checkpoint, so the control file still names the old timeline;
-/// before PostgreSQL 16, pg_rewind against such a source finds "the same timeline" and rewinds
-/// nothing, leaving the former primary unable to follow. Members wait for it before rewinding
-/// (rewind.rs).
-pub fn checkpoint_after(ctx: std::sync::Arc<Context>) {
-    tokio::spawn(async move {
-        let checkpoint = async {
-            let client = connect(&ctx, "postgres").await?;
-            client
-                .batch_execute("CHECKPOINT")
-                .await
-                .map_err(Error::sql("CHECKPOINT after the promotion"))
-        };
-        match checkpoint.await {
-            Ok(()) => tracing::info!("checkpointed the new timeline"),
-            Err(e) => tracing::warn!(error = %e, "checkpoint after promotion"),
-        }
-    });
-}

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
+use crate::checkpoint::After;
 use crate::config::RunArgs;
 use crate::context::Context;
 use crate::data_lock::DataLock;
@@ -77,6 +78,8 @@ struct Supervisor {
     short_lives: u32,
     /// When this standby was asked to promote; cleared once the server left recovery.
     promoting: Option<Instant>,
+    /// The postmaster generation a checkpoint was asked of as primary (checkpoint.rs).
+    checkpointed: Option<u64>,
     demotion: Option<Demotion>,
     /// Since when a standby's WAL receiver has not been streaming.
     not_streaming: StreamingClock,
@@ -187,6 +190,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         slot_sync: None,
         short_lives: 0,
         promoting: None,
+        checkpointed: None,
         demotion: None,
         not_streaming: StreamingClock::default(),
         failed: None,
@@ -241,6 +245,7 @@ impl Supervisor {
         let facts = self.facts();
         self.track_streaming(facts.as_ref(), &observed);
         self.finish_promotion(facts.as_ref());
+        self.checkpoint_once_primary(facts.as_ref());
         let local = self.local(&observed, facts.as_ref());
         let action = decide(
             observed.lease.as_ref(),
@@ -377,7 +382,17 @@ impl Supervisor {
             took.as_secs_f64()
         );
         self.events.normal("Promoted", "Promote", note);
-        crate::promote::checkpoint_after(self.ctx.clone());
+        self.checkpointed = Some(self.generation);
+        crate::checkpoint::spawn(self.ctx.clone(), After::Promotion);
+    }
+
+    /// Once per postmaster that the server says is a primary, unless a promotion did it.
+    fn checkpoint_once_primary(&mut self, facts: Option<&ServerFacts>) {
+        let primary = facts.is_some_and(|f| !f.in_recovery) && self.promoting.is_none();
+        if primary && self.postmaster.is_some() && self.checkpointed != Some(self.generation) {
+            self.checkpointed = Some(self.generation);
+            crate::checkpoint::spawn(self.ctx.clone(), After::Start);
+        }
     }
 
     /// The local server as it is: a running one's role as the server itself says.

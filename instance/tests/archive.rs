@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::bucket::{Bucket, archiving_pair, write_and_switch};
+use common::bucket::{Bucket, archive_through_managers, archiving_pair, write_and_switch};
 use common::*;
 use tusk_testkit::minio;
 
@@ -107,5 +107,47 @@ fn archiving_goes_on_after_the_postmaster_is_killed_and_restarted() {
     for round in 0..3 {
         let segment = write_and_switch(primary, &format!("after {round}"));
         wait_for_key(&bucket, &format!("{wal}{segment}.zst"));
+    }
+}
+
+/// The state a clean restart leaves: PostgreSQL 15's checkpointer, started while the startup
+/// process still runs, sleeps for `checkpoint_timeout` without the `archive_timeout` bound, and
+/// after a start that needs no end-of-recovery checkpoint nothing wakes it, so no segment is
+/// closed by time until it next wakes (minutes). The manager wakes it; each restart here is
+/// followed by writes alone (no switch by hand) until `archive_timeout` closes a segment.
+#[test]
+fn archive_timeout_closes_segments_after_a_clean_restart_in_place() {
+    let bucket = Bucket::start();
+    let mut cluster = Cluster::with_settings(&["demo-0"], "archive_timeout = 2s\n");
+    archive_through_managers(&mut cluster, &bucket);
+    cluster.set_lease("demo-0", true);
+    let primary = cluster.member("demo-0");
+    primary.start();
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    primary
+        .psql("CREATE TABLE t (v int)")
+        .expect("create table");
+    for round in 0..3 {
+        primary.terminate(Duration::from_secs(60));
+        primary.start();
+        primary.wait_ready_as("primary", Duration::from_secs(90));
+        let open = primary
+            .psql("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
+            .expect("current segment");
+        // Ten times archive_timeout: the checkpointer's own sleep is 5 minutes.
+        let took = wait_for(
+            &format!("round {round}: {open} closed by archive_timeout and archived"),
+            Duration::from_secs(20),
+            || {
+                let archived = primary
+                    .psql(
+                        "INSERT INTO t VALUES (1); \
+                         SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver",
+                    )
+                    .unwrap_or_default();
+                archived.trim() >= open.as_str()
+            },
+        );
+        eprintln!("round {round}: {open} archived {took:?} after the restart");
     }
 }
