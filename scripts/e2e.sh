@@ -36,8 +36,8 @@ TUSK_SCALE_PROFILE=debug scripts/bench-scale.sh --rest 30 100
 # warm), the scenarios on the node platform. TUSK_E2E_NODE=1 always, =0 never; by default
 # (auto) when this machine can (root) and the run so far leaves room in CI's 90 minutes. The
 # scenarios: those whose behaviour is in the pods and the network (the short version; the
-# wire, certificate rotation under load, physical backups and the archive), or every one with
-# TUSK_E2E_NODE_SCENARIOS=all.
+# wire, certificate rotation under load, physical backups and the archive, the archive through
+# the HA faults), or every one with TUSK_E2E_NODE_SCENARIOS=all.
 node=${TUSK_E2E_NODE:-auto}
 if [[ "$node" == auto ]]; then
   elapsed=$(( $(date +%s) - ${TUSK_CI_STARTED:-$(date +%s)} ))
@@ -55,7 +55,8 @@ if [[ "$node" == 1 ]]; then
   short=(tls_verify_full_through_every_service_and_pod_name
     tls_wire_carries_no_plaintext_before_or_after_a_switchover
     ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout
-    physical_backup_verified_and_archive_continuity_on_real_pods)
+    physical_backup_verified_and_archive_continuity_on_real_pods
+    archive_stays_whole_through_the_ha_faults)
   if [[ "${TUSK_E2E_NODE_SCENARIOS:-short}" == all ]]; then
     e2e/local/node-run.sh
   elif [[ "${TUSK_E2E_NODE_SCENARIOS:-short}" == short ]]; then

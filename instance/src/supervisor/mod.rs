@@ -5,16 +5,17 @@
 //! deadline is fenced whatever it is doing. A step that fails is not retried before its
 //! backoff has passed, while the loop (fencing included) goes on.
 
-use std::sync::{Arc, Mutex};
+mod execute;
+mod intent;
+mod startup;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 use crate::checkpoint::After;
-use crate::config::RunArgs;
 use crate::context::Context;
-use crate::data_lock::DataLock;
 use crate::decide::{Action, LeaseView, Local, Upstream, decide};
 use crate::error::Error;
 use crate::events::Events;
@@ -22,12 +23,12 @@ use crate::monitor::{Observation, ServerFacts};
 use crate::pgdata;
 use crate::planned_restart::PlannedRestart;
 use crate::postmaster::{Listen, Postmaster};
-use crate::reaper::Reaper;
-use crate::report::{ManagerState, Role, STREAMING_GRACE, SharedState};
-use crate::rewind::Rejoined;
-use crate::role_source::{self, Intent, Observed, RoleSource};
+use crate::report::{Role, STREAMING_GRACE, SharedState};
+use crate::role_source::{Intent, Observed};
 use crate::streaming_clock::StreamingClock;
 use crate::watchdog::Watchdog;
+
+pub use startup::run;
 
 const TICK: Duration = Duration::from_millis(250);
 const SLOT_SYNC_EVERY: Duration = Duration::from_secs(5);
@@ -98,144 +99,6 @@ struct Supervisor {
 /// doubling up to 8 s), so a broken configuration is not restarted four times a second while
 /// a killed one comes back at once.
 const SHORT_LIFE: Duration = Duration::from_secs(2);
-
-pub async fn run(args: RunArgs) -> Result<(), Error> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return Err(Error::Config(
-            "PostgreSQL refuses to run as root: run the container as the image's postgres user"
-                .into(),
-        ));
-    }
-    hide_environment()?;
-    let vars: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let restore = crate::restore::RestorePlan::from_vars(&vars)?;
-    drop(vars);
-    std::fs::create_dir_all(&args.socket_dir)
-        .map_err(Error::io(format!("creating {}", args.socket_dir.display())))?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(Error::io("SIGTERM handler"))?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(Error::io("SIGINT handler"))?;
-    // Before anything touches PGDATA: the pod this one replaces may still be running.
-    let _data_lock = tokio::select! {
-        lock = DataLock::acquire(&args.pgdata) => lock?,
-        _ = sigterm.recv() => return Ok(()),
-        _ = sigint.recv() => return Ok(()),
-    };
-    let reaper = Reaper::start()?;
-    let watchdog = match Watchdog::start(&reaper) {
-        Ok(watchdog) => Some(watchdog),
-        Err(e) => {
-            tracing::warn!(error = %e, "no watchdog: a stalled manager will not fence its primary");
-            None
-        }
-    };
-    let client = match &args.role_file {
-        Some(_) => None,
-        None => Some(
-            kube::Client::try_default()
-                .await
-                .map_err(|source| Error::Kube {
-                    name: args.lease.clone(),
-                    source: Box::new(source),
-                })?,
-        ),
-    };
-    let events = Events::new(client.clone(), &args);
-    let source = match (&args.role_file, client) {
-        (Some(path), _) => RoleSource::File { path: path.clone() },
-        (None, Some(client)) => {
-            let address = args.pod_ip.clone().filter(|ip| !ip.is_empty());
-            RoleSource::lease(client, &args.namespace, &args.lease, address)
-        }
-        (None, None) => return Err(Error::Config("no role source".into())),
-    };
-    let (observed, intent) =
-        role_source::spawn(source, args.pod_name.clone(), args.renew_interval());
-    // Before PostgreSQL starts: its first archive request finds the socket.
-    let archiver = crate::archiver::spawn(
-        &args.pgdata,
-        &args.socket_dir,
-        &args.namespace,
-        &args.cluster,
-        events.clone(),
-    )?;
-    let ctx = Arc::new(Context::new(args, reaper)?);
-    if let Some(number) = ctx.args.preferred_sync_number().map_err(Error::Config)? {
-        crate::preferred_sync::spawn(ctx.clone(), observed.clone(), number);
-    }
-    let (running, running_rx) = watch::channel(None);
-    crate::tls_reload::spawn(ctx.clone(), running_rx.clone());
-    let server = crate::monitor::spawn(ctx.clone(), running_rx);
-    if let Some(archiver) = &archiver {
-        let every = crate::continuity::every_from_env().map_err(Error::Config)?;
-        let (archiver, observed) = (archiver.clone(), server.clone());
-        crate::continuity::spawn(ctx.clone(), archiver, observed, events.clone(), every);
-    }
-    let state: SharedState = Arc::new(Mutex::new(ManagerState::default()));
-    crate::http::serve(ctx.clone(), archiver, state.clone(), server.clone()).await?;
-    let mut sup = Supervisor {
-        ctx,
-        state,
-        observed,
-        intent,
-        server,
-        running,
-        events,
-        postmaster: None,
-        generation: 0,
-        fenced: false,
-        last_slot_sync: None,
-        slot_sync: None,
-        short_lives: 0,
-        promoting: None,
-        checkpointed: None,
-        demotion: None,
-        not_streaming: StreamingClock::default(),
-        failed: None,
-        abstained: None,
-        watchdog,
-        planned_restart: PlannedRestart::default(),
-        restore,
-    };
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // A signal also interrupts a step in progress (a clone, say): the pod is going away.
-    loop {
-        tokio::select! {
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
-            _ = async {
-                tick.tick().await;
-                sup.step().await;
-            } => {}
-        }
-    }
-    tracing::info!("shutting down");
-    if let Some(watchdog) = &mut sup.watchdog {
-        watchdog.arm(0, None);
-    }
-    if let Some(pm) = sup.postmaster.take() {
-        // Fast shutdown: disconnect clients, checkpoint, exit.
-        let status = pm.stop(libc::SIGINT, Duration::from_secs(120)).await;
-        tracing::info!(%status, "postmaster stopped");
-    }
-    Ok(())
-}
-
-/// Makes this process non-dumpable: its `/proc/<pid>/` files (`environ` with the passwords
-/// the operator passed, `mem`) then belong to root, so a backend or anything else running as
-/// the postgres user cannot read them (a superuser's `pg_read_file('/proc/1/environ')`, say).
-fn hide_environment() -> Result<(), Error> {
-    // SAFETY: PR_SET_DUMPABLE takes a plain integer and changes only this process's flag.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(Error::io("making the manager non-dumpable")(
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
-}
 
 impl Supervisor {
     async fn step(&mut self) {
@@ -434,50 +297,6 @@ impl Supervisor {
         }
     }
 
-    /// What the role source should do: abstain while told to (or asked to release), and record
-    /// the system identifier of a primary's database.
-    fn update_intent(
-        &mut self,
-        lease: Option<&LeaseView>,
-        action: &Action,
-        facts: Option<&ServerFacts>,
-    ) {
-        let me = self.ctx.me();
-        let asked = lease.is_some_and(|l| l.release_requested.as_deref() == Some(me));
-        let abstain = *action == Action::Abstain || asked;
-        let system = facts
-            .filter(|f| !f.in_recovery)
-            .and_then(|f| f.system_identifier.clone());
-        self.intent.send_if_modified(|intent| {
-            let before = intent.clone();
-            intent.abstain = abstain;
-            if system.is_some() {
-                intent.system_identifier.clone_from(&system);
-            }
-            *intent != before
-        });
-        if !abstain {
-            self.abstained = None;
-            return;
-        }
-        let why = if asked {
-            "the operator asked this holder to release the Lease (it renewed without serving)"
-        } else if matches!(action, Action::Abstain) && pgdata::initialized(self.ctx.pgdata()) {
-            "the local data belongs to another database system than the cluster's"
-        } else {
-            "the volume holds no data although the cluster has bootstrapped: it is never \
-             initialised again"
-        };
-        if self.abstained.as_deref() != Some(why) {
-            tracing::warn!(why, "not renewing the Lease: a replica takes over");
-            let note = format!(
-                "{why}; not renewing the Lease so that a replica takes over, then cloning it"
-            );
-            self.events.warning("LeaseAbandoned", "Abstain", note);
-            self.abstained = Some(why.to_owned());
-        }
-    }
-
     /// Whether `action` failed recently and its backoff has not passed.
     fn backing_off(&self, action: &Action) -> bool {
         self.failed
@@ -498,193 +317,6 @@ impl Supervisor {
             retry_at: Instant::now() + pause,
             in_a_row,
         });
-    }
-
-    async fn execute(&mut self, action: &Action, lease: Option<&LeaseView>) -> Result<(), Error> {
-        let ctx = self.ctx.clone();
-        let expected = lease.and_then(|l| l.system_identifier.clone());
-        match action {
-            Action::Wait => {}
-            Action::Abstain => self.set_role(Role::Lost),
-            Action::Initdb => {
-                self.set_role(Role::Initializing);
-                match &self.restore {
-                    Some(plan) => {
-                        if let Err(e) = crate::restore::run(&ctx, plan).await {
-                            // Retried with backoff; the operator's condition points here.
-                            let note = format!("restoring backup {}: {e}", plan.backup_id);
-                            self.events.warning("RestoreFailed", "Restore", note);
-                            return Err(e);
-                        }
-                        let note = format!("restored backup {} and recovered", plan.backup_id);
-                        self.events.normal("Restored", "Restore", note);
-                    }
-                    None => pgdata::initdb(&ctx).await?,
-                }
-            }
-            Action::StartPrimary => {
-                // A stopped standby starts as one and is promoted next tick: starting it
-                // without standby.signal would continue its timeline instead of forking one.
-                self.start(Listen::Configured, None)?;
-            }
-            Action::StartStandby { upstream } => {
-                pgdata::write_standby_config(&ctx, upstream)?;
-                self.start(Listen::Configured, Some(upstream.clone()))?;
-            }
-            Action::Clone { from } => {
-                self.set_role(Role::Initializing);
-                pgdata::clone_from(&ctx, from, expected.as_deref()).await?;
-                let note = format!("cloned from {from} with pg_basebackup");
-                self.events.normal("Cloned", "Clone", note);
-            }
-            Action::Reclone { from } => {
-                self.set_role(Role::Initializing);
-                let why = "the local data belongs to another database system".to_owned();
-                let rejoined = crate::rewind::reclone(&ctx, from, expected.as_deref(), why).await?;
-                self.report_rejoin(from, &rejoined);
-            }
-            Action::Rewind { from, stalled } => {
-                if let Some(pm) = self.postmaster.take() {
-                    // A standby that stopped streaming: stopped cleanly first.
-                    pm.stop(libc::SIGINT, Duration::from_secs(60)).await;
-                    self.stopped();
-                }
-                self.set_role(Role::Initializing);
-                let rejoined =
-                    crate::rewind::rejoin(&ctx, from, *stalled, expected.as_deref()).await?;
-                self.report_rejoin(from, &rejoined);
-            }
-            Action::Promote => {
-                // Asked once the server answers; the promotion then runs on its own.
-                if self.promoting.is_none() && self.facts().is_some() {
-                    crate::promote::request(&ctx).await?;
-                    self.promoting = Some(Instant::now());
-                    tracing::info!("promotion asked for");
-                }
-            }
-            Action::Repoint { upstream } => {
-                pgdata::write_standby_config(&ctx, upstream)?;
-                if let Some(pm) = &mut self.postmaster {
-                    // primary_conninfo is reloadable: the WAL receiver restarts toward it.
-                    pm.reload();
-                    pm.upstream = Some(upstream.clone());
-                }
-                tracing::info!(
-                    upstream = upstream.name,
-                    address = upstream.address,
-                    "following a new upstream"
-                );
-            }
-            Action::Demote => self.demote().await?,
-            Action::Fence => self.fence().await,
-        }
-        Ok(())
-    }
-
-    /// One phase of a switchover's demotion: checkpoint, fast shutdown, then the release.
-    async fn demote(&mut self) -> Result<(), Error> {
-        if self.intent.borrow().release_lsn.is_some() {
-            return Ok(());
-        }
-        let Some(pm) = &self.postmaster else {
-            // Shut down: the final checkpoint is the last WAL; release the Lease naming it.
-            self.demotion = None;
-            let lsn = crate::demote::final_lsn(&self.ctx).await?;
-            tracing::info!(final_lsn = lsn, "demoted: releasing the Lease");
-            let note = format!(
-                "shut down cleanly for a switchover; releasing the Lease at final LSN {lsn}"
-            );
-            self.events.normal("Demoted", "Switchover", note);
-            self.intent
-                .send_modify(|intent| intent.release_lsn = Some(lsn));
-            return Ok(());
-        };
-        match &self.demotion {
-            None => {
-                let ctx = self.ctx.clone();
-                let task = tokio::spawn(async move { crate::demote::checkpoint(&ctx).await });
-                self.demotion = Some(Demotion::Checkpointing(task));
-            }
-            Some(Demotion::Checkpointing(task)) if task.is_finished() => {
-                pm.signal(libc::SIGINT);
-                self.demotion = Some(Demotion::ShuttingDown(Instant::now()));
-            }
-            Some(Demotion::ShuttingDown(since))
-                if since.elapsed() > crate::demote::SHUTDOWN_TIMEOUT =>
-            {
-                // Not clean: no final LSN will be released, and the operator aborts.
-                tracing::warn!("the fast shutdown did not finish in time: SIGKILL");
-                pm.signal(libc::SIGKILL);
-            }
-            Some(_) => {}
-        }
-        Ok(())
-    }
-
-    /// A demotion that is no longer asked for (fenced, or the switchover was withdrawn) stops
-    /// where it is; a shutdown already asked for goes on, and the server starts again after.
-    fn cancel_demotion(&mut self) {
-        if let Some(Demotion::Checkpointing(task)) = &self.demotion {
-            task.abort();
-        }
-        if matches!(self.demotion, Some(Demotion::Checkpointing(_))) {
-            self.demotion = None;
-        }
-    }
-
-    async fn fence(&mut self) {
-        self.fenced = true;
-        self.promoting = None;
-        self.cancel_demotion();
-        self.demotion = None;
-        if let Some(pm) = self.postmaster.take() {
-            let status = pm.stop(libc::SIGQUIT, Duration::from_secs(10)).await;
-            self.stopped();
-            tracing::warn!(%status, "fenced: postmaster stopped immediately");
-            let note = "stopped PostgreSQL immediately: this pod may not run as primary \
-                        (the Lease is another's, or was not renewed in time)"
-                .to_owned();
-            self.events.warning("Fenced", "Fence", note);
-        }
-        // Only now: /status says `fenced` once the postmaster is gone, not before.
-        self.publish(None);
-    }
-
-    fn report_rejoin(&self, from: &str, rejoined: &Rejoined) {
-        match rejoined {
-            Rejoined::Rewound => {
-                let note = format!("rewound with pg_rewind to follow {from}");
-                self.events.normal("Rewound", "Rejoin", note);
-            }
-            Rejoined::Recloned { why, kept, dropped } => {
-                let kept = match kept {
-                    Some(path) => {
-                        format!("the previous data directory is kept at {}", path.display())
-                    }
-                    None => "the previous data directory could not be moved and was cleared".into(),
-                };
-                let note = format!("{why}: cloned {from} again; {kept}");
-                self.events.warning("Recloned", "Rejoin", note);
-                if let Some(dropped) = dropped {
-                    let note = format!(
-                        "removed {}, the copy kept by an earlier re-clone, to make room for this one",
-                        dropped.display()
-                    );
-                    self.events.warning("DivergedCopyRemoved", "Rejoin", note);
-                }
-            }
-        }
-    }
-
-    /// A release request outlives its switchover only until the Lease no longer asks for one
-    /// (the operator aborted it, or the Lease has moved on): then the holder renews again.
-    fn withdraw_release(&self, observed: &Observed) {
-        let asked = observed.lease.as_ref().is_some_and(|lease| {
-            lease.holder.as_deref() == Some(self.ctx.me()) && lease.switchover_to.is_some()
-        });
-        if !asked && self.intent.borrow().release_lsn.is_some() {
-            self.intent.send_modify(|intent| intent.release_lsn = None);
-        }
     }
 
     fn start(&mut self, listen: Listen, upstream: Option<Upstream>) -> Result<(), Error> {
