@@ -90,6 +90,16 @@ pub async fn check_acks(
     Ok((acks, gap))
 }
 
+/// `kill -9` of the postmaster in `pod` (the PID in its `postmaster.pid`): the state a crash
+/// leaves, the instance manager and the pod untouched.
+pub const KILL_POSTMASTER: &str = "kill -9 $(head -1 /var/lib/postgresql/data/postmaster.pid)";
+
+pub async fn kill_postmaster(ctx: &Ctx, pod: &str) -> Result {
+    ctx.exec_postgres(pod, &["bash", "-c", KILL_POSTMASTER])
+        .await
+        .map(|_| ())
+}
+
 /// Waits until `pod` runs as a replica again (recovery mode) and is Ready.
 pub async fn rejoined(ctx: &Ctx, pod: &str) -> Result {
     until(

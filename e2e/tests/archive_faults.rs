@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
 use tusk_e2e::faults::{
-    check_writes, instance_status, promoted_other_than, rejoined, started_with_writer,
+    check_writes, instance_status, kill_postmaster, promoted_other_than, rejoined,
+    started_with_writer,
 };
 use tusk_e2e::manifests::{archiving, physical_backup};
 use tusk_e2e::replication::{current_primary, pod_sql};
@@ -97,15 +98,7 @@ async fn archive_stays_whole_through_the_ha_faults(ctx: Ctx) -> Result {
     ));
 
     // 1. kill -9 of the postmaster: restarted in place.
-    ctx.exec_postgres(
-        &primary,
-        &[
-            "bash",
-            "-c",
-            "kill -9 $(head -1 /var/lib/postgresql/data/postmaster.pid)",
-        ],
-    )
-    .await?;
+    kill_postmaster(&ctx, &primary).await?;
     writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
     say(format!("after it: {}", closed_by_time(&ctx, name).await?));
     say(format!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
-use tusk_e2e::faults::{promoted_other_than, rejoined_streaming};
+use tusk_e2e::faults::{kill_postmaster, promoted_other_than, rejoined_streaming};
 use tusk_e2e::replication::{
     Writer, current_primary, forked, lost, pod_sql, replicated, rows, synchronous, write_gap,
 };
@@ -151,9 +151,7 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
     ) {
         killed.push(
             trial(&ctx, async |primary: &str| {
-                let kill = "kill -9 $(head -1 /var/lib/postgresql/data/postmaster.pid)";
-                ctx.exec_postgres(primary, &["bash", "-c", kill]).await?;
-                Ok(())
+                kill_postmaster(&ctx, primary).await
             })
             .await?,
         );

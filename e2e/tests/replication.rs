@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
 use tusk_e2e::faults::{
-    Promotion, await_promotion, check_writes, rejoined, replayed, three_with_writer,
+    Promotion, await_promotion, check_writes, kill_postmaster, rejoined, replayed,
+    three_with_writer,
 };
 use tusk_e2e::replication::{current_primary, pod_sql};
 use tusk_e2e::switchover::{pod_event, request_switchover, switched_over};
@@ -51,15 +52,7 @@ async fn ha_postmaster_killed_restarts_in_place(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
     let (primary, writer) = three_with_writer(&ctx, "crash").await?;
     let fault = Instant::now();
-    ctx.exec_postgres(
-        &primary,
-        &[
-            "bash",
-            "-c",
-            "kill -9 $(head -1 /var/lib/postgresql/data/postmaster.pid)",
-        ],
-    )
-    .await?;
+    kill_postmaster(&ctx, &primary).await?;
     let gap = check_writes(&ctx, "crash", writer, fault, Instant::now()).await?;
     let after = current_primary(&ctx, "crash").await?.unwrap_or_default();
     ensure!(

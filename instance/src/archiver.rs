@@ -5,6 +5,7 @@
 //! the store client, its connections and its credentials, which no PostgreSQL process holds.
 //! While PostgreSQL waits for one file, the next `.ready` ones are already being uploaded
 //! ([`IN_FLIGHT`] at most), so a backlog drains in parallel although the archiver is serial.
+//! The socket and its protocol: [`crate::archive_socket`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,17 +18,12 @@ use backup_store::settings::StoreFlags;
 use backup_store::store::{Bounded, ObjectStore};
 use backup_store::wal::{self, Pushed, WalArchive, WalName};
 use futures::future::{BoxFuture, FutureExt, Shared};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
 use tusk_contract::status::{ArchiveContinuity, ArchiveStatus};
 
 use crate::archive_gap::{DiskGuard, VolumeProbe, marker_name};
 use crate::disk_policy::DiskPolicy;
-use crate::error::Error;
 use crate::events::Events;
 
-/// The socket's name in the socket directory (`TUSK_SOCKET_DIR`, which the hook inherits).
-pub const SOCKET: &str = ".tusk-archive.sock";
 /// Uploads at once, the one PostgreSQL waits for included. Each holds one compressed segment
 /// (at most 16 MiB with the default segment size, a few MiB for usual WAL).
 pub const IN_FLIGHT: usize = 4;
@@ -35,12 +31,6 @@ pub const IN_FLIGHT: usize = 4;
 const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Segments one continuity check uploads from this server's pg_wal at most.
 const HEAL_AT_MOST: usize = 1000;
-/// The longest request line the server reads: a path.
-const MAX_REQUEST: u64 = 4096;
-
-pub fn socket_path(socket_dir: &Path) -> PathBuf {
-    socket_dir.join(SOCKET)
-}
 
 /// One upload, awaited by the request for its file and perhaps started before it.
 type Upload = Shared<BoxFuture<'static, Result<Pushed, String>>>;
@@ -147,6 +137,14 @@ impl Archiver {
             in_flight: IN_FLIGHT,
             continuity: crate::continuity_checks::Checks::default(),
         }
+    }
+
+    /// As the manager runs it: an Event when archiving starts failing and when it works
+    /// again, `in_flight` uploads at once.
+    pub fn serving(mut self, events: Events, in_flight: usize) -> Self {
+        self.events = Some(events);
+        self.in_flight = in_flight.max(1);
+        self
     }
 
     pub fn stats(&self) -> ArchiveStats {
@@ -432,77 +430,6 @@ impl Archiver {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Starts the archiver when the pod names a bucket (`TUSK_STORE`, set by the operator while
-/// the cluster archives): the socket is bound before PostgreSQL starts, so no request is lost.
-pub fn spawn(
-    pgdata: &Path,
-    socket_dir: &Path,
-    namespace: &str,
-    cluster: &str,
-    events: Events,
-) -> Result<Option<Arc<Archiver>>, Error> {
-    let Some(flags) = StoreFlags::from_env().map_err(|e| Error::Config(e.to_string()))? else {
-        return Ok(None);
-    };
-    let socket = socket_path(socket_dir);
-    // A socket left by the previous manager of this pod: nothing listens on it any more.
-    let _ = std::fs::remove_file(&socket);
-    let listener =
-        UnixListener::bind(&socket).map_err(Error::io(format!("binding {}", socket.display())))?;
-    let policy = DiskPolicy::from_env().map_err(Error::Config)?;
-    let mut archiver = Archiver::new(
-        pgdata.to_owned(),
-        flags,
-        namespace.to_owned(),
-        cluster.to_owned(),
-        policy,
-    );
-    archiver.events = Some(events);
-    let parallel = std::env::var("TUSK_ARCHIVE_PARALLEL").ok();
-    if let Some(n) = parallel.and_then(|n| n.parse::<usize>().ok()) {
-        archiver.in_flight = n.max(1);
-    }
-    let archiver = Arc::new(archiver);
-    tokio::spawn(serve(listener, archiver.clone()));
-    tracing::info!(socket = %socket.display(), "archiving WAL");
-    Ok(Some(archiver))
-}
-
-async fn serve(listener: UnixListener, archiver: Arc<Archiver>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(answer(stream, archiver.clone()));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "archive socket: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// One request, `push <absolute path>`, answered `ok stored`, `ok already-archived` or
-/// `error <why>`.
-async fn answer(stream: UnixStream, archiver: Arc<Archiver>) {
-    let (read, mut write) = stream.into_split();
-    let mut line = String::new();
-    let read = BufReader::new(read.take(MAX_REQUEST))
-        .read_line(&mut line)
-        .await;
-    let reply = match (read, line.trim_end().strip_prefix("push ")) {
-        (Ok(_), Some(path)) => match archiver.archive(path).await {
-            Ok(Archived::Stored) => "ok stored".to_owned(),
-            Ok(Archived::AlreadyArchived) => "ok already-archived".to_owned(),
-            Ok(Archived::GaveWay) => "ok gave-way".to_owned(),
-            Err(e) => format!("error {}", e.replace('\n', " ")),
-        },
-        (Err(e), _) => format!("error reading the request: {e}"),
-        (Ok(_), None) => "error the request is not `push <path>`".to_owned(),
-    };
-    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@ use backup_store::store::memory::MemoryStore;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::*;
+use crate::archive_socket::{serve, socket_path};
+use tokio::net::UnixListener;
 
 const SYSTEM: u64 = 7_400_000_000_000_000_001;
 

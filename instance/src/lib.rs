@@ -3,6 +3,7 @@
 //! docs/replication.md.
 
 pub mod archive_gap;
+pub mod archive_socket;
 pub mod archiver;
 pub mod auto_conf;
 pub mod checkpoint;

@@ -22,7 +22,7 @@ pub fn push(file: &Path, socket_dir: &Path, timeout: Duration) -> Result<String,
         .to_str()
         .filter(|p| !p.contains('\n'))
         .ok_or_else(|| format!("{} is not a path the archiver takes", path.display()))?;
-    let socket = crate::archiver::socket_path(socket_dir);
+    let socket = crate::archive_socket::socket_path(socket_dir);
     let failed = |what: &str, e: std::io::Error| format!("{what} {}: {e}", socket.display());
     let mut stream = UnixStream::connect(&socket).map_err(|e| failed("connecting to", e))?;
     stream

@@ -76,7 +76,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let (observed, intent) =
         role_source::spawn(source, args.pod_name.clone(), args.renew_interval());
     // Before PostgreSQL starts: its first archive request finds the socket.
-    let archiver = crate::archiver::spawn(
+    let archiver = crate::archive_socket::spawn(
         &args.pgdata,
         &args.socket_dir,
         &args.namespace,
