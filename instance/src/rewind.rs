@@ -155,7 +155,7 @@ fn classify_stderr(stderr: &str) -> Failure {
 }
 
 /// pg_rewind reads the source's timeline from its control file. The Lease can name the new
-/// holder before it has promoted and checkpointed (promote.rs); rewinding from it then finds
+/// holder before it has promoted and checkpointed (checkpoint.rs); rewinding from it then finds
 /// "the same timeline", rewinds nothing, and the former primary can never follow. So the source
 /// must be out of recovery with its last checkpoint on its current timeline — and be this
 /// cluster's database system.
