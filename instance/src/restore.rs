@@ -32,6 +32,10 @@ const TARGETS: [(&str, &str); 4] = [
     ("TUSK_RESTORE_TARGET_XID", "recovery_target_xid"),
     ("TUSK_RESTORE_TARGET_NAME", "recovery_target_name"),
 ];
+/// What a base backup read from a replica brings of the *source's* replication: its upstream
+/// and slot in `postgresql.auto.conf`. A restored cluster carries nothing that points at
+/// another cluster (its own manager writes its standbys' settings).
+const SOURCE_STANDBY_KEYS: [&str; 2] = ["primary_conninfo", "primary_slot_name"];
 /// Every key the restore writes into `postgresql.auto.conf`, and removes once promoted.
 const RECOVERY_KEYS: [&str; 7] = [
     "restore_command",
@@ -82,7 +86,11 @@ impl RestorePlan {
         let target: Vec<(&'static str, String)> = TARGETS
             .iter()
             .filter_map(|(var, key)| Some((*key, get(var)?)))
-            .collect();
+            .map(|(key, value)| match key {
+                "recovery_target_time" => Ok((key, postgres_time(&value)?)),
+                _ => Ok((key, value)),
+            })
+            .collect::<Result<_, Error>>()?;
         if target.len() > 1 {
             let names: Vec<&str> = target.iter().map(|(k, _)| *k).collect();
             return Err(Error::Config(format!(
@@ -171,6 +179,7 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
             .run_with_env(cmd, "backup-agent base-restore", &env, UNPACK_TIMEOUT)
             .await?;
     }
+    forget_the_source_standby(pgdata)?;
     auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings())?;
     write_private(&pgdata.join("recovery.signal"), b"")?;
     // Files fetched ahead by an earlier attempt are valid (archived files never change), but
@@ -183,9 +192,48 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
     recovered?;
     remove_dir(&spool)?;
     auto_conf::remove(pgdata, &RECOVERY_KEYS)?;
+    // PostgreSQL removes the signal file it recovered with; any other left behind would send
+    // the next start back into recovery, now without a restore_command.
+    remove_file(&pgdata.join("recovery.signal"))?;
+    remove_file(&pgdata.join("standby.signal"))?;
     std::fs::remove_file(&marker).map_err(Error::io("removing the restore marker"))?;
     tracing::info!(backup = %plan.backup_id, "restore finished");
     Ok(())
+}
+
+/// A base backup read from a replica holds that replica's `standby.signal` and upstream. Left
+/// in place, PostgreSQL would recover in standby mode (streaming from the source's primary if
+/// it answers, and never ending recovery without a target) and, since it reads
+/// `standby.signal` in preference to `recovery.signal`, remove only the former at its
+/// promotion: the next start then met `recovery.signal` without a `restore_command` and
+/// crash-looped. The restore is an archive recovery, nothing else.
+fn forget_the_source_standby(pgdata: &std::path::Path) -> Result<(), Error> {
+    remove_file(&pgdata.join("standby.signal"))?;
+    auto_conf::remove(pgdata, &SOURCE_STANDBY_KEYS)?;
+    Ok(())
+}
+
+/// `text`, a time with an offset (RFC 3339, or as PostgreSQL prints a `timestamptz`), as
+/// `recovery_target_time` accepts it: PostgreSQL refuses `…Z` when it starts (time zone
+/// abbreviations are not loaded yet then), so every accepted form becomes UTC with a numeric
+/// offset. Microseconds are PostgreSQL's resolution; commit times have no finer digits, so
+/// truncating keeps "every transaction committed by then".
+pub fn postgres_time(text: &str) -> Result<String, Error> {
+    let at: jiff::Timestamp = text.trim().parse().map_err(|e| {
+        Error::Config(format!(
+            "the restore target time {text:?} is not a time with an offset: {e}"
+        ))
+    })?;
+    Ok(at.strftime("%Y-%m-%d %H:%M:%S%.6f+00").to_string())
+}
+
+fn remove_file(path: &std::path::Path) -> Result<(), Error> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(format!("removing {}", path.display()))(e))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn remove_dir(dir: &std::path::Path) -> Result<(), Error> {
@@ -263,7 +311,10 @@ mod tests {
         );
         assert_eq!(plan.agent, PathBuf::from(DEFAULT_AGENT));
         let settings = plan.recovery_settings();
-        assert!(settings.contains(&("recovery_target_time", "2026-11-28 10:00:00+00".into())));
+        assert!(settings.contains(&(
+            "recovery_target_time",
+            "2026-11-28 10:00:00.000000+00".into()
+        )));
         assert!(settings.contains(&("recovery_target_action", "promote".into())));
         assert!(
             settings.iter().all(|(k, _)| RECOVERY_KEYS.contains(k)),
@@ -281,6 +332,47 @@ mod tests {
         .unwrap();
         let keys: Vec<&str> = plan.recovery_settings().iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, ["restore_command", "recovery_target_timeline"]);
+    }
+
+    #[test]
+    fn every_accepted_time_becomes_one_postgresql_takes() {
+        for (given, expected) in [
+            ("2026-11-28T10:00:00Z", "2026-11-28 10:00:00.000000+00"),
+            ("2026-11-28T10:00:00+00:00", "2026-11-28 10:00:00.000000+00"),
+            (
+                "2026-11-28T11:30:00.25+01:30",
+                "2026-11-28 10:00:00.250000+00",
+            ),
+            (
+                "2026-11-28T10:00:00.123456789Z",
+                "2026-11-28 10:00:00.123456+00",
+            ),
+            ("2026-11-28 10:00:00.5-05", "2026-11-28 15:00:00.500000+00"),
+        ] {
+            assert_eq!(postgres_time(given).unwrap(), expected, "{given}");
+        }
+        let refused = postgres_time("2026-11-28 10:00:00")
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("not a time with an offset"), "{refused}");
+        assert!(postgres_time("2026-13-45T10:00:00Z").is_err());
+    }
+
+    #[test]
+    fn a_replicas_base_backup_leaves_no_standby_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let pgdata = dir.path();
+        std::fs::write(pgdata.join("standby.signal"), "").unwrap();
+        std::fs::write(
+            pgdata.join("postgresql.auto.conf"),
+            "max_slot_wal_keep_size = '800MB'\nprimary_conninfo = 'host=src-0'\n\
+             primary_slot_name = 'tusk_src_1'\n",
+        )
+        .unwrap();
+        forget_the_source_standby(pgdata).unwrap();
+        assert!(!pgdata.join("standby.signal").exists());
+        let conf = std::fs::read_to_string(pgdata.join("postgresql.auto.conf")).unwrap();
+        assert_eq!(conf, "max_slot_wal_keep_size = '800MB'\n");
     }
 
     #[test]

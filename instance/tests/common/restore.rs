@@ -45,15 +45,20 @@ pub fn agent_in(dir: &Path) -> PathBuf {
     copy
 }
 
-/// `backup-agent base-backup` of `primary` as the replication role with its certificate, as
-/// the operator's Job runs it.
+/// `backup-agent base-backup` of the primary (the first member) as the replication role with
+/// its certificate, as the operator's Job runs it.
 pub fn base_backup(agent: &Path, source: &Cluster, bucket: &Bucket, id: &str) {
+    base_backup_from(agent, source, 0, bucket, id)
+}
+
+/// The same, read from member `from` (a replica: the operator's default when it has one).
+pub fn base_backup_from(agent: &Path, source: &Cluster, from: usize, bucket: &Bucket, id: &str) {
     let tls = source.dir.path().join("tls");
     // libpq takes a key only from its owner (or root) with no access for others.
     let key = tempfile::NamedTempFile::new().expect("key file");
     std::fs::copy(tls.join("replication.key"), key.path()).expect("copy key");
     std::fs::set_permissions(key.path(), std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let primary = &source.members[0];
+    let member = &source.members[from];
     let out = Command::new(agent)
         .args([
             "base-backup",
@@ -68,7 +73,7 @@ pub fn base_backup(agent: &Path, source: &Cluster, bucket: &Bucket, id: &str) {
         .env("TUSK_NAMESPACE", "tests")
         .env("TUSK_CLUSTER", "demo")
         .env("PGHOST", "127.0.0.1")
-        .env("PGPORT", primary.port.to_string())
+        .env("PGPORT", member.port.to_string())
         .env("PGUSER", "tusk_replication")
         .env("PGPASSWORD", REPLICATION_PASSWORD)
         .env("PGSSLMODE", "verify-full")
