@@ -56,7 +56,8 @@ if [[ "$node" == 1 ]]; then
     tls_wire_carries_no_plaintext_before_or_after_a_switchover
     ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout
     physical_backup_verified_and_archive_continuity_on_real_pods
-    archive_stays_whole_through_the_ha_faults)
+    archive_stays_whole_through_the_ha_faults
+    point_in_time_restores_on_real_pods_by_time_and_after_total_loss)
   if [[ "${TUSK_E2E_NODE_SCENARIOS:-short}" == all ]]; then
     e2e/local/node-run.sh
   elif [[ "${TUSK_E2E_NODE_SCENARIOS:-short}" == short ]]; then

@@ -72,6 +72,16 @@ scenarios() {
     "${filters[@]}") || rc=$?
   printf '\n=== scenarios on the real node\n'
   cat "$E2E_SUMMARY"
+  # A named scenario must have passed: a skip, a rename or a removal (--exact then matches
+  # nothing and cargo exits 0) fails the run instead of passing it silently.
+  local name missing=()
+  for name in "$@"; do
+    grep -qE "^PASS +[0-9]+s +$name\$" "$E2E_SUMMARY" || missing+=("$name")
+  done
+  if ((${#missing[@]})); then
+    echo "named scenarios that did not pass (failed, skipped, renamed or gone): ${missing[*]}" >&2
+    rc=1
+  fi
   return "$rc"
 }
 stage "scenarios" scenarios "$@"

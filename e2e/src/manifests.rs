@@ -92,6 +92,34 @@ pub fn archiving(name: &str, instances: u8, endpoint: &str) -> String {
     )
 }
 
+/// A new cluster of `instances` restoring [`archiving`] cluster `source`'s archive to `target`
+/// (YAML flow, e.g. `{time: "2026-11-28T10:00:00Z"}`, or `{}` for the end of the archive),
+/// as `samples/postgresql-pitr.yaml` does: the newest base backup that reaches it.
+pub fn point_in_time(
+    name: &str,
+    instances: u8,
+    source: &str,
+    target: &str,
+    endpoint: &str,
+) -> String {
+    // The archive's destination block, two levels deeper under restore.objectStore.
+    let destination = destination("pitr", endpoint);
+    let (block, secret) = destination
+        .split_once("---\n")
+        .unwrap_or((destination.as_str(), ""));
+    let block: String = block.lines().map(|line| format!("    {line}\n")).collect();
+    format!(
+        "{}  restore:
+    objectStore:
+      cluster: {source}
+      backupId: latest
+{block}    target: {target}
+---
+{secret}",
+        crate::replication::replicated(name, instances),
+    )
+}
+
 /// `spec.backup.destination`: the bucket `tusk-backups` under `path` at `endpoint`, with the
 /// credentials Secret `e2e-s3` (appended as a second document).
 fn destination(path: &str, endpoint: &str) -> String {

@@ -100,20 +100,22 @@ impl DiskGuard {
         open && (self.used()).is_some_and(|u| self.policy.gives_way_untried(u, open, since))
     }
 
-    /// After `file` failed with `error`: records it in the gap and returns true if the volume
-    /// is full enough to give way; else warns once from the policy's warning level.
+    /// After `file` failed with `error`, the bucket failing for `outage`: records it in the gap
+    /// and returns true if the volume is full enough and the outage long enough to give way;
+    /// else warns once from the policy's warning level.
     pub fn after_failure(
         &self,
         system: u64,
         file: &WalName,
         error: &str,
+        outage: Duration,
         events: Option<&Events>,
     ) -> bool {
         let Some(used) = self.used() else {
             return false; // no fill known: keep the WAL, as without a policy
         };
         let mut state = self.state();
-        if !self.policy.gives_way(used, state.open.is_some()) {
+        if !self.policy.gives_way(used, state.open.is_some(), outage) {
             if used >= self.policy.warn_at() && !self.warned.swap(true, Ordering::Relaxed) {
                 let note = format!(
                     "the data volume is {used} % full and archiving fails; at {} % WAL is \

@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use backup_store::ClusterLocation;
 use backup_store::continuity;
@@ -33,7 +33,44 @@ const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 const HEAL_AT_MOST: usize = 1000;
 
 /// One upload, awaited by the request for its file and perhaps started before it.
-type Upload = Shared<BoxFuture<'static, Result<Pushed, String>>>;
+type Upload = Shared<BoxFuture<'static, Result<Pushed, Failure>>>;
+
+/// An upload that failed: why, and what kind of failure it is, since only an outage of the
+/// bucket may give way (`disk_policy`).
+#[derive(Debug, Clone)]
+struct Failure {
+    message: String,
+    /// The bucket's error (unreachable, refused, timed out), not the file's or this pod's.
+    outage: bool,
+    /// Other bytes already stored under the name: two writers of one timeline.
+    conflict: bool,
+}
+
+impl Failure {
+    fn outage(message: String) -> Self {
+        Self {
+            message,
+            outage: true,
+            conflict: false,
+        }
+    }
+
+    fn local(message: String) -> Self {
+        Self {
+            message,
+            outage: false,
+            conflict: false,
+        }
+    }
+
+    fn of(error: &wal::WalError) -> Self {
+        Self {
+            message: error.to_string(),
+            outage: matches!(error, wal::WalError::Store(_)),
+            conflict: matches!(error, wal::WalError::Conflict { .. }),
+        }
+    }
+}
 
 /// What became of a file PostgreSQL asked to archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +100,8 @@ pub struct ArchiveStats {
     pub last_archived: Option<(String, SystemTime)>,
     /// The file, when, and the error (never a credential: store errors name the operation).
     pub last_failure: Option<(String, SystemTime, String)>,
+    /// When the failures since the last success began.
+    pub failing_since: Option<SystemTime>,
 }
 
 impl ArchiveStats {
@@ -190,7 +229,7 @@ impl Archiver {
         let (name, path) = self.wal_file(path)?;
         let last_failure = lock(&self.stats).last_failure.as_ref().map(|f| f.1);
         if self.guard.gives_way_untried(last_failure) {
-            return self.give_way(&name, "the bucket failed moments ago");
+            return self.give_way(&name, "the bucket failed moments ago", Duration::ZERO);
         }
         let upload = self.upload(&name, path);
         self.read_ahead(&name);
@@ -209,33 +248,48 @@ impl Archiver {
                     events.normal("ArchiveRecovered", "Archive", note);
                 }
                 stats.archived += 1;
+                stats.failing_since = None;
                 stats.last_archived = Some((name.as_str().to_owned(), SystemTime::now()));
                 // A backup history file: a base backup just ended; check the archive after it.
                 if name.as_str().ends_with(".backup") {
                     self.continuity.soon();
                 }
             }
-            Err(e) => {
+            Err(failure) => {
+                let e = &failure.message;
                 tracing::warn!(file = name.as_str(), error = %e, "archiving WAL failed");
                 if !was_failing && let Some(events) = &self.events {
-                    let note = format!("archiving {} failed: {e}", name.as_str());
-                    events.warning("ArchiveFailing", "Archive", note);
+                    if failure.conflict {
+                        let note = format!(
+                            "{e}: two servers wrote timeline {} (a split brain); the file is                              kept, never overwritten and never released unarchived",
+                            &name.as_str()[..8.min(name.as_str().len())]
+                        );
+                        events.warning("ArchiveConflict", "Archive", note);
+                    } else {
+                        let note = format!("archiving {} failed: {e}", name.as_str());
+                        events.warning("ArchiveFailing", "Archive", note);
+                    }
                 }
                 stats.failed += 1;
-                let failure = (name.as_str().to_owned(), SystemTime::now(), e.clone());
-                stats.last_failure = Some(failure);
+                let since = *stats.failing_since.get_or_insert_with(SystemTime::now);
+                let recorded = (name.as_str().to_owned(), SystemTime::now(), e.clone());
+                stats.last_failure = Some(recorded);
                 drop(stats);
-                return self.give_way(&name, e).or(result.map(Archived::from));
+                if !failure.outage {
+                    return Err(e.clone());
+                }
+                let outage = since.elapsed().unwrap_or_default();
+                return self.give_way(&name, e, outage).or(Err(e.clone()));
             }
         }
-        result.map(Archived::from)
+        result.map(Archived::from).map_err(|f| f.message)
     }
 
     /// The disk policy's answer for a file the bucket did not take: `Ok(GaveWay)` when the
     /// volume is full enough, else the error, and PostgreSQL keeps the file and retries.
-    fn give_way(&self, name: &WalName, error: &str) -> Result<Archived, String> {
+    fn give_way(&self, name: &WalName, error: &str, outage: Duration) -> Result<Archived, String> {
         let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
-        if !(self.guard).after_failure(system, name, error, self.events.as_ref()) {
+        if !(self.guard).after_failure(system, name, error, outage, self.events.as_ref()) {
             return Err(error.to_owned());
         }
         lock(&self.stats).gave_way += 1;
@@ -349,13 +403,14 @@ impl Archiver {
         ready
     }
 
-    async fn push(&self, file: &WalName, path: &Path) -> Result<Pushed, String> {
-        let opened = self.open().await?;
-        let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
+    async fn push(&self, file: &WalName, path: &Path) -> Result<Pushed, Failure> {
+        let opened = self.open().await.map_err(Failure::outage)?;
+        let system =
+            wal::system_identifier(&self.pgdata).map_err(|e| Failure::local(e.to_string()))?;
         let archive = WalArchive::new(&opened.location, system);
         wal::push_file(opened.store.as_ref(), &archive, file, path)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| Failure::of(&e))
     }
 
     /// The bucket, opened on first use (and again after a failure to open).

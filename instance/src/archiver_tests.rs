@@ -44,13 +44,22 @@ impl DataDir {
 
     /// An archiver on a volume as full as `used` says (percent).
     fn archiver_on(&self, store: &MemoryStore, used: &Arc<AtomicU8>) -> Arc<Archiver> {
+        self.archiver_with(store, used, DiskPolicy::default())
+    }
+
+    fn archiver_with(
+        &self,
+        store: &MemoryStore,
+        used: &Arc<AtomicU8>,
+        policy: DiskPolicy,
+    ) -> Arc<Archiver> {
         let location = ClusterLocation::new("", "prod", "db").unwrap();
         let used = used.clone();
         Arc::new(Archiver::with_store(
             self.dir.path().to_owned(),
             Box::new(store.clone()),
             location,
-            DiskPolicy::default(),
+            policy,
             Box::new(move || Some(used.load(Ordering::Relaxed))),
         ))
     }
@@ -175,7 +184,12 @@ async fn a_full_volume_gives_way_and_the_bucket_gets_the_gap_marker_when_it_answ
     let store = MemoryStore::default();
     let names: Vec<String> = (1..=3).map(|n| data.segment(n, n as u8)).collect();
     let used = Arc::new(AtomicU8::new(79));
-    let archiver = data.archiver_on(&store, &used);
+    // The bucket down for longer than the policy's minimum outage (none here).
+    let long_outage = DiskPolicy {
+        min_outage: std::time::Duration::ZERO,
+        ..DiskPolicy::default()
+    };
+    let archiver = data.archiver_with(&store, &used, long_outage);
     let path = |n: usize| data.wal(&names[n]).to_str().unwrap().to_owned();
     store.set_unreachable(true);
 
@@ -205,7 +219,7 @@ async fn a_full_volume_gives_way_and_the_bucket_gets_the_gap_marker_when_it_answ
         (2, None, SYSTEM.to_string())
     );
     // Kept on the volume: a restarted manager still knows the gap.
-    let restarted = data.archiver_on(&store, &used);
+    let restarted = data.archiver_with(&store, &used, long_outage);
     assert_eq!(restarted.status().gap.map(|g| g.files), Some(2));
     drop(restarted);
 
@@ -228,6 +242,49 @@ async fn a_full_volume_gives_way_and_the_bucket_gets_the_gap_marker_when_it_answ
 }
 
 #[tokio::test]
+async fn one_failed_upload_on_a_full_volume_keeps_the_file() {
+    let data = DataDir::new();
+    let store = MemoryStore::default();
+    let name = data.segment(1, 1);
+    let archiver = data.archiver_on(&store, &Arc::new(AtomicU8::new(95)));
+    store.set_unreachable(true);
+    let path = data.wal(&name).to_str().unwrap().to_owned();
+    assert!(
+        archiver.archive(&path).await.is_err(),
+        "a hiccup, not an outage: PostgreSQL keeps the file and retries it"
+    );
+    assert_eq!(archiver.status().gave_way_count, 0);
+    assert_eq!(archiver.status().gap, None);
+    store.set_unreachable(false);
+    assert_eq!(archiver.archive(&path).await, Ok(Archived::Stored));
+}
+
+#[tokio::test]
+async fn a_conflict_never_gives_way_however_full_the_volume() {
+    let data = DataDir::new();
+    let store = MemoryStore::default();
+    let name = data.segment(1, 1);
+    let full = DiskPolicy {
+        min_outage: std::time::Duration::ZERO,
+        ..DiskPolicy::default()
+    };
+    let archiver = data.archiver_with(&store, &Arc::new(AtomicU8::new(99)), full);
+    // Another server archived other bytes under the same name (a split brain).
+    let theirs = data.archiver(&store);
+    let path = data.wal(&name).to_str().unwrap().to_owned();
+    assert_eq!(theirs.archive(&path).await, Ok(Archived::Stored));
+    assert_eq!(data.segment(1, 9), name, "the same name, other bytes");
+    let refused = archiver.archive(&path).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("different contents")),
+        "{refused:?}"
+    );
+    assert_eq!(archiver.status().gave_way_count, 0);
+}
+
+#[tokio::test]
 async fn at_100_percent_the_archive_never_gives_way() {
     let data = DataDir::new();
     let store = MemoryStore::default();
@@ -237,7 +294,10 @@ async fn at_100_percent_the_archive_never_gives_way() {
         data.dir.path().to_owned(),
         Box::new(store.clone()),
         location,
-        DiskPolicy { gap_at: 100 },
+        DiskPolicy {
+            gap_at: 100,
+            ..DiskPolicy::default()
+        },
         Box::new(|| Some(100)),
     ));
     store.set_unreachable(true);

@@ -16,6 +16,10 @@
 //!   While the gap is open and the volume stays above the threshold less [`HYSTERESIS`], the
 //!   bucket is probed at most every [`PROBE_EVERY`] and the other files give way at once: a
 //!   bucket that hangs (120 s per try) must not turn the backlog's drain into a trickle.
+//! - Only an **outage** gives way: uploads failing for [`MIN_OUTAGE`] without one success, with
+//!   the bucket's own errors. One 503 or one timeout is a hiccup PostgreSQL's retry rides out;
+//!   a conflict (other bytes stored under the name: two writers of one timeline), a damaged
+//!   file or a local error never gives way: releasing WAL would not cure them.
 
 use std::path::Path;
 use std::time::Duration;
@@ -32,17 +36,22 @@ pub const WARN_BELOW: u8 = 20;
 pub const HYSTERESIS: u8 = 5;
 /// How often, during a gap, the bucket is tried again.
 pub const PROBE_EVERY: Duration = Duration::from_secs(10);
+/// How long uploads must have failed, without a success between, before a file may give way.
+pub const MIN_OUTAGE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiskPolicy {
     /// Percent of the volume used from which the archive gives way; 100: never.
     pub gap_at: u8,
+    /// How long the bucket must have failed before the first file gives way.
+    pub min_outage: Duration,
 }
 
 impl Default for DiskPolicy {
     fn default() -> Self {
         Self {
             gap_at: DEFAULT_GAP_AT,
+            min_outage: MIN_OUTAGE,
         }
     }
 }
@@ -53,7 +62,10 @@ impl DiskPolicy {
         match std::env::var(GAP_AT_ENV) {
             Err(_) => Ok(Self::default()),
             Ok(text) => match text.trim().parse::<u8>() {
-                Ok(gap_at) if (1..=100).contains(&gap_at) => Ok(Self { gap_at }),
+                Ok(gap_at) if (1..=100).contains(&gap_at) => Ok(Self {
+                    gap_at,
+                    ..Self::default()
+                }),
                 _ => Err(format!("{GAP_AT_ENV}={text:?}: a percent from 1 to 100")),
             },
         }
@@ -77,13 +89,14 @@ impl DiskPolicy {
             && since_failure < PROBE_EVERY
     }
 
-    /// After a failed upload: whether the file gives way (is acknowledged unarchived).
-    pub fn gives_way(&self, used: u8, gap_open: bool) -> bool {
+    /// After a failed upload, the bucket failing for `outage` without a success: whether the
+    /// file gives way (is acknowledged unarchived). An open gap is an outage already.
+    pub fn gives_way(&self, used: u8, gap_open: bool, outage: Duration) -> bool {
         let at = match gap_open {
             true => self.gap_at.saturating_sub(HYSTERESIS),
             false => self.gap_at,
         };
-        !self.never() && used >= at
+        !self.never() && used >= at && (gap_open || outage >= self.min_outage)
     }
 }
 
@@ -126,13 +139,21 @@ mod tests {
     fn a_failing_archive_gives_way_only_from_the_threshold_and_never_at_100() {
         let policy = DiskPolicy::default();
         assert_eq!(policy.warn_at(), 60);
-        assert!(!policy.gives_way(79, false));
-        assert!(policy.gives_way(80, false));
+        let outage = MIN_OUTAGE;
+        assert!(!policy.gives_way(79, false, outage));
+        assert!(policy.gives_way(80, false, outage));
+        assert!(
+            !policy.gives_way(99, false, Duration::from_secs(5)),
+            "one failure moments ago is no outage, however full the volume"
+        );
         // An open gap stays open until the volume falls 5 points below.
-        assert!(policy.gives_way(76, true));
-        assert!(!policy.gives_way(74, true));
-        let never = DiskPolicy { gap_at: 100 };
-        assert!(!never.gives_way(100, true));
+        assert!(policy.gives_way(76, true, Duration::ZERO));
+        assert!(!policy.gives_way(74, true, outage));
+        let never = DiskPolicy {
+            gap_at: 100,
+            ..DiskPolicy::default()
+        };
+        assert!(!never.gives_way(100, true, outage));
         assert!(!never.gives_way_untried(100, true, FRESH));
     }
 
@@ -151,7 +172,13 @@ mod tests {
         unsafe { std::env::remove_var(GAP_AT_ENV) };
         assert_eq!(DiskPolicy::from_env(), Ok(DiskPolicy::default()));
         unsafe { std::env::set_var(GAP_AT_ENV, "90") };
-        assert_eq!(DiskPolicy::from_env(), Ok(DiskPolicy { gap_at: 90 }));
+        assert_eq!(
+            DiskPolicy::from_env(),
+            Ok(DiskPolicy {
+                gap_at: 90,
+                ..DiskPolicy::default()
+            })
+        );
         for bad in ["0", "101", "eighty"] {
             unsafe { std::env::set_var(GAP_AT_ENV, bad) };
             assert!(DiskPolicy::from_env().is_err(), "{bad}");

@@ -7,8 +7,14 @@
 //! What is judged: a time needs a base backup completed by then, and a WAL file archived at or
 //! after it; an LSN needs a base backup consistent by then, and the segment holding it archived.
 //! A transaction ID or a restore point name can only be checked by replaying: PostgreSQL does.
+//! No target (the end of the archive) needs every segment from the base backup on: PostgreSQL
+//! would end recovery at the first missing one and promote there, silently dropping all after
+//! it, so the archive is walked first (the continuity check's walk) and a hole is refused, named.
+
+use std::collections::BTreeSet;
 
 use backup_store::catalog;
+use backup_store::continuity::{self, ArchiveContinuity};
 use backup_store::lsn::Lsn;
 use backup_store::manifest::Manifest;
 use backup_store::store::ObjectInfo;
@@ -35,6 +41,8 @@ pub struct Base {
     pub system: String,
     pub stop: Option<Lsn>,
     pub segment_size: Option<u64>,
+    /// Where its WAL begins: timeline and start LSN.
+    pub start: Option<(u32, Lsn)>,
 }
 
 impl Base {
@@ -47,6 +55,9 @@ impl Base {
             system: physical.system_identifier.clone(),
             stop: Lsn::parse(&physical.stop_lsn).ok(),
             segment_size: physical.wal_segment_size,
+            start: Lsn::parse(&physical.start_lsn)
+                .ok()
+                .map(|lsn| (physical.timeline, lsn)),
         })
     }
 }
@@ -224,6 +235,52 @@ fn gap_refusal(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Optio
     }
 }
 
+/// Whether the archive walked from `base` to its newest segment (`walk`) is whole, as a restore
+/// to the end of the archive needs. A missing segment or history file is refused, named, and
+/// retried (the source may still be uploading it, or heal it from a new primary's `pg_wal`); WAL
+/// the disk policy released unarchived never comes back.
+pub fn end_refusal(walk: &ArchiveContinuity, base: &Base) -> Option<Refusal> {
+    let system = &base.system;
+    let before = |segment: &str| {
+        let size = base
+            .segment_size
+            .unwrap_or(continuity::DEFAULT_SEGMENT_SIZE);
+        Lsn::of_segment(segment, size).map_or(String::new(), |lsn| {
+            format!(", or set target.lsn before {lsn} to restore what comes before it")
+        })
+    };
+    if let Some(first) = walk.missing.first() {
+        let count = walk.missing_count;
+        return Some(Refusal {
+            reason: "ArchiveHole",
+            message: format!(
+                "the archive of system {system} misses {count} WAL segment(s) after base backup                  {}, the first {first}: a restore to the end of the archive would stop there and                  promote, dropping everything after it. Wait if the source is still archiving                  it{}",
+                base.id,
+                before(first)
+            ),
+            retry: true,
+        });
+    }
+    if let Some(timeline) = walk.missing_history.first() {
+        return Some(Refusal {
+            reason: "ArchiveHole",
+            message: format!(
+                "the archive of system {system} misses the history file of timeline {timeline}:                  a restore to the end of the archive cannot follow it. Wait if the source is                  still archiving it"
+            ),
+            retry: true,
+        });
+    }
+    (walk.released_count > 0).then(|| {
+        refused(
+            "TargetInArchiveGap",
+            format!(
+                "the archive of system {system} has {} WAL segment(s) after base backup {}                  released unarchived (the disk policy: the source's volume was full and its                  bucket failed): a restore to the end of the archive cannot cross them. Choose                  a target before the gap, or a base backup taken after it",
+                walk.released_count, base.id
+            ),
+        )
+    })
+}
+
 /// Reads the source's base backups and, for the one the first pod will restore, its system's
 /// archive: None when `target` can be reached.
 pub async fn check(
@@ -232,6 +289,13 @@ pub async fn check(
     cluster: &Cluster<'_>,
     ctx: &Context,
 ) -> Result<Option<Refusal>, BucketError> {
+    if let Some(time) = &target.time
+        && let Err(e) = time.parse::<Timestamp>()
+    {
+        // The schema admits the shape; a date that does not exist is caught here, final.
+        let message = format!("spec.restore.target.time {time:?} is not a valid time: {e}");
+        return Ok(Some(refused("InvalidSpec", message)));
+    }
     let (namespace, name) = (&plan.layout.namespace, &plan.layout.cluster);
     let location = cluster_location(&plan.destination, namespace, name)?;
     let store = ctx
@@ -250,6 +314,23 @@ pub async fn check(
     let Ok(system) = base.system.parse::<u64>() else {
         return Ok(None); // not ours to judge: PostgreSQL will
     };
+    if target.variable().is_none() {
+        let Some(from) = base.start else {
+            return Ok(None);
+        };
+        let now = Timestamp::now().as_second();
+        let walked = continuity::check(
+            store.as_ref(),
+            &location,
+            system,
+            &BTreeSet::new(),
+            now,
+            Some(from),
+        )
+        .await
+        .map_err(BucketError::Wal)?;
+        return Ok(end_refusal(&walked, base));
+    }
     let wal = store.list(&location.wal_prefix(system)).await?;
     Ok(reaches(target, base, &wal).err())
 }

@@ -1,6 +1,7 @@
 //! Which targets a point-in-time restore refuses before it starts, on plain values.
 
 use super::*;
+use backup_store::continuity::{ArchiveContinuity, Holdings, stretches, walk};
 
 const MIB16: u64 = 16 << 20;
 
@@ -11,6 +12,7 @@ fn base(id: &str, completed: &str, stop: &str) -> Base {
         system: "7".into(),
         stop: Lsn::parse(stop).ok(),
         segment_size: Some(MIB16),
+        start: Some((1, Lsn(0x3000028))),
     }
 }
 
@@ -184,4 +186,52 @@ fn a_target_past_a_gap_in_the_archive_is_refused_for_a_base_backup_before_it() {
     let base2 = &bases()[1];
     assert!(reaches(&at("2026-11-28T11:30:00Z"), base2, &archive).is_ok());
     assert!(reaches(&lsn("0/A000000"), base2, &archive).is_ok());
+}
+
+/// The walk of an archive of timeline 1 holding `segments` (the low 8 hex digits) from base1.
+fn walked(segments: &[u32], gaps: &[(&str, &str)]) -> ArchiveContinuity {
+    let prefix = "p/wal/7/";
+    let mut keys: Vec<String> = (segments.iter())
+        .map(|n| format!("{prefix}00000001/00000001000000000000{n:04X}.zst"))
+        .collect();
+    keys.extend(
+        gaps.iter()
+            .map(|(a, b)| format!("{prefix}gaps/{a}-{b}.json")),
+    );
+    let holdings = Holdings::from_keys(prefix, keys.iter().map(String::as_str));
+    let chain = stretches(1, "").unwrap();
+    let from = bases()[0].start.unwrap();
+    walk(&holdings, Some(&chain), &[from], MIB16, &Default::default())
+}
+
+#[test]
+fn a_restore_to_the_end_of_a_whole_archive_is_admitted() {
+    assert_eq!(end_refusal(&walked(&[3, 4, 5, 6], &[]), &bases()[0]), None);
+}
+
+#[test]
+fn a_restore_to_the_end_of_an_archive_with_a_hole_is_refused_naming_it() {
+    let refusal = end_refusal(&walked(&[3, 4, 6, 7], &[]), &bases()[0]).unwrap();
+    assert_eq!(refusal.reason, "ArchiveHole");
+    assert!(refusal.retry, "the source may still upload it");
+    for part in [
+        "000000010000000000000005",
+        "0/5000000",
+        "target.lsn",
+        "base1",
+    ] {
+        assert!(
+            refusal.message.contains(part),
+            "{part}: {}",
+            refusal.message
+        );
+    }
+}
+
+#[test]
+fn a_restore_to_the_end_cannot_cross_wal_the_disk_policy_released() {
+    let gap = ("000000010000000000000005", "000000010000000000000005");
+    let refusal = end_refusal(&walked(&[3, 4, 6], &[gap]), &bases()[0]).unwrap();
+    assert_eq!(refusal.reason, "TargetInArchiveGap");
+    assert!(!refusal.retry, "released WAL never comes back");
 }

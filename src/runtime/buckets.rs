@@ -38,6 +38,9 @@ pub enum BucketError {
     NoCaSource,
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// Reading the WAL archive (a restore's walk to the end of the archive).
+    #[error("reading the WAL archive: {0}")]
+    Wal(#[source] backup_store::wal::WalError),
 }
 
 /// Opens the bucket of a destination whose Secrets live in `namespace`. A trait so that mock
