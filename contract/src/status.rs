@@ -130,6 +130,10 @@ pub struct InstanceStatus {
     /// does not report them, or while the server does not answer).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hot_standby_settings: BTreeMap<String, i64>,
+    /// Why the last attempt at a point-in-time restore on this instance failed (it is retried
+    /// with backoff); none once restored, or before a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_error: Option<String>,
     /// The WAL archiver's record since the manager started, while the cluster archives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<ArchiveStatus>,

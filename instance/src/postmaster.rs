@@ -2,7 +2,9 @@
 //! the overrides the manager owns, stopped fast (SIGINT) on shutdown or immediately (SIGQUIT)
 //! when fencing.
 
+use std::io::BufRead;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
@@ -27,8 +29,61 @@ pub enum Listen {
     SocketOnly,
 }
 
+/// The last FATAL or PANIC line a watched postmaster wrote (every line still reaches the pod's
+/// log): why a recovery stopped, for the restore's error and so the cluster's condition.
+#[derive(Clone, Default)]
+pub struct LastFatal {
+    line: Arc<Mutex<Option<String>>>,
+    /// Notified when the server's stderr closed: every line has been read.
+    closed: Arc<tokio::sync::Notify>,
+}
+
+impl LastFatal {
+    pub fn get(&self) -> Option<String> {
+        self.line.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits (at most `limit`) until the server's stderr has closed, then the last line.
+    pub async fn after_close(&self, limit: Duration) -> Option<String> {
+        let _ = tokio::time::timeout(limit, self.closed.notified()).await;
+        self.get()
+    }
+
+    /// Passes `stderr`'s lines on to ours, remembering the last FATAL or PANIC message.
+    fn watch(&self, stderr: std::process::ChildStderr) {
+        let (last, closed) = (self.line.clone(), self.closed.clone());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("{line}");
+                let at = line.find("FATAL:  ").or_else(|| line.find("PANIC:  "));
+                if let Some(at) = at {
+                    *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(line[at..].to_owned());
+                }
+            }
+            closed.notify_one();
+        });
+    }
+}
+
 impl Postmaster {
     pub fn start(ctx: &Context, listen: Listen, upstream: Option<Upstream>) -> Result<Self, Error> {
+        Self::spawn(ctx, listen, upstream, None)
+    }
+
+    /// [`Postmaster::start`], keeping the server's last FATAL or PANIC line in `fatal`.
+    pub fn start_watched(ctx: &Context, listen: Listen, fatal: &LastFatal) -> Result<Self, Error> {
+        Self::spawn(ctx, listen, None, Some(fatal))
+    }
+
+    fn spawn(
+        ctx: &Context,
+        listen: Listen,
+        upstream: Option<Upstream>,
+        fatal: Option<&LastFatal>,
+    ) -> Result<Self, Error> {
         crate::preferred_sync::drop_stale(ctx.pgdata())?;
         let mut cmd = ctx.tool("postgres");
         cmd.arg("-D").arg(ctx.pgdata());
@@ -50,7 +105,17 @@ impl Postmaster {
             cmd.arg("-c").arg("listen_addresses=");
         }
         cmd.stdin(Stdio::null());
-        let Spawned { pid, exit, .. } = ctx.reaper.spawn(&mut cmd, "postgres")?;
+        if fatal.is_some() {
+            cmd.stderr(Stdio::piped());
+        }
+        let Spawned {
+            pid,
+            exit,
+            mut child,
+        } = ctx.reaper.spawn(&mut cmd, "postgres")?;
+        if let (Some(fatal), Some(stderr)) = (fatal, child.stderr.take()) {
+            fatal.watch(stderr);
+        }
         tracing::info!(pid, standby = upstream.is_some(), "postmaster started");
         Ok(Postmaster {
             pid,

@@ -26,6 +26,8 @@ pub struct ManagerState {
     pub fenced: bool,
     /// Since when a replica's WAL receiver has not been streaming (`None`: it streams).
     pub not_streaming_since: Option<Instant>,
+    /// Why the last restore attempt failed, until one succeeds.
+    pub restore_error: Option<String>,
 }
 
 pub type SharedState = Arc<Mutex<ManagerState>>;
@@ -92,6 +94,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<&ServerFacts>) ->
         wal_receiver: facts.wal_receiver,
         fenced: state.fenced,
         hot_standby_settings: facts.settings,
+        restore_error: state.restore_error.clone(),
         archive: None,
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::auto_conf::{self, write_private};
 use crate::context::Context;
 use crate::error::Error;
-use crate::postmaster::{Listen, Postmaster};
+use crate::postmaster::{LastFatal, Listen, Postmaster};
 
 /// Prefix of the variables that describe the restore's source store.
 pub const SOURCE_PREFIX: &str = "RESTORE_";
@@ -46,6 +46,23 @@ const RECOVERY_KEYS: [&str; 7] = [
     "recovery_target_action",
     "recovery_target_timeline",
 ];
+/// The variables that name and open a store (the backup agent's), as the operator sets them
+/// for this cluster's own archive; a source's come with the `RESTORE_` prefix.
+const STORE_VARIABLES: [&str; 13] = [
+    "TUSK_STORE",
+    "TUSK_BUCKET",
+    "TUSK_PATH",
+    "TUSK_NAMESPACE",
+    "TUSK_CLUSTER",
+    "TUSK_S3_ENDPOINT",
+    "TUSK_S3_REGION",
+    "TUSK_S3_FORCE_PATH_STYLE",
+    "TUSK_S3_CA_BUNDLE",
+    "TUSK_GCS_ENDPOINT",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
 /// The base backup's download is bounded by the pod's patience, not ours: a day.
 const UNPACK_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
@@ -69,6 +86,8 @@ pub struct RestorePlan {
     pub hook: PathBuf,
     /// The source store's variables, unprefixed: the agent's whole environment (with PATH).
     env: Vec<(String, String)>,
+    /// This cluster's own archive, when it archives: where earlier incarnations' timelines are.
+    own: Option<Vec<(String, String)>>,
 }
 
 impl RestorePlan {
@@ -108,8 +127,17 @@ impl RestorePlan {
                     .to_owned(),
             ));
         }
+        let mut own: Vec<(String, String)> = vars
+            .iter()
+            .filter(|(k, _)| {
+                STORE_VARIABLES.contains(&k.as_str()) || env.iter().any(|(name, _)| name == k)
+            })
+            .cloned()
+            .collect();
+        let archives = own.iter().any(|(k, _)| k == "TUSK_STORE");
         if let Some(path) = get("PATH") {
-            env.push(("PATH".to_owned(), path));
+            env.push(("PATH".to_owned(), path.clone()));
+            own.push(("PATH".to_owned(), path));
         }
         let agent = get("TUSK_AGENT_BINARY").unwrap_or_else(|| DEFAULT_AGENT.to_owned());
         let hook = std::env::current_exe()
@@ -120,27 +148,28 @@ impl RestorePlan {
             agent: PathBuf::from(agent),
             hook,
             env,
+            own: archives.then_some(own),
         }))
     }
 
     /// The agent's environment: the source store, PGDATA, and where the PostgreSQL tools are.
     pub fn agent_env(&self, ctx: &Context) -> Vec<(String, String)> {
-        let mut env = self.env.clone();
-        env.push(("PGDATA".to_owned(), ctx.pgdata().display().to_string()));
-        if let Some(dir) = &ctx.args.pg_bin_dir {
-            env.push(("TUSK_PG_BIN_DIR".to_owned(), dir.display().to_string()));
-        }
-        env
+        with_server(self.env.clone(), ctx)
     }
 
-    /// The `postgresql.auto.conf` settings of the recovery.
-    fn recovery_settings(&self) -> Vec<(&'static str, String)> {
+    /// The agent's environment for this cluster's own archive, when it archives.
+    fn own_env(&self, ctx: &Context) -> Option<Vec<(String, String)>> {
+        self.own.clone().map(|own| with_server(own, ctx))
+    }
+
+    /// The `postgresql.auto.conf` settings of the recovery, following `timeline`.
+    fn recovery_settings(&self, timeline: u32) -> Vec<(&'static str, String)> {
         let mut settings = vec![
             (
                 "restore_command",
                 format!("{} wal-fetch %f %p", self.hook.display()),
             ),
-            ("recovery_target_timeline", "latest".to_owned()),
+            ("recovery_target_timeline", timeline.to_string()),
         ];
         if !self.target.is_empty() {
             settings.extend(self.target.iter().cloned());
@@ -148,6 +177,50 @@ impl RestorePlan {
         }
         settings
     }
+}
+
+/// `env` and where the server's data and tools are.
+fn with_server(mut env: Vec<(String, String)>, ctx: &Context) -> Vec<(String, String)> {
+    env.push(("PGDATA".to_owned(), ctx.pgdata().display().to_string()));
+    if let Some(dir) = &ctx.args.pg_bin_dir {
+        env.push(("TUSK_PG_BIN_DIR".to_owned(), dir.display().to_string()));
+    }
+    env
+}
+
+/// The timeline the recovery follows: the source's newest, as `recovery_target_timeline =
+/// 'latest'` would find it (history files asked for from the base backup's timeline up, until
+/// one is not in the source's archive), but named, so that PostgreSQL never follows a timeline
+/// that only this cluster's own archive holds (`restore_fetch`).
+async fn source_timeline(ctx: &Context, plan: &RestorePlan) -> Result<u32, Error> {
+    let pgdata = ctx.pgdata();
+    let label = std::fs::read_to_string(pgdata.join("backup_label")).unwrap_or_default();
+    let mut newest = start_timeline(&label).unwrap_or(1);
+    let probe = pgdata.join("pg_wal").join("RECOVERYHISTORY.tusk-probe");
+    let env = plan.agent_env(ctx);
+    loop {
+        let name = format!("{:08X}.history", newest + 1);
+        let fetched =
+            crate::restore_fetch::wal_fetch(&ctx.reaper, &plan.agent, &env, &name, &probe)
+                .await
+                .map_err(|e| {
+                    Error::State(format!("looking for {name} in the source's archive: {e}"))
+                })?;
+        match fetched {
+            crate::restore_fetch::Fetched::Restored => newest += 1,
+            crate::restore_fetch::Fetched::NotArchived => break,
+        }
+    }
+    remove_file(&probe)?;
+    Ok(newest)
+}
+
+/// `START TIMELINE: N` of a `backup_label`.
+fn start_timeline(label: &str) -> Option<u32> {
+    label
+        .lines()
+        .find_map(|line| line.strip_prefix("START TIMELINE:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// Restores `plan` into the empty (or half-restored) PGDATA, recovers to the target and
@@ -180,13 +253,15 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
             .await?;
     }
     forget_the_source_standby(pgdata)?;
-    auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings())?;
+    let timeline = source_timeline(ctx, plan).await?;
+    auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings(timeline))?;
     write_private(&pgdata.join("recovery.signal"), b"")?;
     // Files fetched ahead by an earlier attempt are valid (archived files never change), but
     // the spool is only ever this attempt's.
     let spool = crate::restore_prefetch::spool_dir(pgdata);
     remove_dir(&spool)?;
-    let fetcher = crate::restore_fetch::serve(ctx, &plan.agent, plan.agent_env(ctx))?;
+    let fetcher =
+        crate::restore_fetch::serve(ctx, &plan.agent, plan.agent_env(ctx), plan.own_env(ctx))?;
     let recovered = recover(ctx).await;
     fetcher.abort();
     recovered?;
@@ -248,13 +323,18 @@ fn remove_dir(dir: &std::path::Path) -> Result<(), Error> {
 /// Runs the recovery on a server that listens only on its socket until it has promoted itself
 /// at the target, then sets this cluster's passwords and stops it.
 async fn recover(ctx: &Context) -> Result<(), Error> {
-    let mut server = Postmaster::start(ctx, Listen::SocketOnly, None)?;
+    let fatal = LastFatal::default();
+    let mut server = Postmaster::start_watched(ctx, Listen::SocketOnly, &fatal)?;
     tracing::info!("recovering from the archive");
     loop {
         if let Some(status) = server.exited() {
+            let last = fatal.after_close(Duration::from_secs(2)).await;
+            let cause = last.map_or_else(
+                || "PostgreSQL's log names the cause".to_owned(),
+                |line| format!("PostgreSQL said {line:?}"),
+            );
             return Err(Error::State(format!(
-                "the recovery stopped ({status}) before promoting: PostgreSQL's log names the \
-                 cause (a target past the end of the archive, a missing or damaged WAL file)"
+                "the recovery stopped ({status}) before promoting: {cause}"
             )));
         }
         if let Ok(client) = crate::sql::connect(ctx, "postgres").await
@@ -271,120 +351,5 @@ async fn recover(ctx: &Context) -> Result<(), Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn no_backup_id_no_restore() {
-        let plan = RestorePlan::from_vars(&vars(&[("RESTORE_TUSK_STORE", "s3")])).unwrap();
-        assert!(plan.is_none());
-    }
-
-    #[test]
-    fn the_source_store_reaches_the_agent_unprefixed_and_alone() {
-        let plan = RestorePlan::from_vars(&vars(&[
-            ("TUSK_RESTORE_BACKUP_ID", "base1"),
-            ("TUSK_RESTORE_TARGET_TIME", "2026-11-28 10:00:00+00"),
-            ("RESTORE_TUSK_STORE", "s3"),
-            ("RESTORE_AWS_SECRET_ACCESS_KEY", "source-secret"),
-            ("AWS_SECRET_ACCESS_KEY", "archive-secret"),
-            ("TUSK_STORE", "gcs"),
-            ("PATH", "/usr/bin"),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert_eq!(plan.backup_id, "base1");
-        assert_eq!(
-            plan.env,
-            vars(&[
-                ("TUSK_STORE", "s3"),
-                ("AWS_SECRET_ACCESS_KEY", "source-secret"),
-                ("PATH", "/usr/bin")
-            ])
-        );
-        assert_eq!(plan.agent, PathBuf::from(DEFAULT_AGENT));
-        let settings = plan.recovery_settings();
-        assert!(settings.contains(&(
-            "recovery_target_time",
-            "2026-11-28 10:00:00.000000+00".into()
-        )));
-        assert!(settings.contains(&("recovery_target_action", "promote".into())));
-        assert!(
-            settings.iter().all(|(k, _)| RECOVERY_KEYS.contains(k)),
-            "every key written is removed after the restore"
-        );
-    }
-
-    #[test]
-    fn without_a_target_recovery_runs_to_the_end_of_the_archive() {
-        let plan = RestorePlan::from_vars(&vars(&[
-            ("TUSK_RESTORE_BACKUP_ID", "latest"),
-            ("RESTORE_TUSK_STORE", "s3"),
-        ]))
-        .unwrap()
-        .unwrap();
-        let keys: Vec<&str> = plan.recovery_settings().iter().map(|(k, _)| *k).collect();
-        assert_eq!(keys, ["restore_command", "recovery_target_timeline"]);
-    }
-
-    #[test]
-    fn every_accepted_time_becomes_one_postgresql_takes() {
-        for (given, expected) in [
-            ("2026-11-28T10:00:00Z", "2026-11-28 10:00:00.000000+00"),
-            ("2026-11-28T10:00:00+00:00", "2026-11-28 10:00:00.000000+00"),
-            (
-                "2026-11-28T11:30:00.25+01:30",
-                "2026-11-28 10:00:00.250000+00",
-            ),
-            (
-                "2026-11-28T10:00:00.123456789Z",
-                "2026-11-28 10:00:00.123456+00",
-            ),
-            ("2026-11-28 10:00:00.5-05", "2026-11-28 15:00:00.500000+00"),
-        ] {
-            assert_eq!(postgres_time(given).unwrap(), expected, "{given}");
-        }
-        let refused = postgres_time("2026-11-28 10:00:00")
-            .unwrap_err()
-            .to_string();
-        assert!(refused.contains("not a time with an offset"), "{refused}");
-        assert!(postgres_time("2026-13-45T10:00:00Z").is_err());
-    }
-
-    #[test]
-    fn a_replicas_base_backup_leaves_no_standby_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let pgdata = dir.path();
-        std::fs::write(pgdata.join("standby.signal"), "").unwrap();
-        std::fs::write(
-            pgdata.join("postgresql.auto.conf"),
-            "max_slot_wal_keep_size = '800MB'\nprimary_conninfo = 'host=src-0'\n\
-             primary_slot_name = 'tusk_src_1'\n",
-        )
-        .unwrap();
-        forget_the_source_standby(pgdata).unwrap();
-        assert!(!pgdata.join("standby.signal").exists());
-        let conf = std::fs::read_to_string(pgdata.join("postgresql.auto.conf")).unwrap();
-        assert_eq!(conf, "max_slot_wal_keep_size = '800MB'\n");
-    }
-
-    #[test]
-    fn two_targets_or_no_store_are_refused() {
-        let two = RestorePlan::from_vars(&vars(&[
-            ("TUSK_RESTORE_BACKUP_ID", "b"),
-            ("RESTORE_TUSK_STORE", "s3"),
-            ("TUSK_RESTORE_TARGET_LSN", "0/3000000"),
-            ("TUSK_RESTORE_TARGET_NAME", "before"),
-        ]));
-        assert!(two.is_err());
-        let storeless = RestorePlan::from_vars(&vars(&[("TUSK_RESTORE_BACKUP_ID", "b")]));
-        assert!(storeless.is_err());
-    }
-}
+#[path = "restore_tests.rs"]
+mod tests;

@@ -6,6 +6,13 @@
 //! (exit 126) rather than letting PostgreSQL take it for the end and promote at the wrong point.
 //! The manager then retries the whole step from where the recovery stood. The next segments
 //! are fetched ahead (`restore_prefetch`).
+//!
+//! A history file the source does not hold is also looked for in this cluster's own archive:
+//! a restored system keeps the source's identifier, so an earlier incarnation of this cluster
+//! (restored before under the same name) archived its timelines beside where this one will.
+//! PostgreSQL asks for those history files only to choose its new timeline at the promotion
+//! (the recovery follows an explicit timeline, the source's newest: `restore.rs`), and so
+//! takes one above every timeline any incarnation used: each archives its own files.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream as StdStream;
@@ -50,6 +57,7 @@ pub fn serve(
     ctx: &Context,
     agent: &Path,
     env: Vec<(String, String)>,
+    own: Option<Vec<(String, String)>>,
 ) -> Result<JoinHandle<()>, Error> {
     let socket = socket_path(&ctx.args.socket_dir);
     let _ = std::fs::remove_file(&socket);
@@ -73,6 +81,7 @@ pub fn serve(
         pgdata: ctx.pgdata().to_owned(),
         agent: agent.to_owned(),
         env,
+        own,
         prefetcher: prefetcher.clone(),
     });
     Ok(tokio::spawn(async move {
@@ -95,6 +104,8 @@ struct Fetcher {
     pgdata: PathBuf,
     agent: PathBuf,
     env: Vec<(String, String)>,
+    /// This cluster's own archive (its variables), when it archives.
+    own: Option<Vec<(String, String)>>,
     prefetcher: Arc<Prefetcher>,
 }
 
@@ -103,11 +114,23 @@ impl Fetcher {
     /// after it are fetched ahead.
     async fn fetch(&self, request: &str) -> Result<Fetched, String> {
         let (name, path) = parse_request(request, &self.pgdata)?;
-        let fetched = if self.prefetcher.take(name, path).await {
+        let mut fetched = if self.prefetcher.take(name, path).await {
             Fetched::Restored
         } else {
             wal_fetch(&self.reaper, &self.agent, &self.env, name, path).await?
         };
+        if let (Fetched::NotArchived, Some(own)) = (&fetched, &self.own)
+            && name.ends_with(".history")
+        {
+            // A failure here stops the recovery too: a timeline chosen blind may collide.
+            fetched = wal_fetch(&self.reaper, &self.agent, own, name, path).await?;
+            if fetched == Fetched::Restored {
+                tracing::info!(
+                    file = name,
+                    "a timeline an earlier incarnation used: passed over"
+                );
+            }
+        }
         if fetched == Fetched::Restored {
             self.prefetcher.ahead_of(name, path);
         }
@@ -116,7 +139,7 @@ impl Fetcher {
 }
 
 /// One `backup-agent wal-fetch NAME PATH` with the source store's `env`.
-async fn wal_fetch(
+pub async fn wal_fetch(
     reaper: &crate::reaper::Reaper,
     agent: &Path,
     env: &[(String, String)],

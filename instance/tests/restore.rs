@@ -198,6 +198,15 @@ fn a_segment_missing_before_the_target_stops_the_restore_and_nothing_is_promoted
         "PostgreSQL names why: {log}"
     );
     assert_ne!(member.status_field("role"), "primary");
+    // What the operator's Restored condition shows: PostgreSQL's own reason, from /status.
+    let reported = member.status_field("restoreError");
+    assert!(
+        reported
+            .as_str()
+            .is_some_and(|e| e
+                .contains("FATAL:  recovery ended before configured recovery target was reached")),
+        "/status restoreError: {reported}"
+    );
     assert!(
         member
             .pgdata

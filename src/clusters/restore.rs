@@ -170,14 +170,34 @@ async fn point_in_time_progress(cluster: &Cluster<'_>, ctx: &Context) -> Result<
         .and_then(|s| s.status.as_ref())
         .and_then(|s| s.ready_replicas)
         .is_some_and(|ready| ready >= 1);
+    let failure = match serving {
+        true => None,
+        false => restore_failure(cluster, ctx).await,
+    };
     Ok(Some(Observed::Known(recovery_progress(
-        &plan, target, serving,
+        &plan, target, serving, failure,
     ))))
 }
 
+/// Why the first instance's last restore attempt failed, as its manager reports it (none
+/// while it has not failed, or cannot be read).
+async fn restore_failure(cluster: &Cluster<'_>, ctx: &Context) -> Option<String> {
+    let first = format!("{}-0", cluster.statefulset_name());
+    let pod = cached(&ctx.caches.pods, cluster.namespace, &first)?;
+    let address = super::ha::pods::instance_address(cluster, &pod)?;
+    let error = ctx.instances.report(&address).await?.restore_error?;
+    Some(format!("{first}: {error}"))
+}
+
 /// Where a point-in-time restore stands: done once the database serves, since the first
-/// instance serves only after it has recovered to the target and promoted.
-fn recovery_progress(plan: &RestorePlan, target: &RestoreTarget, serving: bool) -> RestoreProgress {
+/// instance serves only after it has recovered to the target and promoted; `failure`: why its
+/// last attempt failed.
+fn recovery_progress(
+    plan: &RestorePlan,
+    target: &RestoreTarget,
+    serving: bool,
+    failure: Option<String>,
+) -> RestoreProgress {
     let (namespace, name) = (&plan.layout.namespace, &plan.layout.cluster);
     if serving {
         let bucket = match (&plan.destination.s3, &plan.destination.gcs) {
@@ -194,6 +214,13 @@ fn recovery_progress(plan: &RestorePlan, target: &RestoreTarget, serving: bool) 
             location,
             restored_at: Time(Timestamp::now()),
         });
+    }
+    if let Some(failure) = failure {
+        let message = format!(
+            "{failure}; the instance retries it with backoff (fix the source or the target, \
+             or delete this cluster)"
+        );
+        return waiting("RestoreFailed", message);
     }
     let to = match target.variable() {
         Some((_, point)) => format!("to {point}"),

@@ -27,11 +27,14 @@ impl Supervisor {
                 match &self.restore {
                     Some(plan) => {
                         if let Err(e) = crate::restore::run(&ctx, plan).await {
-                            // Retried with backoff; the operator's condition points here.
+                            // Retried with backoff; /status carries it to the cluster's
+                            // Restored condition.
                             let note = format!("restoring backup {}: {e}", plan.backup_id);
+                            self.set_restore_error(Some(note.clone()));
                             self.events.warning("RestoreFailed", "Restore", note);
                             return Err(e);
                         }
+                        self.set_restore_error(None);
                         let note = format!("restored backup {} and recovered", plan.backup_id);
                         self.events.normal("Restored", "Restore", note);
                     }

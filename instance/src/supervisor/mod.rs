@@ -396,6 +396,11 @@ impl Supervisor {
         state.role = role;
     }
 
+    fn set_restore_error(&self, error: Option<String>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.restore_error = error;
+    }
+
     /// Publishes the state for /status: what runs, not what the Lease wishes (the report takes
     /// a running server's role from the server itself).
     fn publish(&self, observed: Option<&Observed>) {

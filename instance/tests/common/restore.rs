@@ -99,8 +99,23 @@ pub fn restoring_member(
     password: &str,
 ) -> Cluster {
     let mut restored = Cluster::new(&["restored-0"]);
-    let agent = agent_in(restored.dir.path());
-    let member = restored.member("restored-0");
+    set_to_restore(&mut restored, bucket, backup, target, password);
+    restored.set_lease("restored-0", true);
+    restored.member("restored-0").start();
+    restored
+}
+
+/// Sets `cluster`'s first member to restore `backup` of `tests/demo` from `bucket` (see
+/// [`restoring_member`]), not started.
+pub fn set_to_restore(
+    cluster: &mut Cluster,
+    bucket: &Bucket,
+    backup: &str,
+    target: Option<(&str, &str)>,
+    password: &str,
+) {
+    let agent = agent_in(cluster.dir.path());
+    let member = &mut cluster.members[0];
     member.set_env("TUSK_RESTORE_BACKUP_ID", Some(backup));
     if let Some((name, value)) = target {
         member.set_env(name, Some(value));
@@ -112,7 +127,4 @@ pub fn restoring_member(
     member.set_env("RESTORE_TUSK_NAMESPACE", Some("tests"));
     member.set_env("RESTORE_TUSK_CLUSTER", Some("demo"));
     member.set_env("POSTGRES_PASSWORD", Some(password));
-    restored.set_lease("restored-0", true);
-    restored.member("restored-0").start();
-    restored
 }
