@@ -36,15 +36,27 @@ impl Catalog {
     }
 }
 
+/// The folder of the WAL archive under a cluster's prefix: never part of a backup's listing,
+/// since it grows with the archive's age (17,280 segments a day at the 5 s default).
+pub const WAL_FOLDER: &str = "wal/";
+
+/// Pages through the cluster's prefix without the WAL archive: what a catalog costs grows
+/// with the backups kept, not with the archive.
+fn backup_objects<'a>(store: &'a dyn ObjectStore, location: &ClusterLocation) -> store::Pager<'a> {
+    store::Pager::new(store, &location.prefix(), &[WAL_FOLDER])
+}
+
 pub async fn load(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
 ) -> Result<Catalog, CatalogError> {
     let mut by_id: BTreeMap<String, Vec<ObjectInfo>> = BTreeMap::new();
-    for object in store.list(&location.prefix()).await? {
-        if let Some((id, _)) = location.parse_key(&object.key) {
-            let id = id.to_string();
-            by_id.entry(id).or_default().push(object);
+    let mut pages = backup_objects(store, location);
+    while let Some(page) = pages.next().await? {
+        for object in page {
+            if let Some((id, _)) = location.parse_key(&object.key) {
+                by_id.entry(id.to_string()).or_default().push(object);
+            }
         }
     }
     let mut catalog = Catalog::default();
@@ -227,14 +239,15 @@ pub async fn delete_wal(
     system_identifier: u64,
 ) -> Result<usize, CatalogError> {
     let prefix = location.wal_prefix(system_identifier);
-    let keys: Vec<String> = store
-        .list(&prefix)
-        .await?
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
-    store.delete_many(&keys).await?;
-    Ok(keys.len())
+    let mut deleted = 0;
+    // Page by page: an archive of any age is deleted holding one page of keys at a time.
+    let mut pages = store::Pager::new(store, &prefix, &[]);
+    while let Some(page) = pages.next().await? {
+        let keys: Vec<String> = page.into_iter().map(|o| o.key).collect();
+        store.delete_many(&keys).await?;
+        deleted += keys.len();
+    }
+    Ok(deleted)
 }
 
 /// The operator's `onDelete: Delete`: deletes the backup directories under exactly
@@ -252,10 +265,13 @@ pub async fn delete_cluster(
 ) -> Result<ClusterDeletion, CatalogError> {
     let prefix = location.prefix();
     let mut by_id: BTreeMap<String, Vec<(String, bool)>> = BTreeMap::new();
-    for object in store.list(&prefix).await? {
-        if let Some((id, file)) = location.parse_key(&object.key) {
-            let entry = (object.key.clone(), file == CLAIM_FILE);
-            by_id.entry(id.to_owned()).or_default().push(entry);
+    let mut pages = backup_objects(store, location);
+    while let Some(page) = pages.next().await? {
+        for object in page {
+            if let Some((id, file)) = location.parse_key(&object.key) {
+                let entry = (object.key.clone(), file == CLAIM_FILE);
+                by_id.entry(id.to_owned()).or_default().push(entry);
+            }
         }
     }
     let mut done = ClusterDeletion::default();
@@ -299,3 +315,7 @@ pub async fn delete_cluster(
 #[cfg(test)]
 #[path = "catalog_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "catalog_scale_tests.rs"]
+mod scale_tests;

@@ -29,9 +29,11 @@ fn source(bucket: &Bucket) -> String {
     let system = sql("SELECT system_identifier FROM pg_control_system()");
     let last = sql("SELECT pg_walfile_name(pg_switch_wal())");
     let key = format!("tests/demo/wal/{system}/00000001/{last}.zst");
-    wait_for("the source's last segment archived", Duration::from_secs(60), || {
-        bucket.keys("tests/demo/wal/").contains(&key)
-    });
+    wait_for(
+        "the source's last segment archived",
+        Duration::from_secs(60),
+        || bucket.keys("tests/demo/wal/").contains(&key),
+    );
     source.member("demo-0").stop();
     system
 }
@@ -63,7 +65,10 @@ fn incarnation(bucket: &Bucket, system: &str, label: &str) -> String {
         || bucket.keys("tests/copy/wal/").contains(&key),
     );
     let archive = member.status_field("archive");
-    assert_eq!(archive["failedCount"], 0, "{label} archived without a failure: {archive}");
+    assert_eq!(
+        archive["failedCount"], 0,
+        "{label} archived without a failure: {archive}"
+    );
     copy.member("copy-0").stop();
     timeline
 }
@@ -74,7 +79,10 @@ fn a_cluster_restored_twice_under_one_name_archives_each_incarnation_on_its_own_
     let system = source(&bucket);
     let first = incarnation(&bucket, &system, "first");
     let second = incarnation(&bucket, &system, "second");
-    assert_eq!(first, "00000002", "the first takes the timeline after the source's");
+    assert_eq!(
+        first, "00000002",
+        "the first takes the timeline after the source's"
+    );
     assert_eq!(
         second, "00000003",
         "the second passes over the first's timeline, which the archive holds"
@@ -82,6 +90,9 @@ fn a_cluster_restored_twice_under_one_name_archives_each_incarnation_on_its_own_
     let history = |t: &str| format!("tests/copy/wal/{system}/history/{t}.history.zst");
     let keys = bucket.keys("tests/copy/wal/");
     for t in [&first, &second] {
-        assert!(keys.contains(&history(t)), "{t}'s history archived: {keys:?}");
+        assert!(
+            keys.contains(&history(t)),
+            "{t}'s history archived: {keys:?}"
+        );
     }
 }

@@ -95,6 +95,15 @@ impl ObjectStore for Bounded {
         self.within("list", prefix, self.inner.list(prefix)).await
     }
 
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        self.within("list", prefix, self.inner.list_page(prefix, after))
+            .await
+    }
+
     async fn delete_many(&self, keys: &[String]) -> Result<(), StoreError> {
         let what = format!("{} key(s)", keys.len());
         self.within("delete", &what, self.inner.delete_many(keys))

@@ -140,10 +140,39 @@ impl ObjectStore for MemoryStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        Ok(self
+        let listed: Vec<ObjectInfo> = self
             .objects()
             .iter()
             .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| ObjectInfo {
+                key: k.clone(),
+                size: v.len() as u64,
+                last_modified: modified.get(k).copied(),
+            })
+            .collect();
+        // The real stores' cap, so that tests meet it where users would.
+        let mut budget = super::ListBudget::new(&self.location, format!("list {prefix}"));
+        for page in listed.chunks(super::LIST_PAGE) {
+            budget.page(page.len())?;
+        }
+        Ok(listed)
+    }
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        self.reachable("list")?;
+        let modified = self
+            .modified
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        Ok(self
+            .objects()
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix) && after.is_none_or(|a| k.as_str() > a))
+            .take(super::LIST_PAGE)
             .map(|(k, v)| ObjectInfo {
                 key: k.clone(),
                 size: v.len() as u64,

@@ -75,12 +75,93 @@ pub trait ObjectStore: Send + Sync {
     async fn get(&self, key: &str) -> Result<ByteStream, StoreError>;
     /// Every object whose key starts with `prefix`, across all result pages.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError>;
+    /// One result page: [`LIST_PAGE`] objects (fewer only at the end) whose key starts with
+    /// `prefix` and sorts after `after` (all when none), in key order. What walks an archive of any size uses
+    /// ([`pages`]): it holds one page at a time and may jump over a whole folder.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<Vec<ObjectInfo>, StoreError>;
     /// Deletes the keys (missing ones are not an error), in batches where the store allows it,
     /// one by one where bulk delete is refused.
     async fn delete_many(&self, keys: &[String]) -> Result<(), StoreError>;
     /// Uploads begun under `prefix` and never completed or aborted (e.g. the agent was killed).
     async fn pending_uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>, StoreError>;
     async fn abort_pending(&self, upload: &PendingUpload) -> Result<(), StoreError>;
+}
+
+/// Objects per [`ObjectStore::list_page`]: S3's and GCS's own largest page.
+pub const LIST_PAGE: usize = 1000;
+
+/// Lists `prefix` page by page (one page in memory at a time), passing over every key under
+/// `prefix` + each of `skip` without listing it (after at most one page of it):
+/// `while let Some(page) = pager.next().await? { … }`.
+pub struct Pager<'a> {
+    store: &'a dyn ObjectStore,
+    prefix: String,
+    skip: Vec<String>,
+    after: Option<String>,
+    done: bool,
+    /// List requests made so far.
+    pub requests: usize,
+}
+
+impl<'a> Pager<'a> {
+    pub fn new(store: &'a dyn ObjectStore, prefix: &str, skip: &[&str]) -> Self {
+        Self {
+            store,
+            prefix: prefix.to_owned(),
+            skip: skip.iter().map(|f| format!("{prefix}{f}")).collect(),
+            after: None,
+            done: false,
+            requests: 0,
+        }
+    }
+
+    /// The next page of keys not skipped (never empty), or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<Vec<ObjectInfo>>, StoreError> {
+        while !self.done {
+            let page = self
+                .store
+                .list_page(&self.prefix, self.after.as_deref())
+                .await?;
+            self.requests += 1;
+            let Some(last) = page.last().map(|o| o.key.clone()) else {
+                self.done = true;
+                break;
+            };
+            let full = page.len() >= LIST_PAGE;
+            let skip = &self.skip;
+            let kept: Vec<ObjectInfo> = (page.into_iter())
+                .filter(|o| !skip.iter().any(|f| o.key.starts_with(f.as_str())))
+                .collect();
+            let next = jump(&last, skip);
+            // A page short of full ends the listing, unless it ended inside a skipped folder.
+            self.done = !full && next == last;
+            self.after = Some(next);
+            if !kept.is_empty() {
+                return Ok(Some(kept));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Where a walk goes on after a page ending at `last`: past the whole folder of `folders`
+/// that `last` is in, else from `last`. Keys are UTF-8, and every key of a folder sorts before
+/// the folder's name followed by the highest character.
+fn jump(last: &str, folders: &[String]) -> String {
+    match folders.iter().find(|f| last.starts_with(f.as_str())) {
+        Some(folder) => format!("{folder}\u{10FFFF}"),
+        None => last.to_owned(),
+    }
+}
+
+/// [`jump`] for a folder named under `prefix`, for tests.
+pub fn next_after(prefix: &str, last: &str, skip: &[&str]) -> String {
+    let folders: Vec<String> = skip.iter().map(|f| format!("{prefix}{f}")).collect();
+    jump(last, &folders)
 }
 
 /// Reads a whole small object, such as a manifest, of at most [`MAX_SMALL_OBJECT_BYTES`].

@@ -176,6 +176,17 @@ pub trait HttpStatus {
     fn http_status(&self) -> u16;
 }
 
+/// A listed object as the store's callers see it.
+fn object_info(obj: &aws_sdk_s3::types::Object) -> Option<ObjectInfo> {
+    Some(ObjectInfo {
+        key: obj.key()?.to_string(),
+        size: obj.size().and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+        last_modified: obj
+            .last_modified()
+            .and_then(|t| jiff::Timestamp::from_second(t.secs()).ok()),
+    })
+}
+
 impl HttpStatus for aws_sdk_s3::config::http::HttpResponse {
     fn http_status(&self) -> u16 {
         self.status().as_u16()
@@ -288,17 +299,27 @@ impl ObjectStore for S3Store {
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.error("ListObjectsV2", prefix, e))?;
             budget.page(page.contents().len())?;
-            objects.extend(page.contents().iter().filter_map(|obj| {
-                Some(ObjectInfo {
-                    key: obj.key()?.to_string(),
-                    size: obj.size().and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
-                    last_modified: obj
-                        .last_modified()
-                        .and_then(|t| jiff::Timestamp::from_second(t.secs()).ok()),
-                })
-            }));
+            objects.extend(page.contents().iter().filter_map(object_info));
         }
         Ok(objects)
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_start_after(after.map(str::to_owned))
+            .max_keys(super::LIST_PAGE as i32)
+            .send()
+            .await
+            .map_err(|e| self.error("ListObjectsV2", prefix, e))?;
+        Ok(page.contents().iter().filter_map(object_info).collect())
     }
 
     async fn delete_many(&self, keys: &[String]) -> Result<(), StoreError> {

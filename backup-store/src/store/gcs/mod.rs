@@ -64,6 +64,18 @@ struct ListPage {
     next_page_token: Option<String>,
 }
 
+fn object_info(item: ListItem) -> ObjectInfo {
+    ObjectInfo {
+        size: match &item.size {
+            Some(serde_json::Value::String(s)) => s.parse().unwrap_or(0),
+            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0),
+            _ => 0,
+        },
+        last_modified: item.updated.as_deref().and_then(|u| u.parse().ok()),
+        key: item.name,
+    }
+}
+
 #[derive(Deserialize)]
 struct ListItem {
     name: String,
@@ -321,6 +333,39 @@ impl ObjectStore for GcsStore {
         Ok(body_stream(response))
     }
 
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        let url = format!("{}/storage/v1/b/{}/o", self.base, encode(&self.bucket));
+        let (location, operation) = (self.location(), format!("list {prefix}"));
+        // startOffset is inclusive: one more, as the key itself is dropped below.
+        let max = (super::LIST_PAGE + usize::from(after.is_some())).to_string();
+        let mut request = (self.http.get(&url)).query(&[("prefix", prefix), ("maxResults", &max)]);
+        if let Some(after) = after {
+            request = request.query(&[("startOffset", after)]);
+        }
+        let response = self
+            .send(request, "list", prefix)
+            .await
+            .map_err(bucket_missing)?;
+        let body =
+            read_capped(body_stream(response), MAX_PAGE_BYTES, &location, &operation).await?;
+        let page: ListPage = serde_json::from_slice(&body).map_err(|e| StoreError::Other {
+            location: location.clone(),
+            operation: operation.clone(),
+            source: Context::boxed("invalid response", e),
+        })?;
+        Ok(page
+            .items
+            .into_iter()
+            .filter(|item| after.is_none_or(|a| item.name.as_str() > a))
+            .take(super::LIST_PAGE)
+            .map(object_info)
+            .collect())
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         let url = format!("{}/storage/v1/b/{}/o", self.base, encode(&self.bucket));
         let mut objects = Vec::new();
@@ -348,15 +393,7 @@ impl ObjectStore for GcsStore {
                 source: Context::boxed("invalid response", e),
             })?;
             budget.page(page.items.len())?;
-            objects.extend(page.items.into_iter().map(|item| ObjectInfo {
-                size: match &item.size {
-                    Some(serde_json::Value::String(s)) => s.parse().unwrap_or(0),
-                    Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0),
-                    _ => 0,
-                },
-                last_modified: item.updated.as_deref().and_then(|u| u.parse().ok()),
-                key: item.name,
-            }));
+            objects.extend(page.items.into_iter().map(object_info));
             match page.next_page_token {
                 Some(t) if !t.is_empty() => token = Some(t),
                 _ => break,
