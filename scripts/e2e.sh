@@ -37,7 +37,8 @@ TUSK_SCALE_PROFILE=debug scripts/bench-scale.sh --rest 30 100
 # (auto) when this machine can (root) and the run so far leaves room in CI's 90 minutes. The
 # scenarios: those whose behaviour is in the pods and the network (the short version; the
 # wire, certificate rotation under load, physical backups and the archive, the archive through
-# the HA faults), or every one with TUSK_E2E_NODE_SCENARIOS=all.
+# the HA faults, a point-in-time restore and the total loss), or every one with
+# TUSK_E2E_NODE_SCENARIOS=all. Each named scenario must pass: a skip or a rename fails the run.
 node=${TUSK_E2E_NODE:-auto}
 if [[ "$node" == auto ]]; then
   elapsed=$(( $(date +%s) - ${TUSK_CI_STARTED:-$(date +%s)} ))

@@ -100,21 +100,28 @@ fn a_bucket_outage_keeps_every_file_and_drains_then_a_full_volume_gives_way_with
     }
     assert!(bucket.keys(&format!("{wal}gaps/")).is_empty());
 
-    // The same outage with the volume past the threshold (1 %: any volume is): the files are
-    // released unarchived, and the gap says which.
+    // The same outage with the volume past the threshold (1 %: any volume is): once uploads
+    // have failed for the policy's minimum outage (a minute; one failure is no outage), the
+    // files are released unarchived, and the gap says which.
     let primary = cluster.member("demo-0");
     primary.stop();
     primary.set_env(GAP_AT, Some("1"));
     primary.start();
     primary.wait_ready_as("primary", Duration::from_secs(90));
+    let outage = std::time::Instant::now();
     bucket.server.stop();
     let released: Vec<String> = (0..3)
         .map(|i| write_and_switch(primary, &format!("released {i}")))
         .collect();
-    wait_for("the files released", Duration::from_secs(90), || {
+    wait_for("the files released", Duration::from_secs(180), || {
         let a = archive(primary);
         a["pending"] == 0 && a["gap"]["files"].as_u64() >= Some(3)
     });
+    assert!(
+        outage.elapsed() >= Duration::from_secs(55),
+        "released {:?} into the outage, before its minimum",
+        outage.elapsed()
+    );
     let gap = archive(primary)["gap"].clone();
     assert_eq!(gap["firstSegment"], released[0].as_str(), "{gap}");
     assert!(gap["closedAt"].is_null(), "{gap}");
