@@ -91,3 +91,67 @@ fn a_walk_jumps_past_a_skipped_folder() {
     let plain = store::next_after("p/ns/db/", "p/ns/db/base-1/x", &["wal/"]);
     assert_eq!(plain, "p/ns/db/base-1/x");
 }
+
+/// Segment `n` of timeline 1 with 16 MiB segments: its name and its start.
+#[cfg(feature = "wal")]
+fn segment(n: u64) -> (String, crate::lsn::Lsn) {
+    let name = format!("00000001{:08X}{:08X}", n / 256, n % 256);
+    (name, crate::lsn::Lsn(n << 24))
+}
+
+#[cfg(feature = "wal")]
+#[tokio::test]
+async fn the_archives_own_walks_past_the_listing_cap() {
+    use crate::recovery_window::{Floor, delete_wal_before};
+    use crate::wal::{WalArchive, WalName};
+
+    let segments = (MAX_LIST_OBJECTS + 500) as u64;
+    let store = MemoryStore::new("mem://b");
+    let loc = ClusterLocation::new("p", "ns", "db").unwrap();
+    let archive = WalArchive::new(&loc, SYSTEM);
+    for n in 1..=segments {
+        store.insert(
+            &format!("{}00000001/{}.zst", archive.prefix(), segment(n).0),
+            "w",
+        );
+    }
+    assert!(store.list(archive.prefix()).await.is_err(), "past the cap");
+
+    // A base backup waiting for its last three segments lists from them only.
+    let needed: Vec<WalName> = (segments - 2..=segments + 1)
+        .map(|n| WalName::parse(&segment(n).0).unwrap())
+        .collect();
+    let missing = crate::wal_range::missing(&store, &archive, &needed)
+        .await
+        .unwrap();
+    assert_eq!(
+        missing,
+        [needed[3].clone()],
+        "only the one not archived yet"
+    );
+
+    // The continuity check from a base backup near the start walks every page.
+    let (start_name, start) = segment(10);
+    let report = crate::continuity::check(
+        &store,
+        &loc,
+        SYSTEM,
+        &Default::default(),
+        0,
+        Some((1, start)),
+    )
+    .await
+    .expect("a check past the cap");
+    assert_eq!(report.first_segment.as_deref(), Some(start_name.as_str()));
+    assert_eq!((report.segments, report.missing_count), (segments - 9, 0));
+
+    // Retention deletes what the floor leaves behind, a page at a time.
+    let floor = Floor {
+        system_identifier: SYSTEM,
+        start: segment(segments - 1000).1,
+        segment_size: 16 << 20,
+    };
+    let deleted = delete_wal_before(&store, &loc, &floor).await.unwrap();
+    assert_eq!(deleted as u64, segments - 1001);
+    assert_eq!(store.keys().len(), 1001);
+}

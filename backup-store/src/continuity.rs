@@ -40,6 +40,13 @@ impl Holdings {
     /// needed by a restore and is passed over.
     pub fn from_keys<'a>(prefix: &str, keys: impl IntoIterator<Item = &'a str>) -> Self {
         let mut holdings = Self::default();
+        holdings.add(prefix, keys);
+        holdings
+    }
+
+    /// Sorts more keys in (one page of a listing).
+    pub fn add<'a>(&mut self, prefix: &str, keys: impl IntoIterator<Item = &'a str>) {
+        let holdings = self;
         for key in keys {
             let Some(rest) = key.strip_prefix(prefix) else {
                 continue;
@@ -66,7 +73,6 @@ impl Holdings {
                 on.insert(name.to_owned());
             }
         }
-        holdings
     }
 
     fn newest_timeline(&self) -> Option<u32> {
@@ -239,8 +245,12 @@ pub async fn check(
             .collect(),
     };
     let prefix = archive.prefix().to_owned();
-    let listed = store.list(&prefix).await?;
-    let holdings = Holdings::from_keys(&prefix, listed.iter().map(|o| o.key.as_str()));
+    // A page at a time: an archive past the stores' 100,000-object cap is still checked.
+    let mut holdings = Holdings::default();
+    let mut pages = store::Pager::new(store, &prefix, &[]);
+    while let Some(page) = pages.next().await? {
+        holdings.add(&prefix, page.iter().map(|o| o.key.as_str()));
+    }
     let chain = match holdings.newest_timeline() {
         Some(1) | None => Some(stretches(1, "").unwrap_or_default()),
         Some(newest) => {

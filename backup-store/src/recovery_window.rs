@@ -16,7 +16,7 @@ use crate::layout::ClusterLocation;
 use crate::lsn::Lsn;
 use crate::manifest::PhysicalBackup;
 use crate::retention::Candidate;
-use crate::store::ObjectStore;
+use crate::store::{self, ObjectStore};
 
 /// The base backups to delete, oldest first. None while no base backup is older than the
 /// window; the newest is never deleted.
@@ -78,31 +78,54 @@ pub fn floors(ours: &[PhysicalBackup], all: &[PhysicalBackup]) -> Vec<Floor> {
 }
 
 /// Deletes the WAL files of `floor`'s system, on every timeline, whose segment ends at or
-/// before the floor. Returns how many went.
+/// before the floor. Returns how many went. Listed a page at a time, and each timeline's
+/// folder only up to the floor (keys sort as the segments do): a pass costs what arrived since
+/// the last one, not the archive's age (the whole listing failed past 100,000 files).
 pub async fn delete_wal_before(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
     floor: &Floor,
 ) -> Result<usize, CatalogError> {
     let prefix = location.wal_prefix(floor.system_identifier);
-    let doomed: Vec<String> = store
-        .list(&prefix)
-        .await?
-        .into_iter()
-        .map(|o| o.key)
-        .filter(|key| {
-            let Some((folder, name)) = key.strip_prefix(&prefix).and_then(|k| k.split_once('/'))
-            else {
-                return false;
-            };
-            let segment = Lsn::of_segment(name, floor.segment_size);
-            folder != "history"
-                && segment.is_some_and(|s| s.0.saturating_add(floor.segment_size) <= floor.start.0)
-        })
-        .collect();
-    tracing::info!(system = floor.system_identifier, before = %floor.start, files = doomed.len(), "deleting WAL no kept base backup needs");
-    store.delete_many(&doomed).await?;
-    Ok(doomed.len())
+    // (folder, name) of a key, and whether it is a segment before the floor.
+    let parse = |key: &str| -> Option<(String, bool)> {
+        let (folder, name) = key.strip_prefix(&prefix)?.split_once('/')?;
+        let segment = Lsn::of_segment(name, floor.segment_size);
+        let before =
+            segment.is_some_and(|s| s.0.saturating_add(floor.segment_size) <= floor.start.0);
+        Some((folder.to_owned(), folder != "history" && before))
+    };
+    let timeline_folder =
+        |folder: &str| folder.len() == 8 && folder.bytes().all(|b| b.is_ascii_hexdigit());
+    let (mut after, mut deleted) = (None::<String>, 0);
+    loop {
+        let page = store.list_page(&prefix, after.as_deref()).await?;
+        let Some(last) = page.last().map(|o| o.key.clone()) else {
+            break;
+        };
+        let full = page.len() >= store::LIST_PAGE;
+        let mut doomed = Vec::new();
+        let mut jump = None;
+        for object in &page {
+            match parse(&object.key) {
+                Some((_, true)) => doomed.push(object.key.clone()),
+                // The first segment past the floor: the rest of its timeline's folder is too.
+                Some((folder, false)) if timeline_folder(&folder) => {
+                    jump = Some(format!("{prefix}{folder}/\u{10FFFF}"));
+                    break;
+                }
+                _ => {}
+            }
+        }
+        store.delete_many(&doomed).await?;
+        deleted += doomed.len();
+        if jump.is_none() && !full {
+            break;
+        }
+        after = Some(jump.unwrap_or(last));
+    }
+    tracing::info!(system = floor.system_identifier, before = %floor.start, files = deleted, "deleted WAL no kept base backup needs");
+    Ok(deleted)
 }
 
 #[cfg(test)]

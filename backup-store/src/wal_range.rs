@@ -2,10 +2,10 @@
 //! backup waits for before it is complete (`docs/pitr-design.md` §4), and the ground the
 //! continuity check (§6) stands on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::lsn::Lsn;
-use crate::store::ObjectStore;
+use crate::store::{LIST_PAGE, ObjectStore};
 use crate::wal::{WalArchive, WalError, WalName};
 
 /// A stretch of WAL on one timeline, as PostgreSQL's `backup_manifest` lists them.
@@ -40,16 +40,38 @@ impl WalSpan {
     }
 }
 
-/// The files of `needed` the archive does not hold, in order: one listing per timeline.
+/// The files of `needed` the archive does not hold, in order. Each timeline's folder is listed
+/// from the first needed file to the last only (keys sort as the segments do): a base backup
+/// waiting for its WAL costs a request or two, whatever the archive's age, never a listing of
+/// the whole timeline (past 100,000 files, the stores' cap, that failed every base backup).
 pub async fn missing(
     store: &dyn ObjectStore,
     archive: &WalArchive,
     needed: &[WalName],
 ) -> Result<Vec<WalName>, WalError> {
     let mut stored = BTreeSet::new();
-    let prefixes: BTreeSet<String> = needed.iter().map(|f| archive.folder(f)).collect();
-    for prefix in prefixes {
-        stored.extend(store.list(&prefix).await?.into_iter().map(|o| o.key));
+    let mut by_folder: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in needed {
+        let keys = by_folder.entry(archive.folder(file)).or_default();
+        keys.push(archive.key(file));
+    }
+    for (prefix, mut keys) in by_folder {
+        keys.sort();
+        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+            continue;
+        };
+        // Just before the first key: its name without the suffix sorts before it and after
+        // every earlier segment's key.
+        let mut after = first.strip_suffix(".zst").map(str::to_owned);
+        loop {
+            let page = store.list_page(&prefix, after.as_deref()).await?;
+            let done = page.len() < LIST_PAGE || page.last().is_none_or(|o| &o.key >= last);
+            after = page.last().map(|o| o.key.clone());
+            stored.extend(page.into_iter().map(|o| o.key));
+            if done {
+                break;
+            }
+        }
     }
     Ok(needed
         .iter()

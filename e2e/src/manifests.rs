@@ -107,7 +107,7 @@ pub fn point_in_time(
     let (block, secret) = destination
         .split_once("---\n")
         .unwrap_or((destination.as_str(), ""));
-    let block: String = block.lines().map(|line| format!("    {line}\n")).collect();
+    let block: String = block.lines().map(|line| format!("  {line}\n")).collect();
     format!(
         "{}  restore:
     objectStore:
@@ -151,4 +151,30 @@ metadata: {{name: {name}}}
 spec: {{cluster: {{name: {cluster}}}, method: physical}}
 "
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_in_time_restore_is_a_cluster_with_its_source_and_target() {
+        let yaml = point_in_time(
+            "copy",
+            2,
+            "src",
+            "{time: \"2026-11-28T10:00:00Z\"}",
+            "http://m",
+        );
+        let docs = crate::apply::documents(&yaml).unwrap();
+        assert_eq!(docs.len(), 2, "the cluster and the credentials Secret");
+        let restore = &docs[0]["spec"]["restore"];
+        assert_eq!(restore["objectStore"]["cluster"], "src");
+        assert_eq!(restore["objectStore"]["destination"]["s3"]["path"], "pitr");
+        assert_eq!(restore["target"]["time"], "2026-11-28T10:00:00Z");
+        assert_eq!(docs[1]["kind"], "Secret");
+        let to_end = point_in_time("copy", 1, "src", "{}", "http://m");
+        let docs = crate::apply::documents(&to_end).unwrap();
+        assert_eq!(docs[0]["spec"]["restore"]["target"], serde_json::json!({}));
+    }
 }

@@ -425,6 +425,14 @@ impl Archiver {
                 // A store that accepts and never answers fails the upload, which is then tried
                 // again: a hung upload must not hold its file's place for ever.
                 let store = Box::new(Bounded::new(store, STORE_TIMEOUT));
+                // Nothing is archived to a store that would overwrite a segment silently.
+                let nanos = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let probe = format!("{}wal/.tusk-create-only-{nanos}", location.prefix());
+                backup_store::store::honours_create_only(store.as_ref(), &probe)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 Ok::<_, String>(Opened { store, location })
             })
             .await

@@ -252,19 +252,26 @@ pub async fn run(ctx: &Context, plan: &RestorePlan) -> Result<(), Error> {
             .run_with_env(cmd, "backup-agent base-restore", &env, UNPACK_TIMEOUT)
             .await?;
     }
-    forget_the_source_standby(pgdata)?;
-    let timeline = source_timeline(ctx, plan).await?;
-    auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings(timeline))?;
-    write_private(&pgdata.join("recovery.signal"), b"")?;
-    // Files fetched ahead by an earlier attempt are valid (archived files never change), but
-    // the spool is only ever this attempt's.
     let spool = crate::restore_prefetch::spool_dir(pgdata);
-    remove_dir(&spool)?;
-    let fetcher =
-        crate::restore_fetch::serve(ctx, &plan.agent, plan.agent_env(ctx), plan.own_env(ctx))?;
-    let recovered = recover(ctx).await;
-    fetcher.abort();
-    recovered?;
+    if already_promoted(pgdata) {
+        // A manager stopped between the promotion and the end of the restore: replaying again
+        // from the promoted data would never reach the target (and crash-loop on it).
+        tracing::info!(backup = %plan.backup_id, "the restore had promoted already: finishing it");
+        finish_promoted(ctx).await?;
+    } else {
+        forget_the_source_standby(pgdata)?;
+        let timeline = source_timeline(ctx, plan).await?;
+        auto_conf::set(pgdata, &RECOVERY_KEYS, &plan.recovery_settings(timeline))?;
+        write_private(&pgdata.join("recovery.signal"), b"")?;
+        // Files fetched ahead by an earlier attempt are valid (archived files never change),
+        // but the spool is only ever this attempt's.
+        remove_dir(&spool)?;
+        let own = plan.own_env(ctx);
+        let fetcher = crate::restore_fetch::serve(ctx, &plan.agent, plan.agent_env(ctx), own)?;
+        let recovered = recover(ctx).await;
+        fetcher.abort();
+        recovered?;
+    }
     remove_dir(&spool)?;
     auto_conf::remove(pgdata, &RECOVERY_KEYS)?;
     // PostgreSQL removes the signal file it recovered with; any other left behind would send
@@ -318,6 +325,28 @@ fn remove_dir(dir: &std::path::Path) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
+}
+
+/// Whether the restore in `pgdata` got as far as PostgreSQL's promotion: the base backup's
+/// `backup_label` was consumed when the recovery started, and the `recovery.signal` written
+/// before every attempt is gone, which only the promotion (or this restore's own last steps,
+/// after it) does.
+fn already_promoted(pgdata: &std::path::Path) -> bool {
+    pgdata.join("PG_VERSION").exists()
+        && !pgdata.join("backup_label").exists()
+        && !pgdata.join("recovery.signal").exists()
+}
+
+/// A promoted restore's last step, again: this cluster's passwords, on a server that listens
+/// only on its socket.
+async fn finish_promoted(ctx: &Context) -> Result<(), Error> {
+    let mut server = Postmaster::start(ctx, Listen::SocketOnly, None)?;
+    let adopted = match server.wait_ready(ctx, Duration::from_secs(600)).await {
+        Ok(()) => crate::pgdata::adopt_roles(ctx).await,
+        Err(e) => Err(e),
+    };
+    server.stop(libc::SIGINT, Duration::from_secs(120)).await;
+    adopted
 }
 
 /// Runs the recovery on a server that listens only on its socket until it has promoted itself

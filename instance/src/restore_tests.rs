@@ -149,3 +149,22 @@ fn two_targets_or_no_store_are_refused() {
     let storeless = RestorePlan::from_vars(&vars(&[("TUSK_RESTORE_BACKUP_ID", "b")]));
     assert!(storeless.is_err());
 }
+
+#[test]
+fn a_restore_that_promoted_is_finished_not_replayed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pgdata = dir.path();
+    let touch = |name: &str| std::fs::write(pgdata.join(name), "").unwrap();
+    assert!(!already_promoted(pgdata), "nothing unpacked yet");
+    touch("PG_VERSION");
+    touch("backup_label");
+    assert!(!already_promoted(pgdata), "unpacked, not recovered");
+    std::fs::rename(pgdata.join("backup_label"), pgdata.join("backup_label.old")).unwrap();
+    touch("recovery.signal");
+    assert!(!already_promoted(pgdata), "a recovery that stopped short");
+    std::fs::remove_file(pgdata.join("recovery.signal")).unwrap();
+    assert!(
+        already_promoted(pgdata),
+        "PostgreSQL promoted: only the last steps are left"
+    );
+}

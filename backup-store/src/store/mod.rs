@@ -164,6 +164,33 @@ pub fn next_after(prefix: &str, last: &str, skip: &[&str]) -> String {
     jump(last, &folders)
 }
 
+/// Proves that the store refuses a second create-only write of `key` (S3 `If-None-Match: *`,
+/// GCS `ifGenerationMatch=0`), then deletes it. Older MinIO releases and some S3-compatible
+/// stores ignore the condition and overwrite silently: an archive there could have a segment
+/// replaced by a split brain's, so nothing is archived to them.
+pub async fn honours_create_only(store: &dyn ObjectStore, key: &str) -> Result<(), StoreError> {
+    store
+        .put_if_absent(key, Bytes::from_static(b"first"))
+        .await?;
+    let second = store
+        .put_if_absent(key, Bytes::from_static(b"second"))
+        .await;
+    store.delete_many(&[key.to_owned()]).await?;
+    match second {
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+        Ok(()) => Err(StoreError::Config(
+            format!(
+                "{}: a second create-only write of {key} succeeded: the store overwrites \
+                 instead of honouring If-None-Match (create-only), so it cannot keep a WAL \
+                 archive safe",
+                store.location()
+            )
+            .into(),
+        )),
+    }
+}
+
 /// Reads a whole small object, such as a manifest, of at most [`MAX_SMALL_OBJECT_BYTES`].
 pub async fn get_bytes(store: &dyn ObjectStore, key: &str) -> Result<Vec<u8>, StoreError> {
     let stream = store.get(key).await?;
@@ -254,3 +281,7 @@ pub async fn open(config: StoreConfig) -> Result<Box<dyn ObjectStore>, StoreErro
         StoreConfig::Gcs(c) => Box::new(gcs::GcsStore::new(c)?),
     })
 }
+
+#[cfg(test)]
+#[path = "create_only_tests.rs"]
+mod create_only_tests;
