@@ -17,7 +17,7 @@ use backup_store::catalog;
 use backup_store::continuity::{self, ArchiveContinuity};
 use backup_store::lsn::Lsn;
 use backup_store::manifest::Manifest;
-use backup_store::store::ObjectInfo;
+use backup_store::store::{ObjectInfo, ObjectStore, Pager};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::RestoreTarget;
@@ -331,8 +331,50 @@ pub async fn check(
         .map_err(BucketError::Wal)?;
         return Ok(end_refusal(&walked, base));
     }
-    let wal = store.list(&location.wal_prefix(system)).await?;
+    let wal = since_base(store.as_ref(), &location.wal_prefix(system), base).await?;
     Ok(reaches(target, base, &wal).err())
+}
+
+/// What [`reaches`] reads of a system's archive (at `prefix`): its gap markers and history
+/// files, and the segments from `base`'s start on, each timeline's folder listed from there a
+/// page at a time. Its cost follows the WAL since that base backup, not the archive's age (the
+/// whole listing failed past the stores' 100,000-object cap, about day 6).
+async fn since_base(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    base: &Base,
+) -> Result<Vec<ObjectInfo>, BucketError> {
+    let mut wal = Vec::new();
+    for folder in ["gaps/", "history/"] {
+        let mut pages = Pager::new(store, &format!("{prefix}{folder}"), &[]);
+        while let Some(page) = pages.next().await? {
+            wal.extend(page);
+        }
+    }
+    let (timeline, start) = base.start.unwrap_or((1, Lsn(0)));
+    let later = (wal.iter())
+        .filter_map(|o| o.key.rsplit('/').next()?.strip_suffix(".history.zst"))
+        .filter_map(|t| u32::from_str_radix(t, 16).ok())
+        .filter(|t| *t > timeline);
+    let folders: BTreeSet<u32> = later.chain([timeline]).collect();
+    let size = base
+        .segment_size
+        .unwrap_or(continuity::DEFAULT_SEGMENT_SIZE);
+    for t in folders {
+        let folder = format!("{prefix}{t:08X}/");
+        let mut pages = Pager::new(store, &folder, &[]);
+        if t == timeline {
+            // Just before the base backup's first segment: its name without the suffix.
+            let segno = start.0 / size;
+            let per_log = 0x1_0000_0000 / size;
+            let first = format!("{t:08X}{:08X}{:08X}", segno / per_log, segno % per_log);
+            pages = pages.after(&format!("{folder}{first}"));
+        }
+        while let Some(page) = pages.next().await? {
+            wal.extend(page);
+        }
+    }
+    Ok(wal)
 }
 
 #[cfg(test)]

@@ -119,6 +119,12 @@ impl<'a> Pager<'a> {
         }
     }
 
+    /// Starts after `key` instead of at the beginning.
+    pub fn after(mut self, key: &str) -> Self {
+        self.after = Some(key.to_owned());
+        self
+    }
+
     /// The next page of keys not skipped (never empty), or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Vec<ObjectInfo>>, StoreError> {
         while !self.done {
