@@ -90,6 +90,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // restore, the backups' records.
     let observed = restore::observe(pg, &cluster, ctx).await?;
     let held = observed.holds_clients();
+    let restore_recheck = observed.recheck();
     let mut children = children;
     if observed.holds_pods() {
         // A restore refused before it began: no pod may start it (the volumes stay unbound).
@@ -141,6 +142,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let now = Timestamp::now();
     let next = next_check(&backups.freshness, backups.verify_at, recheck, now);
     let next = check_owed.map_or(next, |soon| next.min(soon));
+    let next = restore_recheck.map_or(next, |soon| next.min(soon));
     // A Secret the user brings is not watched: its renewals reach the credentials by this.
     let next = match cluster.user_server_secret() {
         Some(_) => next.min(USER_SECRET_RECHECK),

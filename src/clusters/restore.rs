@@ -22,6 +22,11 @@ use crate::runtime::buckets::{BucketError, bucket_url, cluster_location};
 use crate::runtime::jobs::{AgentExit, JobState, failed_agent, failure_message, job_state};
 use crate::runtime::{Context, cached};
 
+/// How soon a refused point-in-time restore is checked again while the source may lift it.
+const RECHECK_REFUSED: std::time::Duration = std::time::Duration::from_secs(10);
+/// How soon a point-in-time restore under way is looked at again.
+const RECHECK_RECOVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Where the restore stands before this reconcile applies anything.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Observed {
@@ -41,6 +46,21 @@ impl Observed {
         match self {
             Self::Known(progress) => !progress.allows_ready(),
             Self::NotStarted | Self::Refused(_) => true,
+        }
+    }
+
+    /// How soon to look again: a refusal the source's archive may lift (it keeps archiving) is
+    /// checked again soon, not at the resync, and so is a recovery under way (its failures are
+    /// read from the first instance, which no watch event announces).
+    pub fn recheck(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Refused(RestoreProgress::Pending { .. }) => Some(RECHECK_REFUSED),
+            Self::Known(RestoreProgress::Pending { reason, .. })
+                if matches!(*reason, "Recovering" | "RestoreFailed") =>
+            {
+                Some(RECHECK_RECOVERY)
+            }
+            _ => None,
         }
     }
 
