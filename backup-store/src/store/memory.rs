@@ -29,6 +29,25 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// Up to `max` objects under `prefix` after `after`, in key order.
+    fn listed(&self, prefix: &str, after: Option<&str>, max: usize) -> Vec<ObjectInfo> {
+        let modified = self
+            .modified
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.objects()
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix) && after.is_none_or(|a| k.as_str() > a))
+            .take(max)
+            .map(|(k, v)| ObjectInfo {
+                key: k.clone(),
+                size: v.len() as u64,
+                last_modified: modified.get(k).copied(),
+            })
+            .collect()
+    }
+
     /// An empty store that names itself `location` (e.g. `s3://backups`) in errors.
     pub fn new(location: impl Into<String>) -> Self {
         Self {
@@ -135,21 +154,7 @@ impl ObjectStore for MemoryStore {
     }
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
         self.reachable("list")?;
-        let modified = self
-            .modified
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let listed: Vec<ObjectInfo> = self
-            .objects()
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| ObjectInfo {
-                key: k.clone(),
-                size: v.len() as u64,
-                last_modified: modified.get(k).copied(),
-            })
-            .collect();
+        let listed = self.listed(prefix, None, usize::MAX);
         // The real stores' cap, so that tests meet it where users would.
         let mut budget = super::ListBudget::new(&self.location, format!("list {prefix}"));
         for page in listed.chunks(super::LIST_PAGE) {
@@ -163,22 +168,7 @@ impl ObjectStore for MemoryStore {
         after: Option<&str>,
     ) -> Result<Vec<ObjectInfo>, StoreError> {
         self.reachable("list")?;
-        let modified = self
-            .modified
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        Ok(self
-            .objects()
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix) && after.is_none_or(|a| k.as_str() > a))
-            .take(super::LIST_PAGE)
-            .map(|(k, v)| ObjectInfo {
-                key: k.clone(),
-                size: v.len() as u64,
-                last_modified: modified.get(k).copied(),
-            })
-            .collect())
+        Ok(self.listed(prefix, after, super::LIST_PAGE))
     }
     async fn delete_many(&self, keys: &[String]) -> Result<(), StoreError> {
         self.reachable("delete")?;

@@ -89,6 +89,34 @@ pub(crate) fn encode(name: &str) -> String {
 }
 
 impl GcsStore {
+    /// One `objects.list` request under `prefix`: at most `max` items, with `extra` (a page
+    /// token or a start offset).
+    async fn page(
+        &self,
+        prefix: &str,
+        max: usize,
+        extra: Option<(&str, &str)>,
+    ) -> Result<ListPage, StoreError> {
+        let url = format!("{}/storage/v1/b/{}/o", self.base, encode(&self.bucket));
+        let (location, operation) = (self.location(), format!("list {prefix}"));
+        let max = max.to_string();
+        let mut request = (self.http.get(&url)).query(&[("prefix", prefix), ("maxResults", &max)]);
+        if let Some(pair) = extra {
+            request = request.query(&[pair]);
+        }
+        let response = self
+            .send(request, "list", prefix)
+            .await
+            .map_err(bucket_missing)?;
+        let body =
+            read_capped(body_stream(response), MAX_PAGE_BYTES, &location, &operation).await?;
+        serde_json::from_slice(&body).map_err(|e| StoreError::Other {
+            location,
+            operation,
+            source: Context::boxed("invalid response", e),
+        })
+    }
+
     /// The media-upload endpoint of the bucket.
     fn upload_url(&self) -> String {
         format!(
@@ -338,25 +366,10 @@ impl ObjectStore for GcsStore {
         prefix: &str,
         after: Option<&str>,
     ) -> Result<Vec<ObjectInfo>, StoreError> {
-        let url = format!("{}/storage/v1/b/{}/o", self.base, encode(&self.bucket));
-        let (location, operation) = (self.location(), format!("list {prefix}"));
-        // startOffset is inclusive: one more, as the key itself is dropped below.
-        let max = (super::LIST_PAGE + usize::from(after.is_some())).to_string();
-        let mut request = (self.http.get(&url)).query(&[("prefix", prefix), ("maxResults", &max)]);
-        if let Some(after) = after {
-            request = request.query(&[("startOffset", after)]);
-        }
-        let response = self
-            .send(request, "list", prefix)
-            .await
-            .map_err(bucket_missing)?;
-        let body =
-            read_capped(body_stream(response), MAX_PAGE_BYTES, &location, &operation).await?;
-        let page: ListPage = serde_json::from_slice(&body).map_err(|e| StoreError::Other {
-            location: location.clone(),
-            operation: operation.clone(),
-            source: Context::boxed("invalid response", e),
-        })?;
+        // startOffset is inclusive: one more, as the key itself is dropped.
+        let max = super::LIST_PAGE + usize::from(after.is_some());
+        let extra = after.map(|a| ("startOffset", a));
+        let page = self.page(prefix, max, extra).await?;
         Ok(page
             .items
             .into_iter()
@@ -367,31 +380,13 @@ impl ObjectStore for GcsStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
-        let url = format!("{}/storage/v1/b/{}/o", self.base, encode(&self.bucket));
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
         let location = self.location();
-        let operation = format!("list {prefix}");
-        let mut budget = ListBudget::new(&location, operation.clone());
+        let mut budget = ListBudget::new(&location, format!("list {prefix}"));
         loop {
-            let mut request = self
-                .http
-                .get(&url)
-                .query(&[("prefix", prefix), ("maxResults", "1000")]);
-            if let Some(t) = &token {
-                request = request.query(&[("pageToken", t.as_str())]);
-            }
-            let response = self
-                .send(request, "list", prefix)
-                .await
-                .map_err(bucket_missing)?;
-            let body =
-                read_capped(body_stream(response), MAX_PAGE_BYTES, &location, &operation).await?;
-            let page: ListPage = serde_json::from_slice(&body).map_err(|e| StoreError::Other {
-                location: location.clone(),
-                operation: operation.clone(),
-                source: Context::boxed("invalid response", e),
-            })?;
+            let extra = token.as_deref().map(|t| ("pageToken", t));
+            let page = self.page(prefix, super::LIST_PAGE, extra).await?;
             budget.page(page.items.len())?;
             objects.extend(page.items.into_iter().map(object_info));
             match page.next_page_token {
