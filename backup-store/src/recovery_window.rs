@@ -97,21 +97,17 @@ pub async fn delete_wal_before(
     };
     let timeline_folder =
         |folder: &str| folder.len() == 8 && folder.bytes().all(|b| b.is_ascii_hexdigit());
-    let (mut after, mut deleted) = (None::<String>, 0);
-    loop {
-        let page = store.list_page(&prefix, after.as_deref()).await?;
-        let Some(last) = page.last().map(|o| o.key.clone()) else {
-            break;
-        };
-        let full = page.len() >= store::LIST_PAGE;
+    let mut deleted = 0;
+    let mut pages = store::Pager::new(store, &prefix, &[]);
+    while let Some(page) = pages.next().await? {
         let mut doomed = Vec::new();
-        let mut jump = None;
         for object in &page {
             match parse(&object.key) {
                 Some((_, true)) => doomed.push(object.key.clone()),
-                // The first segment past the floor: the rest of its timeline's folder is too.
+                // The first segment past the floor: the rest of its timeline's folder is too
+                // (and the rest of this page is listed again after that folder).
                 Some((folder, false)) if timeline_folder(&folder) => {
-                    jump = Some(format!("{prefix}{folder}/\u{10FFFF}"));
+                    pages.jump_past(&format!("{prefix}{folder}/"));
                     break;
                 }
                 _ => {}
@@ -119,10 +115,6 @@ pub async fn delete_wal_before(
         }
         store.delete_many(&doomed).await?;
         deleted += doomed.len();
-        if jump.is_none() && !full {
-            break;
-        }
-        after = Some(jump.unwrap_or(last));
     }
     tracing::info!(system = floor.system_identifier, before = %floor.start, files = deleted, "deleted WAL no kept base backup needs");
     Ok(deleted)

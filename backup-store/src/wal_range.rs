@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::lsn::Lsn;
-use crate::store::{LIST_PAGE, ObjectStore};
+use crate::store::{ObjectStore, Pager};
 use crate::wal::{WalArchive, WalError, WalName};
 
 /// A stretch of WAL on one timeline, as PostgreSQL's `backup_manifest` lists them.
@@ -62,13 +62,11 @@ pub async fn missing(
         };
         // Just before the first key: its name without the suffix sorts before it and after
         // every earlier segment's key.
-        let mut after = first.strip_suffix(".zst").map(str::to_owned);
-        loop {
-            let page = store.list_page(&prefix, after.as_deref()).await?;
-            let done = page.len() < LIST_PAGE || page.last().is_none_or(|o| &o.key >= last);
-            after = page.last().map(|o| o.key.clone());
+        let mut pages = Pager::new(store, &prefix, &[]).after(first.trim_end_matches(".zst"));
+        while let Some(page) = pages.next().await? {
+            let past = page.last().is_some_and(|o| &o.key >= last);
             stored.extend(page.into_iter().map(|o| o.key));
-            if done {
+            if past {
                 break;
             }
         }

@@ -94,9 +94,14 @@ pub trait ObjectStore: Send + Sync {
 /// Objects per [`ObjectStore::list_page`]: S3's and GCS's own largest page.
 pub const LIST_PAGE: usize = 1000;
 
+/// Most pages one [`Pager`] follows (ten million objects): a walk ends even against an
+/// endpoint that makes up keys forever.
+pub const MAX_PAGER_PAGES: usize = 10_000;
+
 /// Lists `prefix` page by page (one page in memory at a time), passing over every key under
 /// `prefix` + each of `skip` without listing it (after at most one page of it):
-/// `while let Some(page) = pager.next().await? { … }`.
+/// `while let Some(page) = pager.next().await? { … }`. Each page must start past the last: a
+/// store that ignores the start (and would hand the same page forever) is an error.
 pub struct Pager<'a> {
     store: &'a dyn ObjectStore,
     prefix: String,
@@ -125,14 +130,36 @@ impl<'a> Pager<'a> {
         self
     }
 
+    /// Goes on past every key under `folder` (a key prefix), from wherever the walk stood.
+    pub fn jump_past(&mut self, folder: &str) {
+        self.after = Some(format!("{folder}\u{10FFFF}"));
+        self.done = false;
+    }
+
     /// The next page of keys not skipped (never empty), or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Vec<ObjectInfo>>, StoreError> {
         while !self.done {
+            if self.requests >= MAX_PAGER_PAGES {
+                return Err(StoreError::TooLarge {
+                    location: self.store.location(),
+                    operation: format!("listing {}", self.prefix),
+                    limit: format!("{MAX_PAGER_PAGES} result pages"),
+                });
+            }
             let page = self
                 .store
                 .list_page(&self.prefix, self.after.as_deref())
                 .await?;
             self.requests += 1;
+            if let (Some(after), Some(first)) = (&self.after, page.first())
+                && first.key.as_str() <= after.as_str()
+            {
+                return Err(StoreError::Other {
+                    location: self.store.location(),
+                    operation: format!("listing {} after {after}", self.prefix),
+                    source: format!("the page began at {}, not past its start", first.key).into(),
+                });
+            }
             let Some(last) = page.last().map(|o| o.key.clone()) else {
                 self.done = true;
                 break;
