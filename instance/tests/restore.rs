@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use backup_store::store::ObjectStore;
 use common::bucket::{Bucket, archive_through_managers, archiving_pair};
-use common::restore::{agent_in, base_backup, restoring_member};
+use common::restore::{a_system_that_lived_and_died, agent_in, base_backup, restoring_member};
 use common::*;
 use tusk_testkit::minio;
 
@@ -268,32 +268,6 @@ fn a_damaged_segment_stops_the_restore_naming_it() {
     });
     assert!(named, "the manager names the damaged segment: {log}");
     assert_ne!(member.status_field("role"), "primary");
-}
-
-/// One source system's life in `tests/demo`: a base backup `id` after a row `label`, a second
-/// row after it, every segment archived; then the system is gone (stopped for good), as a
-/// cluster deleted with its volumes. Returns its system identifier.
-fn a_system_that_lived_and_died(bucket: &Bucket, id: &str, label: &str) -> String {
-    let mut source = Cluster::new(&["demo-0"]);
-    archive_through_managers(&mut source, bucket);
-    source.set_lease("demo-0", true);
-    source.member("demo-0").start();
-    let primary = &source.members[0];
-    primary.wait_ready_as("primary", Duration::from_secs(90));
-    let sql = |sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    sql(&format!(
-        "CREATE TABLE who (v text); INSERT INTO who VALUES ('{label}')"
-    ));
-    base_backup(&agent_in(source.dir.path()), &source, bucket, id);
-    sql(&format!("INSERT INTO who VALUES ('{label} later')"));
-    let system = sql("SELECT system_identifier FROM pg_control_system()");
-    let last = sql("SELECT pg_walfile_name(pg_switch_wal())");
-    let key = key_of(&system, &last);
-    wait_for("the last segment archived", Duration::from_secs(60), || {
-        bucket.keys("tests/demo/wal/").contains(&key)
-    });
-    source.member("demo-0").stop();
-    system
 }
 
 #[test]

@@ -9,34 +9,10 @@ mod common;
 use std::time::Duration;
 
 use common::bucket::{Bucket, archive_through_managers};
-use common::restore::{agent_in, base_backup, set_to_restore};
+use common::restore::{a_system_that_lived_and_died, set_to_restore};
 use common::*;
 
 const PASSWORD: &str = "each incarnation's own";
-
-/// The source `tests/demo`: a base backup and a row after it, archived; then gone.
-fn source(bucket: &Bucket) -> String {
-    let mut source = Cluster::new(&["demo-0"]);
-    archive_through_managers(&mut source, bucket);
-    source.set_lease("demo-0", true);
-    source.member("demo-0").start();
-    let primary = &source.members[0];
-    primary.wait_ready_as("primary", Duration::from_secs(90));
-    let sql = |sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    sql("CREATE TABLE who (v text); INSERT INTO who VALUES ('source')");
-    base_backup(&agent_in(source.dir.path()), &source, bucket, "base1");
-    sql("INSERT INTO who VALUES ('source later')");
-    let system = sql("SELECT system_identifier FROM pg_control_system()");
-    let last = sql("SELECT pg_walfile_name(pg_switch_wal())");
-    let key = format!("tests/demo/wal/{system}/00000001/{last}.zst");
-    wait_for(
-        "the source's last segment archived",
-        Duration::from_secs(60),
-        || bucket.keys("tests/demo/wal/").contains(&key),
-    );
-    source.member("demo-0").stop();
-    system
-}
 
 /// One incarnation of `tests/copy`, restored from the source to the end of its archive and
 /// archiving itself: it writes `label`, closes the segment, and waits for the archive to hold
@@ -76,7 +52,7 @@ fn incarnation(bucket: &Bucket, system: &str, label: &str) -> String {
 #[test]
 fn a_cluster_restored_twice_under_one_name_archives_each_incarnation_on_its_own_timeline() {
     let bucket = Bucket::start();
-    let system = source(&bucket);
+    let system = a_system_that_lived_and_died(&bucket, "base1", "source");
     let first = incarnation(&bucket, &system, "first");
     let second = incarnation(&bucket, &system, "second");
     assert_eq!(

@@ -4,10 +4,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use tusk_testkit::minio;
 
-use super::bucket::Bucket;
+use super::bucket::{Bucket, archive_through_managers};
 use super::*;
 
 /// The backup agent, built beside this package's binary, copied where the managers (the
@@ -127,4 +128,30 @@ pub fn set_to_restore(
     member.set_env("RESTORE_TUSK_NAMESPACE", Some("tests"));
     member.set_env("RESTORE_TUSK_CLUSTER", Some("demo"));
     member.set_env("POSTGRES_PASSWORD", Some(password));
+}
+
+/// One source system's life in `tests/demo`: a base backup `id` after a row `label`, a second
+/// row after it, every segment archived; then the system is gone (stopped for good), as a
+/// cluster deleted with its volumes. Returns its system identifier.
+pub fn a_system_that_lived_and_died(bucket: &Bucket, id: &str, label: &str) -> String {
+    let mut source = Cluster::new(&["demo-0"]);
+    archive_through_managers(&mut source, bucket);
+    source.set_lease("demo-0", true);
+    source.member("demo-0").start();
+    let primary = &source.members[0];
+    primary.wait_ready_as("primary", Duration::from_secs(90));
+    let sql = |sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    sql(&format!(
+        "CREATE TABLE who (v text); INSERT INTO who VALUES ('{label}')"
+    ));
+    base_backup(&agent_in(source.dir.path()), &source, bucket, id);
+    sql(&format!("INSERT INTO who VALUES ('{label} later')"));
+    let system = sql("SELECT system_identifier FROM pg_control_system()");
+    let last = sql("SELECT pg_walfile_name(pg_switch_wal())");
+    let key = format!("tests/demo/wal/{system}/00000001/{last}.zst");
+    wait_for("the last segment archived", Duration::from_secs(60), || {
+        bucket.keys("tests/demo/wal/").contains(&key)
+    });
+    source.member("demo-0").stop();
+    system
 }
