@@ -153,3 +153,43 @@ async fn a_reachable_target_starts_the_first_pod() {
     assert_eq!(sts["spec"]["replicas"], 1);
     assert_eq!(condition(&status, "Restored")["reason"], "Recovering");
 }
+
+#[tokio::test]
+async fn a_failed_recovery_is_named_in_the_restored_condition() {
+    use std::sync::Arc;
+    use support::replicas::{Managers, pod};
+    use tusk::runtime::instances::InstanceStatus;
+
+    let (mut pg, mut cache) = converged(POINT_IN_TIME, false, BackupSchedule::NotConfigured);
+    not_ready_status(&mut pg, BackupSchedule::NotConfigured);
+    cache
+        .pods
+        .push(pod("demo-0", "replica", false, "10.0.0.10"));
+    let why = "restoring backup base1: the recovery stopped (exit status: 1) before promoting: \
+               PostgreSQL said \"FATAL:  recovery ended before configured recovery target was \
+               reached\"";
+    let report = InstanceStatus {
+        pod: "demo-0".into(),
+        restore_error: Some(why.into()),
+        ..InstanceStatus::default()
+    };
+    let (client, server) = support::verifier::client();
+    let ctx = plain_context(client, &pg, cache, MemoryBucket::default())
+        .with_instances(Arc::new(Managers(vec![("10.0.0.10", report)])));
+    let reconcile = tusk::clusters::reconcile(Arc::new(pg), Arc::new(ctx));
+    // The pod's role label first (the HA step's), then the status.
+    let script = vec![
+        Expect::apply("/api/v1/namespaces/prod/pods/demo-0"),
+        Expect::apply_status(STATUS),
+    ];
+    let (action, seen) = server.play_during(script, Box::pin(reconcile)).await;
+    action.expect("reconciled");
+    let restored = condition(&seen[1].body, "Restored");
+    assert_eq!(restored["reason"], "RestoreFailed", "{restored}");
+    let message = restored["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("demo-0: restoring backup base1")
+            && message.contains("recovery ended before configured recovery target"),
+        "{message}"
+    );
+}
