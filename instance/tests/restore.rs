@@ -14,8 +14,10 @@ mod common;
 use std::time::Duration;
 
 use backup_store::store::ObjectStore;
-use common::bucket::{Bucket, archive_through_managers, archiving_pair};
-use common::restore::{a_system_that_lived_and_died, agent_in, base_backup, restoring_member};
+use common::bucket::{Bucket, archiving_pair};
+use common::restore::{
+    a_system_that_lived_and_died, agent_in, archiving_primary, base_backup, restoring_member,
+};
 use common::*;
 use tusk_testkit::minio;
 
@@ -43,12 +45,8 @@ fn key_of(system: &str, segment: &str) -> String {
 }
 
 fn archived_history(bucket: &Bucket) -> History {
-    let mut source = Cluster::new(&["demo-0"]);
-    archive_through_managers(&mut source, bucket);
-    source.set_lease("demo-0", true);
-    source.member("demo-0").start();
+    let source = archiving_primary(bucket);
     let primary = &source.members[0];
-    primary.wait_ready_as("primary", Duration::from_secs(90));
     let agent = agent_in(source.dir.path());
     let sql = |what: &str, sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{what}: {e}"));
     sql(

@@ -134,12 +134,8 @@ pub fn set_to_restore(
 /// row after it, every segment archived; then the system is gone (stopped for good), as a
 /// cluster deleted with its volumes. Returns its system identifier.
 pub fn a_system_that_lived_and_died(bucket: &Bucket, id: &str, label: &str) -> String {
-    let mut source = Cluster::new(&["demo-0"]);
-    archive_through_managers(&mut source, bucket);
-    source.set_lease("demo-0", true);
-    source.member("demo-0").start();
+    let mut source = archiving_primary(bucket);
     let primary = &source.members[0];
-    primary.wait_ready_as("primary", Duration::from_secs(90));
     let sql = |sql: &str| primary.psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
     sql(&format!(
         "CREATE TABLE who (v text); INSERT INTO who VALUES ('{label}')"
@@ -154,4 +150,14 @@ pub fn a_system_that_lived_and_died(bucket: &Bucket, id: &str, label: &str) -> S
     });
     source.member("demo-0").stop();
     system
+}
+
+/// `tests/demo`'s only member archiving into `bucket`, holding the Lease and serving.
+pub fn archiving_primary(bucket: &Bucket) -> Cluster {
+    let mut source = Cluster::new(&["demo-0"]);
+    archive_through_managers(&mut source, bucket);
+    source.set_lease("demo-0", true);
+    source.member("demo-0").start();
+    source.members[0].wait_ready_as("primary", Duration::from_secs(90));
+    source
 }
