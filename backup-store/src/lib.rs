@@ -14,7 +14,8 @@
 //! - [`settings`] (feature `clap`): the bucket named by flags or the environment;
 //! - [`wal`] (feature `wal`): the WAL archive, for the agent and the instance manager;
 //!   [`wal_range`]: the segments a span of WAL needs, and which the archive lacks;
-//!   [`continuity`]: whether the archive holds every file from the oldest base backup on;
+//!   [`continuity`]: whether the archive holds every file from the oldest base backup on
+//!   ([`runs`]: the segments it found, as runs);
 //!   [`points`]: the restore points a physical backup's verification recovers to.
 //!
 //! The dump and restore pipelines are not here: they live in the agent, so the operator does
@@ -40,6 +41,8 @@ pub mod points;
 pub mod recovery_window;
 pub mod redacted;
 pub mod retention;
+#[cfg(feature = "wal")]
+pub mod runs;
 #[cfg(feature = "clap")]
 pub mod settings;
 pub mod store;

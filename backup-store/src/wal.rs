@@ -285,7 +285,7 @@ fn io(context: &str) -> impl FnOnce(std::io::Error) -> WalError {
 }
 
 /// zstd at its default level, with the frame's content checksum.
-async fn compress(contents: impl AsyncBufRead + Unpin) -> std::io::Result<Vec<u8>> {
+pub(crate) async fn compress(contents: impl AsyncBufRead + Unpin) -> std::io::Result<Vec<u8>> {
     let params = [CParameter::checksum_flag(true)];
     let mut encoder =
         ZstdEncoder::with_quality_and_params(contents, async_compression::Level::Fastest, &params);

@@ -442,7 +442,10 @@ impl Archiver {
     /// Checks the continuity of this system's archive (`crate::continuity`). Files PostgreSQL
     /// still has ready, or that are uploading, are read before the bucket is listed: one
     /// archived while the listing runs is then not taken for a gap.
-    pub async fn check_continuity(&self) -> Result<ArchiveContinuity, String> {
+    /// `whole`: list the whole archive, not only what arrived since the last check (after a
+    /// base backup and a promotion: a file deleted from the bucket by hand, or never archived
+    /// by a primary that died, is then named at once; otherwise within a day).
+    pub async fn check_continuity(&self, whole: bool) -> Result<ArchiveContinuity, String> {
         let mut pending: BTreeSet<String> = self.ready().into_iter().collect();
         pending.extend(lock(&self.uploads).keys().cloned());
         let opened = self.open().await?;
@@ -451,11 +454,16 @@ impl Archiver {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
         let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let mut healed = Vec::new();
+        // What the last check listed: this one lists each timeline's folder past it only.
+        let mut known = self.continuity.take_known().filter(|_| !whole);
         loop {
-            let mut report =
-                continuity::check(store, &opened.location, system, &pending, now, None)
-                    .await
-                    .map_err(|e| e.to_string())?;
+            let checked =
+                continuity::check_since(store, &opened.location, system, &pending, now, &mut known)
+                    .await;
+            let mut report = match checked {
+                Ok((report, _requests)) => report,
+                Err(e) => return Err(e.to_string()), // the next check lists in full
+            };
             // A hole this server can fill: segments of an earlier timeline it holds in its own
             // pg_wal (a promoted standby received them from a primary that died before
             // archiving them). Its own timeline's went through this archiver already.
@@ -477,6 +485,7 @@ impl Archiver {
                 }
             }
             if healed.len() == before || healed.len() >= HEAL_AT_MOST {
+                self.continuity.keep_known(known);
                 report.healed_count = healed.len() as u64;
                 healed.truncate(continuity::NAMED);
                 report.healed = healed;

@@ -8,6 +8,10 @@
 //! stale. The last report goes into `/status`
 //! (`archive.continuity`), the metrics and the operator's `ContinuousArchiving` condition; a
 //! Warning Event `ArchiveBroken` when a check finds what the previous one did not.
+//!
+//! The scheduled checks list only what arrived since the last one (`continuity::check_since`:
+//! their cost does not grow with the archive's age); the one after a base backup and the one at
+//! a promotion list the whole archive, and so does a scheduled one once a day.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,9 +62,10 @@ pub fn spawn(
         let mut awaited: Option<(u64, u32)> = None;
         let mut was_primary = false;
         loop {
-            let asked = tokio::select! {
-                _ = tokio::time::sleep_until(next) => false,
-                _ = archiver.continuity().asked() => true,
+            // (asked for after a base backup, a promotion): both list the whole archive.
+            let (asked, promoted) = tokio::select! {
+                _ = tokio::time::sleep_until(next) => (false, false),
+                _ = archiver.continuity().asked() => (true, false),
                 changed = observed.changed() => {
                     if changed.is_err() {
                         return; // the monitor is gone: the manager is stopping
@@ -76,7 +81,7 @@ pub fn spawn(
                     if !promoted {
                         continue;
                     }
-                    false
+                    (false, true)
                 }
             };
             if asked {
@@ -90,7 +95,7 @@ pub fn spawn(
             if asked {
                 restore_point(&ctx).await;
             }
-            check(&archiver, &events).await;
+            check(&archiver, &events, asked || promoted).await;
             // The backup's manifest follows its history file by the time its last WAL takes to
             // archive: until the check counts it, look again shortly.
             let counted = archiver.continuity().last().map_or(0, |r| r.base_backups);
@@ -155,8 +160,8 @@ async fn restore_point(ctx: &Context) {
 }
 
 /// One check, recorded; a Warning Event when it finds something new.
-pub async fn check(archiver: &Archiver, events: &Events) {
-    let report = match archiver.check_continuity().await {
+pub async fn check(archiver: &Archiver, events: &Events, whole: bool) {
+    let report = match archiver.check_continuity(whole).await {
         Ok(report) => report,
         Err(error) => {
             tracing::warn!(%error, "the archive continuity check could not run");

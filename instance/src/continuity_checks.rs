@@ -1,19 +1,32 @@
-//! The continuity check's last report, kept by the archiver for `/status`, and the requests for
-//! the next check (`crate::continuity` runs them).
+//! The continuity check's last report, kept by the archiver for `/status`, what it listed (the
+//! next check lists only what arrived since), and the requests for the next check
+//! (`crate::continuity` runs them).
 
 use std::sync::Mutex;
 
+use backup_store::continuity::Known;
 use tokio::sync::Notify;
 use tusk_contract::status::ArchiveContinuity;
 
-/// The last report, and the requests for the next one.
+/// The last report, what the checks listed, and the requests for the next one.
 #[derive(Default)]
 pub struct Checks {
     last: Mutex<Option<ArchiveContinuity>>,
+    known: Mutex<Option<Known>>,
     asked: Notify,
 }
 
 impl Checks {
+    /// What the last check listed, for the next (one check runs at a time: the caller takes
+    /// it and puts it back).
+    pub fn take_known(&self) -> Option<Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    pub fn keep_known(&self, known: Option<Known>) {
+        *self.known.lock().unwrap_or_else(|e| e.into_inner()) = known;
+    }
+
     pub fn last(&self) -> Option<ArchiveContinuity> {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }

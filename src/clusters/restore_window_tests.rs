@@ -198,10 +198,10 @@ fn walked(segments: &[u32], gaps: &[(&str, &str)]) -> ArchiveContinuity {
         gaps.iter()
             .map(|(a, b)| format!("{prefix}gaps/{a}-{b}.json")),
     );
-    let holdings = Holdings::from_keys(prefix, keys.iter().map(String::as_str));
+    let holdings = Holdings::from_keys(prefix, MIB16, keys.iter().map(String::as_str));
     let chain = stretches(1, "").unwrap();
     let from = bases()[0].start.unwrap();
-    walk(&holdings, Some(&chain), &[from], MIB16, &Default::default())
+    walk(&holdings, Some(&chain), &[from], &Default::default())
 }
 
 #[test]

@@ -136,6 +136,15 @@ impl<'a> Pager<'a> {
         self.done = false;
     }
 
+    /// Goes on after `key` if that is further than where the walk stands (a folder whose start
+    /// is known already).
+    pub fn skip_to(&mut self, key: &str) {
+        if self.after.as_deref().is_none_or(|at| at < key) {
+            self.after = Some(key.to_owned());
+            self.done = false;
+        }
+    }
+
     /// The next page of keys not skipped (never empty), or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Vec<ObjectInfo>>, StoreError> {
         while !self.done {
