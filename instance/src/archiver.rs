@@ -261,7 +261,8 @@ impl Archiver {
                 if !was_failing && let Some(events) = &self.events {
                     if failure.conflict {
                         let note = format!(
-                            "{e}: two servers wrote timeline {} (a split brain); the file is                              kept, never overwritten and never released unarchived",
+                            "{e}: two servers wrote timeline {} (a split brain); the file is \
+                             kept, never overwritten and never released unarchived",
                             &name.as_str()[..8.min(name.as_str().len())]
                         );
                         events.warning("ArchiveConflict", "Archive", note);

@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 
 use backup_store::catalog;
+use backup_store::layout::ClusterLocation;
 use backup_store::continuity::{self, ArchiveContinuity};
 use backup_store::lsn::Lsn;
 use backup_store::manifest::Manifest;
@@ -254,7 +255,10 @@ pub fn end_refusal(walk: &ArchiveContinuity, base: &Base) -> Option<Refusal> {
         return Some(Refusal {
             reason: "ArchiveHole",
             message: format!(
-                "the archive of system {system} misses {count} WAL segment(s) after base backup                  {}, the first {first}: a restore to the end of the archive would stop there and                  promote, dropping everything after it. Wait if the source is still archiving                  it{}",
+                "the archive of system {system} misses {count} WAL segment(s) after base backup \
+                 {}, the first {first}: a restore to the end of the archive would stop there and \
+                 promote, dropping everything after it. Wait if the source is still archiving \
+                 it{}",
                 base.id,
                 before(first)
             ),
@@ -265,7 +269,9 @@ pub fn end_refusal(walk: &ArchiveContinuity, base: &Base) -> Option<Refusal> {
         return Some(Refusal {
             reason: "ArchiveHole",
             message: format!(
-                "the archive of system {system} misses the history file of timeline {timeline}:                  a restore to the end of the archive cannot follow it. Wait if the source is                  still archiving it"
+                "the archive of system {system} misses the history file of timeline {timeline}: \
+                 a restore to the end of the archive cannot follow it. Wait if the source is \
+                 still archiving it"
             ),
             retry: true,
         });
@@ -274,7 +280,10 @@ pub fn end_refusal(walk: &ArchiveContinuity, base: &Base) -> Option<Refusal> {
         refused(
             "TargetInArchiveGap",
             format!(
-                "the archive of system {system} has {} WAL segment(s) after base backup {}                  released unarchived (the disk policy: the source's volume was full and its                  bucket failed): a restore to the end of the archive cannot cross them. Choose                  a target before the gap, or a base backup taken after it",
+                "the archive of system {system} has {} WAL segment(s) after base backup {} \
+                 released unarchived (the disk policy: the source's volume was full and its \
+                 bucket failed): a restore to the end of the archive cannot cross them. Choose \
+                 a target before the gap, or a base backup taken after it",
                 walk.released_count, base.id
             ),
         )
@@ -302,12 +311,26 @@ pub async fn check(
         .buckets
         .open(cluster.namespace, &plan.destination)
         .await?;
-    let catalog = catalog::load(store.as_ref(), &location).await?;
+    let source = format!("{namespace}/{name}");
+    admit(store.as_ref(), &location, target, &plan.backup_id, &source).await
+}
+
+/// [`check`] on a store already open: the source's catalog, the base backup chosen for
+/// `target`, and what its system's archive holds from that base backup on (the end of the
+/// archive walked for `target: {}`). Its cost follows the WAL since that base backup, whatever
+/// the archive's age.
+pub async fn admit(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    target: &RestoreTarget,
+    backup_id: &str,
+    source: &str,
+) -> Result<Option<Refusal>, BucketError> {
+    let catalog = catalog::load(store, location).await?;
     let bases: Vec<Base> = (catalog.backups.iter())
         .filter_map(|b| Base::of(&b.manifest))
         .collect();
-    let source = format!("{namespace}/{name}");
-    let base = match choose(target, &plan.backup_id, &bases, &source) {
+    let base = match choose(target, backup_id, &bases, source) {
         Ok(base) => base,
         Err(refusal) => return Ok(Some(refusal)),
     };
@@ -319,19 +342,12 @@ pub async fn check(
             return Ok(None);
         };
         let now = Timestamp::now().as_second();
-        let walked = continuity::check(
-            store.as_ref(),
-            &location,
-            system,
-            &BTreeSet::new(),
-            now,
-            Some(from),
-        )
-        .await
-        .map_err(BucketError::Wal)?;
+        let walked = continuity::check(store, location, system, &BTreeSet::new(), now, Some(from))
+            .await
+            .map_err(BucketError::Wal)?;
         return Ok(end_refusal(&walked, base));
     }
-    let wal = since_base(store.as_ref(), &location.wal_prefix(system), base).await?;
+    let wal = since_base(store, &location.wal_prefix(system), base).await?;
     Ok(reaches(target, base, &wal).err())
 }
 

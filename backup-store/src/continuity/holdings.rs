@@ -137,13 +137,17 @@ impl Holdings {
         Ok(pages.requests)
     }
 
-    /// The next listing of `timeline`'s folder starts again at segment `n` (one not archived
-    /// yet when this check listed, which may arrive in a slot already listed past).
+    /// The next listing of `timeline`'s folder starts at segment `n` at the latest: one not
+    /// archived yet when this check listed may arrive in a slot already listed past; a walk
+    /// from a base backup needs nothing before its first segment.
     pub(super) fn relist_from(&mut self, prefix: &str, timeline: u32, n: u64) {
         let key = format!("{prefix}{timeline:08X}/{}", self.name(timeline, n));
-        let mark = self.listed.entry(timeline).or_default();
-        if key < *mark {
-            *mark = key;
+        match self.listed.get_mut(&timeline) {
+            Some(mark) if key >= *mark => {}
+            Some(mark) => *mark = key,
+            None => {
+                self.listed.insert(timeline, key);
+            }
         }
     }
 }

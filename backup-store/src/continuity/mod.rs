@@ -229,7 +229,7 @@ pub async fn check_since(
 /// Lists the archive of `system`, reads its newest history file and each kept base backup of
 /// the system, walks the span, and reads the first page of the first and last segment of each
 /// timeline walked: its system identifier, segment size and address must be this archive's.
-/// `from` (a base backup's timeline and start) walks from there instead of the oldest.
+/// `from` (a base backup's timeline and start) walks, and lists, from there instead of the oldest.
 pub async fn check(
     store: &dyn ObjectStore,
     location: &ClusterLocation,
@@ -239,10 +239,14 @@ pub async fn check(
     from: Option<(u32, Lsn)>,
 ) -> Result<ArchiveContinuity, WalError> {
     let (mut bases, size) = bases_of(store, location, system).await?;
-    if let Some(from) = from {
-        bases = vec![from];
+    let mut holdings = Holdings::new(size);
+    if let Some((timeline, start)) = from {
+        bases = vec![(timeline, start)];
+        // Listed from the base backup's first segment: earlier timelines and WAL are not
+        // walked, and the cost follows the WAL since that backup, not the archive's age.
+        let prefix = WalArchive::new(location, system).prefix().to_owned();
+        holdings.relist_from(&prefix, timeline, start.0 / size);
     }
-    let holdings = Holdings::new(size);
     let checked = check_holdings(
         store, location, system, pending, checked_at, &bases, holdings,
     );

@@ -2,6 +2,7 @@
 
 mod bounded;
 mod error;
+mod counted;
 pub mod gcs;
 // Public: the operator's mock-API scenarios use it too (a few dozen lines, no dependencies).
 pub mod memory;
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use bounded::Bounded;
+pub use counted::{Counted, Requests};
 pub(crate) use error::Refusal;
 pub use error::{BoxError, Context, HttpStatus, StoreError, chain};
 
