@@ -1,6 +1,7 @@
 //! The `onDelete: Delete` finalizer of a cluster that archives WAL (`spec.backup.walArchive`):
 //! its pods go before its prefix is emptied (a primary archiving meanwhile would leave WAL
-//! behind), and only its own system's WAL is deleted, never a predecessor's of the same name.
+//! behind), and only its own system's WAL is deleted, never a predecessor's of the same name,
+//! nor its own while a predecessor's base backup of the same system (a restore in place) stays.
 
 mod support;
 
@@ -82,4 +83,35 @@ async fn once_they_are_gone_its_own_systems_wal_goes_and_a_predecessors_stays() 
     assert_eq!(bucket.keys(), [PREDECESSORS]);
     let note = seen[3].body["note"].as_str().unwrap_or_default();
     assert!(note.starts_with("deleted 3 object(s)"), "{note}");
+}
+
+#[tokio::test]
+async fn a_cluster_restored_in_place_keeps_the_wal_its_predecessors_base_backup_needs() {
+    let (pg, mut cache) = archiving_and_deleted();
+    cache.statefulsets.clear();
+    let bucket = bucket();
+    // The predecessor (another uid, deleted with Retain) left a base backup of the same system:
+    // this cluster was restored from it, in place, and archived on a timeline of its own.
+    let manifest = serde_json::json!({
+        "formatVersion": 1, "backupId": "old-base", "namespace": "prod", "cluster": "demo",
+        "clusterUid": "uid-of-the-predecessor",
+        "startedAt": "2026-11-20T08:59:00Z", "completedAt": "2026-11-20T09:00:00Z",
+        "serverVersion": "15", "pgDumpVersion": "pg_basebackup (PostgreSQL) 15",
+        "compression": "zstd", "files": [],
+        "physical": {"systemIdentifier": SYSTEM, "timeline": 1, "startLsn": "0/1000028",
+                     "stopLsn": "0/1000100", "walSegmentSize": 16 << 20}});
+    bucket.put("prod/demo/old-base/manifest.json", manifest.to_string());
+    let mut script = delete_finalizer(&["b1"]);
+    script.insert(1, Expect::delete(format!("{CRONJOBS}/demo-base")));
+    let (result, seen) = run(pg, cache, bucket.clone(), script).await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    let wal = format!("prod/demo/wal/{SYSTEM}/00000001/000000010000000000000001.zst");
+    assert!(
+        bucket.keys().contains(&wal),
+        "the WAL old-base restores with: {:?}",
+        bucket.keys()
+    );
+    let note = seen[3].body["note"].as_str().unwrap_or_default();
+    assert!(note.starts_with("deleted 1 object(s)"), "{note}");
+    assert!(note.contains("base backup(s) old-base"), "{note}");
 }

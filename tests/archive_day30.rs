@@ -171,12 +171,14 @@ impl Generator<'_> {
         };
         let json = Bytes::from(manifest.to_json().expect("manifest"));
         vec![
-            (self.loc.object_key(&id, "base.tar.zst"), Bytes::from_static(b"b")),
+            (
+                self.loc.object_key(&id, "base.tar.zst"),
+                Bytes::from_static(b"b"),
+            ),
             (self.loc.manifest_key(&id), json),
         ]
     }
 }
-
 
 /// One line of the table: what a walk cost.
 fn row(day: u64, what: &str, counted: &Counted<'_>, took: Duration, found: &str) {
@@ -213,7 +215,10 @@ async fn admission(
                 ..RestoreTarget::default()
             },
         ),
-        ("admission: the end of the archive", RestoreTarget::default()),
+        (
+            "admission: the end of the archive",
+            RestoreTarget::default(),
+        ),
     ];
     for (what, target) in targets {
         let started = Instant::now();
@@ -238,8 +243,17 @@ async fn continuity_checks(
         .await
         .expect("a whole check");
     assert_eq!(whole.missing_count, 0, "{whole:?}");
-    let found = format!("{} segments, {} released", whole.segments, whole.released_count);
-    row(day, "continuity check, whole archive", counted, started.elapsed(), &found);
+    let found = format!(
+        "{} segments, {} released",
+        whole.segments, whole.released_count
+    );
+    row(
+        day,
+        "continuity check, whole archive",
+        counted,
+        started.elapsed(),
+        &found,
+    );
 
     let mut known: Option<Known> = None;
     continuity::check_since(counted, loc, SYSTEM, &none, now, &mut known)
@@ -254,7 +268,13 @@ async fn continuity_checks(
         .expect("the hourly check");
     assert_eq!(hourly.segments, whole.segments + 720, "{hourly:?}");
     assert_eq!(hourly.missing_count, 0, "{hourly:?}");
-    row(day, "continuity check, hourly (720 new)", counted, started.elapsed(), "whole");
+    row(
+        day,
+        "continuity check, hourly (720 new)",
+        counted,
+        started.elapsed(),
+        "whole",
+    );
 }
 
 async fn at_day(day: u64, counted: &Counted<'_>, loc: &ClusterLocation, g: &mut Generator<'_>) {
@@ -269,7 +289,13 @@ async fn at_day(day: u64, counted: &Counted<'_>, loc: &ClusterLocation, g: &mut 
     let latest = catalog::resolve(counted, loc, "latest", Some(Method::Physical))
         .await
         .expect("base-restore latest");
-    row(day, "base-restore latest", counted, started.elapsed(), &latest.backup_id);
+    row(
+        day,
+        "base-restore latest",
+        counted,
+        started.elapsed(),
+        &latest.backup_id,
+    );
     admission(counted, loc, day, at, g).await;
     continuity_checks(counted, loc, day, g).await;
 
@@ -287,7 +313,13 @@ async fn at_day(day: u64, counted: &Counted<'_>, loc: &ClusterLocation, g: &mut 
         pruned.deleted.len(),
         pruned.wal_objects_deleted
     );
-    row(day, "retention, 7-day recovery window", counted, started.elapsed(), &found);
+    row(
+        day,
+        "retention, 7-day recovery window",
+        counted,
+        started.elapsed(),
+        &found,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,7 +373,17 @@ async fn the_archive_on_day_30() {
         .await
         .expect("onDelete: Delete, the archive");
     let found = format!("{} + {wal} objects deleted", backups.objects_deleted);
-    row(30, "onDelete: Delete (after retention)", &counted, started.elapsed(), &found);
+    row(
+        30,
+        "onDelete: Delete (after retention)",
+        &counted,
+        started.elapsed(),
+        &found,
+    );
     let left = s3.list_page(&loc.prefix(), None).await.expect("list");
-    assert!(left.is_empty(), "left behind: {:?}", &left[..left.len().min(5)]);
+    assert!(
+        left.is_empty(),
+        "left behind: {:?}",
+        &left[..left.len().min(5)]
+    );
 }

@@ -10,6 +10,8 @@
 use std::time::Duration;
 
 use backup_store::catalog;
+use backup_store::layout::ClusterLocation;
+use backup_store::store::ObjectStore;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch};
@@ -165,17 +167,27 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             .status
             .as_ref()
             .and_then(|s| s.system_identifier.as_deref());
-        let wal = match system.and_then(|s| s.parse::<u64>().ok()) {
-            Some(system) => catalog::delete_wal(store.as_ref(), &location, system).await?,
-            None => 0,
+        let system = system.and_then(|s| s.parse::<u64>().ok());
+        // A cluster restored in place continues its predecessor's system: while a base backup
+        // of that system stays (another owner's), so does the WAL it needs to restore.
+        let needed_by = match system {
+            Some(system) => kept_bases_of(store.as_ref(), &location, system).await?,
+            None => Vec::new(),
+        };
+        let wal = match system {
+            Some(system) if needed_by.is_empty() => {
+                catalog::delete_wal(store.as_ref(), &location, system).await?
+            }
+            _ => 0,
         };
         Ok::<_, BucketError>((
             done,
             wal,
             format!("{}/{}", store.location(), location.prefix()),
+            needed_by,
         ))
     };
-    let (done, wal, prefix) = match emptied.await {
+    let (done, wal, prefix, needed_by) = match emptied.await {
         Ok(done) => done,
         Err(source) => {
             let error = bucket_error(source);
@@ -203,9 +215,30 @@ pub async fn finalize(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             done.kept.join(", ")
         ));
     }
+    if !needed_by.is_empty() {
+        note.push_str(&format!(
+            "; kept the WAL archive of this cluster's database system, which base backup(s) \
+             {} of a predecessor restored in place still need",
+            needed_by.join(", ")
+        ));
+    }
     publish(ctx, pg, normal("BackupsDeleted", "Delete", note)).await;
     set_finalizer(pg, ctx, false).await?;
     Ok(Action::await_change())
+}
+
+/// The base backups of `system` left in the prefix once this cluster's own are deleted.
+async fn kept_bases_of(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    system: u64,
+) -> std::result::Result<Vec<String>, BucketError> {
+    let left = catalog::load(store, location).await?;
+    let system = system.to_string();
+    Ok((left.backups.iter())
+        .filter(|b| (b.manifest.physical.as_ref()).is_some_and(|p| p.system_identifier == system))
+        .map(|b| b.manifest.backup_id.clone())
+        .collect())
 }
 
 /// Deletes the StatefulSet of a cluster that archives WAL; returns whether a database pod is

@@ -14,8 +14,8 @@
 use std::collections::BTreeSet;
 
 use backup_store::catalog;
-use backup_store::layout::ClusterLocation;
 use backup_store::continuity::{self, ArchiveContinuity};
+use backup_store::layout::ClusterLocation;
 use backup_store::lsn::Lsn;
 use backup_store::manifest::Manifest;
 use backup_store::store::{ObjectInfo, ObjectStore, Pager};

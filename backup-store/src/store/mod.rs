@@ -1,8 +1,8 @@
 //! The object-store interface shared by the agent and the operator, with S3 and GCS backends.
 
 mod bounded;
-mod error;
 mod counted;
+mod error;
 pub mod gcs;
 // Public: the operator's mock-API scenarios use it too (a few dozen lines, no dependencies).
 pub mod memory;
