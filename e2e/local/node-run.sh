@@ -65,13 +65,18 @@ scenarios() {
   export TUSK_E2E_PG_IMAGE=${TUSK_E2E_PG_IMAGE:-localhost/tusk-test/postgres:15}
   export TUSK_E2E_PG_VERSION=${TUSK_E2E_PG_VERSION:-15}
   export E2E_SUMMARY="$TUSK_E2E_DIR/summary"
+  export E2E_LEVELS=pods,node,own-control-plane,l4
   : >"$E2E_SUMMARY"
   local rc=0 filters=(--test-threads=1 --nocapture)
   if (($#)); then filters+=(--exact "$@"); fi
   (cd "$repo" && cargo test --locked --quiet --no-fail-fast -p tusk-e2e -- --ignored \
     "${filters[@]}") || rc=$?
-  printf '\n=== scenarios on the real node\n'
+  printf '\n=== scenarios on the real node (levels: %s)\n' "$E2E_LEVELS"
   cat "$E2E_SUMMARY"
+  (cd "$repo" && cargo test --locked --quiet -p tusk-e2e -- --ignored --list \
+    "${filters[@]}") >"$TUSK_E2E_DIR/listed"
+  (cd "$repo" && cargo run --locked --quiet -p tusk-e2e --bin tusk-e2e-summary -- \
+    "$TUSK_E2E_DIR/listed" "$E2E_SUMMARY") || rc=1
   # A named scenario must have passed: a skip, a rename or a removal (--exact then matches
   # nothing and cargo exits 0) fails the run instead of passing it silently.
   local name missing=()

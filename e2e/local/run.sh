@@ -44,7 +44,7 @@ step "Upstream binaries (kube $(grep -o 'KUBERNETES_VERSION="[^"]*' "$here/binar
 eval "$("$here/binaries.sh")"
 
 step "Operator and plugin binaries and scenarios (cargo build --bin tusk --bin kubectl-tusk, cargo test -p tusk-e2e --no-run)"
-(cd "$repo" && cargo build --locked --quiet -p tusk -p kubectl-tusk --bin tusk --bin kubectl-tusk && cargo test --locked --quiet -p tusk-e2e --no-run)
+(cd "$repo" && cargo build --locked --quiet -p tusk -p kubectl-tusk -p tusk-e2e --bin tusk --bin kubectl-tusk --bin tusk-e2e-summary && cargo test --locked --quiet -p tusk-e2e --no-run)
 target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 # A private copy right after the build: a concurrent build in the same target directory cannot
 # swap it mid-run.
@@ -78,10 +78,19 @@ filters=(--test-threads=1 --nocapture)
 if (($#)); then filters+=(--exact "$@"); fi
 export E2E_SUMMARY="$TUSK_E2E_DIR/summary"
 : >"$E2E_SUMMARY"
+# The levels this run offers: a scenario needing one of them must use it (a skip fails it);
+# one needing another (real pods, the node, a benchmark) reports SKIP with the level.
+E2E_LEVELS=own-control-plane,operator-process
+if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then E2E_LEVELS+=,l4; fi
+export E2E_LEVELS
 (cd "$repo" && cargo test --locked --quiet --no-fail-fast -p tusk-e2e -- --ignored "${filters[@]}") || rc=$?
 echo
-echo "=== scenarios"
+echo "=== scenarios (levels of this run: $E2E_LEVELS)"
 cat "$E2E_SUMMARY"
+# Every scenario the run was to run must have reported: one that ran nothing fails the run.
+listed="$TUSK_E2E_DIR/listed"
+(cd "$repo" && cargo test --locked --quiet -p tusk-e2e -- --ignored --list "${filters[@]}") >"$listed"
+"$target_dir/debug/tusk-e2e-summary" "$listed" "$E2E_SUMMARY" || rc=1
 
 step "e2e/kind on this API server (shellcheck, server dry run, up.sh with docker/kind stubbed)"
 "$repo/e2e/kind/check.sh" --smoke || rc=1

@@ -9,7 +9,7 @@ use kube::{Api, Resource};
 
 use crate::bucket::Damage;
 use crate::wait::{Check, until};
-use crate::{Context, Ctx, Result, fail, manifests, skip};
+use crate::{Context, Ctx, Level, Result, absent, fail, manifests};
 
 impl Ctx {
     pub fn jobs_in(&self, ns: &str) -> Api<Job> {
@@ -42,7 +42,10 @@ impl Ctx {
         if self.platform.can_list_bucket() {
             Ok(())
         } else {
-            Err(skip("this platform cannot list the store"))
+            Err(absent(
+                Level::OwnControlPlane,
+                "this platform cannot list the store",
+            ))
         }
     }
 
@@ -57,8 +60,9 @@ impl Ctx {
         if self.settings.l4 {
             Ok(())
         } else {
-            Err(skip(
-                "needs TUSK_E2E_L4=1 (Tusk's pods really run: real PostgreSQL, Jobs run the backup-agent)",
+            Err(absent(
+                Level::L4,
+                "TUSK_E2E_L4=1 (Tusk's pods really run: real PostgreSQL, Jobs run the backup-agent)",
             ))
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::{Context, Result, fail, skip};
+use crate::{Context, Level, Result, absent, fail};
 
 fn tcpdump() -> String {
     std::env::var("TUSK_TCPDUMP_BIN").unwrap_or_else(|_| "tcpdump".into())
@@ -39,7 +39,7 @@ impl Capture {
             .unwrap_or(u32::MAX)
             != 0
         {
-            return Err(skip("a capture needs root"));
+            return Err(absent(Level::Node, "a capture needs root"));
         }
         let mut child = Command::new(tcpdump())
             // -U: each packet written as it comes (nothing lost in a buffer at the stop);
@@ -51,7 +51,7 @@ impl Capture {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| skip(format!("tcpdump ({}): {e}", tcpdump())))?;
+            .context(format!("starting tcpdump ({})", tcpdump()))?;
         let stderr = child.stderr.take().context("tcpdump's stderr")?;
         let mut lines = BufReader::new(stderr).lines();
         let listening = tokio::time::timeout(Duration::from_secs(30), async {

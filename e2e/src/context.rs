@@ -1,6 +1,7 @@
 //! A scenario's context and [`with_temp_ns`], which gives each scenario fresh namespaces,
 //! reports PASS/SKIP/FAIL with its duration, dumps diagnostics on failure and removes the
-//! namespaces afterwards.
+//! namespaces afterwards. SKIP only for a level the run does not declare (`crate::Level`), and
+//! the summary line names it (`SKIP[pods]`): `tusk-e2e-summary` counts them.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -67,13 +68,22 @@ where
         Err(join) => Err(Failure::Fail(format!("panicked: {}", panic_message(join)))),
     };
     let took = started.elapsed();
+    // A level the run lacks is a SKIP only where the run does not declare it.
+    let declared =
+        (ctx.settings.levels.clone()).unwrap_or_else(|| ctx.platform.levels(&ctx.settings));
+    let outcome = match outcome {
+        Err(Failure::Absent(level, reason)) if declared.contains(&level) => Err(Failure::Fail(
+            format!("this run declares level {level} (E2E_LEVELS), but: {reason}"),
+        )),
+        other => other,
+    };
     let verdict = match &outcome {
-        Ok(()) => "PASS",
-        Err(Failure::Skip(reason)) => {
-            println!("  SKIP: {reason}");
-            "SKIP"
+        Ok(()) => "PASS".to_owned(),
+        Err(Failure::Absent(level, reason)) => {
+            println!("  SKIP: needs {level}: {reason}");
+            format!("SKIP[{level}]")
         }
-        Err(Failure::Fail(_)) => "FAIL",
+        Err(Failure::Fail(_)) => "FAIL".to_owned(),
     };
     if let Err(Failure::Fail(message)) = &outcome {
         println!("  FAILED: {message}");
@@ -88,7 +98,7 @@ where
         }
     }
     ctx.drop_namespaces().await;
-    ctx.record(verdict, took);
+    ctx.record(&verdict, took);
     if let Err(Failure::Fail(message)) = outcome {
         panic!("{scenario} failed: {message}");
     }

@@ -12,7 +12,7 @@ use tusk_testkit::fakegcs;
 use tusk_testkit::gcs_auth::{Gateway, ServiceAccount};
 use tusk_testkit::process::Emulator;
 
-use crate::{Context, Ctx, Failure, Result, skip};
+use crate::{Context, Ctx, Failure, Level, Result, absent};
 
 /// The emulator's bucket the GCS scenarios back up to.
 pub const BUCKET: &str = "tusk-backups";
@@ -31,9 +31,15 @@ impl Ctx {
     pub async fn start_gcs(&self) -> Result<Gcs> {
         self.require_l4()?;
         let Some(endpoint) = self.settings.gcs_endpoint.as_deref() else {
-            return Err(skip(
-                "no GCS endpoint of the suite's: e2e/local/operator.sh records the operator's",
-            ));
+            if !self.platform.operator_on_this_host() {
+                return Err(absent(
+                    Level::OperatorProcess,
+                    "the GCS emulator at the operator's endpoint (e2e/local's L4)",
+                ));
+            }
+            crate::fail!(
+                "no GCS endpoint of the suite's: e2e/local/operator.sh records the operator's"
+            );
         };
         let addr = endpoint.trim_start_matches("http://");
         let (listener, endpoint) = Gateway::bind_at(addr)

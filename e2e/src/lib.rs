@@ -27,13 +27,14 @@ pub mod samples;
 pub mod scale;
 pub mod settings;
 pub mod sql;
+pub mod summary;
 pub mod switchover;
 pub mod testbin;
 pub mod verification;
 pub mod wait;
 
 pub use context::{Ctx, say, with_temp_ns};
-pub use failure::{Context, Failure, Result, skip};
+pub use failure::{Context, Failure, Level, Result, absent};
 pub use objects::{Kind, Obj};
 pub use tusk_e2e_macros::scenario;
 pub use wait::{Check, until, until_none};

@@ -6,7 +6,7 @@ use kube::Api;
 
 use crate::kubectl::kubectl;
 use crate::wait::{Check, until};
-use crate::{Context, Ctx, Result, skip};
+use crate::{Context, Ctx, Level, Result, absent};
 
 /// The database container of every Tusk pod.
 pub const POSTGRES: &str = "postgres";
@@ -70,8 +70,9 @@ impl Ctx {
         if self.platform.runs_pods() {
             Ok(())
         } else {
-            Err(skip(
-                "needs real pods (E2E_PLATFORM=node or in-cluster: e2e/local/node-run.sh, kind)",
+            Err(absent(
+                Level::Pods,
+                "real pods (E2E_PLATFORM=node or in-cluster: e2e/local/node-run.sh, kind)",
             ))
         }
     }

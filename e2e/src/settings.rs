@@ -1,7 +1,10 @@
 //! What the environment tells the suite (the same variables the bash runner read).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::Level;
 
 /// The in-cluster MinIO of e2e/kind (and, through e2e/local/incluster.sh, of the local L4).
 pub const IN_CLUSTER_MINIO: &str = "http://minio.minio.svc.cluster.local:9000";
@@ -18,6 +21,9 @@ pub struct Settings {
     pub summary: Option<PathBuf>,
     /// TUSK_E2E_L4=1: Tusk's pods really run (real PostgreSQL, Jobs run the backup-agent).
     pub l4: bool,
+    /// E2E_LEVELS: the levels this run declares (`crate::Level`); none: what the platform
+    /// offers. A scenario needing a declared level fails if it cannot use it.
+    pub levels: Option<BTreeSet<Level>>,
     /// The S3 endpoint of backup destinations the operator itself reads and empties:
     /// E2E_S3_ENDPOINT, else the local MinIO (TUSK_E2E_MINIO_ENDPOINT), else the in-cluster one.
     pub s3_endpoint: String,
@@ -68,6 +74,9 @@ impl Settings {
             artifacts: path("E2E_ARTIFACTS"),
             summary: path("E2E_SUMMARY"),
             l4: std::env::var("TUSK_E2E_L4").is_ok_and(|v| v == "1"),
+            levels: std::env::var("E2E_LEVELS")
+                .ok()
+                .map(|list| Level::parse_list(&list).unwrap_or_else(|e| panic!("{e}"))),
             s3_endpoint,
             gcs_endpoint: local_gcs(),
             repo: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),

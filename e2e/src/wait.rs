@@ -29,7 +29,7 @@ impl Check<()> {
 }
 
 /// Polls `probe` until it is done or `timeout` passes. A probe's error counts as "not yet" (the
-/// object may not exist yet) and is quoted if it is the last thing seen; a skip ends the wait.
+/// object may not exist yet) and is quoted if it is the last thing seen; a level the run lacks ends the wait.
 pub async fn until<T, F, Fut>(what: impl Display, timeout: Duration, mut probe: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -41,7 +41,7 @@ where
         match probe().await {
             Ok(Check::Done(value)) => return Ok(value),
             Ok(Check::Pending(seen)) => last = seen,
-            Err(Failure::Skip(reason)) => return Err(Failure::Skip(reason)),
+            Err(Failure::Absent(level, reason)) => return Err(Failure::Absent(level, reason)),
             Err(Failure::Fail(message)) => last = format!("error: {message}"),
         }
         if Instant::now() >= deadline {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::{Ctx, Result, ensure, say, scenario, skip};
+use tusk_e2e::{Ctx, Level, Result, absent, ensure, say, scenario};
 
 /// The cluster controller's reconcile slots (operator.rs: `concurrency(8)`), plus one: without
 /// deadlines every slot would hang on the tarpit.
@@ -29,7 +29,10 @@ async fn tarpit() -> Result<String> {
 #[scenario]
 async fn bucket_tarpit_does_not_stall_other_clusters(ctx: Ctx) -> Result {
     if !ctx.platform.operator_on_this_host() {
-        return Err(skip("the operator must reach the test's loopback tarpit"));
+        return Err(absent(
+            Level::OperatorProcess,
+            "the operator must reach the test's loopback tarpit",
+        ));
     }
     let ns = ctx.ns.clone();
     let endpoint = tarpit().await?;

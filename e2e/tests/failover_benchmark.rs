@@ -19,7 +19,7 @@ use tusk_e2e::replication::{
     Writer, current_primary, forked, lost, pod_sql, replicated, rows, synchronous, write_gap,
 };
 use tusk_e2e::switchover::{request_switchover, switched_over};
-use tusk_e2e::{Check, Context, Ctx, Result, ensure, fail, say, scenario, skip, until};
+use tusk_e2e::{Check, Context, Ctx, Level, Result, absent, ensure, fail, say, scenario, until};
 
 const NAME: &str = "bench";
 
@@ -122,8 +122,9 @@ fn manifest() -> Result<String> {
 async fn ha_failover_benchmark(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
     let Ok(trials) = std::env::var("TUSK_FAILOVER_TRIALS") else {
-        return Err(skip(
-            "a benchmark: set TUSK_FAILOVER_TRIALS (scripts/bench-failover.sh)",
+        return Err(absent(
+            Level::Benchmark,
+            "set TUSK_FAILOVER_TRIALS (scripts/bench-failover.sh)",
         ));
     };
     let trials: usize = trials.parse().context("TUSK_FAILOVER_TRIALS")?;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tusk_e2e::backups::unix_seconds;
 use tusk_e2e::manifests::{S3Backup, cluster};
 use tusk_e2e::verification::passed_with_counts;
-use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, skip, until};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
 /// The scheduled-backup Job (created from the operator's CronJob as the scheduler would) writes
 /// a complete backup; a restore Job built from the same template (args `restore`, pointed at a
@@ -117,9 +117,7 @@ async fn l4_backup_restore_samples(ctx: Ctx) -> Result {
     ctx.require_l4()?;
     let samples = ctx.settings.repo.join("samples");
     if !samples.join("backup.yaml").exists() || !samples.join("postgresql-restore.yaml").exists() {
-        return Err(skip(
-            "samples/backup.yaml and samples/postgresql-restore.yaml are not there yet",
-        ));
+        tusk_e2e::fail!("samples/backup.yaml or samples/postgresql-restore.yaml is missing");
     }
     let ns = ctx.ns.clone();
     ctx.apply_sample("postgresql-s3-minio.yaml").await?;

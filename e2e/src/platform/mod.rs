@@ -2,11 +2,13 @@
 //! Selected by `E2E_PLATFORM` (`local`: e2e/local's control plane, the default when
 //! `TUSK_E2E_DIR` is set; `in-cluster`: the operator as the Deployment of deploy/, e.g. kind;
 //! `node`: that Deployment on e2e/local's control plane with its real node, node-run.sh).
-//! A hook the platform cannot provide returns a skip, and the scenario reports SKIP.
+//! A hook the platform cannot provide names the [`Level`] it needs ([`Platform::levels`]: what
+//! each platform offers).
 
 mod in_cluster;
 mod local;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use kube::Client;
@@ -14,7 +16,7 @@ use kube::Client;
 use crate::audit::Write;
 use crate::bucket::Damage;
 use crate::settings::Settings;
-use crate::{Failure, Result};
+use crate::{Failure, Level, Result};
 
 pub use in_cluster::{InCluster, NAMESPACE as OPERATOR_NAMESPACE, SELECTOR as OPERATOR_SELECTOR};
 pub use local::Local;
@@ -73,6 +75,7 @@ impl Platform {
         match self {
             Platform::Local(p) => Ok(format!("127.0.0.1:{}", p.operator_metrics_port()?)),
             Platform::InCluster(_) => Err(unsupported(
+                Level::OperatorProcess,
                 "reach the operator's metrics port from this host (hook operator_metrics_target)",
             )),
         }
@@ -83,7 +86,10 @@ impl Platform {
         match self {
             Platform::Local(p) => p.pod_set_ready(ns, pod, ready).await,
             Platform::InCluster(p) if p.is_local_node() => p.pod_set_ready(ns, pod, ready).await,
-            Platform::InCluster(_) => Err(unsupported("make a pod unready (hook pod_set_ready)")),
+            Platform::InCluster(_) => Err(unsupported(
+                Level::OwnControlPlane,
+                "make a pod unready (hook pod_set_ready)",
+            )),
         }
     }
 
@@ -136,6 +142,7 @@ impl Platform {
             Platform::Local(p) => p.operator_writes_mark(),
             Platform::InCluster(p) => p.operator_writes_mark().unwrap_or_else(|| {
                 Err(unsupported(
+                    Level::OwnControlPlane,
                     "keep an audit trail of the operator's requests (hook operator_writes_mark)",
                 ))
             }),
@@ -148,6 +155,7 @@ impl Platform {
             Platform::Local(p) => p.operator_writes_since(mark),
             Platform::InCluster(p) => p.operator_writes_since(mark).unwrap_or_else(|| {
                 Err(unsupported(
+                    Level::OwnControlPlane,
                     "keep an audit trail of the operator's requests",
                 ))
             }),
@@ -175,7 +183,9 @@ impl Platform {
         match self {
             Platform::Local(p) => p.bucket_keys(prefix).await,
             Platform::InCluster(p) if p.is_local_node() => p.bucket_keys(prefix).await,
-            Platform::InCluster(_) => Err(unsupported("list the object store")),
+            Platform::InCluster(_) => {
+                Err(unsupported(Level::OwnControlPlane, "list the object store"))
+            }
         }
     }
 
@@ -184,7 +194,10 @@ impl Platform {
         match self {
             Platform::Local(p) => p.bucket_damage(key, damage).await,
             Platform::InCluster(p) if p.is_local_node() => p.bucket_damage(key, damage).await,
-            Platform::InCluster(_) => Err(unsupported("write to the object store")),
+            Platform::InCluster(_) => Err(unsupported(
+                Level::OwnControlPlane,
+                "write to the object store",
+            )),
         }
     }
 
@@ -200,8 +213,26 @@ impl Platform {
     fn local_node(&self, what: &str) -> Result<&InCluster> {
         match self {
             Platform::InCluster(p) if p.is_local_node() => Ok(p),
-            _ => Err(unsupported(what)),
+            _ => Err(unsupported(Level::Node, what)),
         }
+    }
+
+    /// The levels this platform offers (`settings.l4`: the run's Jobs run for real).
+    pub fn levels(&self, settings: &Settings) -> BTreeSet<Level> {
+        let mut levels: BTreeSet<Level> = match self {
+            Platform::Local(_) => [Level::OwnControlPlane, Level::OperatorProcess].into(),
+            Platform::InCluster(p) if p.is_local_node() => {
+                [Level::Pods, Level::Node, Level::OwnControlPlane].into()
+            }
+            Platform::InCluster(_) => [Level::Pods].into(),
+        };
+        if settings.l4 {
+            levels.insert(Level::L4);
+        }
+        if std::env::var_os("TUSK_FAILOVER_TRIALS").is_some() {
+            levels.insert(Level::Benchmark);
+        }
+        levels
     }
 
     /// Tusk's pods really run (containers, probes, restarts), not kwok's imitation.
@@ -215,6 +246,6 @@ impl Platform {
     }
 }
 
-fn unsupported(what: &str) -> Failure {
-    Failure::Skip(format!("this platform cannot {what}"))
+fn unsupported(level: Level, what: &str) -> Failure {
+    Failure::Absent(level, format!("this platform cannot {what}"))
 }
