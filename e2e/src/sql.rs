@@ -5,6 +5,10 @@ use crate::{Ctx, Result, ensure, say};
 
 /// Tables owned by the application role, with awkward values (NULLs, quotes, tabs, non-ASCII),
 /// 2,000 customers and 20,000 orders, and a view.
+/// What [`SEED`] creates: its tables and their rows.
+pub const SEED_TABLES: i64 = 2;
+pub const SEED_ROWS: i64 = 2_000 + 20_000;
+
 const SEED: &str = r#"
 CREATE TABLE customers (id bigint PRIMARY KEY, name text NOT NULL, note text);
 INSERT INTO customers SELECT g, 'customer ' || g, CASE WHEN g % 3 = 0 THEN NULL ELSE E'quote '' tab \t ü €' END

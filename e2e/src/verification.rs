@@ -57,6 +57,20 @@ impl Ctx {
     }
 }
 
+/// Fails unless `v` passed having counted exactly the seed ([`crate::sql::SEED_TABLES`] tables,
+/// [`crate::sql::SEED_ROWS`] rows: the database was seeded with `Ctx::seed` and nothing else).
+pub fn passed_with_seed(v: &Verification) -> Result<String> {
+    let counted = passed_with_counts(v)?;
+    let seed = (crate::sql::SEED_TABLES, crate::sql::SEED_ROWS);
+    ensure!(
+        (v.tables, v.rows) == (Some(seed.0), Some(seed.1)),
+        "the verification counted {counted}, not the seed's {} tables and {} rows",
+        seed.0,
+        seed.1
+    );
+    Ok(counted)
+}
+
 /// Fails unless `v` passed with tables and rows counted; says what it counted.
 pub fn passed_with_counts(v: &Verification) -> Result<String> {
     let (tables, rows) = (v.tables.unwrap_or_default(), v.rows.unwrap_or_default());

@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolumeClaim, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use tusk_e2e::faults::{check_acks, instance_status, rejoined_streaming, started_with_writer};
 use tusk_e2e::replication::{Writer, current_primary, pod_sql, synchronous};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
@@ -42,11 +42,24 @@ async fn ha_replica_promoted_behind_the_back_is_fenced(ctx: Ctx) -> Result {
     let fault = Instant::now();
     // Without waiting: the manager fences the server, which may end this very session.
     pod_sql(&ctx, rogue, "SELECT pg_promote(wait => false)").await?;
-    let fenced = until(format!("{rogue} fenced"), ctx.timeout(), || async {
-        let status = instance_status(&ctx, rogue).await?;
-        let done = status.fenced || status.in_recovery == Some(true);
-        Ok(Check::when(done, format!("{:?}", status.role)))
-    })
+    // Fenced for having promoted (its manager's Warning Event names the pod; a standby that
+    // never left recovery is not fenced), and no longer serving as a primary.
+    let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let fenced = until(
+        format!("{rogue} promoted, then fenced"),
+        ctx.timeout(),
+        || async {
+            let listed = events.list(&ListParams::default()).await?;
+            let event = (listed.items.iter()).any(|e| {
+                e.reason.as_deref() == Some("Fenced")
+                    && e.involved_object.name.as_deref() == Some(rogue)
+            });
+            let status = instance_status(&ctx, rogue).await?;
+            let done = event && (status.fenced || status.in_recovery == Some(true));
+            let seen = format!("Fenced Event: {event}, {:?}", status.role);
+            Ok(Check::when(done, seen))
+        },
+    )
     .await
     .map(|()| fault.elapsed())?;
     healed(&ctx, "rogue", &primary).await?;

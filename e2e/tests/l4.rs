@@ -7,7 +7,7 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use tusk_e2e::backups::unix_seconds;
 use tusk_e2e::manifests::{S3Backup, cluster};
-use tusk_e2e::verification::passed_with_counts;
+use tusk_e2e::verification::passed_with_seed;
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
 /// The scheduled-backup Job (created from the operator's CronJob as the scheduler would) writes
@@ -144,7 +144,7 @@ async fn l4_backup_restore_samples(ctx: Ctx) -> Result {
         .await?;
     say(format!(
         "scheduled verification of shop-manual: {}; shop BackupVerified=True",
-        passed_with_counts(&proof)?
+        passed_with_seed(&proof)?
     ));
     ctx.apply_sample("postgresql-restore.yaml").await?;
     ctx.wait_condition_in(&ns, "shop-restored", "Restored", "True")

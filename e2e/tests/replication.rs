@@ -86,8 +86,13 @@ async fn ha_primary_pod_force_deleted(ctx: Ctx) -> Result {
     .await?;
     let gap = check_writes(&ctx, "lost", writer, fault, Instant::now()).await?;
     let now = current_primary(&ctx, "lost").await?.unwrap_or_default();
+    ensure!(
+        now == primary,
+        "{primary} came back and should have kept the primary role (a restart within the \
+         Lease, not a failover), but the primary is now {now:?}"
+    );
     say(format!(
-        "{primary} force-deleted: primary now {now}; write gap {:.2}s; 0 rows lost",
+        "{primary} force-deleted: back as the primary; write gap {:.2}s; 0 rows lost",
         gap.as_secs_f64()
     ));
     Ok(())

@@ -5,7 +5,7 @@
 use serde_json::json;
 use tusk::crd::VerificationPhase;
 use tusk_e2e::bucket::{APP_DUMP, Damage, MANIFEST};
-use tusk_e2e::verification::passed_with_counts;
+use tusk_e2e::verification::passed_with_seed;
 use tusk_e2e::{Ctx, Result, ensure, say, scenario};
 
 /// A verification of a fresh backup passes with its counts. Then three broken backups, each
@@ -20,7 +20,7 @@ async fn l4_verification_passes_then_names_each_broken_backup(ctx: Ctx) -> Resul
     let passed = ctx.verify_backup("src", "e2e-1").await?;
     say(format!(
         "Backup src Verified: {}",
-        passed_with_counts(&passed)?
+        passed_with_seed(&passed)?
     ));
     let broken = [
         ("altered", APP_DUMP, Damage::FlipBit, "checksums"),
@@ -62,7 +62,7 @@ async fn l4_scheduled_verification_proves_the_newest_backup(ctx: Ctx) -> Result 
     let proof = ctx.wait_backup_verified_in(&ns, "db", name).await?;
     say(format!(
         "scheduled verification of {name}: {}; BackupVerified=True",
-        passed_with_counts(&proof)?
+        passed_with_seed(&proof)?
     ));
     Ok(())
 }

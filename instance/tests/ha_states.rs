@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
@@ -76,7 +77,10 @@ fn a_holder_whose_volume_was_emptied_never_runs_initdb_and_clones_after_the_fail
 fn a_standby_whose_wal_is_gone_is_cloned_again_and_streams() {
     // No WAL kept beyond what slots hold: once demo-1's slot is gone, so is its WAL.
     let mut cluster = streaming_pair_with("wal_keep_size = 0\nmax_wal_size = '32MB'\n");
-    let primary_port = cluster.members[0].port;
+    // The segment demo-1 stands in when it stops: the one it would have to stream from.
+    let needed = cluster.members[0]
+        .psql("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .unwrap();
     cluster.member("demo-1").stop();
     // demo-1 leaves the member list: the primary drops its slot.
     cluster.set_lease_with("demo-0", true, json!({"instances": "demo-0"}));
@@ -97,10 +101,21 @@ fn a_standby_whose_wal_is_gone_is_cloned_again_and_streams() {
             ))
             .unwrap();
     }
-    write_and_see_replicated(primary, primary, "after the gap");
+    primary
+        .psql("CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ('after the gap')")
+        .unwrap();
+    let gone = format!("SELECT count(*) FROM pg_ls_waldir() WHERE name = '{needed}'");
+    assert_eq!(
+        primary.psql(&gone).unwrap(),
+        "0",
+        "{needed} is still in pg_wal"
+    );
     // demo-1 is a member again and starts: it cannot stream (the WAL it needs was removed).
     cluster.set_lease("demo-0", true);
     let replica = cluster.member("demo-1");
+    // A file of the data directory it starts with: a re-clone moves that directory aside.
+    let marker = replica.pgdata.join("tusk-test-before-the-gap");
+    std::fs::write(&marker, "demo-1 before the gap").unwrap();
     replica.start();
     let repaired = wait_for("demo-1 streams again", Duration::from_secs(180), || {
         replica.status().is_some_and(|s| {
@@ -110,7 +125,12 @@ fn a_standby_whose_wal_is_gone_is_cloned_again_and_streams() {
     eprintln!("a standby without its WAL was repaired in {repaired:?}");
     let sql = "SELECT count(*) FROM t WHERE v = 'after the gap'";
     wait_for_value(replica, sql, "1", Duration::from_secs(30));
-    assert!(primary_port > 0);
+    let aside = PathBuf::from(format!("{}.old", replica.pgdata.display()));
+    assert!(
+        !marker.exists() && aside.join("tusk-test-before-the-gap").exists(),
+        "demo-1 cloned again: its data directory moved aside to {}",
+        aside.display()
+    );
 }
 
 #[test]

@@ -15,7 +15,12 @@ const SYNC_STATE: &str =
 /// Members whose managers own the setting with `ANY number`; nothing started, demo-0 holds
 /// the Lease.
 fn preferred(names: &[&str], number: &str) -> Cluster {
-    let mut cluster = Cluster::new(names);
+    preferred_with(names, number, "")
+}
+
+/// [`preferred`] with `settings` in every member's postgresql.conf.
+fn preferred_with(names: &[&str], number: &str, settings: &str) -> Cluster {
+    let mut cluster = Cluster::with_settings(names, settings);
     for member in &mut cluster.members {
         member.set_env("TUSK_SYNC_DURABILITY", Some("preferred"));
         member.set_env("TUSK_SYNC_NUMBER", Some(number));
@@ -142,7 +147,10 @@ fn the_promoted_replica_takes_over_the_setting() {
 /// setting to `ANY 1` returns then, not at the remaining replica's next status report.
 #[test]
 fn a_lowered_quorum_releases_commits_already_waiting() {
-    let mut cluster = preferred(&["demo-0", "demo-1", "demo-2"], "2");
+    // An idle replica reports only every wal_receiver_status_interval: a minute here, so that
+    // without the manager's nudge the commit below waits about that long, far past its bound.
+    let slow_reports = "wal_receiver_status_interval = 60s\n";
+    let mut cluster = preferred_with(&["demo-0", "demo-1", "demo-2"], "2", slow_reports);
     start_streaming(&mut cluster);
     let any_2 = r#"ANY 2 ("demo-1", "demo-2")"#;
     wait_for_value(&cluster.members[0], SHOW, any_2, Duration::from_secs(30));
