@@ -4,7 +4,8 @@
 //! `-rw` with `required` synchronous replication; after each, every acknowledged row is present,
 //! the cluster is Ready with one primary and every replica streams. Each prints one line.
 
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolumeClaim, Pod};
 use kube::Api;
@@ -196,6 +197,7 @@ async fn ha_labels_follow_the_lease_after_a_lost_status_write(ctx: Ctx) -> Resul
             &Patch::Merge(&touch),
         )
         .await?;
+    let relabelled = AtomicBool::new(false);
     until(
         "the labels and the status follow the Lease",
         ctx.timeout(),
@@ -205,6 +207,10 @@ async fn ha_labels_follow_the_lease_after_a_lost_status_write(ctx: Ctx) -> Resul
                 .unwrap_or_default();
             let old = pods_role(&ctx, &primary).await?;
             let new = pods_role(&ctx, target).await?;
+            // At no moment may the read-only former primary be labelled for `-rw`.
+            if old == "primary" {
+                relabelled.store(true, Ordering::Relaxed);
+            }
             Ok(Check::when(
                 now == target && old == "replica" && new == "primary",
                 format!("status {now}, {primary} {old}, {target} {new}"),
@@ -212,6 +218,17 @@ async fn ha_labels_follow_the_lease_after_a_lost_status_write(ctx: Ctx) -> Resul
         },
     )
     .await?;
+    ensure!(
+        !relabelled.load(Ordering::Relaxed),
+        "{primary} was labelled primary again after the status named it"
+    );
+    // And not later either: watched for a while after the status followed the Lease.
+    let watched_until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < watched_until {
+        let old = pods_role(&ctx, &primary).await?;
+        ensure!(old != "primary", "{primary} labelled primary again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let landed = Instant::now();
     let (acks, gap) = check_acks(&ctx, "lostwrite", writer, fault, landed).await?;
     say(format!(

@@ -144,7 +144,8 @@ pub fn reaches(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Resul
         message: format!(
             "{what}: commits after it were never archived, so recovery would end before the \
              target (the source's archiving is behind or stopped, or it wrote nothing since). \
-             Choose an earlier target, or wait while the source archives"
+             Choose an earlier target, leave target empty to restore the end of the archive \
+             (all an idle source wrote), or wait while the source archives"
         ),
         retry: true,
     };
