@@ -77,6 +77,63 @@ impl Writer {
         .await
     }
 
+    /// [`Writer::start`] as a new client at each write: a fresh `verify-full` session per
+    /// row, verified against the CA the `<cluster>-server-tls` Secret's `ca.crt` holds at that
+    /// moment (read again each time), as a client that reconnects and follows the Secret would.
+    /// Through a CA rotation, a failure here is a client the server's chain did not satisfy.
+    pub async fn fresh_sessions(ctx: &Ctx, cluster: &str) -> Result<Self> {
+        let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
+        let name = format!("{cluster}-rw.{}.svc", ctx.ns);
+        let first = app_target(ctx, cluster, &name, &ip).await?;
+        let (client, after) = writable_session(&first, 0).await?;
+        drop(client);
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let recorded = acks.clone();
+        let failures = Arc::new(AtomicUsize::new(0));
+        let failed = failures.clone();
+        let (ctx, cluster) = (ctx.clone(), cluster.to_owned());
+        let task = tokio::spawn(async move {
+            let mut n = after;
+            loop {
+                n += 1;
+                let written = async {
+                    let target = app_target(&ctx, &cluster, &name, &ip).await?;
+                    let client = connect(&target).await?;
+                    let insert = "INSERT INTO writes VALUES ($1, 0) RETURNING timeline";
+                    let row = tokio::time::timeout(
+                        Duration::from_secs(2),
+                        client.query_one(insert, &[&n]),
+                    )
+                    .await
+                    .context("no answer")?
+                    .context("the insert")?;
+                    Result::Ok(row.get::<_, i64>(0))
+                };
+                match written.await {
+                    Ok(timeline) => {
+                        let ack = Ack {
+                            n,
+                            timeline,
+                            at: Instant::now(),
+                        };
+                        if let Ok(mut acks) = recorded.lock() {
+                            acks.push(ack);
+                        }
+                    }
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Ok(Self {
+            acks,
+            failures,
+            task,
+        })
+    }
+
     /// Writes rows from `after + 1` on with `config`, past the rows an earlier writer of the
     /// same numbering left in the table.
     async fn spawn(config: Target, after: i64) -> Result<Self> {

@@ -5,7 +5,8 @@
 //! PostgreSQL (L4, real pods), the application keeps connecting with `verify-full` through its
 //! Secret's `ca.crt` at every step (at L4 until the last: its stand-in server never reloads).
 //!
-//! On real pods, under load: two instances, a writer through `-rw` for the whole run, the
+//! On real pods, under load: two instances, a writer through `-rw` for the whole run (a new
+//! `verify-full` session per row, with the Secret's `ca.crt` read at that moment), the
 //! server certificate renewed twice besides (its recorded expiry set to the past, what the
 //! clock does two thirds into its life), each certificate served by every pod on 5432 soon
 //! after it is issued, and every pod's `/status` read once a second as the operator reads it.
@@ -208,7 +209,8 @@ async fn ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout(ctx: Ct
     let before = pod_states(&ctx, &pods).await?;
     let writer = match pods.is_empty() {
         true => None,
-        false => Some(Writer::start(&ctx, name).await?),
+        // A new verify-full session per row, with the Secret's ca.crt of that moment.
+        false => Some(Writer::fresh_sessions(&ctx, name).await?),
     };
     let done = AtomicBool::new(false);
     let (rotated, (reads, refused)) = tokio::join!(
