@@ -65,28 +65,33 @@ async fn take_physical(ctx: &Ctx, cluster: &str, backup: &str) -> Result {
 
 /// Waits until the continuity check of `primary`'s manager counts `n` base backups (it ran
 /// after the n-th: the operator asks for it once the Backup is Completed, since a base backup
-/// read from a standby leaves the primary no backup history file); what it found.
+/// read from a standby leaves the primary no backup history file); fails on a false alarm (a
+/// missing segment or history file, a foreign file); what it found.
 async fn checked_after(ctx: &Ctx, primary: &str, n: u64) -> Result<String> {
-    until(
+    let check = until(
         format!("{primary}'s continuity check counting {n} base backups"),
         ctx.timeout(),
         || async {
             let status = instance_status(ctx, primary).await?;
             let check = status.archive.and_then(|a| a.continuity);
             Ok(match check {
-                Some(c) if c.base_backups >= n => Check::Done(format!(
-                    "{} segments from {} to {}, {} missing, timelines {:?}",
-                    c.segments,
-                    c.first_segment.unwrap_or_default(),
-                    c.last_segment.unwrap_or_default(),
-                    c.missing_count,
-                    c.timelines
-                )),
+                Some(c) if c.base_backups >= n => Check::Done(c),
                 other => Check::Pending(format!("{other:?}")),
             })
         },
     )
-    .await
+    .await?;
+    ensure!(
+        check.missing_count == 0 && check.missing_history.is_empty() && check.foreign.is_empty(),
+        "{primary}'s continuity check after base backup {n} names a break: {check:?}"
+    );
+    Ok(format!(
+        "{} segments from {} to {}, 0 missing, timelines {:?}",
+        check.segments,
+        check.first_segment.unwrap_or_default(),
+        check.last_segment.unwrap_or_default(),
+        check.timelines
+    ))
 }
 
 #[scenario]
