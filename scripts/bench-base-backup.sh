@@ -80,8 +80,11 @@ printf '%-5s | %14s | %13s %9s %9s | %6s\n' run "pg_basebackup s" "agent s" "sto
 for run in 1 2 3; do
   t_plain=$(seconds bash -c "$(declare -f plain); PGBIN='$PGBIN' plain > /dev/null")
   t_agent=$(seconds "$WORK/backup-agent" base-backup --backup-id "base$run")
-  stored=$(field "['details']['sizeBytes']" 2>/dev/null || field "['sizeBytes']" 2>/dev/null || echo 0)
-  rss=$(field "['peakRssBytes']" 2>/dev/null || echo 0)
+  # A field the agent's report lacks is no figure: the benchmark stops and says so.
+  stored=$(field "['details']['sizeBytes']" 2>/dev/null || field "['sizeBytes']" 2>/dev/null) ||
+    { echo "no sizeBytes in the agent's report: $(tail -1 "$WORK/out")" >&2; exit 1; }
+  rss=$(field "['peakRssBytes']" 2>/dev/null) ||
+    { echo "no peakRssBytes in the agent's report: $(tail -1 "$WORK/out")" >&2; exit 1; }
   ratio=$(awk -v p="$t_plain" -v a="$t_agent" 'BEGIN { printf "%.0f%%", p * 100 / a }')
   printf '%-5s | %14s | %13s %8sM %8sM | %6s\n' "$run" "$t_plain" "$t_agent" "$(mib "$stored")" "$(mib "$rss")" "$ratio"
 done

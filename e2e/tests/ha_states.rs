@@ -133,6 +133,14 @@ async fn ha_replica_back_from_a_scale_down_without_its_wal_heals(ctx: Ctx) -> Re
     let (primary, writer) = three_required(&ctx, "regrow").await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     let instances = |n: u8| serde_json::json!({"spec": {"instances": n}});
+    // The segment being written when regrow-2 goes: the one it would have to stream from.
+    let needed = pod_sql(
+        &ctx,
+        &primary,
+        "SELECT pg_walfile_name(pg_current_wal_lsn())",
+    )
+    .await?;
+    let needed = needed.trim().to_owned();
     let fault = Instant::now();
     ctx.merge_patch_postgresql_in(&ctx.ns, "regrow", instances(2))
         .await?;
@@ -148,10 +156,24 @@ async fn ha_replica_back_from_a_scale_down_without_its_wal_heals(ctx: Ctx) -> Re
     for _ in 0..4 {
         pod_sql(&ctx, &primary, switch).await?;
     }
+    let gone = format!("SELECT count(*) FROM pg_ls_waldir() WHERE name = '{needed}'");
+    let left = pod_sql(&ctx, &primary, &gone).await?;
+    ensure!(
+        left.trim() == "0",
+        "{needed} is still in {primary}'s pg_wal"
+    );
     ctx.merge_patch_postgresql_in(&ctx.ns, "regrow", instances(3))
         .await?;
     healed(&ctx, "regrow", &primary).await?;
     let healed_at = Instant::now();
+    // Repaired by a new clone (its manager's Warning Event), not by streaming what was gone.
+    let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let listed = events.list(&ListParams::default()).await?;
+    let recloned = (listed.items.iter()).any(|e| {
+        e.reason.as_deref() == Some("Recloned")
+            && e.involved_object.name.as_deref() == Some("regrow-2")
+    });
+    ensure!(recloned, "regrow-2 streams again without a Recloned Event");
     let (acks, gap) = check_acks(&ctx, "regrow", writer, fault, healed_at).await?;
     say(format!(
         "scale 3→2, WAL switched past regrow-2's claim, scale →3: streaming again after {:.1}s; \
