@@ -147,7 +147,7 @@ impl Generator<'_> {
     /// time (day 30 is now).
     fn base_backup(&self, day: u64) -> Vec<(String, Bytes)> {
         let id = format!("base-{day:02}");
-        let completed = self.now - SignedDuration::from_hours(24 * (DAYS - day) as i64 - 1);
+        let completed = self.now - SignedDuration::from_hours(24 * (DAYS as i64 - day as i64) - 1);
         let start = day * self.per_day + 1;
         let manifest = Manifest {
             format_version: backup_store::manifest::FORMAT_VERSION,

@@ -98,17 +98,6 @@ impl Runs {
         out
     }
 
-    /// Forgets every number below `n` (WAL older than what is still needed).
-    pub fn forget_below(&mut self, n: u64) {
-        let mut kept = self.0.split_off(&n);
-        if let Some((_, last)) = self.0.iter().next_back()
-            && *last >= n
-        {
-            kept.insert(n, *last);
-        }
-        self.0 = kept;
-    }
-
     /// How many runs (the memory the set takes).
     pub fn runs(&self) -> usize {
         self.0.len()
@@ -153,16 +142,5 @@ mod tests {
         assert_eq!(runs.holes(2, 7), [(4, 5)]);
         assert_eq!(runs.holes(6, 7), []);
         assert_eq!(Runs::default().holes(3, 4), [(3, 4)]);
-    }
-
-    #[test]
-    fn forgetting_cuts_a_run_in_two_where_needed() {
-        let mut runs = of(&[1, 2, 3, 6, 7, 10]);
-        runs.forget_below(2);
-        assert_eq!(runs, of(&[2, 3, 6, 7, 10]));
-        runs.forget_below(7);
-        assert_eq!(runs, of(&[7, 10]));
-        runs.forget_below(11);
-        assert_eq!(runs, Runs::default());
     }
 }

@@ -343,7 +343,9 @@ pub async fn admit(
             return Ok(None);
         };
         let now = Timestamp::now().as_second();
-        let walked = continuity::check(store, location, system, &BTreeSet::new(), now, Some(from))
+        let size = (base.segment_size).unwrap_or(continuity::DEFAULT_SEGMENT_SIZE);
+        let none = BTreeSet::new();
+        let walked = continuity::check_from(store, location, system, &none, now, from, size)
             .await
             .map_err(BucketError::Wal)?;
         return Ok(end_refusal(&walked, base));

@@ -238,15 +238,35 @@ pub async fn check(
     checked_at: i64,
     from: Option<(u32, Lsn)>,
 ) -> Result<ArchiveContinuity, WalError> {
-    let (mut bases, size) = bases_of(store, location, system).await?;
-    let mut holdings = Holdings::new(size);
-    if let Some((timeline, start)) = from {
-        bases = vec![(timeline, start)];
-        // Listed from the base backup's first segment: earlier timelines and WAL are not
-        // walked, and the cost follows the WAL since that backup, not the archive's age.
-        let prefix = WalArchive::new(location, system).prefix().to_owned();
-        holdings.relist_from(&prefix, timeline, start.0 / size);
+    let (bases, size) = bases_of(store, location, system).await?;
+    match from {
+        Some(from) => check_from(store, location, system, pending, checked_at, from, size).await,
+        None => {
+            let holdings = Holdings::new(size);
+            let checked = check_holdings(
+                store, location, system, pending, checked_at, &bases, holdings,
+            );
+            Ok(checked.await?.0)
+        }
     }
+}
+
+/// [`check`] from a base backup (its timeline and start) whose segment size the caller knows
+/// (restore admission has read the catalog already): listed from that backup's first segment,
+/// earlier timelines and WAL not walked, so its cost follows the WAL since that backup.
+pub async fn check_from(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    system: u64,
+    pending: &BTreeSet<String>,
+    checked_at: i64,
+    (timeline, start): (u32, Lsn),
+    segment_size: u64,
+) -> Result<ArchiveContinuity, WalError> {
+    let mut holdings = Holdings::new(segment_size);
+    let prefix = WalArchive::new(location, system).prefix().to_owned();
+    holdings.relist_from(&prefix, timeline, start.0 / segment_size);
+    let bases = [(timeline, start)];
     let checked = check_holdings(
         store, location, system, pending, checked_at, &bases, holdings,
     );
