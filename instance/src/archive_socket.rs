@@ -70,8 +70,7 @@ pub(crate) async fn serve(listener: UnixListener, archiver: Arc<Archiver>) {
     }
 }
 
-/// One request, `push <absolute path>`, answered `ok stored`, `ok already-archived` or
-/// `error <why>`.
+/// One request, `push <absolute path>`, answered `ok <outcome>` ([`Archived`]) or `error <why>`.
 async fn answer(stream: UnixStream, archiver: Arc<Archiver>) {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
@@ -83,6 +82,9 @@ async fn answer(stream: UnixStream, archiver: Arc<Archiver>) {
             Ok(Archived::Stored) => "ok stored".to_owned(),
             Ok(Archived::AlreadyArchived) => "ok already-archived".to_owned(),
             Ok(Archived::GaveWay) => "ok gave-way".to_owned(),
+            Ok(Archived::ByPrimary) => "ok archived-by-the-primary".to_owned(),
+            Ok(Archived::NotArchivable) => "ok not-archivable".to_owned(),
+            Ok(Archived::Released) => "ok released".to_owned(),
             Err(e) => format!("error {}", e.replace('\n', " ")),
         },
         (Err(e), _) => format!("error reading the request: {e}"),

@@ -29,8 +29,6 @@ use crate::events::Events;
 pub const IN_FLIGHT: usize = 4;
 /// The longest any one call to the bucket may take (one segment's upload included).
 const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
-/// Segments one continuity check uploads from this server's pg_wal at most.
-const HEAL_AT_MOST: usize = 1000;
 
 /// One upload, awaited by the request for its file and perhaps started before it.
 type Upload = Shared<BoxFuture<'static, Result<Pushed, Failure>>>;
@@ -80,6 +78,14 @@ pub enum Archived {
     AlreadyArchived,
     /// Released unarchived by the disk policy: the volume was full and the bucket failing.
     GaveWay,
+    /// On a standby: the bucket holds it, the primary's upload ([`standby`]).
+    ByPrimary,
+    /// No one archives it under its name (an abandoned timeline's end, a gap the primary
+    /// recorded), or this server restores a backup and the file is the source's.
+    NotArchivable,
+    /// On a standby whose volume reached the disk policy's threshold, before the primary
+    /// archived it: the primary keeps its own copy.
+    Released,
 }
 
 impl From<Pushed> for Archived {
@@ -224,9 +230,16 @@ impl Archiver {
         }
     }
 
-    /// Archives the file at `path` (PostgreSQL's `%p`, made absolute by the hook).
+    /// Archives the file at `path` (PostgreSQL's `%p`, made absolute by the hook); on a
+    /// standby, answers once the primary has ([`standby`]).
     pub async fn archive(self: &Arc<Self>, path: &str) -> Result<Archived, String> {
         let (name, path) = self.wal_file(path)?;
+        match standby::recovering(&self.pgdata) {
+            Some(standby::Recovery::Restore) => return Ok(Archived::NotArchivable),
+            // Nothing counted: a standby uploads nothing, and waiting is no failure.
+            Some(standby::Recovery::Standby) => return self.hold(&name, &path).await,
+            None => {}
+        }
         let last_failure = lock(&self.stats).last_failure.as_ref().map(|f| f.1);
         if self.guard.gives_way_untried(last_failure) {
             return self.give_way(&name, "the bucket failed moments ago", Duration::ZERO);
@@ -440,61 +453,6 @@ impl Archiver {
             .map_err(|e| format!("opening the bucket: {e}"))
     }
 
-    /// Checks the continuity of this system's archive (`crate::continuity`). Files PostgreSQL
-    /// still has ready, or that are uploading, are read before the bucket is listed: one
-    /// archived while the listing runs is then not taken for a gap.
-    /// `whole`: list the whole archive, not only what arrived since the last check (after a
-    /// base backup and a promotion: a file deleted from the bucket by hand, or never archived
-    /// by a primary that died, is then named at once; otherwise within a day).
-    pub async fn check_continuity(&self, whole: bool) -> Result<ArchiveContinuity, String> {
-        let mut pending: BTreeSet<String> = self.ready().into_iter().collect();
-        pending.extend(lock(&self.uploads).keys().cloned());
-        let opened = self.open().await?;
-        let system = wal::system_identifier(&self.pgdata).map_err(|e| e.to_string())?;
-        let store = opened.store.as_ref();
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
-        let now = now.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let mut healed = Vec::new();
-        // What the last check listed: this one lists each timeline's folder past it only.
-        let mut known = self.continuity.take_known().filter(|_| !whole);
-        loop {
-            let checked =
-                continuity::check_since(store, &opened.location, system, &pending, now, &mut known)
-                    .await;
-            let mut report = match checked {
-                Ok((report, _requests)) => report,
-                Err(e) => return Err(e.to_string()), // the next check lists in full
-            };
-            // A hole this server can fill: segments of an earlier timeline it holds in its own
-            // pg_wal (a promoted standby received them from a primary that died before
-            // archiving them). Its own timeline's went through this archiver already.
-            let archive = WalArchive::new(&opened.location, system);
-            let before = healed.len();
-            let current = report.timelines.last().map(|t| format!("{t:08X}"));
-            let earlier = |name: &&String| current.as_deref().is_some_and(|c| !name.starts_with(c));
-            for name in report.missing.iter().filter(earlier) {
-                let path = self.pgdata.join("pg_wal").join(name);
-                let Ok(file) = WalName::parse(name) else {
-                    continue;
-                };
-                if !path.is_file() {
-                    continue;
-                }
-                match wal::push_file(store, &archive, &file, &path).await {
-                    Ok(_) => healed.push(name.clone()),
-                    Err(e) => tracing::warn!(file = %name, error = %e, "filling a hole failed"),
-                }
-            }
-            if healed.len() == before || healed.len() >= HEAL_AT_MOST {
-                self.continuity.keep_known(known);
-                report.healed_count = healed.len() as u64;
-                healed.truncate(continuity::NAMED);
-                report.healed = healed;
-                return Ok(report);
-            }
-        }
-    }
-
     /// Where the continuity checks keep their last report, and are asked for one.
     pub fn continuity(&self) -> &crate::continuity_checks::Checks {
         &self.continuity
@@ -504,6 +462,11 @@ impl Archiver {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[path = "archive_heal.rs"]
+mod heal;
+#[path = "standby_archive.rs"]
+mod standby;
 
 #[cfg(test)]
 #[path = "archiver_tests.rs"]

@@ -64,7 +64,8 @@ fn the_primary_archives_through_its_manager_and_the_new_primary_continues_after_
             "{secret} in the postmaster's environment"
         );
     }
-    // The replica archives nothing (archive_mode = on, not always).
+    // The replica uploads nothing: it keeps what it receives until the primary's upload
+    // (archive_mode = always), and counts nothing archived.
     let replica_status = cluster.members[1].status().expect("status");
     assert_eq!(
         replica_status["archive"]["archivedCount"], 0,

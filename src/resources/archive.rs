@@ -30,12 +30,14 @@ pub fn wal_archiving<'a>(cluster: &Cluster<'a>) -> Option<WalArchiving<'a>> {
     })
 }
 
-/// postgresql.conf lines that turn archiving on. Only the primary archives (`on`, not
-/// `always`): a promoted replica takes over with its new timeline.
+/// postgresql.conf lines that turn archiving on. Only the primary uploads, but every server
+/// archives (`always`): a standby's manager answers for a file once the bucket holds it, so
+/// a standby keeps the WAL its primary has not archived yet, and after a promotion archives
+/// it (issue 46, defect 9; `instance/src/standby_archive.rs`).
 pub fn archive_settings(timeout_seconds: i32) -> String {
     format!(
         "# Continuous WAL archiving (spec.backup.walArchive): the instance manager uploads.\n\
-         archive_mode = on\n\
+         archive_mode = always\n\
          archive_command = '{INSTANCE_MANAGER} wal-push %p'\n\
          archive_timeout = '{timeout_seconds}s'\n"
     )
@@ -90,7 +92,7 @@ mod tests {
     #[test]
     fn postgresql_archives_through_the_manager_hook() {
         let settings = archive_settings(5);
-        assert!(settings.contains("archive_mode = on\n"));
+        assert!(settings.contains("archive_mode = always\n"));
         assert!(settings.contains("archive_command = '/tusk/bin/tusk-instance wal-push %p'\n"));
         assert!(settings.contains("archive_timeout = '5s'\n"));
     }

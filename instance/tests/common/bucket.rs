@@ -73,7 +73,7 @@ pub fn archive_through_managers(cluster: &mut Cluster, bucket: &Bucket) {
             .join("postgresql.conf");
         let mut settings = std::fs::read_to_string(&conf).expect("postgresql.conf");
         settings.push_str(&format!(
-            "archive_mode = on\narchive_command = '{hook} wal-push %p'\n"
+            "archive_mode = always\narchive_command = '{hook} wal-push %p'\n"
         ));
         std::fs::write(&conf, settings).expect("postgresql.conf");
         for (key, value) in minio::store_env(&bucket.server, BUCKET) {
