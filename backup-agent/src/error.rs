@@ -102,7 +102,9 @@ impl AgentError {
                 CatalogError::Layout(_) => exit_code::USAGE,
                 // Two writers of one id: a configuration problem (shared prefix), like an
                 // existing backup id.
-                CatalogError::IdTaken { .. } | CatalogError::WrongMethod { .. } => exit_code::USAGE,
+                CatalogError::IdTaken { .. }
+                | CatalogError::WrongMethod { .. }
+                | CatalogError::Unusable { .. } => exit_code::USAGE,
                 CatalogError::Encode { .. } => exit_code::OTHER,
                 CatalogError::Store(_) | CatalogError::BackupNotFound(_) => exit_code::OBJECT_STORE,
             },

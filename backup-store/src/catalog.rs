@@ -135,19 +135,43 @@ pub async fn resolve_before(
     method: Option<Method>,
     bound: Option<Bound>,
 ) -> Result<Manifest, CatalogError> {
+    resolve_usable(store, location, backup_id, method, bound, &|_| None).await
+}
+
+/// [`resolve_before`] among the backups `unusable` finds nothing against (it says why one
+/// cannot serve: a base backup on a branch the recovery does not follow). `latest` passes over
+/// those; a named one is refused with the reason.
+pub async fn resolve_usable(
+    store: &dyn ObjectStore,
+    location: &ClusterLocation,
+    backup_id: &str,
+    method: Option<Method>,
+    bound: Option<Bound>,
+    unusable: &(dyn Fn(&Manifest) -> Option<String> + Sync),
+) -> Result<Manifest, CatalogError> {
     let in_bound = |m: &Manifest| bound.is_none_or(|b| b.admits(m));
     let described = bound.map_or(String::new(), |b| b.describe());
     if backup_id == "latest" {
         let catalog = load(store, location).await?;
-        let newest = catalog
-            .backups
-            .iter()
-            .rev()
-            .find(|b| method.is_none_or(|m| b.manifest.method() == m) && in_bound(&b.manifest));
+        let fits = |b: &&BackupEntry| {
+            method.is_none_or(|m| b.manifest.method() == m) && in_bound(&b.manifest)
+        };
+        let mut passed = Vec::new();
+        let newest = catalog.backups.iter().rev().filter(fits).find(|b| {
+            let why = unusable(&b.manifest);
+            if let Some(why) = &why {
+                passed.push(format!("{}: {why}", b.manifest.backup_id));
+            }
+            why.is_none()
+        });
         return newest.map(|b| b.manifest.clone()).ok_or_else(|| {
             let kind = method.map_or(String::new(), |m| format!("{m} "));
+            let passed = match passed.is_empty() {
+                true => String::new(),
+                false => format!("; passed over {}", passed.join("; ")),
+            };
             CatalogError::BackupNotFound(format!(
-                "latest (no complete {kind}backup{described} under {})",
+                "latest (no complete {kind}backup{described} under {}{passed})",
                 location.prefix()
             ))
         });
@@ -158,6 +182,12 @@ pub async fn resolve_before(
             "{backup_id}{described} (it completed at {}, after the target)",
             manifest.completed_at
         )));
+    }
+    if let Some(reason) = unusable(&manifest) {
+        return Err(CatalogError::Unusable {
+            backup_id: backup_id.to_owned(),
+            reason,
+        });
     }
     Ok(manifest)
 }

@@ -14,6 +14,10 @@ pub enum CatalogError {
     Layout(#[from] LayoutError),
     #[error("backup {0} not found (no manifest.json)")]
     BackupNotFound(String),
+    /// A backup that exists but cannot serve what was asked (a restore along a history it
+    /// is not on).
+    #[error("backup {backup_id} cannot start this restore: {reason}")]
+    Unusable { backup_id: String, reason: String },
     /// A logical backup asked for where a physical one is needed, or the reverse.
     #[error("backup {backup_id} is a {found} backup, not a {wanted} one: {hint}")]
     WrongMethod {

@@ -6,7 +6,8 @@
 //! - [`manifest`]: `manifest.json`, whose presence makes a backup exist, naming its owner;
 //! - [`claim`]: one writer per backup id; [`ownership`]: whose backups a cluster may delete;
 //! - [`catalog`]: listing, resolving and deleting the backups of one cluster; [`prune`]:
-//!   retention applied to them;
+//!   retention applied to them; [`live_history`]: which base backups a restore along the
+//!   newest timeline can start from;
 //! - [`retention`] and [`duration`]: which backups a policy keeps, and its ages (`30d`);
 //!   [`recovery_window`]: which base backups and WAL a recovery window keeps ([`lsn`]: WAL
 //!   positions);
@@ -28,10 +29,13 @@ pub mod claim;
 pub mod compression;
 pub mod duration;
 pub mod layout;
+#[cfg(feature = "wal")]
+pub mod live_history;
 pub mod lsn;
 pub mod manifest;
 pub mod names;
 pub mod ownership;
+#[cfg(feature = "wal")]
 pub mod prune;
 
 #[cfg(feature = "wal")]

@@ -5,6 +5,7 @@ use crate::catalog::{BackupEntry, delete_backup, load};
 use crate::catalog_error::CatalogError;
 use crate::claim::recorded_owner;
 use crate::layout::ClusterLocation;
+use crate::live_history::LiveHistories;
 use crate::ownership::Owner;
 use crate::recovery_window;
 use crate::retention::{self, Candidate, Policy};
@@ -55,8 +56,22 @@ pub async fn prune(
     let logical = logical.into_iter().map(candidate).collect();
     let mut doomed = retention::select_for_deletion(logical, policy, now);
     if let Some(window) = policy.recovery_window {
-        let base = base.into_iter().map(candidate).collect();
-        doomed.extend(recovery_window::select_for_deletion(base, window, now));
+        // Only a base backup on the newest history can start the window: one on a branch the
+        // history left reaches none of it, and goes once it is older than the window.
+        let systems = (base.iter())
+            .filter_map(|b| Some(b.manifest.physical.as_ref()?.system_identifier.clone()))
+            .collect();
+        let live = LiveHistories::load(store, location, systems).await;
+        let live = live.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the timeline histories failed: every base backup counts as on them");
+            LiveHistories::default()
+        });
+        let on = |b: &&BackupEntry| b.manifest.physical.as_ref().is_none_or(|p| live.holds(p));
+        let (on, off): (Vec<&BackupEntry>, Vec<&BackupEntry>) = base.into_iter().partition(on);
+        let on = on.into_iter().map(candidate).collect();
+        doomed.extend(recovery_window::select_for_deletion(on, window, now));
+        let off = off.into_iter().map(candidate).collect();
+        doomed.extend(recovery_window::older_than_window(off, window, now));
     }
     let mut report = PruneReport {
         deleted: Vec::new(),

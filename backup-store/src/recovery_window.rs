@@ -26,16 +26,33 @@ pub fn select_for_deletion(
     now: jiff::Timestamp,
 ) -> Vec<Candidate> {
     crate::retention::newest_first(&mut backups);
-    let seconds = i64::try_from(window.as_secs()).unwrap_or(i64::MAX);
-    let start = now
-        .checked_sub(jiff::SignedDuration::from_secs(seconds))
-        .unwrap_or(jiff::Timestamp::MIN);
+    let start = window_start(window, now);
     let Some(anchor) = backups.iter().position(|b| b.completed_at <= start) else {
         return Vec::new();
     };
     let mut doomed = backups.split_off(anchor + 1);
     doomed.reverse();
     doomed
+}
+
+/// Base backups that start no restore inside the window (on a branch its history left), to
+/// delete once they completed before it, oldest first.
+pub fn older_than_window(
+    mut backups: Vec<Candidate>,
+    window: Duration,
+    now: jiff::Timestamp,
+) -> Vec<Candidate> {
+    let start = window_start(window, now);
+    backups.retain(|b| b.completed_at <= start);
+    crate::retention::newest_first(&mut backups);
+    backups.reverse();
+    backups
+}
+
+fn window_start(window: Duration, now: jiff::Timestamp) -> jiff::Timestamp {
+    let seconds = i64::try_from(window.as_secs()).unwrap_or(i64::MAX);
+    now.checked_sub(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or(jiff::Timestamp::MIN)
 }
 
 /// Where one system's kept base backups start: its WAL before that is needed by none.

@@ -262,3 +262,32 @@ async fn without_a_window_base_backups_and_wal_stay() {
     assert!(report.deleted.is_empty());
     assert_eq!(wal_left(&store, &loc, 7).len(), 1);
 }
+
+/// Issue 46, defect 5: a base backup taken on timeline 1 after the cluster's history left it
+/// (the old primary of a failover went on there) starts no restore along the newest timeline.
+/// It anchored the window, and the only base backup reaching timeline 2 went.
+#[tokio::test]
+async fn a_base_backup_off_the_newest_history_never_anchors_the_window() {
+    let store = MemoryStore::default();
+    let loc = ClusterLocation::new("p", "ns", "db").unwrap();
+    // Timeline 1 was left for 2 at 0/5000060.
+    let archive = crate::wal::WalArchive::new(&loc, 7);
+    let history = crate::wal::WalName::parse("00000002.history").unwrap();
+    crate::wal::push(
+        &store,
+        &archive,
+        &history,
+        b"1\t0/5000060\tno recovery target\n",
+    )
+    .await
+    .unwrap();
+    base_backup(&store, &loc, "base-live", "us", 10, "0/2000028").await;
+    base_backup(&store, &loc, "base-branch", "us", 8, "0/6000028").await;
+
+    let report = prune(&store, &loc, &Owner::new(Some("us")), window(7), now())
+        .await
+        .unwrap();
+
+    assert_eq!(report.kept, ["base-live"], "deleted {:?}", report.deleted);
+    assert_eq!(report.deleted, ["base-branch"]);
+}

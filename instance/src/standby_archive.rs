@@ -57,7 +57,10 @@ pub(crate) fn needs_bucket(name: &str, stretches: &[Stretch], segment_size: u64)
 /// Whether a gap marker named `marker` (`<first>-<last>`, the disk policy's) covers `name`.
 pub(crate) fn in_gap(marker: &str, name: &str) -> bool {
     marker.split_once('-').is_some_and(|(first, last)| {
-        first.len() == 24 && first[..8] == name[..8.min(name.len())] && first <= name && name <= last
+        first.len() == 24
+            && first[..8] == name[..8.min(name.len())]
+            && first <= name
+            && name <= last
     })
 }
 
@@ -114,7 +117,9 @@ impl Archiver {
             match self.in_bucket(name).await {
                 Ok(Some(answer)) => return Ok(answer),
                 Ok(None) => {}
-                Err(e) => why = format!("the bucket cannot say whether the primary archived it: {e}"),
+                Err(e) => {
+                    why = format!("the bucket cannot say whether the primary archived it: {e}")
+                }
             }
             if self.guard.used() >= Some(self.guard.policy().gap_at) {
                 tracing::warn!(
@@ -138,7 +143,11 @@ impl Archiver {
         let archive = WalArchive::new(&opened.location, system);
         let key = archive.key(name);
         let found = opened.store.list_page(&key, None).await;
-        if found.map_err(|e| e.to_string())?.iter().any(|o| o.key == key) {
+        if found
+            .map_err(|e| e.to_string())?
+            .iter()
+            .any(|o| o.key == key)
+        {
             return Ok(Some(Archived::ByPrimary));
         }
         let gaps = archive.gap_key("");
@@ -185,8 +194,16 @@ mod tests {
         // A branch the newest history does not go through.
         let on_three = continuity::stretches(3, "1\t0/5000060\tx\n").unwrap();
         assert!(!needs_bucket("000000020000000000000006", &on_three, SIZE));
-        assert!(!needs_bucket("000000010000000000000005.partial", &history, SIZE));
-        assert!(!needs_bucket("000000010000000000000003.00000028.backup", &history, SIZE));
+        assert!(!needs_bucket(
+            "000000010000000000000005.partial",
+            &history,
+            SIZE
+        ));
+        assert!(!needs_bucket(
+            "000000010000000000000003.00000028.backup",
+            &history,
+            SIZE
+        ));
     }
 
     #[test]

@@ -40,7 +40,9 @@ fn the_promoted_standby_archives_the_tail_the_dead_primary_never_archived() {
     // once the bucket has it, and nothing it waits for counts as a failure.
     let archived = write_and_switch(old, "archived by the primary");
     wait_for("the primary's upload", Duration::from_secs(60), || {
-        bucket.keys("tests/demo/wal/").contains(&key(&system, &archived))
+        bucket
+            .keys("tests/demo/wal/")
+            .contains(&key(&system, &archived))
     });
     write_and_see_replicated(old, standby, "replayed");
     wait_for("the standby holds nothing", Duration::from_secs(60), || {
@@ -65,8 +67,16 @@ fn the_promoted_standby_archives_the_tail_the_dead_primary_never_archived() {
         held.as_u64().is_some_and(|n| n >= tail.len() as u64),
         "the standby holds the tail: pending {held}"
     );
-    assert_eq!(archive_field(standby, "failedCount"), 0, "holding is no failure");
-    assert_eq!(archive_field(standby, "archivedCount"), 0, "a standby uploads nothing");
+    assert_eq!(
+        archive_field(standby, "failedCount"),
+        0,
+        "holding is no failure"
+    );
+    assert_eq!(
+        archive_field(standby, "archivedCount"),
+        0,
+        "a standby uploads nothing"
+    );
     let keys = bucket.keys("tests/demo/wal/");
     for segment in &tail {
         assert!(!keys.contains(&key(&system, segment)), "{segment} archived");

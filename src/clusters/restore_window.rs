@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use backup_store::catalog;
 use backup_store::continuity::{self, ArchiveContinuity};
 use backup_store::layout::ClusterLocation;
+use backup_store::live_history::LiveHistories;
 use backup_store::lsn::Lsn;
 use backup_store::manifest::Manifest;
 use backup_store::store::{ObjectInfo, ObjectStore, Pager};
@@ -44,6 +45,9 @@ pub struct Base {
     pub segment_size: Option<u64>,
     /// Where its WAL begins: timeline and start LSN.
     pub start: Option<(u32, Lsn)>,
+    /// Why a recovery along its system's newest timeline cannot start from it (it was taken
+    /// on a branch that history left), if it cannot.
+    pub off_history: Option<String>,
 }
 
 impl Base {
@@ -59,6 +63,7 @@ impl Base {
             start: Lsn::parse(&physical.start_lsn)
                 .ok()
                 .map(|lsn| (physical.timeline, lsn)),
+            off_history: None,
         })
     }
 }
@@ -82,12 +87,24 @@ pub fn choose<'a>(
     source: &str,
 ) -> Result<&'a Base, Refusal> {
     let named: Vec<&Base> = if backup_id == "latest" {
-        bases.iter().collect()
+        // The recovery follows the newest timeline: a base backup off its history cannot start it.
+        bases.iter().filter(|b| b.off_history.is_none()).collect()
     } else {
-        bases.iter().filter(|b| b.id == backup_id).collect()
+        let named: Vec<&Base> = bases.iter().filter(|b| b.id == backup_id).collect();
+        if let Some(why) = named.iter().find_map(|b| b.off_history.as_deref()) {
+            return Err(refused(
+                "BaseBackupOffHistory",
+                format!(
+                    "base backup {backup_id} of {source} cannot start this restore: {why}; a \
+                     restore follows the newest timeline (use backupId: latest, or a base backup \
+                     taken on that timeline's history)"
+                ),
+            ));
+        }
+        named
     };
     let what = match backup_id {
-        "latest" => format!("no base backup of {source}"),
+        "latest" => format!("no base backup of {source} on its newest timeline's history"),
         id => format!("no base backup {id} of {source}"),
     };
     let newest = named.last().copied().ok_or_else(|| {
@@ -328,8 +345,18 @@ pub async fn admit(
     source: &str,
 ) -> Result<Option<Refusal>, BucketError> {
     let catalog = catalog::load(store, location).await?;
+    let systems = (catalog.backups.iter())
+        .filter_map(|b| Some(b.manifest.physical.as_ref()?.system_identifier.clone()))
+        .collect();
+    let live = LiveHistories::load(store, location, systems)
+        .await
+        .map_err(BucketError::Wal)?;
     let bases: Vec<Base> = (catalog.backups.iter())
-        .filter_map(|b| Base::of(&b.manifest))
+        .filter_map(|b| {
+            let mut base = Base::of(&b.manifest)?;
+            base.off_history = live.why_not(b.manifest.physical.as_ref()?);
+            Some(base)
+        })
         .collect();
     let base = match choose(target, backup_id, &bases, source) {
         Ok(base) => base,

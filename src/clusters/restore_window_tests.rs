@@ -13,6 +13,7 @@ fn base(id: &str, completed: &str, stop: &str) -> Base {
         stop: Lsn::parse(stop).ok(),
         segment_size: Some(MIB16),
         start: Some((1, Lsn(0x3000028))),
+        off_history: None,
     }
 }
 
@@ -86,6 +87,41 @@ fn an_lsn_starts_from_the_newest_base_backup_consistent_by_then() {
         chosen(&lsn("0/5000000"), "base2"),
         Err("TargetBeforeRecoveryWindow")
     );
+}
+
+/// Issue 46, defect 5: a base backup off the newest timeline's history (the pod would fail
+/// with "requested timeline is not a child of this server's history" after the download).
+#[test]
+fn a_base_backup_off_the_newest_history_starts_no_restore() {
+    let mut bases = bases();
+    bases[1].off_history = Some(
+        "it is consistent at 0/9000100 on timeline 1, which the newest \
+        timeline (2) left at 0/5000060"
+            .into(),
+    );
+    let chosen = |target: &RestoreTarget, id: &str| {
+        choose(target, id, &bases, "prod/shop").map(|b| b.id.clone())
+    };
+    assert_eq!(
+        chosen(&RestoreTarget::default(), "latest"),
+        Ok("base1".into())
+    );
+    assert_eq!(
+        chosen(&at("2026-11-28T12:00:00Z"), "latest"),
+        Ok("base1".into())
+    );
+    let refusal = chosen(&RestoreTarget::default(), "base2").unwrap_err();
+    assert_eq!(refusal.reason, "BaseBackupOffHistory");
+    assert!(
+        refusal.message.contains("left at 0/5000060"),
+        "{}",
+        refusal.message
+    );
+    assert!(!refusal.retry);
+    bases[0].off_history = bases[1].off_history.clone();
+    let none = choose(&RestoreTarget::default(), "latest", &bases, "prod/shop").unwrap_err();
+    assert_eq!(none.reason, "NoBaseBackup");
+    assert!(none.message.contains("newest timeline"), "{}", none.message);
 }
 
 #[test]

@@ -16,6 +16,7 @@ use crate::compression::Codec;
 use crate::error::AgentError;
 use backup_store::catalog;
 use backup_store::layout::ClusterLocation;
+use backup_store::live_history::LiveHistories;
 use backup_store::manifest::{FileKind, Manifest, Method};
 use backup_store::store::ObjectStore;
 
@@ -35,12 +36,15 @@ pub async fn run_base_restore(
     store: &dyn ObjectStore,
     options: &BaseRestoreOptions,
 ) -> Result<Manifest, AgentError> {
-    let manifest = catalog::resolve_before(
+    // Recovery follows the newest timeline: a base backup off its history cannot start it.
+    let live = LiveHistories::of_location(store, &options.location).await?;
+    let manifest = catalog::resolve_usable(
         store,
         &options.location,
         &options.backup_id,
         Some(Method::Physical),
         options.before,
+        &|m| m.physical.as_ref().and_then(|p| live.why_not(p)),
     )
     .await?;
     let file = manifest
