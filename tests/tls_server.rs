@@ -298,4 +298,53 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         "both: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The role only replicates (issue 47, defect 1): no ordinary session, with its password
+    // or with both, where it could create a slot that keeps WAL until the volume fills, drop a
+    // standby's, or decode every row change.
+    let session = |extra: &str| {
+        Command::new(tusk_testkit::pg_bin_dir().join("psql"))
+            .args(["-X", "-At", "-d"])
+            .arg(format!(
+                "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
+                 dbname=postgres sslmode=verify-full sslrootcert={} {extra}",
+                client_ca.display()
+            ))
+            .args(["-c", "SELECT pg_create_physical_replication_slot('stolen')"])
+            .env("PGPASSWORD", "repl-test")
+            .env("PGCONNECT_TIMEOUT", "5")
+            .output()
+            .unwrap()
+    };
+    for extra in ["", with_cert.as_str()] {
+        let out = session(extra);
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && error.contains("pg_hba.conf rejects"),
+            "an ordinary session as tusk_replication ({extra:?}): {error}"
+        );
+    }
+    // What a base backup reads of the server, it reads over replication (backup-agent).
+    let out = Command::new(tusk_testkit::pg_bin_dir().join("psql"))
+        .args(["-X", "-At", "-d"])
+        .arg(format!(
+            "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
+             replication=true sslmode=verify-full sslrootcert={} {with_cert}",
+            client_ca.display()
+        ))
+        .args([
+            "-c",
+            "SHOW wal_segment_size",
+            "-c",
+            "SHOW server_version_num",
+        ])
+        .env("PGPASSWORD", "repl-test")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && shown.starts_with("16MB\n15"),
+        "{shown} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -161,6 +161,8 @@ fn quote(value: &str) -> String {
 /// over TLS. With `replication_certificate` (Tusk issues the certificates), the replication role
 /// also presents its client certificate: its password alone (or a stolen key alone) gets no one
 /// the cluster's WAL. Certificates the user brings come without one, so there it is SCRAM only.
+/// The replication role only replicates: no ordinary session, where its password created slots
+/// that keep WAL until the volume fills, or decoded every row change (issue 47).
 pub fn render_hba(replication_certificate: bool) -> String {
     let replication = if replication_certificate {
         "scram-sha-256 clientcert=verify-full"
@@ -172,6 +174,7 @@ pub fn render_hba(replication_certificate: bool) -> String {
          local     all         all              peer\n\
          hostnossl all         all              all  reject\n\
          hostnossl replication all              all  reject\n\
+         hostssl   all         tusk_replication all  reject\n\
          hostssl   all         all              all  scram-sha-256\n\
          hostssl   replication tusk_replication all  {replication}\n"
     )

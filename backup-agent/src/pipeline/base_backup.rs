@@ -51,19 +51,9 @@ pub async fn run_base_backup(
 ) -> Result<Manifest, AgentError> {
     let started_at = jiff::Timestamp::now();
     layout::validate_backup_id(&options.backup_id)?;
-    let client = pg.connect(&pg.maintenance_db).await?;
-    let server = PgParams::server_info(&client).await?;
-    let row = client
-        .query_one(
-            "SELECT system_identifier::text, \
-                    (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') \
-             FROM pg_control_system()",
-            &[],
-        )
-        .await
-        .map_err(|e| AgentError::Database(format!("reading the system identifier: {e}")))?;
-    let (system, segment_size): (String, i64) = (row.get(0), row.get(1));
-    drop(client);
+    // Over replication: the role opens no ordinary session (issue 47).
+    let server = pg::replication_facts(pg).await?;
+    let (system, segment_size) = (server.system.clone(), server.segment_size);
     let tool_version = pg::tool_version(pg, "pg_basebackup").await?;
     ensure_new(store, &options.location, &options.backup_id).await?;
     let run = Claim {
@@ -105,7 +95,6 @@ pub async fn run_base_backup(
             .find(|(name, _)| name == BACKUP_MANIFEST)
             .ok_or_else(|| AgentError::Other("pg_basebackup sent no backup_manifest".into()))?;
         let (mut physical, spans) = wal_range(&manifest.1, system)?;
-        let segment_size = u64::try_from(segment_size).unwrap_or_default();
         physical.wal_segment_size = Some(segment_size);
         await_archived(store, options, &physical, &spans, segment_size, cancel).await?;
         Ok::<_, AgentError>((stored, physical))
