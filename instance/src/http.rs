@@ -13,10 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::archiver::Archiver;
@@ -25,15 +22,6 @@ use crate::error::Error;
 use crate::monitor::Observation;
 use crate::report::{SharedState, StatusReport, report};
 use crate::status_auth::StatusToken;
-
-/// Connections served at once; more wait in the listen backlog. The kubelet's probes, the
-/// operator and a scraper need a handful: a flood costs bounded memory, never a backend.
-const MAX_CONNECTIONS: usize = 32;
-/// A client that has not finished its TLS handshake, or sent its request head, by then is
-/// dropped, so slow clients cannot hold the connections the probes need.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// No connection is kept longer (a keep-alive scraper reconnects).
-const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct App {
@@ -73,9 +61,7 @@ pub async fn serve(
     observed: watch::Receiver<Observation>,
 ) -> Result<(), Error> {
     let port = ctx.args.status_port;
-    let listener = TcpListener::bind(("0.0.0.0", port))
-        .await
-        .map_err(Error::io(format!("binding the status port {port}")))?;
+    let listener = crate::status_accept::bind(port)?;
     let acceptor = TlsAcceptor::from(crate::status_tls::server_config(&ctx.args.tls_dir())?);
     let token = StatusToken::new(ctx.args.status_token_file.clone());
     let app = axum::Router::new()
@@ -91,44 +77,8 @@ pub async fn serve(
             observed,
             token,
         });
-    tokio::spawn(accept(listener, acceptor, app));
+    tokio::spawn(crate::status_accept::accept(listener, acceptor, app));
     Ok(())
-}
-
-/// Accepts connections, at most [`MAX_CONNECTIONS`] at a time, each on its own task.
-async fn accept(listener: TcpListener, acceptor: TlsAcceptor, app: axum::Router) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of file descriptors, say: the next accept may succeed; do not spin.
-                tracing::warn!(error = %e, "status port: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (acceptor, app) = (acceptor.clone(), app.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "status port: TLS handshake refused");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HANDSHAKE_TIMEOUT)
-                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
-        });
-    }
 }
 
 /// 401 for a request without the status token.

@@ -35,6 +35,7 @@ pub mod rewind;
 pub mod role_source;
 pub mod slots;
 pub mod sql;
+pub mod status_accept;
 pub mod status_auth;
 pub mod status_tls;
 pub mod streaming_clock;
