@@ -60,6 +60,10 @@ pub enum Error {
     #[error(transparent)]
     Tls(#[from] crate::resources::tls::TlsError),
 
+    /// A spec that names a Secret Tusk generated (issue 47): refused before anything is read.
+    #[error(transparent)]
+    BorrowedSecret(#[from] crate::resources::BorrowedSecret),
+
     #[error("{0}")]
     Invariant(String),
 }
@@ -97,6 +101,7 @@ impl Error {
             Self::Status { .. } => "StatusUpdateFailed",
             Self::Bucket { .. } => "StoreUnreachable",
             Self::Tls(_) => "CertificateFailed",
+            Self::BorrowedSecret(_) => "SecretNotAllowed",
             Self::Invariant(_) => "InternalError",
         }
     }

@@ -103,3 +103,43 @@ async fn a_missing_or_incomplete_server_secret_is_named_in_ready() {
         assert_eq!(ready["message"], message);
     }
 }
+
+/// Issue 47, defect 3: a spec may not borrow a Secret Tusk generated, another cluster's or its
+/// own. Refused from the cache (it holds every Secret Tusk made), before anything is read or
+/// mounted: no request but the Event and the status.
+#[tokio::test]
+async fn a_spec_naming_a_secret_tusk_generated_is_refused_before_anything_is_read() {
+    let other_server = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "other-server-tls", "namespace": NS,
+            "labels": {"app.kubernetes.io/managed-by": "tusk", "tusk.dev/cluster": "other"},
+            "ownerReferences": [{"apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+                "name": "other", "uid": "other-uid", "controller": true}]}});
+    let borrowing_s3 = "storage: {size: 1Gi}\nbackup:\n  schedule: '@daily'\n  destination:\n    \
+        s3:\n      bucket: b\n      credentials:\n        accessKeyId: {name: demo-superuser, \
+        key: username}\n        secretAccessKey: {name: demo-superuser, key: password}\n";
+    for (spec, message) in [
+        (
+            "storage: {size: 1Gi}\ntls: {serverSecret: other-server-tls}",
+            "spec.tls.serverSecret names Secret other-server-tls, which Tusk generated for \
+             cluster other",
+        ),
+        (
+            borrowing_s3,
+            "spec.backup.destination.s3.credentials.accessKeyId names Secret demo-superuser, \
+             which Tusk generated for cluster demo",
+        ),
+    ] {
+        let (pg, mut cache) = converged(spec, true, BackupSchedule::NotConfigured);
+        cache
+            .secrets
+            .push(serde_json::from_value(other_server.clone()).expect("secret"));
+        let script = vec![Expect::event(NS), Expect::apply_status(STATUS)];
+        let (result, seen) = scenario_result(pg, cache, script).await;
+        let error = result.expect_err("refused").to_string();
+        assert!(error.starts_with(message), "{error}");
+        assert_eq!(event_reason(&seen[0]), "SecretNotAllowed");
+        let ready = condition(&seen[1].body, "Ready");
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "SecretNotAllowed");
+    }
+}

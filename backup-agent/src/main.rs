@@ -15,6 +15,7 @@ use backup_agent::termination;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    not_dumpable();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -60,5 +61,19 @@ fn init_logging(format: cli::LogFormat) {
     match format {
         cli::LogFormat::Json => builder.json().init(),
         cli::LogFormat::Text => builder.init(),
+    }
+}
+
+/// The agent may hold a bucket's credentials in its environment (the instance manager runs it
+/// for a restore, a restore point): made not dumpable, its `/proc/<pid>/environ` is root's, so
+/// no database process of the same user reads them (issue 46, defect 8). First thing, before
+/// anything reads them.
+fn not_dumpable() {
+    // SAFETY: PR_SET_DUMPABLE takes a plain integer and changes only this process's flag.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        eprintln!(
+            "backup-agent: could not make the process not dumpable: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }

@@ -5,7 +5,12 @@
 use clap::{Args, Parser, ValueEnum};
 
 use crate::layout::{ClusterLocation, LayoutError};
+use crate::redacted::Redacted;
 use crate::store::{self, ObjectStore, StoreConfig, StoreError, gcs::GcsConfig, s3::S3Config};
+
+/// A GCS service-account key given as its JSON (the instance manager's), where
+/// `GOOGLE_APPLICATION_CREDENTIALS` names a file (the Jobs').
+pub const GCS_KEY_JSON_ENV: &str = "TUSK_GCS_KEY_JSON";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StoreKind {
@@ -137,7 +142,12 @@ impl StoreFlags {
                     credentials_file: std::env::var("GOOGLE_APPLICATION_CREDENTIALS")
                         .ok()
                         .filter(|p| !p.is_empty()),
-                    credentials_json: None,
+                    // The instance manager's: the key in its environment, never in a file a
+                    // database process could read (issue 47).
+                    credentials_json: std::env::var(GCS_KEY_JSON_ENV)
+                        .ok()
+                        .filter(|k| !k.is_empty())
+                        .map(Redacted::from),
                 })
             }
         };

@@ -203,7 +203,7 @@ pub fn slot_name(pod: &str) -> String {
 /// Secrets). Read once at start; no child process inherits them, and the manager itself is
 /// not dumpable, so its own `/proc/<pid>/environ` is not readable by the postgres user.
 /// The bucket's credentials are among them: only the archiver, in the manager, uses them.
-pub const SECRET_VARIABLES: [&str; 9] = [
+pub const SECRET_VARIABLES: [&str; 11] = [
     "POSTGRES_PASSWORD",
     "TUSK_APP_PASSWORD",
     "TUSK_REPLICATION_PASSWORD",
@@ -213,6 +213,8 @@ pub const SECRET_VARIABLES: [&str; 9] = [
     "RESTORE_AWS_ACCESS_KEY_ID",
     "RESTORE_AWS_SECRET_ACCESS_KEY",
     "RESTORE_AWS_SESSION_TOKEN",
+    "TUSK_GCS_KEY_JSON",
+    "RESTORE_TUSK_GCS_KEY_JSON",
 ];
 
 #[cfg(test)]

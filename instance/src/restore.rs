@@ -48,7 +48,7 @@ const RECOVERY_KEYS: [&str; 7] = [
 ];
 /// The variables that name and open a store (the backup agent's), as the operator sets them
 /// for this cluster's own archive; a source's come with the `RESTORE_` prefix.
-const STORE_VARIABLES: [&str; 13] = [
+const STORE_VARIABLES: [&str; 14] = [
     "TUSK_STORE",
     "TUSK_BUCKET",
     "TUSK_PATH",
@@ -62,6 +62,7 @@ const STORE_VARIABLES: [&str; 13] = [
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
     "GOOGLE_APPLICATION_CREDENTIALS",
+    "TUSK_GCS_KEY_JSON",
 ];
 /// The base backup's download is bounded by the pod's patience, not ours: a day.
 const UNPACK_TIMEOUT: Duration = Duration::from_secs(24 * 3600);

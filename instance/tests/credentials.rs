@@ -16,9 +16,18 @@ fn environment(pid: i32) -> Option<String> {
     Some(String::from_utf8_lossy(&raw).replace('\0', "\n"))
 }
 
+/// A GCS key as the operator now hands it to the manager (issue 47, defect 6): in the
+/// environment, where it is as safe as the passwords.
+const GCS_KEY: &str = r#"{"type":"service_account","private_key":"gcs-key-marker"}"#;
+
 #[test]
 fn no_server_process_inherits_a_password_and_the_managers_environment_is_roots() {
-    let cluster = single_primary();
+    let mut cluster = Cluster::new(&["demo-0"]);
+    cluster.set_lease("demo-0", true);
+    let member = cluster.member("demo-0");
+    member.set_env("TUSK_GCS_KEY_JSON", Some(GCS_KEY));
+    member.start();
+    member.wait_ready_as("primary", std::time::Duration::from_secs(90));
     let member = &cluster.members[0];
     let postmaster = member.postmaster_pid().expect("postmaster");
     // A backend too: the postmaster passes its environment to each.
@@ -50,6 +59,10 @@ fn no_server_process_inherits_a_password_and_the_managers_environment_is_roots()
             );
         }
         assert!(!env.contains("PASSWORD="), "process {pid}: {env}");
+        assert!(
+            !env.contains("gcs-key-marker"),
+            "process {pid} inherited the GCS key"
+        );
     }
     assert!(read > 1, "only {read} server process read");
     let manager = member.manager_pid().expect("manager");

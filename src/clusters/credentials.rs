@@ -14,6 +14,7 @@ use crate::resources::ca_rotation::{self, CaState};
 use crate::resources::{self, Cluster, tls};
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, Written, apply, create};
+use crate::runtime::watch::owning_cluster;
 
 /// The CA certificate the server Secret carries, which the credentials copy.
 fn server_ca(server: &Secret) -> Option<String> {
@@ -28,6 +29,13 @@ pub async fn apply_secrets(
     desired: &Desired,
     ctx: &Context,
 ) -> Result<Vec<Written>> {
+    // Before any Secret the spec names is read or mounted: none may be Tusk's (the cache holds
+    // every Secret Tusk generated, so this costs no request).
+    let tusks = |name: &str| {
+        let secret = ctx.caches.secrets.get(cluster.namespace, name)?;
+        Some(owning_cluster(&secret).map(|owner| owner.name))
+    };
+    resources::borrowed(&resources::named_secrets(cluster.spec), tusks)?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     let (mut writes, server) = ensure_certificates(cluster, ctx, &api).await?;
     // The CA clients trust: from the server Secret when this reconcile wrote or read it.

@@ -42,6 +42,9 @@ pub struct RestorePlan {
 
 /// Where a GCS service-account key is mounted in agent pods.
 const GCS_KEY_DIR: &str = "/var/run/secrets/tusk/gcs";
+/// The volume of the GCS key file (the Jobs'; the instance manager gets the key in its
+/// environment instead).
+pub const GCS_KEY_VOLUME: &str = "gcs-key";
 /// Where the cluster's CA certificate (which signed its server certificate) is mounted in agent
 /// pods that connect to the cluster.
 const SERVER_CA_DIR: &str = "/var/run/secrets/tusk/postgres-ca";
@@ -168,8 +171,12 @@ pub fn store_environment(
                 "GOOGLE_APPLICATION_CREDENTIALS",
                 format!("{GCS_KEY_DIR}/key.json"),
             ));
-            let (volume, mount) =
-                key_file("gcs-key", GCS_KEY_DIR, "key.json", FileSource::Secret(key));
+            let (volume, mount) = key_file(
+                GCS_KEY_VOLUME,
+                GCS_KEY_DIR,
+                "key.json",
+                FileSource::Secret(key),
+            );
             volumes.push(volume);
             mounts.push(mount);
         }

@@ -6,9 +6,13 @@
 use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
 
 use super::Cluster;
-use super::agent::{Layout, store_environment};
+use super::agent::{GCS_KEY_VOLUME, Layout, store_environment};
 use super::image::INSTANCE_MANAGER;
+use super::pod::secret_env;
 use crate::crd::Destination;
+
+/// The manager's GCS key, as JSON (`backup_store::settings::GCS_KEY_JSON_ENV`).
+const GCS_KEY_JSON_ENV: &str = "TUSK_GCS_KEY_JSON";
 
 /// How a cluster archives: into which destination, closing a segment after how long.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -50,13 +54,28 @@ pub fn manager_store(
     cluster: &Cluster,
     archiving: &WalArchiving,
 ) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
-    let (mut env, volumes, mounts) = store_environment(&Layout::of(cluster), archiving.destination);
+    let (mut env, mut volumes, mut mounts) =
+        store_environment(&Layout::of(cluster), archiving.destination);
     env.retain(|v| {
         !matches!(
             v.name.as_str(),
-            "TUSK_NAMESPACE" | "TUSK_CLUSTER" | "TUSK_LOG_FORMAT"
+            "TUSK_NAMESPACE"
+                | "TUSK_CLUSTER"
+                | "TUSK_LOG_FORMAT"
+                | "GOOGLE_APPLICATION_CREDENTIALS"
         )
     });
+    // The GCS key reaches the manager in its environment, which is root's to read (the manager
+    // is not dumpable) and which no child inherits; a file would be readable by every database
+    // process of the same user (`pg_read_file`; issue 47, issue 46 defect 8).
+    if let Some(key) = (archiving.destination.gcs.as_ref())
+        .and_then(|g| g.credentials.as_ref())
+        .map(|c| &c.service_account_key)
+    {
+        env.push(secret_env(GCS_KEY_JSON_ENV, &key.name, &key.key));
+        volumes.retain(|v| v.name != GCS_KEY_VOLUME);
+        mounts.retain(|m| m.name != GCS_KEY_VOLUME);
+    }
     env.push(EnvVar {
         name: "TUSK_ARCHIVE_GAP_AT_PERCENT".into(),
         value: Some(archiving.gap_at_percent.to_string()),
@@ -118,6 +137,36 @@ mod tests {
         }
         assert_eq!(volumes.len(), 1, "the CA bundle");
         assert_eq!(mounts[0].read_only, Some(true));
+    }
+
+    /// Issue 47, defect 6: a key file in the `postgres` container was readable by every
+    /// database process (`pg_read_file`); in the manager's environment it is root's.
+    #[test]
+    fn the_managers_gcs_key_is_in_its_environment_never_a_file() {
+        let gcs = ARCHIVING.replace(
+            "    s3:\n      bucket: b\n      credentials:\n        accessKeyId: {name: s3, key: id}\n        secretAccessKey: {name: s3, key: secret}\n      caBundle:\n        configMapKeyRef: {name: ca, key: ca.crt}\n",
+            "    gcs:\n      bucket: b\n      credentials:\n        serviceAccountKey: {name: gcs, key: key.json}\n",
+        );
+        let pg = postgresql(&gcs);
+        let cluster = Cluster::new(&pg).unwrap();
+        let (env, volumes, mounts) = manager_store(&cluster, &wal_archiving(&cluster).unwrap());
+        let key = env.iter().find(|v| v.name == "TUSK_GCS_KEY_JSON").unwrap();
+        let reference = key
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (reference.name.as_str(), reference.key.as_str()),
+            ("gcs", "key.json")
+        );
+        assert!(
+            env.iter()
+                .all(|v| v.name != "GOOGLE_APPLICATION_CREDENTIALS")
+        );
+        assert!(volumes.is_empty() && mounts.is_empty(), "{volumes:?}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod network;
 mod pod;
 mod point_in_time;
 mod postgres_container;
+mod secret_refs;
 mod secrets;
 mod services;
 mod statefulset;
@@ -53,6 +54,7 @@ pub use instance_access::{
 pub use network::{OPERATOR_POD_LABEL, network_policy};
 pub use point_in_time::{PointInTime, point_in_time};
 pub use postgres_container::STATUS_PORT;
+pub use secret_refs::{BorrowedSecret, Named as NamedSecret, borrowed, named as named_secrets};
 pub use secrets::{
     SSLMODE, STATUS_TOKEN_KEY, SUPERUSER_NAME, app_secret, generate_password, monitoring_secret,
     password_of, replication_secret, superuser_secret, with_ca,
