@@ -266,19 +266,28 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     std::fs::write(&key, &replication.key).unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let with_cert = format!("sslcert={} sslkey={}", cert.display(), key.display());
-    let stream = |password: &str, extra: &str| {
-        Command::new(tusk_testkit::pg_bin_dir().join("psql"))
-            .args(["-X", "-At", "-d"])
-            .arg(format!(
-                "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
-                 replication=true sslmode=verify-full sslrootcert={} {extra}",
-                client_ca.display()
-            ))
-            .args(["-c", "IDENTIFY_SYSTEM"])
-            .env("PGPASSWORD", password)
+    // psql as tusk_replication with `password`, `conninfo` added to the connection string.
+    let as_replication_role = |password: &str, conninfo: &str, commands: &[&str]| {
+        let mut psql = Command::new(tusk_testkit::pg_bin_dir().join("psql"));
+        psql.args(["-X", "-At", "-d"]).arg(format!(
+            "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
+             sslmode=verify-full sslrootcert={} {conninfo}",
+            client_ca.display()
+        ));
+        for command in commands {
+            psql.args(["-c", command]);
+        }
+        psql.env("PGPASSWORD", password)
             .env("PGCONNECT_TIMEOUT", "5")
             .output()
             .unwrap()
+    };
+    let stream = |password: &str, extra: &str| {
+        as_replication_role(
+            password,
+            &format!("replication=true {extra}"),
+            &["IDENTIFY_SYSTEM"],
+        )
     };
     let out = stream("repl-test", "");
     let error = String::from_utf8_lossy(&out.stderr);
@@ -303,18 +312,8 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     // or with both, where it could create a slot that keeps WAL until the volume fills, drop a
     // standby's, or decode every row change.
     let session = |extra: &str| {
-        Command::new(tusk_testkit::pg_bin_dir().join("psql"))
-            .args(["-X", "-At", "-d"])
-            .arg(format!(
-                "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
-                 dbname=postgres sslmode=verify-full sslrootcert={} {extra}",
-                client_ca.display()
-            ))
-            .args(["-c", "SELECT pg_create_physical_replication_slot('stolen')"])
-            .env("PGPASSWORD", "repl-test")
-            .env("PGCONNECT_TIMEOUT", "5")
-            .output()
-            .unwrap()
+        let slot = "SELECT pg_create_physical_replication_slot('stolen')";
+        as_replication_role("repl-test", &format!("dbname=postgres {extra}"), &[slot])
     };
     for extra in ["", with_cert.as_str()] {
         let out = session(extra);
@@ -325,22 +324,11 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         );
     }
     // What a base backup reads of the server, it reads over replication (backup-agent).
-    let out = Command::new(tusk_testkit::pg_bin_dir().join("psql"))
-        .args(["-X", "-At", "-d"])
-        .arg(format!(
-            "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
-             replication=true sslmode=verify-full sslrootcert={} {with_cert}",
-            client_ca.display()
-        ))
-        .args([
-            "-c",
-            "SHOW wal_segment_size",
-            "-c",
-            "SHOW server_version_num",
-        ])
-        .env("PGPASSWORD", "repl-test")
-        .output()
-        .unwrap();
+    let out = as_replication_role(
+        "repl-test",
+        &format!("replication=true {with_cert}"),
+        &["SHOW wal_segment_size", "SHOW server_version_num"],
+    );
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && shown.starts_with("16MB\n15"),

@@ -37,17 +37,6 @@ fn wait_for_check(
     last
 }
 
-fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    while std::time::Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    false
-}
-
 fn system_of(member: &Instance) -> String {
     member
         .psql("SELECT system_identifier FROM pg_control_system()")

@@ -96,14 +96,3 @@ fn the_promoted_standby_archives_the_tail_the_dead_primary_never_archived() {
         promoted.status().unwrap_or_default()["archive"]
     );
 }
-
-fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    while std::time::Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    false
-}

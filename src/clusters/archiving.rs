@@ -180,6 +180,11 @@ fn at(seconds: Option<i64>) -> String {
         .map_or_else(|| "an unknown time".to_owned(), |t| t.to_string())
 }
 
+/// Files waiting past which archiving is behind, uploads succeeding or not: a gibibyte of
+/// 16 MiB segments (a working archiver holds 4 in flight; issue 46 found the condition True
+/// while the backlog grew).
+const BEHIND_FILES: u64 = 64;
+
 /// The condition a report gives. An open gap: False, naming what was released. Failing:
 /// False, with the store's error (never a credential) and the backlog; else True, saying what
 /// was archived last.
@@ -219,6 +224,25 @@ pub fn condition(archive: &ArchiveStatus) -> Update<'static> {
             message: format!(
                 "archiving {file} failed at {}: {error}; {waiting}",
                 at(archive.last_failed_at)
+            ),
+        };
+    }
+    if archive.pending > BEHIND_FILES {
+        let last = match &archive.last_archived_wal {
+            Some(file) => format!(
+                "the last archived was {file} at {}",
+                at(archive.last_archived_at)
+            ),
+            None => "nothing archived since the primary's manager started".to_owned(),
+        };
+        return Update {
+            type_: CONTINUOUS_ARCHIVING,
+            status: false,
+            reason: "ArchiveBehind",
+            message: format!(
+                "{waiting} while uploads succeed: archiving falls behind the WAL written, and a \
+                 restore now would lose what they hold (more than walArchive.timeoutSeconds of \
+                 commits); {last}"
             ),
         };
     }

@@ -218,3 +218,30 @@ fn a_check_is_owed_while_the_last_one_predates_the_newest_base_backup_for_ten_mi
     let none = Summary::default();
     assert_eq!(check_owed(&checked_at(0), &none, now(5)), None);
 }
+
+#[test]
+fn a_backlog_that_grows_while_uploads_succeed_is_false() {
+    let mut archive = ArchiveStatus {
+        archived_count: 900,
+        pending: 64,
+        last_archived_wal: Some("000000010000000000000384".into()),
+        last_archived_at: Some(1_800_000_000),
+        ..ArchiveStatus::default()
+    };
+    assert!(
+        condition(&archive).status,
+        "four in flight and a burst: still keeping up"
+    );
+    archive.pending = 200;
+    let update = condition(&archive);
+    assert!(!update.status);
+    assert_eq!(update.reason, "ArchiveBehind");
+    assert!(
+        update
+            .message
+            .starts_with("200 file(s) wait while uploads succeed")
+            && update.message.contains("000000010000000000000384"),
+        "{}",
+        update.message
+    );
+}

@@ -52,6 +52,18 @@ pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) 
     start.elapsed()
 }
 
+/// Whether `done` holds within `timeout` (for a test that reports its own diagnostics).
+pub fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    false
+}
+
 /// The status token the test managers are given (`TUSK_STATUS_TOKEN_FILE`).
 pub const STATUS_TOKEN: &str = "test-status-token";
 
