@@ -52,7 +52,31 @@ pub struct Writer {
     acks: Arc<Mutex<Vec<Ack>>>,
     /// Attempts that failed: an insert not acknowledged, or a session that could not be opened.
     failures: Arc<AtomicUsize>,
+    /// Why the first [`KEPT_REASONS`] attempts failed, for a scenario that claims none do.
+    reasons: Reasons,
     task: JoinHandle<()>,
+}
+
+/// How many failure reasons a writer keeps.
+const KEPT_REASONS: usize = 8;
+
+/// The first few failures of a writer: when, and why.
+#[derive(Clone, Default)]
+struct Reasons(Arc<Mutex<Vec<String>>>);
+
+impl Reasons {
+    fn record(&self, started: Instant, n: i64, why: &str) {
+        if let Ok(mut kept) = self.0.lock()
+            && kept.len() < KEPT_REASONS
+        {
+            let at = started.elapsed().as_secs_f64();
+            kept.push(format!("row {n} at {at:.1}s: {why}"));
+        }
+    }
+
+    fn all(&self) -> Vec<String> {
+        self.0.lock().map(|r| r.clone()).unwrap_or_default()
+    }
 }
 
 impl Writer {
@@ -91,8 +115,11 @@ impl Writer {
         let recorded = acks.clone();
         let failures = Arc::new(AtomicUsize::new(0));
         let failed = failures.clone();
+        let reasons = Reasons::default();
+        let why = reasons.clone();
         let (ctx, cluster) = (ctx.clone(), cluster.to_owned());
         let task = tokio::spawn(async move {
+            let started = Instant::now();
             let mut n = after;
             loop {
                 n += 1;
@@ -120,8 +147,9 @@ impl Writer {
                             acks.push(ack);
                         }
                     }
-                    Err(_) => {
+                    Err(e) => {
                         failed.fetch_add(1, Ordering::Relaxed);
+                        why.record(started, n, &format!("{e:#}"));
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -130,6 +158,7 @@ impl Writer {
         Ok(Self {
             acks,
             failures,
+            reasons,
             task,
         })
     }
@@ -153,7 +182,10 @@ impl Writer {
         let recorded = acks.clone();
         let failures = Arc::new(AtomicUsize::new(0));
         let failed = failures.clone();
+        let reasons = Reasons::default();
+        let why = reasons.clone();
         let task = tokio::spawn(async move {
+            let started = Instant::now();
             let mut n = after;
             let mut session = Some(client);
             loop {
@@ -161,8 +193,9 @@ impl Writer {
                     Some(client) => client,
                     None => match connect(&config).await {
                         Ok(client) => client,
-                        Err(_) => {
+                        Err(e) => {
                             failed.fetch_add(1, Ordering::Relaxed);
+                            why.record(started, n + 1, &format!("{e:#}"));
                             tokio::time::sleep(Duration::from_millis(100)).await;
                             continue;
                         }
@@ -176,7 +209,18 @@ impl Writer {
                         .await;
                 // Not acknowledged (an error or no answer): the row may or may not exist; it
                 // is never counted, and the next attempt opens a new session.
-                if let Ok(Ok(row)) = result {
+                let row = match result {
+                    Ok(Ok(row)) => Some(row),
+                    Ok(Err(e)) => {
+                        why.record(started, n, &db_error(&e));
+                        None
+                    }
+                    Err(_) => {
+                        why.record(started, n, "no answer within 2s");
+                        None
+                    }
+                };
+                if let Some(row) = row {
                     let ack = Ack {
                         n,
                         timeline: row.get(0),
@@ -195,6 +239,7 @@ impl Writer {
         Ok(Self {
             acks,
             failures,
+            reasons,
             task,
         })
     }
@@ -202,6 +247,11 @@ impl Writer {
     /// Attempts that failed so far (not acknowledged, or no session to make them in).
     pub fn failures(&self) -> usize {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Why the first few attempts failed (row, seconds since the writer started, the error).
+    pub fn failure_reasons(&self) -> Vec<String> {
+        self.reasons.all()
     }
 
     /// Every acknowledgement so far.

@@ -227,6 +227,7 @@ async fn ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout(ctx: Ct
     };
     writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
     let failed = writer.failures();
+    let reasons = writer.failure_reasons();
     let acks = writer.stop();
     let missing = lost(&acks, &rows(&ctx, name).await?);
     let after = pod_states(&ctx, &pods).await?;
@@ -241,7 +242,7 @@ async fn ca_rotation_reaches_every_ca_crt_step_by_step_without_a_rollout(ctx: Ct
     );
     ensure!(
         failed == 0 && missing.is_empty(),
-        "{failed} writes failed, {} acknowledged rows lost",
+        "{failed} writes failed ({reasons:?}), {} acknowledged rows lost",
         missing.len()
     );
     say(format!(
