@@ -17,7 +17,8 @@
 //!   [`wal_range`]: the segments a span of WAL needs, and which the archive lacks;
 //!   [`continuity`]: whether the archive holds every file from the oldest base backup on
 //!   ([`runs`]: the segments it found, as runs);
-//!   [`points`]: the restore points a physical backup's verification recovers to.
+//!   [`points`]: the restore points a physical backup's verification recovers to;
+//!   [`wal_records`]: the newest commit a segment holds (what a time target needs).
 //!
 //! The dump and restore pipelines are not here: they live in the agent, so the operator does
 //! not link PostgreSQL client code. Every TLS connection made here uses rustls with `ring`, the
@@ -54,6 +55,8 @@ pub mod store;
 pub mod wal;
 #[cfg(feature = "wal")]
 pub mod wal_range;
+#[cfg(feature = "wal")]
+pub mod wal_records;
 
 pub use catalog::CatalogError;
 pub use layout::{ClusterLocation, LayoutError};

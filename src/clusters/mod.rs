@@ -16,6 +16,7 @@ pub mod archiving;
 pub mod backup_schedule;
 pub mod children;
 pub mod cleanup;
+pub mod commit_clock;
 pub mod credentials;
 pub mod desired;
 pub mod ha;

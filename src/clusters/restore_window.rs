@@ -4,8 +4,8 @@
 //! the archive does not hold — rather than a pod that recovers to the end of the archive and
 //! never promotes (Zalando #1435: a target past the last archived commit).
 //!
-//! What is judged: a time needs a base backup completed by then, and a WAL file archived at or
-//! after it; an LSN needs a base backup consistent by then, and the segment holding it archived.
+//! What is judged: a time needs a base backup completed by then, and a commit after it in the
+//! WAL (read from the newest segments, [`commit_clock`]); an LSN needs a base backup consistent by then, and the segment holding it archived.
 //! A transaction ID or a restore point name can only be checked by replaying: PostgreSQL does.
 //! No target (the end of the archive) needs every segment from the base backup on: PostgreSQL
 //! would end recovery at the first missing one and promote there, silently dropping all after
@@ -22,6 +22,7 @@ use backup_store::manifest::Manifest;
 use backup_store::store::{ObjectInfo, ObjectStore, Pager};
 use k8s_openapi::jiff::Timestamp;
 
+use super::commit_clock::{self, Clock};
 use crate::crd::RestoreTarget;
 use crate::resources::{Cluster, RestorePlan};
 use crate::runtime::Context;
@@ -143,16 +144,14 @@ pub fn choose<'a>(
     Ok(newest)
 }
 
-/// Whether the archive of `base`'s system (`wal`: its listing) reaches `target`.
-pub fn reaches(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Result<(), Refusal> {
-    let segments = || {
-        wal.iter()
-            .filter(|o| !o.key.contains("/history/") && !o.key.contains("/gaps/"))
-            .filter_map(|o| {
-                let name = o.key.rsplit('/').next()?;
-                Some((o, name))
-            })
-    };
+/// Whether the archive of `base`'s system (`wal`: its listing; `clock`: the newest commit
+/// its WAL holds) reaches `target`.
+pub fn reaches(
+    target: &RestoreTarget,
+    base: &Base,
+    wal: &[ObjectInfo],
+    clock: &Clock,
+) -> Result<(), Refusal> {
     if let Some(refusal) = gap_refusal(target, base, wal) {
         return Err(refusal);
     }
@@ -171,22 +170,37 @@ pub fn reaches(target: &RestoreTarget, base: &Base, wal: &[ObjectInfo]) -> Resul
         .as_deref()
         .and_then(|t| t.parse::<Timestamp>().ok())
     {
-        // Timestamps may be missing (a store that lists none): then PostgreSQL judges.
-        let newest = segments().filter_map(|(o, _)| o.last_modified).max();
-        if let Some(newest) = newest
-            && newest < time
-        {
-            return Err(not_yet(format!(
-                "{time} is after the newest WAL file of system {}, archived at {newest}",
-                base.system
-            )));
+        match clock {
+            // A recovery to a time stops at the first commit after it.
+            Clock::Commit(newest) if newest.at > time => {}
+            Clock::Commit(newest) => {
+                return Err(not_yet(format!(
+                    "{time} is not before the newest commit the archive of system {} holds, at \
+                     {} (in {}); a recovery to a time stops only at a commit after it",
+                    base.system, newest.at, newest.segment
+                )));
+            }
+            // No commit read: by upload times (a store that lists none: PostgreSQL judges).
+            Clock::Unknown => {
+                let newest = commit_clock::segments(wal)
+                    .filter_map(|(o, _)| o.last_modified)
+                    .max();
+                if let Some(newest) = newest
+                    && newest < time
+                {
+                    return Err(not_yet(format!(
+                        "{time} is after the newest WAL file of system {}, archived at {newest}",
+                        base.system
+                    )));
+                }
+            }
         }
     }
     if let (Some(lsn), Some(size)) = (
         target.lsn.as_deref().and_then(|l| Lsn::parse(l).ok()),
         base.segment_size,
     ) {
-        let end = segments()
+        let end = commit_clock::segments(wal)
             .filter_map(|(_, name)| Lsn::of_segment(name, size))
             .map(|start| start.0.saturating_add(size))
             .max();
@@ -378,7 +392,11 @@ pub async fn admit(
         return Ok(end_refusal(&walked, base));
     }
     let wal = since_base(store, &location.wal_prefix(system), base).await?;
-    Ok(reaches(target, base, &wal).err())
+    let clock = match target.time {
+        Some(_) => commit_clock::read(store, location, system, &wal).await?,
+        None => Clock::Unknown,
+    };
+    Ok(reaches(target, base, &wal, &clock).err())
 }
 
 /// What [`reaches`] reads of a system's archive (at `prefix`): its gap markers and history

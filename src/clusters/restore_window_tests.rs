@@ -1,6 +1,7 @@
 //! Which targets a point-in-time restore refuses before it starts, on plain values.
 
 use super::*;
+use crate::clusters::commit_clock;
 use backup_store::continuity::{ArchiveContinuity, Holdings, stretches, walk};
 
 const MIB16: u64 = 16 << 20;
@@ -156,18 +157,32 @@ fn a_target_after_the_newest_archived_wal_waits_for_the_archive() {
         wal("000000010000000000000004", "2026-11-28T09:30:00Z"),
     ];
     let base1 = &bases()[0];
-    let refusal = reaches(&at("2026-11-28T10:00:00Z"), base1, &archive).unwrap_err();
+    let refusal = reaches(
+        &at("2026-11-28T10:00:00Z"),
+        base1,
+        &archive,
+        &Clock::Unknown,
+    )
+    .unwrap_err();
     assert_eq!((refusal.reason, refusal.retry), ("TargetNotArchived", true));
     assert!(
         refusal.message.contains("2026-11-28T09:30:00Z"),
         "{}",
         refusal.message
     );
-    assert!(reaches(&at("2026-11-28T09:15:00Z"), base1, &archive).is_ok());
+    assert!(
+        reaches(
+            &at("2026-11-28T09:15:00Z"),
+            base1,
+            &archive,
+            &Clock::Unknown
+        )
+        .is_ok()
+    );
     // The segment holding the LSN must be archived: segment 4 ends at 0/5000000.
-    assert!(reaches(&lsn("0/4FFFFFF"), base1, &archive).is_ok());
+    assert!(reaches(&lsn("0/4FFFFFF"), base1, &archive, &Clock::Unknown).is_ok());
     assert_eq!(
-        reaches(&lsn("0/5000000"), base1, &archive)
+        reaches(&lsn("0/5000000"), base1, &archive, &Clock::Unknown)
             .unwrap_err()
             .reason,
         "TargetNotArchived"
@@ -177,9 +192,66 @@ fn a_target_after_the_newest_archived_wal_waits_for_the_archive() {
         name: Some("before-drop".into()),
         ..RestoreTarget::default()
     };
-    assert!(reaches(&name, base1, &[]).is_ok());
+    assert!(reaches(&name, base1, &[], &Clock::Unknown).is_ok());
     let untimed = [wal("000000010000000000000003", "")];
-    assert!(reaches(&at("2026-11-28T10:00:00Z"), base1, &untimed).is_ok());
+    assert!(
+        reaches(
+            &at("2026-11-28T10:00:00Z"),
+            base1,
+            &untimed,
+            &Clock::Unknown
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn a_time_is_judged_by_the_newest_commit_the_wal_holds_not_by_upload_times() {
+    // Segment 4 was uploaded at 09:30 but its last commit was at 09:20 (issue 46, defect 6):
+    // a target at 09:25 was admitted and failed after the whole download.
+    let archive = [
+        wal("000000010000000000000003", "2026-11-28T09:00:05Z"),
+        wal("000000010000000000000004", "2026-11-28T09:30:00Z"),
+    ];
+    let clock = Clock::Commit(commit_clock::NewestCommit {
+        at: "2026-11-28T09:20:00Z".parse().unwrap(),
+        segment: "000000010000000000000004".into(),
+    });
+    let base1 = &bases()[0];
+    let refusal = reaches(&at("2026-11-28T09:25:00Z"), base1, &archive, &clock).unwrap_err();
+    assert_eq!((refusal.reason, refusal.retry), ("TargetNotArchived", true));
+    for named in ["2026-11-28T09:20:00Z", "000000010000000000000004"] {
+        assert!(refusal.message.contains(named), "{}", refusal.message);
+    }
+    // At the commit's own time: PostgreSQL stops only at a commit after the target.
+    assert!(reaches(&at("2026-11-28T09:20:00Z"), base1, &archive, &clock).is_err());
+    assert!(reaches(&at("2026-11-28T09:19:59Z"), base1, &archive, &clock).is_ok());
+    // An idle source: the last commit long before its last upload and the target.
+    assert!(reaches(&at("2026-11-28T12:00:00Z"), base1, &archive, &clock).is_err());
+}
+
+#[test]
+fn only_segments_count_as_wal_by_upload_time() {
+    // A restore point, a partial segment and a backup label uploaded later say nothing of
+    // the commits archived.
+    let later = "2026-11-28T11:00:00Z";
+    let archive = [
+        wal("000000010000000000000003", "2026-11-28T09:30:00Z"),
+        wal("000000010000000000000004.partial", later),
+        wal("000000010000000000000003.00000028.backup", later),
+        ObjectInfo {
+            key: "p/prod/shop/wal/7/points/tusk-verify-000001764320400.json".into(),
+            size: 1,
+            last_modified: later.parse().ok(),
+        },
+    ];
+    let refusal = reaches(
+        &at("2026-11-28T10:00:00Z"),
+        &bases()[0],
+        &archive,
+        &Clock::Unknown,
+    );
+    assert_eq!(refusal.unwrap_err().reason, "TargetNotArchived");
 }
 
 #[test]
@@ -199,15 +271,23 @@ fn a_target_past_a_gap_in_the_archive_is_refused_for_a_base_backup_before_it() {
     ];
     let base1 = &bases()[0];
     // Before the gap: reachable.
-    assert!(reaches(&at("2026-11-28T09:05:00Z"), base1, &archive).is_ok());
-    assert!(reaches(&lsn("0/4FFFFFF"), base1, &archive).is_ok());
+    assert!(
+        reaches(
+            &at("2026-11-28T09:05:00Z"),
+            base1,
+            &archive,
+            &Clock::Unknown
+        )
+        .is_ok()
+    );
+    assert!(reaches(&lsn("0/4FFFFFF"), base1, &archive, &Clock::Unknown).is_ok());
     // From the gap on, from base1: refused, for good, naming the marker.
     for target in [
         at("2026-11-28T09:30:00Z"),
         lsn("0/5000000"),
         lsn("0/9000000"),
     ] {
-        let refusal = reaches(&target, base1, &archive).unwrap_err();
+        let refusal = reaches(&target, base1, &archive, &Clock::Unknown).unwrap_err();
         assert_eq!(
             (refusal.reason, refusal.retry),
             ("TargetInArchiveGap", false)
@@ -220,8 +300,16 @@ fn a_target_past_a_gap_in_the_archive_is_refused_for_a_base_backup_before_it() {
     }
     // base2, consistent after the gap, is not concerned.
     let base2 = &bases()[1];
-    assert!(reaches(&at("2026-11-28T11:30:00Z"), base2, &archive).is_ok());
-    assert!(reaches(&lsn("0/A000000"), base2, &archive).is_ok());
+    assert!(
+        reaches(
+            &at("2026-11-28T11:30:00Z"),
+            base2,
+            &archive,
+            &Clock::Unknown
+        )
+        .is_ok()
+    );
+    assert!(reaches(&lsn("0/A000000"), base2, &archive, &Clock::Unknown).is_ok());
 }
 
 /// The walk of an archive of timeline 1 holding `segments` (the low 8 hex digits) from base1.

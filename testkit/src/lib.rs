@@ -9,6 +9,7 @@ pub mod gcs_auth;
 pub mod minio;
 pub mod process;
 pub mod tls;
+pub mod wal;
 
 use std::time::{Duration, Instant};
 
