@@ -100,6 +100,9 @@ impl Error {
             Self::Serialize { .. } => "SerializeFailed",
             Self::Status { .. } => "StatusUpdateFailed",
             Self::Bucket { .. } => "StoreUnreachable",
+            Self::Tls(crate::resources::tls::TlsError::Brought { .. }) => {
+                "ServerCertificateInvalid"
+            }
             Self::Tls(_) => "CertificateFailed",
             Self::BorrowedSecret(_) => "SecretNotAllowed",
             Self::Invariant(_) => "InternalError",

@@ -1,8 +1,11 @@
 //! Mock-API scenarios for `spec.tls.serverSecret`: a server certificate the user brings. Tusk
 //! issues nothing, reads the user's Secret (not its own, so not cached), hands its CA to the
-//! credentials, and names the Secret when it is missing or incomplete.
+//! credentials, and names the Secret when it is missing, incomplete or cannot serve the
+//! cluster.
 
 mod support;
+
+use std::sync::OnceLock;
 
 use http::{Method, StatusCode};
 use serde_json::json;
@@ -29,9 +32,71 @@ fn converged_with_own_certificate() -> (PostgreSQL, Cache) {
     (pg, cache)
 }
 
-/// The user's Secret as cert-manager writes it (`data` base64), minus `without`.
-fn user_secret(without: Option<&str>) -> serde_json::Value {
-    let mut data = json!({"tls.crt": "Y2VydA==", "tls.key": "a2V5", "ca.crt": "dXNlciBDQQ=="});
+/// A certificate the user made for cluster `demo` (CA, then a server certificate for `domain`'s
+/// names), made once per run.
+struct Brought {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+fn brought(domain: &'static str) -> &'static Brought {
+    static MADE: OnceLock<Vec<(&'static str, Brought)>> = OnceLock::new();
+    let made = MADE.get_or_init(|| {
+        let pg: PostgreSQL = serde_json::from_value(json!({
+            "apiVersion": "tusk.dev/v1alpha1", "kind": "PostgreSQL",
+            "metadata": {"name": "demo", "namespace": NS, "uid": "made-outside-tusk"},
+            "spec": {"storage": {"size": "1Gi"}},
+        }))
+        .expect("a cluster");
+        let cluster = tusk::resources::Cluster::new(&pg).expect("a cluster");
+        let now = time::OffsetDateTime::now_utc();
+        let lifetimes = tls::Lifetimes::default();
+        let ca = tls::issue_ca(&cluster, now, &lifetimes).expect("a CA");
+        let validity = tls::Validity::leaf(now, &lifetimes, now + lifetimes.ca);
+        ["svc.cluster.local", "cluster.local"]
+            .into_iter()
+            .map(|domain| {
+                let mut server = tls::issue_server(&cluster, "cluster.local", &ca, validity)
+                    .expect("a server certificate");
+                if domain == "svc.cluster.local" {
+                    // Only the fully qualified names, as a cert-manager Certificate may list.
+                    let ca_key = rcgen::KeyPair::from_pem(&ca.key).expect("the CA key");
+                    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert, ca_key).expect("the CA");
+                    let key = rcgen::KeyPair::generate().expect("a key");
+                    let fqdn = vec!["demo-rw.prod.svc.cluster.local".to_owned()];
+                    let mut params = rcgen::CertificateParams::new(fqdn).expect("names");
+                    params.not_before = now - time::Duration::hours(1);
+                    params.not_after = now + time::Duration::days(90);
+                    let cert = params.signed_by(&key, &issuer).expect("a certificate");
+                    server = tls::Pem {
+                        cert: cert.pem(),
+                        key: key.serialize_pem(),
+                    };
+                }
+                let made = Brought {
+                    ca: ca.cert.clone(),
+                    cert: server.cert,
+                    key: server.key,
+                };
+                (domain, made)
+            })
+            .collect()
+    });
+    &made.iter().find(|(d, _)| *d == domain).expect("made").1
+}
+
+fn base64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// The user's Secret as cert-manager writes it (`data` base64), minus `without`; with the
+/// certificate of `domain` (`cluster.local`: every name Tusk dials).
+fn user_secret(without: Option<&str>, domain: &'static str) -> serde_json::Value {
+    let made = brought(domain);
+    let mut data = json!({"tls.crt": base64(&made.cert), "tls.key": base64(&made.key),
+                          "ca.crt": base64(&made.ca)});
     if let Some(key) = without {
         data.as_object_mut().expect("object").remove(key);
     }
@@ -40,8 +105,12 @@ fn user_secret(without: Option<&str>) -> serde_json::Value {
 }
 
 fn get_user_secret(without: Option<&'static str>) -> Expect {
+    get_user_secret_for(without, "cluster.local")
+}
+
+fn get_user_secret_for(without: Option<&'static str>, domain: &'static str) -> Expect {
     Expect::new(Method::GET, format!("{SECRETS}/shop-tls"), move |_| {
-        (StatusCode::OK, user_secret(without))
+        (StatusCode::OK, user_secret(without, domain))
     })
 }
 
@@ -55,11 +124,12 @@ async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_car
     let (result, seen) = scenario_result(pg, cache.clone(), script).await;
     result.expect("reconciled");
     for applied in [&seen[2].body, &seen[4].body] {
-        assert_eq!(applied["data"]["ca.crt"], "dXNlciBDQQ==");
+        let ca = &brought("cluster.local").ca;
+        assert_eq!(applied["data"]["ca.crt"], base64(ca));
         let annotations = &applied["metadata"]["annotations"];
         assert_eq!(
             annotations[tls::CA_FINGERPRINT_ANNOTATION],
-            tls::ca_fingerprint("user CA")
+            tls::ca_fingerprint(ca)
         );
     }
     assert_eq!(seen[2].body["data"]["password"], "c3UtcGFzc3dvcmQ=");
@@ -71,7 +141,8 @@ async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_car
             secret.metadata.name.as_deref(),
             Some("demo-superuser" | "demo-app")
         ) {
-            *secret = tusk::resources::with_ca(secret, secret, "user CA").expect("a login");
+            let ca = &brought("cluster.local").ca;
+            *secret = tusk::resources::with_ca(secret, secret, ca).expect("a login");
         }
     }
     let (result, seen) = scenario_result(pg, cache, vec![get_user_secret(None)]).await;
@@ -98,6 +169,33 @@ async fn a_missing_or_incomplete_server_secret_is_named_in_ready() {
         let error = result.expect_err("refused");
         assert_eq!(error.to_string(), message);
         assert_eq!(event_reason(&seen[1]), "CertificateFailed");
+        let ready = condition(&seen[2].body, "Ready");
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["message"], message);
+    }
+}
+
+/// Issue 47, defect 5: a brought certificate that does not name what Tusk dials (here only
+/// `demo-rw…svc.cluster.local`, as a cert-manager Certificate may list) is refused before any
+/// pod mounts it, the missing names listed; it passed before, Ready True, and no standby could
+/// verify its primary nor the operator read `/status`.
+#[tokio::test]
+async fn a_brought_certificate_without_the_names_tusk_dials_is_refused_naming_them() {
+    let (pg, cache) = converged_with_own_certificate();
+    let read = get_user_secret_for(None, "svc.cluster.local");
+    let script = vec![read, Expect::event(NS), Expect::apply_status(STATUS)];
+    let (result, seen) = scenario_result(pg, cache, script).await;
+    let error = result.expect_err("refused").to_string();
+    assert!(
+        error.starts_with(
+            "Secret shop-tls, named by spec.tls.serverSecret, cannot serve this \
+             cluster: the certificate does not name demo-rw.prod.svc, demo-0.demo-hl.prod.svc"
+        ),
+        "{error}"
+    );
+    assert_eq!(event_reason(&seen[1]), "ServerCertificateInvalid");
+    {
+        let message = error;
         let ready = condition(&seen[2].body, "Ready");
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["message"], message);

@@ -11,7 +11,7 @@ use super::desired::Desired;
 use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
 use crate::resources::ca_rotation::{self, CaState};
-use crate::resources::{self, Cluster, tls};
+use crate::resources::{self, Cluster, brought_tls, tls};
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, Written, apply, create};
 use crate::runtime::watch::owning_cluster;
@@ -154,7 +154,8 @@ async fn ensure_certificates(
         let secret = secret.ok_or_else(|| tls::TlsError::Absent {
             secret: name.to_owned(),
         })?;
-        tls::check_user_server_secret(&secret)?;
+        let names = brought_tls::dialed_names(cluster);
+        brought_tls::check(&secret, &names, time::OffsetDateTime::now_utc())?;
         return Ok((Vec::new(), Some(secret)));
     }
     let ns = cluster.namespace;

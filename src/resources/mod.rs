@@ -5,6 +5,7 @@
 mod agent;
 mod archive;
 mod base_backup_job;
+pub mod brought_tls;
 pub mod ca_rotation;
 mod config;
 mod cronjob;

@@ -117,6 +117,10 @@ pub enum TlsError {
     Missing { secret: String, key: &'static str },
     #[error("Secret {secret}, named by spec.tls.serverSecret, does not exist")]
     Absent { secret: String },
+    #[error(
+        "Secret {secret}, named by spec.tls.serverSecret, cannot serve this cluster: {problem}"
+    )]
+    Brought { secret: String, problem: String },
 }
 
 /// What the server Secret carries besides the CA: the server's certificate and the replication
@@ -376,21 +380,6 @@ pub fn server_secret(
         ])),
         ..Secret::default()
     }
-}
-
-/// Checks a Secret the user brought for the server (`spec.tls.serverSecret`): it must hold a
-/// certificate, its key and the CA that clients are to trust.
-pub fn check_user_server_secret(secret: &Secret) -> Result<(), TlsError> {
-    let data = secret.data.as_ref();
-    for key in [TLS_CRT, TLS_KEY, CA_CRT] {
-        if data.and_then(|d| d.get(key)).is_none_or(|v| v.0.is_empty()) {
-            return Err(TlsError::Missing {
-                secret: secret.metadata.name.clone().unwrap_or_default(),
-                key,
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
