@@ -122,9 +122,17 @@ impl Writer {
             let started = Instant::now();
             let mut n = after;
             loop {
+                // The Secret read from the API server is the harness's, not a write: a read
+                // that fails (an API server slow on a loaded machine) is tried again.
+                let target = match app_target(&ctx, &cluster, &name, &ip).await {
+                    Ok(target) => target,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
                 n += 1;
                 let written = async {
-                    let target = app_target(&ctx, &cluster, &name, &ip).await?;
                     let client = connect(&target).await?;
                     let insert = "INSERT INTO writes VALUES ($1, 0) RETURNING timeline";
                     let row = tokio::time::timeout(
