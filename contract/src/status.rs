@@ -163,6 +163,11 @@ pub struct ArchiveStatus {
     /// Why the last failure failed (the store's error; never a credential).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The file whose bytes differ from those already stored under its name (two servers
+    /// wrote one timeline: a split brain), while archiving is stopped behind it. It is never
+    /// overwritten nor released unarchived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
     /// Files acknowledged to PostgreSQL unarchived since the manager started (the disk
     /// policy, docs/pitr-design.md §7).
     #[serde(default)]

@@ -108,6 +108,8 @@ pub struct ArchiveStats {
     pub last_failure: Option<(String, SystemTime, String)>,
     /// When the failures since the last success began.
     pub failing_since: Option<SystemTime>,
+    /// The file the bucket holds other bytes for, until a success.
+    pub conflict: Option<String>,
 }
 
 impl ArchiveStats {
@@ -222,6 +224,7 @@ impl Archiver {
             last_failed_wal,
             last_failed_at,
             last_error,
+            conflict: stats.conflict,
             gave_way_count: stats.gave_way,
             volume_used_percent: self.guard.used(),
             gap_at_percent: Some(self.guard.policy().gap_at),
@@ -262,6 +265,7 @@ impl Archiver {
                 }
                 stats.archived += 1;
                 stats.failing_since = None;
+                stats.conflict = None;
                 stats.last_archived = Some((name.as_str().to_owned(), SystemTime::now()));
                 // A backup history file: a base backup just ended; check the archive after it.
                 if name.as_str().ends_with(".backup") {
@@ -271,18 +275,24 @@ impl Archiver {
             Err(failure) => {
                 let e = &failure.message;
                 tracing::warn!(file = name.as_str(), error = %e, "archiving WAL failed");
-                if !was_failing && let Some(events) = &self.events {
-                    if failure.conflict {
+                // A conflict is its own state, said once per file even amid an outage.
+                let new_conflict =
+                    failure.conflict && stats.conflict.as_deref() != Some(name.as_str());
+                if let Some(events) = &self.events {
+                    if new_conflict {
                         let note = format!(
                             "{e}: two servers wrote timeline {} (a split brain); the file is \
                              kept, never overwritten and never released unarchived",
                             &name.as_str()[..8.min(name.as_str().len())]
                         );
                         events.warning("ArchiveConflict", "Archive", note);
-                    } else {
+                    } else if !was_failing && !failure.conflict {
                         let note = format!("archiving {} failed: {e}", name.as_str());
                         events.warning("ArchiveFailing", "Archive", note);
                     }
+                }
+                if failure.conflict {
+                    stats.conflict = Some(name.as_str().to_owned());
                 }
                 stats.failed += 1;
                 let since = *stats.failing_since.get_or_insert_with(SystemTime::now);

@@ -282,6 +282,12 @@ async fn a_conflict_never_gives_way_however_full_the_volume() {
         "{refused:?}"
     );
     assert_eq!(archiver.status().gave_way_count, 0);
+    // Its own state in /status (it showed only as failing), until a file is archived.
+    assert_eq!(archiver.status().conflict.as_deref(), Some(name.as_str()));
+    let next = data.segment(2, 2);
+    let next_path = data.wal(&next).to_str().unwrap().to_owned();
+    assert_eq!(archiver.archive(&next_path).await, Ok(Archived::Stored));
+    assert_eq!(archiver.status().conflict, None);
 }
 
 #[tokio::test]
@@ -308,4 +314,41 @@ async fn at_100_percent_the_archive_never_gives_way() {
             .is_err()
     );
     assert_eq!(archiver.status().gave_way_count, 0);
+}
+
+/// A gap opened just before a failover: the demoted server's manager uploads its marker once
+/// the bucket answers it as a standby (issue 46, low: it stayed on the old primary's volume
+/// until that server was primary again, and the new primary's checks saw holes, not a gap).
+#[tokio::test]
+async fn a_gap_opened_before_a_demotion_reaches_the_bucket_from_the_standby() {
+    let data = DataDir::new();
+    let store = MemoryStore::default();
+    let names: Vec<String> = (1..=2).map(|n| data.segment(n, n as u8)).collect();
+    let used = Arc::new(AtomicU8::new(85));
+    let long_outage = DiskPolicy {
+        min_outage: std::time::Duration::ZERO,
+        ..DiskPolicy::default()
+    };
+    let archiver = data.archiver_with(&store, &used, long_outage);
+    let path = |n: usize| data.wal(&names[n]).to_str().unwrap().to_owned();
+    store.set_unreachable(true);
+    assert_eq!(archiver.archive(&path(0)).await, Ok(Archived::GaveWay));
+    assert!(archiver.status().gap.is_some_and(|g| g.closed_at.is_none()));
+
+    // Demoted; the new primary archived segment 2, and the bucket answers again.
+    std::fs::write(data.dir.path().join("standby.signal"), "").unwrap();
+    used.store(60, Ordering::Relaxed);
+    store.set_unreachable(false);
+    let stored = wal::push_file(
+        &store,
+        &WalArchive::new(&ClusterLocation::new("", "prod", "db").unwrap(), SYSTEM),
+        &WalName::parse(&names[1]).unwrap(),
+        &data.wal(&names[1]),
+    )
+    .await;
+    assert!(stored.is_ok(), "{stored:?}");
+    assert_eq!(archiver.archive(&path(1)).await, Ok(Archived::ByPrimary));
+    let marker = format!("prod/db/wal/{SYSTEM}/gaps/{}-{}.json", names[0], names[0]);
+    assert!(store.keys().contains(&marker), "{:?}", store.keys());
+    assert!(archiver.status().gap.is_some_and(|g| g.closed_at.is_some()));
 }

@@ -218,6 +218,13 @@ fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus, primary
         "WAL files released unarchived by the disk policy since the manager started",
         count(archive.gave_way_count),
     );
+    metric(
+        "gauge",
+        "tusk_instance_archive_conflict",
+        "1 while archiving is stopped behind a file the bucket holds other bytes for (two \
+         servers wrote one timeline), else 0",
+        Some(i64::from(archive.conflict.is_some())),
+    );
     let open = archive.gap.as_ref().is_some_and(|g| g.closed_at.is_none());
     metric(
         "gauge",

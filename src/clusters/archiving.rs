@@ -76,7 +76,11 @@ pub fn check_owed(archiving: &Archiving, backups: &Summary, now: Timestamp) -> O
 
 /// `status.recoveryWindow`: from the oldest Completed base backup to the newest archived WAL
 /// file (the last report's, else the one `old` recorded: a restarted manager knows none yet).
-/// None without archiving or without a base backup: nothing can be restored to a time.
+/// None without archiving or without a base backup: nothing can be restored to a time. A gap
+/// the primary reports (open, or the last it closed) cannot be crossed: the window starts
+/// from the first base backup completed after it closed, and until there is one it ends where
+/// the gap began (`gapAt`). Base backups off the newest timeline's history are counted: the
+/// operator reads no history here (restore admission does, and refuses them).
 pub fn recovery_window(
     old: Option<&RecoveryWindow>,
     archiving: &Archiving,
@@ -85,19 +89,34 @@ pub fn recovery_window(
     if *archiving == Archiving::NotConfigured {
         return None;
     }
-    let (first, oldest) = backups.oldest_base.clone()?;
-    let reported = match archiving {
-        Archiving::Reported(archive) => archive.last_archived_at,
-        _ => None,
+    let (mut first, mut oldest) = backups.oldest_base.clone()?;
+    let mut count = backups.base_backups;
+    let time = |s: i64| Timestamp::from_second(s).ok().map(Time);
+    let (reported, gap) = match archiving {
+        Archiving::Reported(archive) => (archive.last_archived_at, archive.gap.as_ref()),
+        _ => (None, None),
     };
-    let reported = reported
-        .and_then(|s| Timestamp::from_second(s).ok())
-        .map(Time);
+    let mut gap_at = None;
+    if let Some(gap) = gap {
+        let closed = gap.closed_at;
+        let after: Vec<&(Time, String)> = (backups.bases.iter())
+            .filter(|(at, _)| closed.is_some_and(|c| at.0.as_second() >= c))
+            .collect();
+        match after.first() {
+            Some((at, name)) => {
+                (first, oldest, count) = (at.clone(), name.clone(), after.len());
+            }
+            None => gap_at = time(gap.opened_at),
+        }
+    }
     Some(RecoveryWindow {
         first,
-        last_archived_at: reported.or_else(|| old.and_then(|w| w.last_archived_at.clone())),
+        last_archived_at: reported
+            .and_then(time)
+            .or_else(|| old.and_then(|w| w.last_archived_at.clone())),
         oldest_base_backup: oldest,
-        base_backups: i32::try_from(backups.base_backups).unwrap_or(i32::MAX),
+        base_backups: i32::try_from(count).unwrap_or(i32::MAX),
+        gap_at,
     })
 }
 
@@ -185,7 +204,8 @@ fn at(seconds: Option<i64>) -> String {
 /// while the backlog grew).
 const BEHIND_FILES: u64 = 64;
 
-/// The condition a report gives. An open gap: False, naming what was released. Failing:
+/// The condition a report gives. An open gap: False, naming what was released. A conflicting
+/// file (two writers of one timeline): False, its own reason. Failing:
 /// False, with the store's error (never a credential) and the backlog; else True, saying what
 /// was archived last.
 pub fn condition(archive: &ArchiveStatus) -> Update<'static> {
@@ -211,6 +231,19 @@ pub fn condition(archive: &ArchiveStatus) -> Update<'static> {
                 gap.reason,
                 gap.files,
                 at(Some(gap.opened_at))
+            ),
+        };
+    }
+    if let Some(file) = &archive.conflict {
+        return Update {
+            type_: CONTINUOUS_ARCHIVING,
+            status: false,
+            reason: "ArchiveConflict",
+            message: format!(
+                "the bucket holds other bytes under {file}'s name: two servers wrote its \
+                 timeline (a split brain). Archiving is stopped behind it; the file is never \
+                 overwritten nor released unarchived. Find which server wrote the stored copy; \
+                 {waiting}"
             ),
         };
     }

@@ -22,6 +22,35 @@ fn a_failing_archiver_is_false_with_its_error_and_backlog() {
     );
 }
 
+#[test]
+fn a_conflicting_file_is_its_own_reason_not_a_failure_among_others() {
+    let update = condition(&ArchiveStatus {
+        failed_count: 5,
+        failing: true,
+        pending: 2,
+        last_failed_wal: Some("000000020000000000000007".into()),
+        last_error: Some(
+            "000000020000000000000007 is already archived with different contents".into(),
+        ),
+        conflict: Some("000000020000000000000007".into()),
+        ..ArchiveStatus::default()
+    });
+    assert_eq!((update.status, update.reason), (false, "ArchiveConflict"));
+    assert!(
+        update.message.starts_with(
+            "the bucket holds other bytes under 000000020000000000000007's name: two servers \
+             wrote its timeline (a split brain)"
+        ),
+        "{}",
+        update.message
+    );
+    assert!(
+        update.message.ends_with("2 file(s) wait"),
+        "{}",
+        update.message
+    );
+}
+
 fn closed_gap(closed_at: Option<i64>) -> ArchiveGap {
     ArchiveGap {
         system_identifier: "7400000000000000001".into(),
@@ -130,6 +159,53 @@ fn the_recovery_window_spans_the_oldest_base_backup_to_the_last_archived_file() 
     assert_eq!(
         recovery_window(Some(&window), &Archiving::NotConfigured, &backups),
         None
+    );
+}
+
+/// Issue 46, low: the window advertised the span across a gap no restore can cross.
+#[test]
+fn the_recovery_window_never_spans_a_gap() {
+    let at = |s| Time(Timestamp::from_second(s).unwrap());
+    let bases = vec![
+        (at(1_000), "base-old".to_owned()),
+        (at(9_000), "base-gap".to_owned()),
+    ];
+    let backups = Summary {
+        oldest_base: Some(bases[0].clone()),
+        base_backups: 2,
+        bases: bases.clone(),
+        ..Summary::default()
+    };
+    let gap = |closed_at| ArchiveGap {
+        opened_at: 4_000,
+        closed_at,
+        ..closed_gap(closed_at)
+    };
+    let report = |gap| {
+        Archiving::Reported(Box::new(ArchiveStatus {
+            last_archived_at: Some(10_000),
+            gap: Some(gap),
+            ..ArchiveStatus::default()
+        }))
+    };
+    // Open, or closed with no base backup after it yet: the window ends where the gap began.
+    for open in [gap(None), gap(Some(9_500))] {
+        let window = recovery_window(None, &report(open), &backups).unwrap();
+        assert_eq!(
+            (window.first, window.gap_at, window.oldest_base_backup),
+            (at(1_000), Some(at(4_000)), "base-old".to_owned())
+        );
+    }
+    // A base backup after it: the window starts from it, whole again.
+    let window = recovery_window(None, &report(gap(Some(8_000))), &backups).unwrap();
+    assert_eq!(
+        (
+            window.first,
+            window.gap_at,
+            window.oldest_base_backup,
+            window.base_backups
+        ),
+        (at(9_000), None, "base-gap".to_owned(), 1)
     );
 }
 
