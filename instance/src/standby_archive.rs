@@ -115,7 +115,14 @@ impl Archiver {
                 return Err("promoted while waiting for the primary's upload".into());
             }
             match self.in_bucket(name).await {
-                Ok(Some(answer)) => return Ok(answer),
+                Ok(Some(answer)) => {
+                    // The bucket answers: a gap this server opened as primary (just before a
+                    // failover) closes and its marker goes up now, where it waited on this
+                    // volume for this server's next upload as primary.
+                    let closed = self.guard.after_success(self.events.as_ref());
+                    self.upload_markers(closed).await;
+                    return Ok(answer);
+                }
                 Ok(None) => {}
                 Err(e) => {
                     why = format!("the bucket cannot say whether the primary archived it: {e}")
