@@ -80,6 +80,12 @@ pub enum AgentError {
         segment: String,
         waited_seconds: u64,
     },
+    #[error(
+        "PostgreSQL's pg_backup_stop still waits for the archive to take the backup's last WAL \
+         after {waited_seconds} s, so the base backup would not restore: is WAL archiving \
+         working (condition ContinuousArchiving)?"
+    )]
+    WalNotArchivedAtStop { waited_seconds: u64 },
     #[error("{0}")]
     Other(String),
 }
@@ -118,7 +124,9 @@ impl AgentError {
                 WalError::SystemIdentifier { .. } | WalError::Io { .. } => exit_code::OTHER,
             },
             AgentError::NotArchived(_) => exit_code::NOT_ARCHIVED,
-            AgentError::WalNotArchived { .. } => exit_code::WAL_NOT_ARCHIVED,
+            AgentError::WalNotArchived { .. } | AgentError::WalNotArchivedAtStop { .. } => {
+                exit_code::WAL_NOT_ARCHIVED
+            }
             AgentError::Tool { .. }
             | AgentError::Io { .. }
             | AgentError::Interrupted

@@ -142,3 +142,40 @@ async fn a_base_backup_whose_wal_never_reaches_the_archive_is_not_completed() {
         Vec::<String>::new()
     );
 }
+
+/// Archiving on and failing: PostgreSQL's `pg_backup_stop` waits for the archive, for ever
+/// (issue 46, low). The backup fails within its WAL wait, with nothing left in the bucket.
+#[tokio::test]
+async fn a_base_backup_from_a_primary_whose_archiving_fails_gives_up_at_its_wal_wait() {
+    let store = TestStore::start(Kind::Minio).await;
+    let source = PgServer::start();
+    for setting in ["archive_mode = 'on'", "archive_command = 'false'"] {
+        source.psql("postgres", &format!("ALTER SYSTEM SET {setting}"));
+    }
+    source.restart();
+    let mut backup = agent(&store, "db", Some(&source));
+    backup.args([
+        "base-backup",
+        "--backup-id",
+        "base1",
+        "--wal-wait-seconds",
+        "3",
+    ]);
+    // Bounded here: before, the agent waited with the server as long as the test ran.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(run_fails(
+            backup,
+            8,
+            "pg_backup_stop still waits for the archive",
+        ));
+    });
+    let failed = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the base backup ended within two minutes");
+    assert!(failed.contains("ContinuousArchiving"), "{failed}");
+    assert_eq!(
+        store.keys("nightly/tests/db/base1/").await,
+        Vec::<String>::new()
+    );
+}

@@ -6,9 +6,11 @@
 //! and only once the archive holds every segment of that range: a backup marked complete
 //! restores.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::BufReader;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::backup::{abandon, ensure_new};
@@ -26,6 +28,9 @@ use backup_store::wal::{WalArchive, WalError};
 use backup_store::wal_range::{self, Lsn, WalSpan};
 
 const BACKUP_MANIFEST: &str = "backup_manifest";
+/// The last file of the data directory PostgreSQL sends: after it the server is in
+/// `pg_backup_stop`, which waits for the archive before the `backup_manifest` follows.
+const PG_CONTROL: &str = "global/pg_control";
 
 pub struct BaseBackupOptions {
     pub location: ClusterLocation,
@@ -83,12 +88,20 @@ pub async fn run_base_backup(
     let uploaded = async {
         let mut tool = pg::spawn_tool(pg, "pg_basebackup", &args, false, true)?;
         let stdout = tool.take_stdout()?;
-        let (scan, kept) = tar_scan(read_ahead(stdout), &[BACKUP_MANIFEST]);
+        let stopping = Arc::new(Notify::new());
+        let mark = Some((PG_CONTROL, stopping.clone()));
+        let (scan, kept) = tar_scan(read_ahead(stdout), &[BACKUP_MANIFEST], mark);
         let reader = options
             .compression
             .encode(BufReader::with_capacity(256 * 1024, scan));
         let finish = async move { tool.finish().await.map(|_| ()) };
-        let stored = upload_stream(store, &key, reader, finish, cancel).await?;
+        // pg_basebackup without WAL leaves the archive's wait to the server, which waits in
+        // pg_backup_stop for as long as archiving fails: bounded here like the wait after it
+        // (pg_basebackup is killed when the upload is dropped).
+        let stored = tokio::select! {
+            stored = upload_stream(store, &key, reader, finish, cancel) => stored?,
+            waited = stop_waits_for_the_archive(&stopping, options.wal_wait) => return Err(waited),
+        };
         let kept = kept.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let manifest = kept
             .into_iter()
@@ -184,6 +197,17 @@ async fn await_archived(
             () = tokio::time::sleep(poll) => {}
         }
         poll = (poll * 2).min(ARCHIVE_POLL);
+    }
+}
+
+/// Resolves `wal_wait` after the data directory's last file passed (`stopping`): the server
+/// is still in `pg_backup_stop`, waiting for the archive.
+async fn stop_waits_for_the_archive(stopping: &Notify, wal_wait: Duration) -> AgentError {
+    stopping.notified().await;
+    let started = Instant::now();
+    tokio::time::sleep(wal_wait).await;
+    AgentError::WalNotArchivedAtStop {
+        waited_seconds: started.elapsed().as_secs(),
     }
 }
 

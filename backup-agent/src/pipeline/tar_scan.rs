@@ -5,6 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::Notify;
+
 use super::inspect::Inspect;
 
 const BLOCK: usize = 512;
@@ -27,14 +29,17 @@ enum State {
     Done,
 }
 
-/// `inner`, with a copy of its members named in `wanted` kept as they pass.
+/// `inner`, with a copy of its members named in `wanted` kept as they pass; `mark` is notified
+/// when a member of its name begins (once: a permit waits for a later waiter).
 pub fn tar_scan<R>(
     inner: R,
     wanted: &'static [&'static str],
+    mark: Option<(&'static str, Arc<Notify>)>,
 ) -> (Inspect<R, impl FnMut(&[u8]) + Unpin>, Kept) {
     let kept = Kept::default();
     let mut scanner = TarScan {
         wanted,
+        mark,
         state: State::Header(Vec::with_capacity(BLOCK)),
         kept: kept.clone(),
     };
@@ -46,6 +51,7 @@ pub fn tar_scan<R>(
 
 struct TarScan {
     wanted: &'static [&'static str],
+    mark: Option<(&'static str, Arc<Notify>)>,
     state: State,
     kept: Kept,
 }
@@ -112,6 +118,11 @@ impl TarScan {
         };
         let name = field(0..100);
         let name = name.trim_start_matches("./").to_owned();
+        if let Some((marked, notify)) = &self.mark
+            && *marked == name
+        {
+            notify.notify_one();
+        }
         let keep = (self.wanted.contains(&name.as_str()) && size <= KEEP_LIMIT)
             .then(|| (name, Vec::with_capacity(usize::try_from(size).unwrap_or(0))));
         let padding = (BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64;
@@ -165,10 +176,16 @@ mod tests {
         tar.extend(vec![0u8; 2 * BLOCK]);
         // Read in odd sizes, so headers and bodies arrive split.
         let reader = tokio::io::BufReader::with_capacity(37, tar.as_slice());
-        let (mut scan, kept) = tar_scan(reader, &["backup_manifest", "backup_label"]);
+        let control = Arc::new(Notify::new());
+        let mark = Some(("global/pg_control", control.clone()));
+        let (mut scan, kept) = tar_scan(reader, &["backup_manifest", "backup_label"], mark);
         let mut passed = Vec::new();
         scan.read_to_end(&mut passed).await.unwrap();
         assert_eq!(passed, tar);
+        // The permit the mark left: a waiter after the fact is woken at once.
+        tokio::time::timeout(std::time::Duration::from_secs(1), control.notified())
+            .await
+            .expect("global/pg_control marked");
         let kept = kept.lock().unwrap().clone();
         assert_eq!(
             kept,
