@@ -174,6 +174,12 @@ pub struct RecoveryWindow {
     pub oldest_base_backup: String,
     /// How many Completed base backups the window rests on.
     pub base_backups: i32,
+    /// When the primary began releasing WAL unarchived (a gap: its volume was full while the
+    /// bucket failed), while no base backup has completed after the gap closed: restores reach
+    /// up to about here, not `lastArchivedAt`. Absent once one has, and the window then starts
+    /// from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_at: Option<Time>,
 }
 
 /// A reference to a Completed Backup.

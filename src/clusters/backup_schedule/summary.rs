@@ -24,6 +24,9 @@ pub struct Summary {
     /// window starts, and how many there are.
     pub oldest_base: Option<(Time, String)>,
     pub base_backups: usize,
+    /// Every Completed base backup (when it completed, its name), oldest first: where the
+    /// window starts again after a gap.
+    pub bases: Vec<(Time, String)>,
     /// When the newest base backup completed: the primary owes a continuity check after it.
     pub newest_base_at: Option<Time>,
 }
@@ -97,6 +100,10 @@ pub fn summarize<'a>(backups: impl IntoIterator<Item = &'a Backup>, cluster: &st
         last_finished,
         base_backups: base.len(),
         oldest_base: base.first().map(|(at, b)| (at.clone(), b.name_any())),
+        bases: base
+            .iter()
+            .map(|(at, b)| (at.clone(), b.name_any()))
+            .collect(),
         newest_base_at: base.last().map(|(at, _)| at.clone()),
         ..Summary::default()
     }
