@@ -3,6 +3,7 @@
 //! present, no commit on an old timeline after the first on the new one, the former primary
 //! back as a replica. The write gaps printed here are single runs; the benchmark repeats them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -228,8 +229,23 @@ async fn ha_rolling_update_restarts_the_primary_last(ctx: Ctx) -> Result {
     let parameters = serde_json::json!({"spec": {"parameters": {"work_mem": "8MB"}}});
     ctx.merge_patch_postgresql_in(&ctx.ns, "roll", parameters)
         .await?;
-    let created = replaced(&ctx, "roll", &names, &old_uids).await?;
+    let done = AtomicBool::new(false);
+    let (created, most_down) = tokio::join!(
+        async {
+            let created = replaced(&ctx, "roll", &names, &old_uids).await;
+            done.store(true, Ordering::Relaxed);
+            created
+        },
+        most_pods_down(&ctx, &names, &done),
+    );
+    let (created, most_down) = (created?, most_down?);
     let landed = Instant::now();
+    ensure!(
+        most_down.0 <= 1,
+        "pods down at once during the rolling update: {} ({:?})",
+        most_down.0,
+        most_down.1
+    );
     let gap = check_writes(&ctx, "roll", writer, fault, landed).await?;
     let now = current_primary(&ctx, "roll").await?.unwrap_or_default();
     ensure!(
@@ -242,11 +258,48 @@ async fn ha_rolling_update_restarts_the_primary_last(ctx: Ctx) -> Result {
         "{primary} was not the last pod restarted: created at {created:?}"
     );
     say(format!(
-        "rolling update: replicas first, then a switchover to {now}, {primary} restarted last; \
-         write gap {:.2}s; 0 rows lost",
+        "rolling update: one pod down at a time ({} samples), replicas first, then a switchover \
+         to {now}, {primary} restarted last; write gap {:.2}s; 0 rows lost",
+        most_down.2,
         gap.as_secs_f64()
     ));
     Ok(())
+}
+
+/// Samples the pods `names` about every 200 ms until `done`: the most missing or not Ready at
+/// one moment, which they were, and how many samples were taken.
+async fn most_pods_down(
+    ctx: &Ctx,
+    names: &[String],
+    done: &AtomicBool,
+) -> Result<(usize, Vec<String>, usize)> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let (mut most, mut which, mut samples) = (0, Vec::new(), 0);
+    while !done.load(Ordering::Relaxed) {
+        let list = pods.list(&kube::api::ListParams::default()).await?;
+        let down: Vec<String> = (names.iter())
+            .filter(|name| {
+                let pod = list
+                    .items
+                    .iter()
+                    .find(|p| p.metadata.name.as_ref() == Some(*name));
+                !pod.is_some_and(|p| {
+                    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+                    conditions
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                        && p.metadata.deletion_timestamp.is_none()
+                })
+            })
+            .cloned()
+            .collect();
+        samples += 1;
+        if down.len() > most {
+            (most, which) = (down.len(), down);
+        }
+        // Pacing, not synchronisation: `done` ends the loop.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Ok((most, which, samples))
 }
 
 /// Scaling 3 -> 1 while the primary is ordinal 2: the operator switches over to ordinal 0
