@@ -103,6 +103,7 @@ impl Error {
             Self::Tls(crate::resources::tls::TlsError::Brought { .. }) => {
                 "ServerCertificateInvalid"
             }
+            Self::Tls(crate::resources::tls::TlsError::ForeignCa { .. }) => "SecretNotAllowed",
             Self::Tls(_) => "CertificateFailed",
             Self::BorrowedSecret(_) => "SecretNotAllowed",
             Self::Invariant(_) => "InternalError",

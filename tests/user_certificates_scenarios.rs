@@ -241,3 +241,36 @@ async fn a_spec_naming_a_secret_tusk_generated_is_refused_before_anything_is_rea
         assert_eq!(ready["reason"], "SecretNotAllowed");
     }
 }
+
+/// Issue 47, low: a `<name>-ca` Secret someone else made before the cluster (no owner) was
+/// adopted as the cluster's CA, its maker keeping the key. Refused, named, before anything is
+/// issued or written.
+#[tokio::test]
+async fn a_ca_secret_tusk_did_not_make_is_not_adopted() {
+    let (pg, mut cache) = converged("storage: {size: 1Gi}", true, BackupSchedule::NotConfigured);
+    remove_named(&mut cache.secrets, "demo-ca");
+    remove_named(&mut cache.secrets, "demo-server-tls");
+    let planted = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "demo-ca", "namespace": NS},
+        "data": {"ca.crt": base64(&brought("cluster.local").ca), "ca.key": base64("key")}});
+    let script = vec![
+        Expect::get_missing(format!("{SECRETS}/demo-server-tls")),
+        Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+            (StatusCode::OK, planted.clone())
+        }),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (result, seen) = scenario_result(pg, cache, script).await;
+    let error = result.expect_err("refused").to_string();
+    assert!(
+        error.starts_with("Secret demo-ca exists and Tusk did not create it for this cluster"),
+        "{error}"
+    );
+    assert_eq!(event_reason(&seen[2]), "SecretNotAllowed");
+    let ready = condition(&seen[3].body, "Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("SecretNotAllowed"))
+    );
+}

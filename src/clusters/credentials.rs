@@ -187,7 +187,12 @@ async fn ensure_certificates(
         None => read(server_name).await?,
     };
     let mut writes = Vec::new();
-    let ca = match read(ca_name).await? {
+    let ca = match read(ca_name.clone()).await? {
+        // A CA Secret Tusk did not make for this cluster is not adopted: whoever made it keeps
+        // its key and could sign a server certificate every client trusts (issue 47, low).
+        Some(stored) if !ours(&stored, cluster) => {
+            return Err(tls::TlsError::ForeignCa { secret: ca_name }.into());
+        }
         Some(stored) => {
             let state = CaState::read(&stored, lifetimes)?;
             let state = match state.advance(cluster, now, lifetimes)? {

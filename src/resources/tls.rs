@@ -121,6 +121,13 @@ pub enum TlsError {
         "Secret {secret}, named by spec.tls.serverSecret, cannot serve this cluster: {problem}"
     )]
     Brought { secret: String, problem: String },
+    #[error(
+        "Secret {secret} exists and Tusk did not create it for this cluster: a CA made by someone \
+         else is not adopted (they would hold its key and could sign a server certificate every \
+         client trusts). Delete it to let Tusk issue one, or bring the server certificate with \
+         spec.tls.serverSecret"
+    )]
+    ForeignCa { secret: String },
 }
 
 /// What the server Secret carries besides the CA: the server's certificate and the replication
