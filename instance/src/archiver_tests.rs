@@ -65,6 +65,15 @@ impl DataDir {
     }
 }
 
+/// A disk policy for a bucket down longer than its minimum outage (none here): files give way
+/// from the threshold at once.
+fn long_outage() -> DiskPolicy {
+    DiskPolicy {
+        min_outage: std::time::Duration::ZERO,
+        ..DiskPolicy::default()
+    }
+}
+
 fn key(name: &str) -> String {
     format!("prod/db/wal/{SYSTEM}/00000001/{name}.zst")
 }
@@ -184,12 +193,7 @@ async fn a_full_volume_gives_way_and_the_bucket_gets_the_gap_marker_when_it_answ
     let store = MemoryStore::default();
     let names: Vec<String> = (1..=3).map(|n| data.segment(n, n as u8)).collect();
     let used = Arc::new(AtomicU8::new(79));
-    // The bucket down for longer than the policy's minimum outage (none here).
-    let long_outage = DiskPolicy {
-        min_outage: std::time::Duration::ZERO,
-        ..DiskPolicy::default()
-    };
-    let archiver = data.archiver_with(&store, &used, long_outage);
+    let archiver = data.archiver_with(&store, &used, long_outage());
     let path = |n: usize| data.wal(&names[n]).to_str().unwrap().to_owned();
     store.set_unreachable(true);
 
@@ -219,7 +223,7 @@ async fn a_full_volume_gives_way_and_the_bucket_gets_the_gap_marker_when_it_answ
         (2, None, SYSTEM.to_string())
     );
     // Kept on the volume: a restarted manager still knows the gap.
-    let restarted = data.archiver_with(&store, &used, long_outage);
+    let restarted = data.archiver_with(&store, &used, long_outage());
     assert_eq!(restarted.status().gap.map(|g| g.files), Some(2));
     drop(restarted);
 
@@ -264,11 +268,7 @@ async fn a_conflict_never_gives_way_however_full_the_volume() {
     let data = DataDir::new();
     let store = MemoryStore::default();
     let name = data.segment(1, 1);
-    let full = DiskPolicy {
-        min_outage: std::time::Duration::ZERO,
-        ..DiskPolicy::default()
-    };
-    let archiver = data.archiver_with(&store, &Arc::new(AtomicU8::new(99)), full);
+    let archiver = data.archiver_with(&store, &Arc::new(AtomicU8::new(99)), long_outage());
     // Another server archived other bytes under the same name (a split brain).
     let theirs = data.archiver(&store);
     let path = data.wal(&name).to_str().unwrap().to_owned();
@@ -325,11 +325,7 @@ async fn a_gap_opened_before_a_demotion_reaches_the_bucket_from_the_standby() {
     let store = MemoryStore::default();
     let names: Vec<String> = (1..=2).map(|n| data.segment(n, n as u8)).collect();
     let used = Arc::new(AtomicU8::new(85));
-    let long_outage = DiskPolicy {
-        min_outage: std::time::Duration::ZERO,
-        ..DiskPolicy::default()
-    };
-    let archiver = data.archiver_with(&store, &used, long_outage);
+    let archiver = data.archiver_with(&store, &used, long_outage());
     let path = |n: usize| data.wal(&names[n]).to_str().unwrap().to_owned();
     store.set_unreachable(true);
     assert_eq!(archiver.archive(&path(0)).await, Ok(Archived::GaveWay));
