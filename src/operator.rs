@@ -20,6 +20,7 @@ use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNO
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::compact_pod;
 use crate::runtime::context::watch_owned;
+use crate::runtime::own_status::OwnStatus;
 use crate::runtime::watch::{
     ChildWatches, RelistSignal, drop_managed_fields, labelled_cluster, shared_watch,
 };
@@ -105,9 +106,11 @@ pub async fn run(
         .labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"))
         .page_size(LIST_PAGE);
     let (relisted, relists) = futures::channel::mpsc::unbounded();
+    let own_status = Arc::new(OwnStatus::default());
     let (clusters, cluster_reader) = {
         let (reader, writer) = reflector::store();
         let mut relist = RelistSignal::new(relisted);
+        let own = own_status.clone();
         // Reconcile on spec changes and switchover requests, not on the operator's own status
         // writes.
         let stream = watcher(
@@ -117,7 +120,10 @@ pub async fn run(
         .default_backoff()
         .modify(drop_managed_fields)
         .reflect(writer)
-        .inspect(move |event| relist.observe(event))
+        .inspect(move |event| {
+            relist.observe(event);
+            own.observe(event);
+        })
         .applied_objects()
         .predicate_filter(spec_or_request, Default::default());
         (stream, reader)
@@ -153,7 +159,8 @@ pub async fn run(
     let buckets = Arc::new(SecretBuckets::new(client.clone(), bucket_timeout));
     let context = Arc::new(
         Context::new(client, agent, caches, metrics, buckets)
-            .with_certificate_lifetimes(certificate_lifetimes),
+            .with_certificate_lifetimes(certificate_lifetimes)
+            .with_own_status(own_status),
     );
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);

@@ -8,6 +8,7 @@ mod support;
 use http::{Method, StatusCode};
 use k8s_openapi::api::core::v1::Secret;
 use support::paths::SECRETS;
+use support::read::applied;
 use support::run::scenario;
 use support::verifier::Expect;
 use support::world::*;
@@ -66,12 +67,14 @@ async fn step(state: &CaState) -> [Secret; 4] {
     script.extend(credentials_follow(&cache));
     script.push(Expect::event(NS));
     let (_, seen) = scenario(pg, cache, script).await;
-    let secret = |i: usize| serde_json::from_value::<Secret>(seen[i].body.clone()).expect("Secret");
+    let secret = |name: &str| {
+        serde_json::from_value::<Secret>(applied(&seen, name).clone()).expect("Secret")
+    };
     assert_eq!(
         seen[7].body["note"],
         "Updated Secret demo-ca, Secret demo-server-tls, Secret demo-superuser, Secret demo-app"
     );
-    [secret(1), secret(2), secret(4), secret(6)]
+    ["demo-ca", "demo-server-tls", "demo-superuser", "demo-app"].map(secret)
 }
 
 fn text(secret: &Secret, key: &str) -> String {

@@ -6,7 +6,7 @@ mod support;
 use http::{Method, StatusCode};
 use serde_json::json;
 use support::paths::{SECRETS, SERVICES, STATEFULSETS};
-use support::read::event_reason;
+use support::read::{applied, event_reason};
 use support::run::scenario;
 use support::verifier::{self, Expect};
 use support::world::*;
@@ -186,8 +186,11 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
     script.extend([Expect::event(NS), Expect::event(NS), Expect::event(NS)]);
     let (_, seen) = scenario(pg, cache, script).await;
     // Base64 of the passwords the converged world stored.
-    for (applied, password) in [(4, "c3UtcGFzc3dvcmQ="), (6, "YXBwLXBhc3N3b3Jk")] {
-        let data = &seen[applied].body["data"];
+    for (name, password) in [
+        ("demo-superuser", "c3UtcGFzc3dvcmQ="),
+        ("demo-app", "YXBwLXBhc3N3b3Jk"),
+    ] {
+        let data = &applied(&seen, name)["data"];
         assert_eq!(data["ca.crt"], seen[1].body["data"]["ca.crt"]);
         assert_eq!(data["password"], password);
     }
@@ -358,8 +361,8 @@ async fn a_server_certificate_left_signed_by_a_replaced_ca_is_signed_again() {
     script.push(Expect::event(NS));
     let (_, seen) = scenario(pg, cache, script).await;
     let fingerprint = tls::ca_fingerprint(&ca.cert);
-    for written in [&seen[1], &seen[3], &seen[5]] {
-        let annotations = &written.body["metadata"]["annotations"];
+    for name in ["demo-server-tls", "demo-superuser", "demo-app"] {
+        let annotations = &applied(&seen, name)["metadata"]["annotations"];
         assert_eq!(
             annotations[tls::CA_FINGERPRINT_ANNOTATION],
             fingerprint.as_str()

@@ -21,42 +21,46 @@ use tusk::crd::PostgreSQL;
 #[tokio::test]
 async fn create_from_empty_makes_exactly_these_calls() {
     let pg = postgresql(WITH_BACKUP);
-    let script = vec![
-        // The primary Lease first (held by ordinal 0, which initialises the database): the
-        // primary step runs before anything else.
-        Expect::create(LEASES),
-        // The cleanup finalizer before any other child, so a deletion can never skip
-        // backup.onDelete.
-        Expect::patch_cluster(CLUSTER),
-        // The cluster's CA, then the server certificate it signs.
-        Expect::get_missing(format!("{SECRETS}/demo-server-tls")),
-        Expect::get_missing(format!("{SECRETS}/demo-ca")),
-        Expect::create(SECRETS),
-        Expect::create(SECRETS),
-        // The credentials, which carry that CA.
-        Expect::get_missing(format!("{SECRETS}/demo-superuser")),
-        Expect::create(SECRETS),
-        Expect::get_missing(format!("{SECRETS}/demo-app")),
-        Expect::create(SECRETS),
-        Expect::get_missing(format!("{SECRETS}/demo-replication")),
-        Expect::create(SECRETS),
-        Expect::get_missing(format!("{SECRETS}/demo-monitoring")),
-        Expect::create(SECRETS),
-        Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
-        Expect::apply(format!("{SERVICES}/demo-rw")),
-        Expect::apply(format!("{SERVICES}/demo-ro")),
-        Expect::apply(format!("{SERVICES}/demo-r")),
-        Expect::apply(format!("{SERVICES}/demo-hl")),
-        // The database pods' identity: their Lease and nothing else.
-        Expect::apply(format!("{SERVICE_ACCOUNTS}/demo-instance")),
-        Expect::apply(format!("{ROLES}/demo-instance")),
-        Expect::apply(format!("{ROLE_BINDINGS}/demo-instance")),
-        // Answered without status: the pods are not ready yet, so no CronJob is created.
-        Expect::apply(format!("{STATEFULSETS}/demo")),
-        // One Event lists every child created.
-        Expect::event(NS),
-        Expect::apply_status(STATUS),
-    ];
+    let script = verifier::steps([
+        vec![
+            // The primary Lease first (held by ordinal 0, which initialises the database): the
+            // primary step runs before anything else.
+            Expect::create(LEASES),
+            // The cleanup finalizer before any other child, so a deletion can never skip
+            // backup.onDelete.
+            Expect::patch_cluster(CLUSTER),
+            // The cluster's CA, then the server certificate it signs: created, not read first
+            // (a create never overwrites; nothing is cached, so nothing is known to exist).
+            Expect::create(SECRETS),
+            Expect::create(SECRETS),
+        ],
+        // The credentials, which carry that CA, together.
+        verifier::together(vec![
+            Expect::create(SECRETS),
+            Expect::create(SECRETS),
+            Expect::create(SECRETS),
+            Expect::create(SECRETS),
+        ]),
+        // Everything the StatefulSet does not wait for, together; the database pods' identity
+        // is their Lease and nothing else.
+        verifier::together(vec![
+            Expect::apply(format!("{CONFIG_MAPS}/demo-config")),
+            Expect::apply(format!("{SERVICES}/demo-rw")),
+            Expect::apply(format!("{SERVICES}/demo-ro")),
+            Expect::apply(format!("{SERVICES}/demo-r")),
+            Expect::apply(format!("{SERVICES}/demo-hl")),
+            Expect::apply(format!("{SERVICE_ACCOUNTS}/demo-instance")),
+            Expect::apply(format!("{ROLES}/demo-instance")),
+            Expect::apply(format!("{ROLE_BINDINGS}/demo-instance")),
+        ]),
+        vec![
+            // Answered without status: the pods are not ready yet, so no CronJob is created.
+            Expect::apply(format!("{STATEFULSETS}/demo")),
+            // One Event lists every child created.
+            Expect::event(NS),
+            Expect::apply_status(STATUS),
+        ],
+    ]);
     let (action, seen) = scenario(pg, Cache::default(), script).await;
     assert_eq!(action, Action::requeue(Duration::from_secs(600)));
 
@@ -77,8 +81,16 @@ async fn create_from_empty_makes_exactly_these_calls() {
         );
         assert!(apply.query.contains("force=true"), "{}", apply.query);
     }
-    let secret = &seen[5].body;
-    assert_eq!(secret["metadata"]["name"], "demo-superuser");
+    let created = |name: &str| {
+        let found = seen
+            .iter()
+            .find(|s| s.method == Method::POST && s.body["metadata"]["name"] == name);
+        found
+            .unwrap_or_else(|| panic!("{name} created"))
+            .body
+            .clone()
+    };
+    let secret = created("demo-superuser");
     let password = secret["data"]["password"].as_str().expect("password set");
     assert_eq!(
         password.len(),
@@ -86,12 +98,12 @@ async fn create_from_empty_makes_exactly_these_calls() {
         "32 random bytes of alphanumerics, base64-encoded"
     );
     assert_ne!(
-        seen[5].body["data"]["password"],
-        seen[7].body["data"]["password"]
+        secret["data"]["password"],
+        created("demo-app")["data"]["password"]
     );
     // The credentials carry the CA the server certificate was signed with.
-    let (ca, server) = (&seen[2].body, &seen[3].body);
-    assert_eq!(server["metadata"]["name"], "demo-server-tls");
+    let (ca, server) = (created("demo-ca"), created("demo-server-tls"));
+    assert_eq!(seen[0].body["metadata"]["name"], "demo-ca", "the CA first");
     assert_eq!(secret["data"]["ca.crt"], ca["data"]["ca.crt"]);
     assert_eq!(
         secret["metadata"]["annotations"]["tusk.dev/ca-sha256"],
@@ -384,4 +396,33 @@ async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
         "backoff grows: {delays:?}"
     );
     assert!(delays[0] >= Duration::from_millis(1600) && delays[0] <= Duration::from_millis(2400));
+}
+
+#[tokio::test]
+async fn a_reconcile_started_before_the_last_status_write_came_back_starts_from_that_write() {
+    let (pg, cache) = converged(WITH_BACKUP, true, BackupSchedule::Scheduled);
+    // The copy the cache holds for both reconciles: its status lacks the endpoint, so the first
+    // reconcile writes the status, and the watch has not brought that write back when the
+    // second starts (as when the echoes of the first one's child writes queue it at once).
+    let mut cached = pg.clone();
+    cached.metadata.resource_version = Some("41".into());
+    if let Some(status) = cached.status.as_mut() {
+        status.endpoint = None;
+    }
+    let cached = std::sync::Arc::new(cached);
+    let script = vec![Expect::apply_status(STATUS)];
+    let bucket = support::memory_store::MemoryBucket::default();
+    let ((first, second), seen) = support::run::against(&pg, cache, bucket, script, |ctx| {
+        let reconcile = move |pg| tusk::clusters::reconcile(pg, ctx.clone());
+        async move { (reconcile(cached.clone()).await, reconcile(cached).await) }
+    })
+    .await;
+    first.expect("first reconcile");
+    second.expect("second reconcile");
+    // One status write: the second reconcile started from it, so it had nothing to write (from
+    // the cached copy it would have sent the same status again onto version 41, refused as
+    // stale by the API server, and run a third time).
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].body["metadata"]["resourceVersion"], "41");
+    assert_eq!(seen[0].body["status"]["endpoint"], "demo-rw.prod.svc:5432");
 }

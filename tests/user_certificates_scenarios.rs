@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use http::{Method, StatusCode};
 use serde_json::json;
 use support::paths::{SECRETS, STATUS};
-use support::read::{condition, event_reason};
+use support::read::{applied, condition, event_reason};
 use support::run::scenario_result;
 use support::verifier::Expect;
 use support::world::*;
@@ -123,7 +123,7 @@ async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_car
     script.push(Expect::event(NS));
     let (result, seen) = scenario_result(pg, cache.clone(), script).await;
     result.expect("reconciled");
-    for applied in [&seen[2].body, &seen[4].body] {
+    for applied in ["demo-superuser", "demo-app"].map(|name| applied(&seen, name)) {
         let ca = &brought("cluster.local").ca;
         assert_eq!(applied["data"]["ca.crt"], base64(ca));
         let annotations = &applied["metadata"]["annotations"];
@@ -132,7 +132,10 @@ async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_car
             tls::ca_fingerprint(ca)
         );
     }
-    assert_eq!(seen[2].body["data"]["password"], "c3UtcGFzc3dvcmQ=");
+    assert_eq!(
+        applied(&seen, "demo-superuser")["data"]["password"],
+        "c3UtcGFzc3dvcmQ="
+    );
 
     // Converged again (credentials on the user's CA): one read of the user's Secret, no write.
     let (pg, mut cache) = converged_with_own_certificate();
@@ -254,6 +257,8 @@ async fn a_ca_secret_tusk_did_not_make_is_not_adopted() {
         "metadata": {"name": "demo-ca", "namespace": NS},
         "data": {"ca.crt": base64(&brought("cluster.local").ca), "ca.key": base64("key")}});
     let script = vec![
+        // Neither is cached: the CA is created without a read, found to exist, then read.
+        Expect::already_exists(SECRETS),
         Expect::get_missing(format!("{SECRETS}/demo-server-tls")),
         Expect::new(Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
             (StatusCode::OK, planted.clone())
@@ -267,8 +272,8 @@ async fn a_ca_secret_tusk_did_not_make_is_not_adopted() {
         error.starts_with("Secret demo-ca exists and Tusk did not create it for this cluster"),
         "{error}"
     );
-    assert_eq!(event_reason(&seen[2]), "SecretNotAllowed");
-    let ready = condition(&seen[3].body, "Ready");
+    assert_eq!(event_reason(&seen[3]), "SecretNotAllowed");
+    let ready = condition(&seen[4].body, "Ready");
     assert_eq!(
         (ready["status"].as_str(), ready["reason"].as_str()),
         (Some("False"), Some("SecretNotAllowed"))

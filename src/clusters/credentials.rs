@@ -39,15 +39,22 @@ pub async fn apply_secrets(
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), cluster.namespace);
     let (mut writes, server) = ensure_certificates(cluster, ctx, &api).await?;
     // The CA clients trust: from the server Secret when this reconcile wrote or read it.
-    let mut ca = server.as_ref().and_then(server_ca);
-    for secret in &desired.credentials {
-        let change = ensure_credentials(cluster, ctx, &api, secret, &mut ca).await?;
-        writes.extend(Written::of(secret, change));
-    }
-    for secret in [&desired.replication, &desired.monitoring] {
+    let ca = server.as_ref().and_then(server_ca);
+    // Independent of each other, so sent together: a new cluster's four Secrets take one round
+    // trip, not four.
+    let credentials = desired.credentials.iter().map(|secret| async {
+        let change = ensure_credentials(cluster, ctx, &api, secret, ca.as_deref()).await?;
+        Ok::<_, Error>(Written::of(secret, change))
+    });
+    let internal = [&desired.replication, &desired.monitoring].map(|secret| async {
         let change = ensure_secret(&api, ctx, cluster.namespace, secret).await?;
-        writes.extend(Written::of(secret, change));
-    }
+        Ok::<_, Error>(Written::of(secret, change))
+    });
+    let (credentials, internal) = futures::try_join!(
+        futures::future::try_join_all(credentials),
+        futures::future::try_join_all(internal)
+    )?;
+    writes.extend(credentials.into_iter().chain(internal).flatten());
     Ok(writes)
 }
 
@@ -72,16 +79,16 @@ fn ours(secret: &Secret, cluster: &Cluster) -> bool {
 /// A credentials Secret, created with a fresh password when absent; one of ours whose `ca.crt`
 /// is not the server Secret's CA is rewritten with the password it holds. The cached copies keep
 /// both fingerprints, so a converged cluster reads nothing. `ca` is the server Secret's CA
-/// certificate once known (written or read by this reconcile).
+/// certificate when this reconcile wrote or read it.
 async fn ensure_credentials(
     cluster: &Cluster<'_>,
     ctx: &Context,
     api: &Api<Secret>,
     desired: &Secret,
-    ca: &mut Option<String>,
+    ca: Option<&str>,
 ) -> Result<Change> {
     let (ns, name) = (cluster.namespace, desired.name_any());
-    let wanted = match ca.as_deref() {
+    let wanted = match ca {
         Some(ca) => Some(tls::ca_fingerprint(ca)),
         None => ctx
             .caches
@@ -91,10 +98,19 @@ async fn ensure_credentials(
     };
     let carries =
         |secret: &Secret| wanted.is_some() && tls::recorded_ca(secret) == wanted.as_deref();
-    if let Some(cached) = ctx.caches.secrets.get(ns, &name)
-        && (carries(&cached) || !ours(&cached, cluster))
+    let cached = ctx.caches.secrets.get(ns, &name);
+    if let Some(cached) = &cached
+        && (carries(cached) || !ours(cached, cluster))
     {
         return Ok(Change::Unchanged);
+    }
+    // Not seen yet, most often a new cluster's: created at once (a create never overwrites a
+    // password), read only when it exists after all (the cache lags behind).
+    if let (None, Some(ca)) = (&cached, ca) {
+        let secret = resources::with_ca(desired, desired, ca).unwrap_or_else(|| desired.clone());
+        if create(api, &secret).await? == Change::Created {
+            return Ok(Change::Created);
+        }
     }
     // The cache can lag behind the API server; a read protects an existing password.
     let stored = api.get_opt(&name).await.map_err(read_error(&name))?;
@@ -102,14 +118,17 @@ async fn ensure_credentials(
         Some(stored) if carries(stored) || !ours(stored, cluster) => return Ok(Change::Unchanged),
         _ => {}
     }
-    if ca.is_none() {
-        let server_name = cluster.server_tls_secret_name();
-        let server = api
-            .get_opt(&server_name)
-            .await
-            .map_err(read_error(&server_name))?;
-        *ca = server.as_ref().and_then(server_ca);
-    }
+    let ca = match ca {
+        Some(ca) => Some(ca.to_owned()),
+        None => {
+            let server_name = cluster.server_tls_secret_name();
+            let server = api
+                .get_opt(&server_name)
+                .await
+                .map_err(read_error(&server_name))?;
+            server.as_ref().and_then(server_ca)
+        }
+    };
     let Some(ca) = ca.as_deref() else {
         // No server certificate yet (another writer is making it): the next reconcile adds it.
         return match stored {
@@ -182,11 +201,21 @@ async fn ensure_certificates(
         let error = read_error(&name);
         api.get_opt(&name).await.map_err(error)
     };
+    let mut writes = Vec::new();
+    if cached_server.is_none() && cached_ca.is_none() {
+        // Neither seen: most often a new cluster, whose CA is created without a read first (a
+        // create never overwrites; a CA that exists after all answers 409 and is read below).
+        let state = CaState::issue(cluster, now, lifetimes)?;
+        let secret = state.secret(cluster);
+        if create(api, &secret).await? == Change::Created {
+            writes.extend(Written::of(&secret, Change::Created));
+            return issue_server(cluster, ctx, api, &state, false, writes).await;
+        }
+    }
     let server = match cached_server {
         Some(secret) => Some(secret),
         None => read(server_name).await?,
     };
-    let mut writes = Vec::new();
     let ca = match read(ca_name.clone()).await? {
         // A CA Secret Tusk did not make for this cluster is not adopted: whoever made it keeps
         // its key and could sign a server certificate every client trusts (issue 47, low).
@@ -234,23 +263,41 @@ async fn ensure_certificates(
             state
         }
     };
+    issue_server(cluster, ctx, api, &ca, server.is_some(), writes).await
+}
+
+/// Issues the server certificate with `ca` and writes it: replaced in place when `exists` (or a
+/// create finds it), so that a renewal, a new CA or a rotation step reaches the instance
+/// managers, which reload PostgreSQL when the files change, no pod restarts. Returns the writes
+/// so far with this one, and the Secret written.
+async fn issue_server(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    api: &Api<Secret>,
+    ca: &CaState,
+    exists: bool,
+    mut writes: Vec<Written>,
+) -> Result<(Vec<Written>, Option<Secret>)> {
+    let (now, lifetimes) = (time::OffsetDateTime::now_utc(), &ctx.certificate_lifetimes);
     let validity = tls::Validity::leaf(now, lifetimes, ca.signer_not_after(cluster)?);
     let issued = tls::ServerCertificates {
         server: tls::issue_server(cluster, &ctx.cluster_domain, &ca.signer, validity)?,
         replication: tls::issue_replication(cluster, &ca.signer, validity)?,
     };
     let secret = tls::server_secret(cluster, &issued, &ca.bundle(), validity.until);
-    // A renewal (or a new CA, or a rotation step) replaces the Secret's files in place; the
-    // instance managers reload PostgreSQL when they change, no pod restarts.
-    let change = if server.is_some() {
-        apply(api, None, secret.clone()).await?;
-        Change::Updated
-    } else {
-        create(api, &secret).await?
+    let created = match exists {
+        true => Change::Unchanged,
+        false => create(api, &secret).await?,
+    };
+    let change = match created {
+        Change::Unchanged => {
+            apply(api, None, secret.clone()).await?;
+            Change::Updated
+        }
+        change => change,
     };
     writes.extend(Written::of(&secret, change));
-    let written = (change != Change::Unchanged).then_some(secret);
-    Ok((writes, written))
+    Ok((writes, Some(secret)))
 }
 
 /// How long until a certificate of the cluster is due (a renewal or a CA rotation step), as the
@@ -300,19 +347,15 @@ async fn ensure_secret(
     namespace: &str,
     secret: &Secret,
 ) -> Result<Change> {
-    let name = secret.name_any();
-    if ctx.caches.secrets.get(namespace, &name).is_some() {
-        return Ok(Change::Unchanged);
-    }
-    // The cache can lag behind the API server; a read protects an existing password.
-    if api
-        .get_opt(&name)
-        .await
-        .map_err(read_error(&name))?
+    if ctx
+        .caches
+        .secrets
+        .get(namespace, &secret.name_any())
         .is_some()
     {
         return Ok(Change::Unchanged);
     }
-    // Created by a concurrent reconcile between our read and write: keep theirs.
+    // Not seen yet: a create never overwrites (an existing Secret, one the cache has not seen
+    // yet, answers 409 and is kept), so no read is needed first.
     create(api, secret).await
 }

@@ -38,6 +38,8 @@ const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// The controller's reconcile function.
 pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
+    // With the status the last reconcile wrote, if the watch has not brought it back yet.
+    let pg = ctx.own_status.freshest(pg);
     let settled = settle(
         pg.as_ref(),
         &ctx.backoff,

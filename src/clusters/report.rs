@@ -36,7 +36,12 @@ pub async fn update_status(
         &now(),
     );
     status.certificates = super::credentials::certificate_times(cluster, ctx);
-    crate::runtime::status::write(&ctx.client, pg, pg.status.as_ref(), &status).await
+    let written =
+        crate::runtime::status::write(&ctx.client, pg, pg.status.as_ref(), &status).await?;
+    // The next reconcile may start before the watch brings this back (see `own_status`).
+    Ok(written
+        .map(|written| ctx.own_status.wrote(pg, written))
+        .is_some())
 }
 
 /// Publishes `event` about `pg`.

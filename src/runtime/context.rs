@@ -20,6 +20,7 @@ use super::buckets::Buckets;
 use super::compact::{compact_cronjob, compact_statefulset};
 use super::instance_reader::InstanceReader;
 use super::instances::{LeaseClock, StatusSource};
+use super::own_status::OwnStatus;
 use super::packed::Packed;
 use super::secret_facts::SecretFacts;
 use super::summaries::{CacheEnded, SummaryStore};
@@ -145,6 +146,8 @@ pub struct Context {
     pub buckets: Arc<dyn Buckets>,
     /// When each primary Lease was last seen to change.
     pub lease_clock: Arc<LeaseClock>,
+    /// The clusters' status writes the watch has not brought back yet.
+    pub own_status: Arc<OwnStatus>,
     /// The instance managers' `/status`, read during a failover.
     pub instances: Arc<dyn StatusSource>,
     /// The cluster's DNS domain (`TUSK_CLUSTER_DOMAIN`, default `cluster.local`): the fully
@@ -181,6 +184,7 @@ impl Context {
             backup_backoff: ErrorBackoff::default(),
             buckets,
             lease_clock: Arc::default(),
+            own_status: Arc::default(),
             instances,
             certificate_lifetimes: Lifetimes::default(),
             operator_namespace: std::env::var("POD_NAMESPACE")
@@ -205,6 +209,12 @@ impl Context {
     /// The same context issuing certificates with `lifetimes`.
     pub fn with_certificate_lifetimes(mut self, lifetimes: Lifetimes) -> Self {
         self.certificate_lifetimes = lifetimes;
+        self
+    }
+
+    /// The same context keeping its status writes in `own` (which the clusters' watch updates).
+    pub fn with_own_status(mut self, own: Arc<OwnStatus>) -> Self {
+        self.own_status = own;
         self
     }
 

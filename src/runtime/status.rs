@@ -27,7 +27,8 @@ pub fn now() -> Time {
     Time(now.round(Unit::Second).unwrap_or(now))
 }
 
-/// Applies `status` to `object` unless `current` already equals it; returns whether it wrote.
+/// Applies `status` to `object` unless `current` already equals it; returns the object as
+/// written, when it wrote.
 ///
 /// The patch carries `object`'s resourceVersion, so the API server refuses it (409 Conflict,
 /// `Error::is_stale_copy`) when the object changed since it was read. A reconcile can start
@@ -39,7 +40,7 @@ pub async fn write<K, S>(
     object: &K,
     current: Option<&S>,
     status: &S,
-) -> Result<bool>
+) -> Result<Option<K>>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -48,7 +49,7 @@ where
     S: Serialize + PartialEq,
 {
     if current == Some(status) {
-        return Ok(false);
+        return Ok(None);
     }
     let name = object.name_any();
     let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
@@ -60,12 +61,13 @@ where
     if let Some(version) = &object.meta().resource_version {
         patch["metadata"] = json!({ "resourceVersion": version });
     }
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| Error::Status { name, source })?;
-    Ok(true)
+    let written = api
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|source| Error::Status { name, source })?;
+    Ok(Some(written))
 }

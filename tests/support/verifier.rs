@@ -1,8 +1,11 @@
 //! A scripted API server: each scenario lists the exact requests a reconcile must make, in order,
 //! with the response to each. A request that differs, one more request than scripted, or one
-//! that never comes (within a timeout) fails the scenario.
+//! that never comes (within a timeout) fails the scenario. Requests a reconcile sends together
+//! are scripted as a group ([`together`]): all of them, in any order, before what follows.
 
+use std::collections::VecDeque;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
@@ -23,6 +26,26 @@ pub struct Expect {
     pub method: Method,
     pub path: String,
     respond: Responder,
+    /// The group of requests sent together this one belongs to (see [`together`]).
+    group: Option<usize>,
+}
+
+/// A script of consecutive parts (single requests and [`together`] groups).
+pub fn steps<const N: usize>(parts: [Vec<Expect>; N]) -> Vec<Expect> {
+    parts.into_iter().flatten().collect()
+}
+
+/// `requests`, sent together: they may arrive in any order, and all before the next step.
+pub fn together(requests: Vec<Expect>) -> Vec<Expect> {
+    static GROUPS: AtomicUsize = AtomicUsize::new(0);
+    let group = GROUPS.fetch_add(1, Ordering::Relaxed);
+    requests
+        .into_iter()
+        .map(|expect| Expect {
+            group: Some(group),
+            ..expect
+        })
+        .collect()
 }
 
 /// A request the scenario saw, for assertions on what was sent.
@@ -45,6 +68,7 @@ impl Expect {
             method,
             path: path.into(),
             respond: Box::new(respond),
+            group: None,
         }
     }
 
@@ -103,6 +127,15 @@ impl Expect {
     pub fn create(path: impl Into<String>) -> Self {
         Self::new(Method::POST, path, |body| {
             (StatusCode::CREATED, with_metadata(body.clone()))
+        })
+    }
+
+    /// A create of an object that exists already (409 AlreadyExists).
+    pub fn already_exists(path: impl Into<String>) -> Self {
+        Self::new(Method::POST, path, |_| {
+            let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "AlreadyExists", "code": 409, "message": "already exists"});
+            (StatusCode::CONFLICT, status)
         })
     }
 
@@ -197,13 +230,26 @@ impl Verifier {
     ) -> JoinHandle<Result<Vec<Seen>, String>> {
         tokio::spawn(async move {
             let mut seen = Vec::new();
-            for (step, expect) in script.into_iter().enumerate() {
+            let mut script = VecDeque::from(script);
+            let mut step = 0;
+            while let Some(front) = script.front() {
+                // What may come now: the next request, or any of the group it begins.
+                let group = front.group;
+                let open = script
+                    .iter()
+                    .take_while(|e| e.group.is_some() && e.group == group)
+                    .count()
+                    .max(1);
+                let expected = script
+                    .iter()
+                    .take(open)
+                    .map(|e| format!("{} {}", e.method, e.path))
+                    .collect::<Vec<_>>()
+                    .join(" or ");
                 let next = tokio::time::timeout(TIMEOUT, self.handle.next_request()).await;
                 let Ok(Some((request, send))) = next else {
                     return Err(format!(
-                        "step {step}: expected {} {} but it never came; seen so far: {:#?}",
-                        expect.method,
-                        expect.path,
+                        "step {step}: expected {expected} but it never came; seen so far: {:#?}",
                         summary(&seen)
                     ));
                 };
@@ -220,16 +266,18 @@ impl Verifier {
                     query: parts.uri.query().unwrap_or_default().to_owned(),
                     body,
                 };
-                if request.method != expect.method || request.path != expect.path {
+                let matched = script
+                    .iter()
+                    .take(open)
+                    .position(|e| request.method == e.method && request.path == e.path);
+                let Some(expect) = matched.and_then(|index| script.remove(index)) else {
                     return Err(format!(
-                        "step {step}: expected {} {} but got {} {}; seen before: {:#?}",
-                        expect.method,
-                        expect.path,
+                        "step {step}: expected {expected} but got {} {}; seen before: {:#?}",
                         request.method,
                         request.path,
                         summary(&seen)
                     ));
-                }
+                };
                 let (status, answer) = (expect.respond)(&request.body);
                 let response = Response::builder()
                     .status(status)
@@ -240,6 +288,7 @@ impl Verifier {
                     .map_err(|e| e.to_string())?;
                 send.send_response(response);
                 seen.push(request);
+                step += 1;
             }
             let mut done = done;
             let mut extra = Vec::new();

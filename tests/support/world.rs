@@ -389,7 +389,7 @@ pub fn get_cached_secret(cache: &Cache, name: &str) -> Expect {
 
 /// The credentials following a new CA: each read (answered from `cache`), then applied.
 pub fn credentials_follow(cache: &Cache) -> Vec<Expect> {
-    ["demo-superuser", "demo-app"]
+    let follow = ["demo-superuser", "demo-app"]
         .into_iter()
         .flat_map(|name| {
             [
@@ -397,5 +397,7 @@ pub fn credentials_follow(cache: &Cache) -> Vec<Expect> {
                 Expect::apply(format!("{SECRETS}/{name}")),
             ]
         })
-        .collect()
+        .collect();
+    // Each credentials Secret is its own read and write; the two are sent together.
+    super::verifier::together(follow)
 }

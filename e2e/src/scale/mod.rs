@@ -151,6 +151,12 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
     let reached = census.look().to_string();
     let converge_requests = stand.requests_since(mark)?;
     let converged = stand.usage()?;
+    // The convergence figures now, not only in the table after the deletes (which the
+    // controller-manager's garbage collector takes most of a quarter of an hour over at 1,000).
+    say(format!(
+        "converged: children {children_created:.1?}, ready {all_ready:.1?}, requests {} reads / {} writes, {:.1} CPU s",
+        converge_requests.reads, converge_requests.writes, converged.cpu_seconds
+    ));
 
     say(format!("at rest for {:?}", plan.rest));
     let mark = stand.mark()?;
