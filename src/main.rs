@@ -13,7 +13,7 @@ use tracing::{error, info};
 
 use tusk::leader::Leadership;
 use tusk::metrics::Metrics;
-use tusk::operator::{Scope, run};
+use tusk::operator::{Scope, Settings, run};
 use tusk::resources::AgentSettings;
 use tusk::resources::ca_rotation::Lifetimes;
 use tusk::telemetry::{self, LogFormat};
@@ -64,6 +64,11 @@ struct RunArgs {
     /// endpoint fails the call instead of holding a reconcile.
     #[arg(long, env = "TUSK_BUCKET_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
     bucket_timeout: std::time::Duration,
+    /// How many clusters are reconciled at once (per watched namespace list). A reconcile
+    /// mostly waits on the API server; more at once drains a burst sooner, up to what the API
+    /// server answers (see the README's scale figures).
+    #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    concurrency: u16,
     /// For tests only: the lifetimes of the leaves and the CA Tusk issues, `LEAF,CA` (e.g.
     /// `3m,20m`), to see renewals and a CA rotation within a test run. Default: two and ten years.
     #[arg(long, env = "TUSK_CERTIFICATE_LIFETIMES", hide = true, value_parser = parse_lifetimes)]
@@ -164,16 +169,19 @@ async fn run_operator(args: RunArgs) -> ExitCode {
     } else {
         args.namespaces.into_iter().map(Scope::Namespace).collect()
     };
-    let agent = AgentSettings {
-        image: args.agent_image,
+    let settings = Settings {
+        agent: AgentSettings {
+            image: args.agent_image,
+        },
+        bucket_timeout: args.bucket_timeout,
+        certificate_lifetimes: args.certificate_lifetimes.unwrap_or_default(),
+        concurrency: args.concurrency,
     };
     let controllers = join_all(scopes.into_iter().map(|scope| {
         run(
             client.clone(),
             scope,
-            agent.clone(),
-            args.bucket_timeout,
-            args.certificate_lifetimes.unwrap_or_default(),
+            settings.clone(),
             metrics.clone(),
             shutdown.clone().cancelled_owned(),
         )

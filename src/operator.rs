@@ -89,16 +89,31 @@ fn log_result<T, E: std::error::Error + 'static>(
     }
 }
 
+/// How the controllers run: what every scope shares.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub agent: AgentSettings,
+    /// The deadline of each call to a backup bucket.
+    pub bucket_timeout: std::time::Duration,
+    pub certificate_lifetimes: Lifetimes,
+    /// How many clusters are reconciled at once.
+    pub concurrency: u16,
+}
+
 /// Runs the PostgreSQL and Backup controllers in `scope` until `shutdown` resolves.
 pub async fn run(
     client: Client,
     scope: Scope,
-    agent: AgentSettings,
-    bucket_timeout: std::time::Duration,
-    certificate_lifetimes: Lifetimes,
+    settings: Settings,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let Settings {
+        agent,
+        bucket_timeout,
+        certificate_lifetimes,
+        concurrency,
+    } = settings;
     // Only Tusk's own children are cached: memory grows with clusters, not with the namespace.
     // Lists of 100, not kube's 500: a page is deserialized whole before its objects are
     // compacted and cached, so the page size bounds the memory a (re)start needs on top.
@@ -183,7 +198,7 @@ pub async fn run(
             );
             let restoring_lookup = cluster_reader.clone();
             let clusters = Controller::for_stream(clusters, cluster_reader)
-                .with_config(controller::Config::default().concurrency(8))
+                .with_config(controller::Config::default().concurrency(concurrency))
                 .reconcile_on(trigger_queue)
                 .reconcile_all_on(relists)
                 .watches_shared_stream(job_events.clone(), cluster_of_job)
