@@ -51,9 +51,10 @@ async fn create_from_empty_makes_exactly_these_calls() {
             Expect::apply(format!("{SERVICES}/demo-hl")),
             Expect::apply(format!("{SERVICE_ACCOUNTS}/demo-instance")),
             Expect::apply(format!("{ROLES}/demo-instance")),
-            Expect::apply(format!("{ROLE_BINDINGS}/demo-instance")),
         ]),
         vec![
+            // The binding once its Role exists: the API server refuses to bind a missing Role.
+            Expect::apply(format!("{ROLE_BINDINGS}/demo-instance")),
             // Answered without status: the pods are not ready yet, so no CronJob is created.
             Expect::apply(format!("{STATEFULSETS}/demo")),
             // One Event lists every child created.

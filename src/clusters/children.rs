@@ -57,31 +57,25 @@ pub async fn apply_children(
         .chain(desired.services)
         .map(|service| apply_packed(api(&client, ns), &caches.services, ns, service));
     let access = desired.access;
-    let (config_map, services, account, role, binding) = futures::try_join!(
-        apply_packed(
-            api(&client, ns),
-            &caches.config_maps,
-            ns,
-            desired.config_map
-        ),
+    let (roles, bindings) = (&caches.roles, &caches.role_bindings);
+    // The binding after its Role: the API server refuses to bind a Role it cannot find yet.
+    let role_then_binding = async {
+        let role = apply_packed(api(&client, ns), roles, ns, access.role).await?;
+        let binding = apply_packed(api(&client, ns), bindings, ns, access.role_binding).await?;
+        Ok::<_, crate::error::Error>([role, binding])
+    };
+    let config_map = desired.config_map;
+    let account = access.service_account;
+    let (config_map, services, account, role_and_binding) = futures::try_join!(
+        apply_packed(api(&client, ns), &caches.config_maps, ns, config_map),
         futures::future::try_join_all(services),
-        apply_packed(
-            api(&client, ns),
-            &caches.service_accounts,
-            ns,
-            access.service_account
-        ),
-        apply_packed(api(&client, ns), &caches.roles, ns, access.role),
-        apply_packed(
-            api(&client, ns),
-            &caches.role_bindings,
-            ns,
-            access.role_binding
-        ),
+        apply_packed(api(&client, ns), &caches.service_accounts, ns, account),
+        role_then_binding,
     )?;
     writes.extend(config_map);
     writes.extend(services.into_iter().flatten());
-    writes.extend([account, role, binding].into_iter().flatten());
+    writes.extend(account);
+    writes.extend(role_and_binding.into_iter().flatten());
     let mut desired_statefulset = desired.statefulset;
     let existing = cached(&caches.statefulsets, ns, &desired_statefulset.name_any());
     if let Some(existing) = &existing {
