@@ -67,7 +67,7 @@ struct RunArgs {
     /// How many clusters are reconciled at once (per watched namespace list). A reconcile
     /// mostly waits on the API server; more at once drains a burst sooner, up to what the API
     /// server answers (see the README's scale figures).
-    #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     concurrency: u16,
     /// For tests only: the lifetimes of the leaves and the CA Tusk issues, `LEAF,CA` (e.g.
     /// `3m,20m`), to see renewals and a CA rotation within a test run. Default: two and ten years.

@@ -76,6 +76,10 @@ impl OwnStatus {
                 (object, false)
             }
             Ok(watcher::Event::Delete(object)) => (object, true),
+            // A relist: it brings back every cluster there is, at its version now, but says
+            // nothing of one deleted meanwhile; starting over keeps no write of it. A
+            // reconcile before the list ends may be refused as stale, as before.
+            Ok(watcher::Event::Init) => return self.lock().clear(),
             _ => return,
         };
         let key = ObjectRef::from_obj(object);
@@ -134,7 +138,7 @@ mod tests {
     }
 
     #[test]
-    fn the_watch_bringing_the_write_back_or_a_deletion_forgets_it() {
+    fn the_watch_bringing_the_write_back_a_deletion_or_a_relist_forgets_it() {
         let own = OwnStatus::default();
         own.wrote(&at("10", "demo-0"), at("11", "demo-1"));
         own.observe::<()>(&Ok(watcher::Event::Apply(at("10", "demo-0"))));
@@ -144,5 +148,8 @@ mod tests {
         own.wrote(&at("11", "demo-1"), at("12", "demo-2"));
         own.observe::<()>(&Ok(watcher::Event::Delete(at("11", "demo-1"))));
         assert_eq!(own.in_flight(), 0, "deleted");
+        own.wrote(&at("12", "demo-2"), at("13", "demo-3"));
+        own.observe::<()>(&Ok(watcher::Event::Init));
+        assert_eq!(own.in_flight(), 0, "a relist starts over");
     }
 }
