@@ -64,9 +64,10 @@ struct RunArgs {
     /// endpoint fails the call instead of holding a reconcile.
     #[arg(long, env = "TUSK_BUCKET_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
     bucket_timeout: std::time::Duration,
-    /// How many clusters are reconciled at once (per watched namespace list). A reconcile
-    /// mostly waits on the API server; more at once drains a burst sooner, up to what the API
-    /// server answers (see the README's scale figures).
+    /// How many clusters are reconciled at once, in each watched namespace (or once for all
+    /// namespaces when none is named). A reconcile mostly waits on the API server, so more at
+    /// once helps only while the API server keeps up (at 1,000 new clusters it did not: README,
+    /// Performance).
     #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     concurrency: u16,
     /// For tests only: the lifetimes of the leaves and the CA Tusk issues, `LEAF,CA` (e.g.
