@@ -46,8 +46,9 @@ pub async fn apply_children(
 
     writes.extend(apply_secrets(cluster, &desired, ctx).await?);
 
-    // Independent of each other, so sent together: a new cluster's eight take one round trip.
-    // The pods' account and its role exist before the StatefulSet asks for them.
+    // Independent of each other, so sent together (the RoleBinding right after its Role): a
+    // new cluster's eight take two round trips, not eight. The pods' account and its role exist
+    // before the StatefulSet asks for them.
     let rw = if restore_pending {
         desired.rw.held
     } else {

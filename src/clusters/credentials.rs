@@ -285,16 +285,11 @@ async fn issue_server(
         replication: tls::issue_replication(cluster, &ca.signer, validity)?,
     };
     let secret = tls::server_secret(cluster, &issued, &ca.bundle(), validity.until);
-    let created = match exists {
-        true => Change::Unchanged,
-        false => create(api, &secret).await?,
-    };
-    let change = match created {
-        Change::Unchanged => {
-            apply(api, None, secret.clone()).await?;
-            Change::Updated
-        }
-        change => change,
+    let change = if !exists && create(api, &secret).await? == Change::Created {
+        Change::Created
+    } else {
+        apply(api, None, secret.clone()).await?;
+        Change::Updated
     };
     writes.extend(Written::of(&secret, change));
     Ok((writes, Some(secret)))

@@ -38,10 +38,12 @@ pub async fn update_status(
     status.certificates = super::credentials::certificate_times(cluster, ctx);
     let written =
         crate::runtime::status::write(&ctx.client, pg, pg.status.as_ref(), &status).await?;
+    let Some(written) = written else {
+        return Ok(false);
+    };
     // The next reconcile may start before the watch brings this back (see `own_status`).
-    Ok(written
-        .map(|written| ctx.own_status.wrote(pg, written))
-        .is_some())
+    ctx.own_status.wrote(pg, written);
+    Ok(true)
 }
 
 /// Publishes `event` about `pg`.
