@@ -136,3 +136,30 @@ fn each_clusters_server_certificate_expiry_is_exported_and_leaves_with_its_secre
             .contains("tusk_server_certificate_expiry_timestamp_seconds{")
     );
 }
+
+#[test]
+fn clusters_reconciled_counts_each_cached_cluster_once_and_forgets_the_deleted() {
+    let cluster = |name: &str, uid: &str| {
+        let spec = serde_json::json!({"storage": {"size": "1Gi"}});
+        let mut pg = crate::crd::fixtures::postgresql("prod", name, spec, serde_json::json!({}));
+        pg.metadata.uid = Some(uid.to_owned());
+        pg
+    };
+    let (a, b, c) = (
+        cluster("a", "uid-a"),
+        cluster("b", "uid-b"),
+        cluster("c", "uid-c"),
+    );
+    let metrics = Metrics::default();
+    for uid in ["uid-a", "uid-a", "uid-a", "uid-b"] {
+        metrics.cluster_reconciled(uid);
+    }
+    metrics.count_reconciled([&a, &b, &c]);
+    assert!(metrics.encode().contains("tusk_clusters_reconciled 2\n"));
+    // b deleted: it leaves the count, and a later cluster with b's name is a new one.
+    metrics.count_reconciled([&a, &c]);
+    assert!(metrics.encode().contains("tusk_clusters_reconciled 1\n"));
+    metrics.cluster_reconciled("uid-c");
+    metrics.count_reconciled([&a, &c]);
+    assert!(metrics.encode().contains("tusk_clusters_reconciled 2\n"));
+}

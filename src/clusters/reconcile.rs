@@ -46,6 +46,9 @@ pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action>
         reconcile_cluster(&pg, &ctx).await,
     );
     ctx.metrics.reconciled(settled.label(), started.elapsed());
+    if let Some(uid) = pg.metadata.uid.as_deref() {
+        ctx.metrics.cluster_reconciled(uid);
+    }
     if let Settled::Failed(error) = &settled {
         report::report_error(&pg, &ctx, error).await;
     }

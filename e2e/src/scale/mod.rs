@@ -207,6 +207,7 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         rest_requests,
         settled,
         restart_settled,
+        restart_meaning: op.settled().meaning(),
         restart_requests,
         restart_wait,
         restarted,
@@ -258,10 +259,12 @@ async fn restart(
     stand.script("start").await?;
     loop {
         let done = match stand.under_test.settled() {
-            Settled::Metric(series) => {
+            Settled::Clusters(series) | Settled::Reconciles(series) => {
                 metrics::sum(&stand.operator.operator_metrics().await?, series)
             }
-            Settled::LogLines(lines) => log_lines(&stand.operator_log(), log_mark, lines)? as f64,
+            Settled::LogLines { needles, key } => {
+                log_clusters(&stand.operator_log(), log_mark, needles, key)? as f64
+            }
         };
         if done >= clusters as f64 {
             break;
@@ -274,14 +277,33 @@ async fn restart(
     Ok((start.elapsed(), stand.requests_since(mark)?))
 }
 
-/// Lines of `log` after byte `mark` that contain one of `needles`.
-fn log_lines(log: &Path, mark: u64, needles: &[&str]) -> Result<usize> {
+/// The clusters named (after `key`) by lines of `log` after byte `mark` that contain one of
+/// `needles`; a matching line without `key` counts on its own.
+fn log_clusters(log: &Path, mark: u64, needles: &[&str], key: &str) -> Result<usize> {
     let text = std::fs::read(log).context(log.display())?;
     let start = usize::try_from(mark).unwrap_or(usize::MAX).min(text.len());
-    Ok(String::from_utf8_lossy(&text[start..])
-        .lines()
-        .filter(|line| needles.iter().any(|n| line.contains(n)))
-        .count())
+    Ok(distinct_clusters(
+        &String::from_utf8_lossy(&text[start..]),
+        needles,
+        key,
+    ))
+}
+
+fn distinct_clusters(text: &str, needles: &[&str], key: &str) -> usize {
+    let mut named = std::collections::HashSet::new();
+    let mut unnamed = 0;
+    for line in text.lines() {
+        if !needles.iter().any(|n| line.contains(n)) {
+            continue;
+        }
+        match line.split_once(key) {
+            Some((_, rest)) => {
+                named.insert(rest.split_whitespace().next().unwrap_or_default());
+            }
+            None => unnamed += 1,
+        }
+    }
+    named.len() + unnamed
 }
 
 /// The directory of the local control plane: TUSK_E2E_DIR, as e2e/local/up.sh wrote it.
@@ -292,4 +314,24 @@ pub fn stand_dir() -> Result<PathBuf> {
         fail!("no control plane in {} (e2e/local/up.sh)", dir.display());
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cluster_synced_twice_after_a_restart_counts_once() {
+        let log = "\
+level=info msg=\"cluster has been synced\" cluster-name=ns/a pkg=controller
+level=info msg=\"cluster has been synced\" cluster-name=ns/a pkg=controller
+level=warning msg=\"could not sync cluster\" cluster-name=ns/b pkg=controller
+level=info msg=\"watching\" cluster-name=ns/c
+level=info msg=\"cluster has been created\"
+";
+        let needles = [
+            "cluster has been synced",
+            "could not sync cluster",
+            "has been created",
+        ];
+        assert_eq!(super::distinct_clusters(log, &needles, "cluster-name="), 3);
+    }
 }

@@ -38,10 +38,29 @@ pub struct Children {
 /// How the benchmark sees that a restarted operator has been through every cluster once.
 #[derive(Debug, Clone, Copy)]
 pub enum Settled {
-    /// A counter on the operator's /metrics (a prefix of the series) reaches the cluster count.
-    Metric(&'static str),
-    /// Lines of the operator's log containing one of these reach the cluster count.
-    LogLines(&'static [&'static str]),
+    /// A gauge on the operator's /metrics of the distinct clusters reconciled since it started.
+    Clusters(&'static str),
+    /// A counter on the operator's /metrics (a prefix of the series) of reconciles, which cannot
+    /// tell clusters apart: reaching the cluster count is a lower bound of the time.
+    Reconciles(&'static str),
+    /// Lines of the operator's log containing one of `needles`, told apart by the value after
+    /// `key` (the cluster's name) where the line has one.
+    LogLines {
+        needles: &'static [&'static str],
+        key: &'static str,
+    },
+}
+
+impl Settled {
+    /// What reaching the cluster count means, for the report.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Settled::Clusters(_) | Settled::LogLines { .. } => "every cluster reconciled",
+            Settled::Reconciles(_) => {
+                "as many reconciles as clusters (its counter cannot tell clusters apart)"
+            }
+        }
+    }
 }
 
 impl Operator {
@@ -163,19 +182,22 @@ impl Operator {
     /// How a restart is seen to have gone through every cluster.
     pub fn settled(self) -> Settled {
         match self {
-            Operator::Tusk => Settled::Metric("tusk_reconcile_total"),
+            Operator::Tusk => Settled::Clusters("tusk_clusters_reconciled"),
             // controller-runtime's counter of the Cluster controller's reconciles.
             Operator::Cnpg => {
-                Settled::Metric("controller_runtime_reconcile_total{controller=\"cluster\"")
+                Settled::Reconciles("controller_runtime_reconcile_total{controller=\"cluster\"")
             }
             // It has no metrics; at start it syncs every cluster once (creates one it had not
             // finished creating) and logs the outcome.
-            Operator::Zalando => Settled::LogLines(&[
-                "cluster has been synced",
-                "could not sync cluster",
-                "cluster has been created",
-                "could not create cluster",
-            ]),
+            Operator::Zalando => Settled::LogLines {
+                needles: &[
+                    "cluster has been synced",
+                    "could not sync cluster",
+                    "cluster has been created",
+                    "could not create cluster",
+                ],
+                key: "cluster-name=",
+            },
         }
     }
 

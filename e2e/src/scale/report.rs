@@ -35,6 +35,8 @@ pub struct Report {
     pub settled: Usage,
     /// Restart at rest: start → every cluster reconciled once, and the writes made meanwhile.
     pub restart_settled: Duration,
+    /// What `restart_settled` waited for (operators.rs, Settled::meaning).
+    pub restart_meaning: &'static str,
     pub restart_requests: Requests,
     /// How long after the restart `restarted` was read.
     pub restart_wait: Duration,
@@ -116,8 +118,8 @@ impl Report {
                 ),
             ),
             (
-                "restart at rest: time to reconcile all",
-                secs(self.restart_settled),
+                "restart at rest: settled after",
+                format!("{} ({})", secs(self.restart_settled), self.restart_meaning),
             ),
             (
                 "restart at rest: requests (reads / writes)",
