@@ -6,7 +6,7 @@ mod support;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, STATUS};
+use support::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, SECRETS, STATUS};
 use support::read::condition;
 use support::run::reconcile_cluster as run;
 use support::scripts::{delete_finalizer, restore_finished};
@@ -16,9 +16,19 @@ use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
 use tusk::resources::CLIENTS_HELD_LABEL;
 
-/// The restore Job is created, with its Event, and the status says so.
-fn restore_job_created() -> Vec<Expect> {
+/// The restore's superuser certificate is issued from the stored CA (read), then the restore
+/// Job is created, with its Event, and the status says so.
+fn restore_job_created(pg: &PostgreSQL) -> Vec<Expect> {
+    let cluster = tusk::resources::Cluster::new(pg).expect("cluster");
+    let now = time::OffsetDateTime::now_utc();
+    let lifetimes = tusk::resources::ca_rotation::Lifetimes::default();
+    let ca = tusk::resources::ca_rotation::CaState::issue(&cluster, now, &lifetimes).expect("CA");
+    let stored = serde_json::to_value(ca.secret(&cluster)).expect("JSON");
     vec![
+        Expect::new(http::Method::GET, format!("{SECRETS}/demo-ca"), move |_| {
+            (http::StatusCode::OK, stored)
+        }),
+        Expect::apply(format!("{SECRETS}/demo-restore-tls")),
         Expect::create(JOBS),
         Expect::event(NS),
         Expect::apply_status(STATUS),
@@ -117,16 +127,30 @@ fn restoring(status_ready: bool) -> (PostgreSQL, Cache) {
 #[tokio::test]
 async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
     let (pg, cache) = restoring(false);
-    let script = restore_job_created();
+    let script = restore_job_created(&pg);
     let (_, seen) = run(pg, cache, MemoryBucket::default(), script).await;
-    let job = &seen[0].body;
+    // A certificate naming the superuser, for this restore only.
+    let certificate = &seen[1].body;
+    assert_eq!(certificate["metadata"]["name"], "demo-restore-tls");
+    assert_eq!(certificate["type"], "kubernetes.io/tls");
+    let job = &seen[2].body;
     assert_eq!(job["metadata"]["name"], "demo-restore");
     assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "PostgreSQL");
     assert_eq!(job["spec"]["backoffLimit"], 0);
     let container = &job["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
         container["args"],
-        json!(["restore", "--preserve-role", "app"])
+        json!([
+            "restore",
+            "--preserve-role",
+            "app",
+            "--preserve-role",
+            "tusk_replication",
+            "--preserve-role",
+            "tusk_rewind",
+            "--preserve-role",
+            "tusk_backup"
+        ])
     );
     assert_eq!(
         env(job, "TUSK_CLUSTER"),
@@ -140,7 +164,7 @@ async fn a_restore_starts_once_the_database_serves_and_gates_ready() {
         "written into this cluster"
     );
     assert_eq!(env(job, "TUSK_BACKUP_ID"), "nightly");
-    let status = &seen[2].body;
+    let status = &seen[4].body;
     assert_eq!(condition(status, "Restored")["reason"], "Restoring");
     assert_eq!(condition(status, "Ready")["status"], "False");
     assert_eq!(condition(status, "Ready")["reason"], "WaitingForRestore");
@@ -269,9 +293,9 @@ restore:
         "prod/demo/b3/app.dump.zst",
         "a backup without manifest does not exist",
     );
-    let script = restore_job_created();
+    let script = restore_job_created(&pg);
     let (_, seen) = run(pg, cache, bucket, script).await;
-    assert_eq!(env(&seen[0].body, "TUSK_BACKUP_ID"), "b2");
+    assert_eq!(env(&seen[2].body, "TUSK_BACKUP_ID"), "b2");
 }
 
 // --- deletion -------------------------------------------------------------------------------

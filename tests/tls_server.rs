@@ -65,7 +65,7 @@ fn psql(conninfo: &str, ca: &Path) -> Output {
             "-At",
             "-d",
             &format!(
-                "{conninfo} sslrootcert={} user=postgres dbname=postgres",
+                "{conninfo} sslrootcert={} user=app dbname=postgres",
                 ca.display()
             ),
             "-c",
@@ -124,7 +124,7 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     write_owned(&root.join("etc/postgresql.conf"), &conf, 0o644);
     write_owned(
         &root.join("etc/pg_hba.conf"),
-        &tusk::resources::render_hba(true),
+        &tusk::resources::render_hba(true, false),
         0o644,
     );
     write_owned(&root.join("etc/pg_ident.conf"), "", 0o644);
@@ -197,6 +197,13 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    for sql in [
+        "CREATE ROLE app LOGIN PASSWORD 'tls-test'",
+        "CREATE DATABASE app OWNER app",
+    ] {
+        let made = local(sql);
+        assert!(made.status.success(), "{made:?}");
+    }
     let at = |host: &str, extra: &str| {
         psql(
             &format!("host={host} hostaddr=127.0.0.1 port={port} {extra}"),
@@ -266,11 +273,11 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     std::fs::write(&key, &replication.key).unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let with_cert = format!("sslcert={} sslkey={}", cert.display(), key.display());
-    // psql as tusk_replication with `password`, `conninfo` added to the connection string.
-    let as_replication_role = |password: &str, conninfo: &str, commands: &[&str]| {
+    // psql as `user` with `password`, `conninfo` added to the connection string.
+    let as_role = |user: &str, password: &str, conninfo: &str, commands: &[&str]| {
         let mut psql = Command::new(tusk_testkit::pg_bin_dir().join("psql"));
         psql.args(["-X", "-At", "-d"]).arg(format!(
-            "host=demo-rw hostaddr=127.0.0.1 port={port} user=tusk_replication \
+            "host=demo-rw hostaddr=127.0.0.1 port={port} user={user} \
              sslmode=verify-full sslrootcert={} {conninfo}",
             client_ca.display()
         ));
@@ -283,7 +290,8 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
             .unwrap()
     };
     let stream = |password: &str, extra: &str| {
-        as_replication_role(
+        as_role(
+            "tusk_replication",
             password,
             &format!("replication=true {extra}"),
             &["IDENTIFY_SYSTEM"],
@@ -313,7 +321,12 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     // standby's, or decode every row change.
     let session = |extra: &str| {
         let slot = "SELECT pg_create_physical_replication_slot('stolen')";
-        as_replication_role("repl-test", &format!("dbname=postgres {extra}"), &[slot])
+        as_role(
+            "tusk_replication",
+            "repl-test",
+            &format!("dbname=postgres {extra}"),
+            &[slot],
+        )
     };
     for extra in ["", with_cert.as_str()] {
         let out = session(extra);
@@ -324,7 +337,8 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         );
     }
     // What a base backup reads of the server, it reads over replication (backup-agent).
-    let out = as_replication_role(
+    let out = as_role(
+        "tusk_replication",
         "repl-test",
         &format!("replication=true {with_cert}"),
         &["SHOW wal_segment_size", "SHOW server_version_num"],
@@ -334,5 +348,84 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         out.status.success() && shown.starts_with("16MB\n15"),
         "{shown} {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The roles that borrow the replication credential (issue 47, defect 4), made here as the
+    // instance manager makes them: each needs the password and a certificate of the CA, and
+    // gets in only where its work is.
+    for role in ["tusk_rewind", "tusk_backup"] {
+        let made = local(&format!("CREATE ROLE {role} LOGIN PASSWORD 'repl-test'"));
+        assert!(made.status.success(), "{made:?}");
+    }
+    let refused = |out: &Output, needle: &str, what: &str| {
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && error.contains(needle),
+            "{what}: {error}"
+        );
+    };
+    let whoami = ["SELECT current_user"];
+    for (role, database) in [("tusk_rewind", "postgres"), ("tusk_backup", "app")] {
+        let conninfo = format!("dbname={database}");
+        let out = as_role(role, "repl-test", &conninfo, &whoami);
+        refused(&out, "certificate", &format!("{role}'s password alone"));
+        let out = as_role(
+            role,
+            "repl-test",
+            &format!("{conninfo} {with_cert}"),
+            &whoami,
+        );
+        let user = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            user.trim(),
+            role,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = as_role(
+        "tusk_rewind",
+        "repl-test",
+        &format!("dbname=app {with_cert}"),
+        &whoami,
+    );
+    refused(
+        &out,
+        "pg_hba.conf rejects",
+        "tusk_rewind outside database postgres",
+    );
+
+    // The superuser: its password alone is refused over the network; with the certificate a
+    // restore is given (it names `postgres`), it gets in. The replication certificate does not
+    // stand in for it.
+    let out = as_role("postgres", "tls-test", "dbname=postgres", &whoami);
+    refused(&out, "certificate", "the superuser's password alone");
+    let out = as_role(
+        "postgres",
+        "tls-test",
+        &format!("dbname=postgres {with_cert}"),
+        &whoami,
+    );
+    // (PostgreSQL reports the certificate's wrong name as the method's failure.)
+    refused(
+        &out,
+        "authentication failed",
+        "the superuser with another role's certificate",
+    );
+    let restore = tls::issue_superuser(&cluster, &ca, validity).unwrap();
+    let (cert, key) = (root.join("restore.crt"), root.join("restore.key"));
+    std::fs::write(&cert, &restore.cert).unwrap();
+    std::fs::write(&key, &restore.key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let restore_cert = format!(
+        "dbname=postgres sslcert={} sslkey={}",
+        cert.display(),
+        key.display()
+    );
+    let out = as_role("postgres", "tls-test", &restore_cert, &whoami);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "postgres",
+        "{out:?}"
     );
 }

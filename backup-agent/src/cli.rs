@@ -173,7 +173,14 @@ pub struct PgArgs {
     /// The CA (PEM) the server's certificate must chain to.
     #[arg(long, env = "PGSSLROOTCERT")]
     pub ssl_root_cert: Option<PathBuf>,
-    /// PostgreSQL role; needs superuser (or equivalent) rights to dump roles and every database.
+    /// A client certificate (PEM) presented to a server that asks for one, with PGSSLKEY.
+    #[arg(long, env = "PGSSLCERT")]
+    pub ssl_cert: Option<PathBuf>,
+    /// The key of PGSSLCERT (PEM).
+    #[arg(long, env = "PGSSLKEY")]
+    pub ssl_key: Option<PathBuf>,
+    /// PostgreSQL role. A backup reads every database and the roles (Tusk's `tusk_backup`:
+    /// pg_read_all_data, BYPASSRLS); a restore creates roles and databases (the superuser).
     #[arg(long, env = "PGUSER", default_value = "postgres")]
     pub username: String,
     /// Database for catalog queries and pg_dumpall.

@@ -20,5 +20,14 @@ pub fn pg_params(args: &PgArgs) -> Result<PgParams, AgentError> {
         hostaddr: args.hostaddr,
         ssl_mode: args.ssl_mode,
         ssl_root_cert: args.ssl_root_cert.clone(),
+        client_certificate: match (&args.ssl_cert, &args.ssl_key) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (None, None) => None,
+            _ => {
+                return Err(AgentError::Usage(
+                    "PGSSLCERT and PGSSLKEY go together: a client certificate needs its key".into(),
+                ));
+            }
+        },
     })
 }

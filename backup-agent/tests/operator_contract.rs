@@ -7,7 +7,7 @@
 mod common;
 
 use common::agent::run_ok;
-use common::postgres::{PASSWORD, PgServer};
+use common::postgres::PgServer;
 use common::stores::{Kind, TestStore};
 use common::{minio, seed};
 use serde_json::Value;
@@ -24,14 +24,15 @@ fn contract() -> Value {
 }
 
 const JOB_UID: &str = "5b0e-job-uid";
+/// The replication role's password, which `tusk_backup` takes.
+const MACHINE_PASSWORD: &str = "machine-pw";
 
 /// What the kubelet would put in the environment for one variable of the contract.
 fn resolve(var: &Value, store: &TestStore, pg: &PgServer) -> (String, String) {
     let name = var["name"].as_str().expect("env name").to_owned();
     let value = if let Some(secret) = var.get("secretKeyRef") {
         match (secret["name"].as_str(), secret["key"].as_str()) {
-            (Some("demo-superuser"), Some("username")) => "postgres".to_owned(),
-            (Some("demo-superuser"), Some("password")) => PASSWORD.to_owned(),
+            (Some("demo-replication"), Some("password")) => MACHINE_PASSWORD.to_owned(),
             (Some("minio-credentials"), Some("access-key")) => minio::ACCESS_KEY.to_owned(),
             (Some("minio-credentials"), Some("secret-key")) => minio::SECRET_KEY.to_owned(),
             other => panic!("the contract references an unknown Secret key {other:?}"),
@@ -51,6 +52,10 @@ fn resolve(var: &Value, store: &TestStore, pg: &PgServer) -> (String, String) {
             "PGPORT" => pg.port.to_string(),
             // The mounted CA: the test server's (its certificate names 127.0.0.1).
             "PGSSLROOTCERT" => pg.ca.display().to_string(),
+            // The mounted client certificate: the replication role's, as the server Secret
+            // carries it.
+            "PGSSLCERT" => pg.dir.path().join("replication.crt").display().to_string(),
+            "PGSSLKEY" => pg.dir.path().join("replication.key").display().to_string(),
             "TUSK_S3_ENDPOINT" => store.endpoint().to_owned(),
             _ => value,
         }
@@ -63,6 +68,48 @@ async fn the_operators_backup_job_produces_a_complete_backup() {
     let store = TestStore::start(Kind::Minio).await;
     let pg = PgServer::start();
     seed::seed(&pg);
+    // What only a reader that bypasses row security and reads large objects can dump.
+    pg.psql(
+        "app",
+        "SET ROLE app_owner;
+         CREATE TABLE secrets (owner text, note text);
+         INSERT INTO secrets VALUES ('nobody', 'hidden by a policy');
+         ALTER TABLE secrets ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+         SELECT lo_from_bytea(0, 'a large object');",
+    );
+    // The backup logs in as tusk_backup, made as the instance manager makes it.
+    let backup = tusk_contract::roles::BACKUP_USER;
+    let options = tusk_contract::roles::BACKUP_OPTIONS;
+    pg.psql(
+        "postgres",
+        &format!("CREATE ROLE {backup} {options} PASSWORD '{MACHINE_PASSWORD}'"),
+    );
+    pg.psql("postgres", "CREATE ROLE tusk_rewind LOGIN");
+    for grant in tusk_contract::roles::grants() {
+        pg.psql("postgres", &grant);
+    }
+    // It reads; it never writes.
+    let mut write = std::process::Command::new(pg.bin_dir.join("psql"));
+    write
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &pg.port.to_string(),
+            "-U",
+            backup,
+            "-d",
+            "app",
+        ])
+        .args(["-c", "INSERT INTO customers (name) VALUES ('x')"])
+        .env("PGPASSWORD", MACHINE_PASSWORD);
+    let out = write.output().expect("psql");
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && error.contains("permission denied"),
+        "tusk_backup wrote: {error}"
+    );
     let contract = contract();
     assert!(
         contract["command"].is_null(),

@@ -1,9 +1,10 @@
 //! The contract between the operator and the instance managers (`tusk-instance`), written
-//! once: the primary Lease's annotations and the `/status` body. docs/replication.md explains
+//! once: the primary Lease's annotations, the `/status` body and the roles Tusk logs in as. docs/replication.md explains
 //! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
 //! against it, so an operator and a manager of different releases still understand each other.
 
 pub mod lease;
+pub mod roles;
 pub mod status;
 
 pub use status::{InstanceStatus, Lsns, PostgresState, Role};

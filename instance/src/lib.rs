@@ -19,6 +19,7 @@ pub mod error;
 pub mod events;
 pub mod http;
 pub mod install;
+pub mod machine_roles;
 pub mod metrics;
 pub mod monitor;
 pub mod pgdata;

@@ -5,6 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::auto_conf::{self, write_private};
@@ -12,6 +13,9 @@ use crate::config::slot_name;
 use crate::context::Context;
 use crate::decide::Upstream;
 use crate::error::Error;
+use crate::machine_roles::{
+    self, BACKUP_OPTIONS, BACKUP_USER, REPLICATION_USER, REWIND_OPTIONS, REWIND_USER,
+};
 use crate::postmaster::{Listen, Postmaster};
 use crate::sql::{connect, quote_ident, quote_literal};
 
@@ -120,19 +124,13 @@ pub async fn adopt_roles(ctx: &Context) -> Result<(), Error> {
 const SILENT_SESSION: &str = "SET log_statement = 'none'; SET log_min_duration_statement = -1; \
      SET log_min_error_statement = 'panic'; SET synchronous_commit = 'local'";
 
-/// `tusk_replication` and the app role and database; idempotent, so a retried bootstrap
+/// The machine roles (`machine_roles`) and the app role and database; idempotent, so a retried bootstrap
 /// completes. Statements with passwords are kept out of the server log. Commits are local: with
 /// synchronous replication configured they would otherwise wait for a standby that cannot
 /// exist before this first start has finished (the e2e samples' HA cluster hung here).
 async fn create_roles(ctx: &Context) -> Result<(), Error> {
     let client = silent_session(ctx).await?;
-    ensure_role(
-        &client,
-        "tusk_replication",
-        "LOGIN REPLICATION",
-        &ctx.args.replication_password,
-    )
-    .await?;
+    ensure_machine_roles(ctx, &client).await?;
     if let (Some(user), Some(password)) = (&ctx.args.app_user, &ctx.args.app_password) {
         ensure_role(&client, user, "LOGIN", password).await?;
         if let Some(database) = &ctx.args.app_database {
@@ -153,6 +151,29 @@ async fn create_roles(ctx: &Context) -> Result<(), Error> {
             }
         }
     }
+    Ok(())
+}
+
+/// `tusk_replication`, `tusk_rewind` and `tusk_backup` with their passwords and grants, in `client`'s silent
+/// session.
+async fn ensure_machine_roles(ctx: &Context, client: &tokio_postgres::Client) -> Result<(), Error> {
+    let password = &ctx.args.replication_password;
+    ensure_role(client, REPLICATION_USER, "LOGIN REPLICATION", password).await?;
+    ensure_role(client, REWIND_USER, REWIND_OPTIONS, password).await?;
+    ensure_role(client, BACKUP_USER, BACKUP_OPTIONS, password).await?;
+    machine_roles::grant(client).await
+}
+
+/// The machine roles as this version of the manager wants them, on a running primary (one
+/// created by an older version lacks `tusk_backup` and the grants): made once per process
+/// (`kept`), then only CONNECT on databases created since.
+pub async fn keep_machine_roles(ctx: &Context, kept: &AtomicBool) -> Result<(), Error> {
+    let client = silent_session(ctx).await?;
+    if kept.load(Ordering::Relaxed) {
+        return machine_roles::connect_everywhere(&client).await;
+    }
+    ensure_machine_roles(ctx, &client).await?;
+    kept.store(true, Ordering::Relaxed);
     Ok(())
 }
 
@@ -345,7 +366,7 @@ pub fn replication_certificate(ctx: &Context) -> Option<(String, String)> {
 }
 
 /// The conninfo keys presenting `certificate` (cert, key).
-fn presenting((cert, key): &(String, String)) -> Vec<(&'static str, &str)> {
+pub fn presenting((cert, key): &(String, String)) -> Vec<(&'static str, &str)> {
     vec![("sslcert", cert), ("sslkey", key)]
 }
 
@@ -379,14 +400,12 @@ pub fn conninfo(pairs: &[(&str, &str)]) -> String {
         .join(" ")
 }
 
-/// The passfile (0600) for `tusk_replication` (streaming, cloning) and `postgres` (rewind
-/// source), written atomically.
+/// The passfile (0600) for `tusk_replication` (streaming, cloning) and `tusk_rewind` (the rewind
+/// source), one password, written atomically. The superuser's password is never in it: no peer
+/// connection is the superuser's.
 pub fn write_passfile(ctx: &Context) -> Result<(), Error> {
-    let content = format!(
-        "*:*:*:tusk_replication:{}\n*:*:*:postgres:{}\n",
-        passfile_escape(&ctx.args.replication_password),
-        passfile_escape(&ctx.args.postgres_password)
-    );
+    let password = passfile_escape(&ctx.args.replication_password);
+    let content = format!("*:*:*:{REPLICATION_USER}:{password}\n*:*:*:{REWIND_USER}:{password}\n");
     let path = ctx.passfile();
     let tmp = path.with_extension("tmp");
     write_private(&tmp, content.as_bytes())?;

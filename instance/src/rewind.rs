@@ -13,14 +13,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tokio_postgres::Client;
+
 use crate::context::Context;
 use crate::decide::Upstream;
 use crate::error::Error;
+use crate::machine_roles::REWIND_USER;
 use crate::pgdata::{
-    PEER_KEEPALIVES, check_system, clone_from, move_aside, peer_conninfo, write_passfile,
-    write_standby_config,
+    PEER_KEEPALIVES, check_system, clone_from, move_aside, peer_conninfo, presenting,
+    replication_certificate, write_passfile, write_standby_config,
 };
-use crate::sql::connect_peer;
 
 /// How long pg_rewind may run before it is stopped (and the member cloned again).
 const REWIND_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -191,8 +193,11 @@ async fn source_ready(ctx: &Context, from: &str, expected: Option<&str>) -> Resu
 /// Runs pg_rewind from `from`; returns what it printed.
 async fn rewind(ctx: &Context, from: &str) -> Result<String, Error> {
     write_passfile(ctx)?;
-    let mut extra = vec![("user", "postgres"), ("dbname", "postgres")];
+    // The rewind role, with the replication role's certificate (pg_hba.conf: verify-ca).
+    let mut extra = vec![("user", REWIND_USER), ("dbname", "postgres")];
     extra.extend(PEER_KEEPALIVES);
+    let certificate = replication_certificate(ctx);
+    extra.extend(certificate.as_ref().map_or(Vec::new(), presenting));
     let source = peer_conninfo(ctx, from, &extra);
     tracing::info!(from, "rewinding with pg_rewind");
     let mut cmd = ctx.tool("pg_rewind");
@@ -208,6 +213,35 @@ async fn rewind(ctx: &Context, from: &str) -> Result<String, Error> {
     tracing::info!(output = printed, "pg_rewind done");
     check_system(ctx.pgdata(), None, from)?;
     Ok(printed)
+}
+
+/// Connects as the rewind role to database `postgres` of member `peer`'s server over the
+/// network (the questions before a rewind; the superuser never leaves the socket): TLS
+/// verified against the cluster's CA (read at every call, so a rotated CA is used at once) and
+/// by name, the replication role's client certificate presented when Tusk issued one, channel
+/// binding required.
+pub async fn connect_peer(ctx: &Context, peer: &str) -> Result<Client, Error> {
+    let (host, port) = ctx.peers.address(peer);
+    let certificate = replication_certificate(ctx);
+    let identity = certificate
+        .as_ref()
+        .map(|(cert, key)| tusk_pgtls::Identity {
+            cert: std::path::Path::new(cert),
+            key: std::path::Path::new(key),
+        });
+    let tls = tusk_pgtls::verifying_as(&ctx.args.ca_file, identity)?;
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(&host)
+        .port(port)
+        .user(REWIND_USER)
+        .password(&ctx.args.replication_password)
+        .dbname("postgres")
+        .application_name("tusk-instance")
+        .connect_timeout(Duration::from_secs(3));
+    tusk_pgtls::connect(&config, Some(tls), "peer")
+        .await
+        .map_err(Error::sql(format!("connecting to {peer}")))
 }
 
 #[cfg(test)]

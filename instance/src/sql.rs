@@ -24,26 +24,6 @@ pub async fn connect(ctx: &Context, database: &str) -> Result<Client, Error> {
         .map_err(Error::sql("connecting to the local server"))
 }
 
-/// Connects as `postgres` to member `peer`'s server over the network: TLS verified against the
-/// cluster's CA (read at every call, so a rotated CA is used at once) and by name, channel
-/// binding required.
-pub async fn connect_peer(ctx: &Context, peer: &str) -> Result<Client, Error> {
-    let (host, port) = ctx.peers.address(peer);
-    let tls = tusk_pgtls::verifying(&ctx.args.ca_file)?;
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(&host)
-        .port(port)
-        .user("postgres")
-        .password(&ctx.args.postgres_password)
-        .dbname("postgres")
-        .application_name("tusk-instance")
-        .connect_timeout(Duration::from_secs(3));
-    tusk_pgtls::connect(&config, Some(tls), "peer")
-        .await
-        .map_err(Error::sql(format!("connecting to {peer}")))
-}
-
 /// `"name"` with embedded quotes doubled: an identifier that is always taken literally.
 pub fn quote_ident(name: &str) -> Result<String, Error> {
     reject_nul(name)?;

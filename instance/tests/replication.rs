@@ -82,6 +82,13 @@ fn old_primary_rewinds_and_streams_from_the_new_primary() {
         Duration::from_secs(30),
     );
     assert_eq!(cluster.members[0].status_field("timeline"), 2);
+    // By a rewind, not a fresh clone (which would pass the checks above too): the rewind logs
+    // in as tusk_rewind with the replication certificate, never as the superuser.
+    let log = std::fs::read_to_string(&cluster.members[0].log).expect("demo-0's log");
+    assert!(
+        log.contains("pg_rewind done") && !log.contains("cloning with pg_basebackup"),
+        "demo-0 rejoined without pg_rewind:\n{log}"
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_postgres::config::{ChannelBinding, SslMode};
 use tokio_postgres::{Client, Config, NoTls};
 pub use tokio_postgres_rustls::MakeRustlsConnect;
@@ -24,20 +24,66 @@ pub enum TlsError {
     NoCertificate { origin: String },
     #[error("the CA {origin}: {reason}")]
     Invalid { origin: String, reason: String },
+    #[error("the client certificate {path}: {reason}")]
+    Identity { path: String, reason: String },
+}
+
+/// A client certificate and its key (PEM files), presented to a server that asks for one
+/// (`pg_hba.conf`'s `clientcert`, the `cert` method). Read at every call, like the CA.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+}
+
+impl Identity<'_> {
+    fn read(self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+        let bad = |path: &Path, reason: String| TlsError::Identity {
+            path: path.display().to_string(),
+            reason,
+        };
+        let pem = std::fs::read(self.cert).map_err(|e| bad(self.cert, e.to_string()))?;
+        let chain = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(self.cert, format!("bad PEM: {e}")))?;
+        if chain.is_empty() {
+            return Err(bad(self.cert, "holds no PEM certificate".into()));
+        }
+        let pem = std::fs::read(self.key).map_err(|e| bad(self.key, e.to_string()))?;
+        let key = PrivateKeyDer::from_pem_slice(&pem)
+            .map_err(|e| bad(self.key, format!("no private key: {e}")))?;
+        Ok((chain, key))
+    }
 }
 
 /// A connector that trusts only the CA certificates in the PEM file `ca_file`. Read at every
 /// call, so a rotated CA is picked up by the next connection.
 pub fn verifying(ca_file: &Path) -> Result<MakeRustlsConnect, TlsError> {
+    verifying_as(ca_file, None)
+}
+
+/// Like [`verifying`], presenting `identity` when the server asks for a client certificate.
+pub fn verifying_as(
+    ca_file: &Path,
+    identity: Option<Identity>,
+) -> Result<MakeRustlsConnect, TlsError> {
     let pem = std::fs::read(ca_file).map_err(|source| TlsError::Read {
         path: ca_file.display().to_string(),
         source,
     })?;
-    verifying_pem(&pem, &format!("file {}", ca_file.display()))
+    connector(&pem, &format!("file {}", ca_file.display()), identity)
 }
 
 /// Like [`verifying`], from PEM text already read (`origin` names it in errors).
 pub fn verifying_pem(pem: &[u8], origin: &str) -> Result<MakeRustlsConnect, TlsError> {
+    connector(pem, origin, None)
+}
+
+fn connector(
+    pem: &[u8],
+    origin: &str,
+    identity: Option<Identity>,
+) -> Result<MakeRustlsConnect, TlsError> {
     let invalid = |reason: String| TlsError::Invalid {
         origin: origin.to_owned(),
         reason,
@@ -58,8 +104,19 @@ pub fn verifying_pem(pem: &[u8], origin: &str) -> Result<MakeRustlsConnect, TlsE
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| invalid(format!("no TLS version in common with the provider: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => config.with_no_client_auth(),
+        Some(identity) => {
+            let (chain, key) = identity.read()?;
+            config
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| TlsError::Identity {
+                    path: identity.cert.display().to_string(),
+                    reason: e.to_string(),
+                })?
+        }
+    };
     Ok(MakeRustlsConnect::new(config))
 }
 

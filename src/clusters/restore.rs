@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::readiness::Readiness;
+use super::restore_certificate;
 use super::restore_window;
 use super::status::RestoreProgress;
 use crate::crd::{BackupPhase, PostgreSQL, RestoreSource, RestoreTarget, RestoredFrom};
@@ -112,38 +113,53 @@ pub async fn observe(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> R
 }
 
 /// Starts the restore Job of a cluster whose restore has not started, once its database
-/// serves (`readiness`); returns where the restore stands and the Job it created, if any.
+/// serves (`readiness`); returns where the restore stands and what it wrote (the superuser's
+/// certificate for the Job, and the Job).
 pub async fn start(
     cluster: &Cluster<'_>,
     readiness: &Readiness,
     ctx: &Context,
-) -> Result<(RestoreProgress, Option<Written>)> {
+) -> Result<(RestoreProgress, Vec<Written>)> {
     let Some(source) = &cluster.spec.restore else {
-        return Ok((RestoreProgress::NotRequested, None));
+        return Ok((RestoreProgress::NotRequested, Vec::new()));
     };
     let plan = match plan(source, cluster, ctx) {
         Ok(plan) => plan,
-        Err(progress) => return Ok((progress, None)),
+        Err(progress) => return Ok((progress, Vec::new())),
     };
     if !readiness.ready {
         let message = format!(
             "the restore starts once the database serves: {}",
             readiness.message()
         );
-        return Ok((waiting("WaitingForDatabase", message), None));
+        return Ok((waiting("WaitingForDatabase", message), Vec::new()));
     }
     // A Backup's status was written from its manifest; a bucket named in the spec is checked.
     let plan = if source.object_store.is_some() {
         match resolve_latest(plan, cluster, ctx).await? {
             Ok(plan) => plan,
-            Err(progress) => return Ok((progress, None)),
+            Err(progress) => return Ok((progress, Vec::new())),
         }
     } else {
         plan
     };
+    // The restore logs in as the superuser: with certificates the user brings, only if the
+    // spec lets the superuser in over the network at all.
+    if cluster.user_server_secret().is_some() && !cluster.spec.superuser_access {
+        let message = "a logical restore logs in as the superuser over the network, which \
+                       spec.superuserAccess: true allows (with certificates you bring in \
+                       spec.tls, Tusk cannot issue the restore a certificate of its own)"
+            .to_owned();
+        return Ok((waiting("SuperuserAccessNeeded", message), Vec::new()));
+    }
+    let deadline = resources::restore_deadline_seconds(cluster);
+    let mut written: Vec<Written> = restore_certificate::issue(cluster, ctx, deadline)
+        .await?
+        .into_iter()
+        .collect();
     let job = resources::restore_job(cluster, &plan, &ctx.agent);
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), cluster.namespace);
-    let written = Written::of(&job, create(&api, &job).await?);
+    written.extend(Written::of(&job, create(&api, &job).await?));
     let message = format!(
         "restoring backup {} of {}/{}",
         plan.backup_id, plan.layout.namespace, plan.layout.cluster

@@ -122,6 +122,15 @@ pub struct PostgreSQLSpec {
     /// renews the server certificate itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<super::TlsSpec>,
+
+    /// Whether the superuser (`postgres`, Secret `<name>-superuser`) may log in over the
+    /// network with its password. Off by default: Tusk's own programs log in as roles of least
+    /// privilege (`tusk_replication` replicates and serves rewinds, `tusk_backup` reads for
+    /// dumps), the superuser only on the pods' local socket (`kubectl tusk psql`), and a logical
+    /// restore with a short-lived client certificate issued for it alone. Changing it rolls the
+    /// pods (their `pg_hba.conf` changes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superuser_access: bool,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

@@ -8,12 +8,15 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::agent_login::Login;
 use super::pod::{
-    plain_env, pod_label_env, restricted_container_security, restricted_pod_security, secret_env,
+    AGENT_UID, plain_env, pod_label_env, restricted_container_security, restricted_pod_security,
+    secret_env,
 };
 use super::tls::CA_CRT;
 use super::{Cluster, Component, POSTGRES_PORT};
 use crate::crd::{BackupPolicy, Destination, SecretKeyRef};
+use tusk_contract::roles::{BACKUP_USER, REPLICATION_USER, REWIND_USER};
 
 /// The `<namespace>/<cluster>` segments of a backup prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,8 +53,6 @@ pub const GCS_KEY_VOLUME: &str = "gcs-key";
 const SERVER_CA_DIR: &str = "/var/run/secrets/tusk/postgres-ca";
 /// Where an S3 endpoint's private CA bundle is mounted in agent pods.
 const CA_BUNDLE_DIR: &str = "/var/run/secrets/tusk/ca";
-/// The unprivileged user of the backup-agent image.
-const AGENT_UID: i64 = 65532;
 /// `spec.backup.jobDeadlineSeconds` when unset: long enough for large dumps, short enough that a
 /// stuck Job (a missing Secret key, a lock, a stalled upload) ends before the next nightly run.
 pub const DEFAULT_BACKUP_DEADLINE_SECONDS: i64 = 6 * 3600;
@@ -77,18 +78,20 @@ pub fn agent_environment(
     cluster: &Cluster,
     layout: &Layout,
     destination: &Destination,
+    login: Login,
 ) -> (Vec<EnvVar>, Vec<Volume>, Vec<VolumeMount>) {
     let (mut env, mut volumes, mut mounts) = store_environment(layout, destination);
+    let [user, password] = login.credentials(cluster);
     // After the cluster's identity, before the store: the order the pinned contract records.
     env.splice(
         3..3,
         [
             plain_env("PGHOST", cluster.rw_host()),
             plain_env("PGPORT", POSTGRES_PORT.to_string()),
-            secret_env("PGUSER", &cluster.superuser_secret_name(), "username"),
-            secret_env("PGPASSWORD", &cluster.superuser_secret_name(), "password"),
+            user,
+            password,
             // The server is verified against the cluster's CA and by the name in PGHOST, with
-            // channel binding: the superuser's password goes to no one else.
+            // channel binding: the password goes to no one else.
             plain_env("PGSSLMODE", "verify-full"),
             plain_env("PGSSLROOTCERT", format!("{SERVER_CA_DIR}/ca.crt")),
         ],
@@ -232,8 +235,12 @@ fn key_file(name: &str, dir: &str, file: &str, source: FileSource<'_>) -> (Volum
 /// the backup id (read through the downward API), so a Job's objects are found without any
 /// other bookkeeping.
 pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSettings) -> JobSpec {
-    let (mut env, volumes, mounts) =
-        agent_environment(cluster, &Layout::of(cluster), &policy.destination);
+    let (mut env, volumes, mounts) = agent_environment(
+        cluster,
+        &Layout::of(cluster),
+        &policy.destination,
+        Login::Backup,
+    );
     env.push(plain_env("TUSK_COMPRESSION", policy.compression.as_str()));
     env.push(pod_label_env(
         "TUSK_BACKUP_ID",
@@ -260,7 +267,11 @@ pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSe
         .job_deadline_seconds
         .unwrap_or(DEFAULT_BACKUP_DEADLINE_SECONDS);
     // Two retries: a backup that failed half-way left no manifest, so retrying is safe.
-    job_spec(cluster, agent, pod, 2, deadline)
+    let mut spec = job_spec(cluster, agent, pod, 2, deadline);
+    if let Some(pod) = spec.template.spec.as_mut() {
+        Login::Backup.present_certificate(cluster, pod);
+    }
+    spec
 }
 
 /// Job `<backup>` for an on-demand Backup, owned by that Backup.
@@ -283,7 +294,8 @@ pub fn backup_job(
 /// Job `<name>-restore`: `backup-agent restore` into this cluster. The app owner's role is
 /// preserved, so the passwords in this cluster's Secrets stay valid after the restore.
 pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings) -> Job {
-    let (mut env, volumes, mounts) = agent_environment(cluster, &plan.layout, &plan.destination);
+    let (mut env, volumes, mounts) =
+        agent_environment(cluster, &plan.layout, &plan.destination, Login::Superuser);
     // The `-rw` Service routes no one until the restore is done; the Job goes to the pod itself.
     for var in env.iter_mut().filter(|v| v.name == "PGHOST") {
         var.value = Some(cluster.primary_host());
@@ -291,25 +303,46 @@ pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings)
     env.push(plain_env("TUSK_BACKUP_ID", &plan.backup_id));
     env.push(plain_env("TUSK_WORK_DIR", "/tmp"));
     let pod = AgentPod {
-        args: vec![
-            "restore".to_owned(),
-            "--preserve-role".to_owned(),
-            cluster.spec.bootstrap.owner.clone(),
-        ],
+        args: std::iter::once("restore".to_owned())
+            .chain(restore_preserves(cluster).flat_map(|r| ["--preserve-role".to_owned(), r]))
+            .collect(),
         env,
         volumes,
         mounts,
         component: Component::Restore,
     };
-    let deadline = (cluster.spec.restore.as_ref())
-        .and_then(|r| r.job_deadline_seconds)
-        .unwrap_or(DEFAULT_RESTORE_DEADLINE_SECONDS);
+    let deadline = restore_deadline_seconds(cluster);
+    // No retries: a failed restore is reported and waits for the user (see the README).
+    let mut spec = job_spec(cluster, agent, pod, 0, deadline);
+    if let Some(pod) = spec.template.spec.as_mut() {
+        Login::Superuser.present_certificate(cluster, pod);
+    }
     Job {
         metadata: cluster.child_meta(cluster.restore_job_name(), Component::Restore),
-        // No retries: a failed restore is reported and waits for the user (see the README).
-        spec: Some(job_spec(cluster, agent, pod, 0, deadline)),
+        spec: Some(spec),
         status: None,
     }
+}
+
+/// The roles a restore leaves as this cluster made them (the backup's globals would give them
+/// the source's passwords): the app owner, whose Secret applications read, and the roles the
+/// instance managers and backups log in as (a source's `tusk_replication` password once broke
+/// the restored cluster's replicas at their next reconnect).
+fn restore_preserves(cluster: &Cluster) -> impl Iterator<Item = String> {
+    [cluster.spec.bootstrap.owner.as_str()]
+        .into_iter()
+        .chain(MACHINE_ROLES)
+        .map(str::to_owned)
+}
+
+/// The roles Tusk's own programs log in as (`tusk-instance`'s `machine_roles`).
+const MACHINE_ROLES: [&str; 3] = [REPLICATION_USER, REWIND_USER, BACKUP_USER];
+
+/// How long the restore Job may run: `spec.restore.jobDeadlineSeconds` or the default.
+pub fn restore_deadline_seconds(cluster: &Cluster) -> i64 {
+    (cluster.spec.restore.as_ref())
+        .and_then(|r| r.job_deadline_seconds)
+        .unwrap_or(DEFAULT_RESTORE_DEADLINE_SECONDS)
 }
 
 /// The container-level differences between agent Jobs.

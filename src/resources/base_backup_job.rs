@@ -3,24 +3,19 @@
 //! backup's WAL (`docs/pitr-design.md` §4).
 //!
 //! It connects as the replication role, as a standby does: its password, and its client
-//! certificate when Tusk issued the certificates (`pg_hba` asks for both). The Job sees only
-//! the certificate, key and CA of the server Secret, never the server's own key, and no
-//! superuser credential.
+//! certificate when Tusk issued the certificates (`pg_hba` asks for both; `agent_login`). The
+//! Job sees only the certificate, key and CA of the server Secret, never the server's own key,
+//! and no superuser credential.
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::agent::{AgentSettings, backup_job_spec};
-use super::pod::{plain_env, restricted_pod_security, secret_env};
-use super::tls::{CA_CRT, REPLICATION_CRT, REPLICATION_KEY};
+use super::agent_login::Login;
+use super::pod::plain_env;
 use super::{AGENT_CONTAINER, Cluster, Component, wal_archiving};
 use crate::crd::{BackupPolicy, PostgreSQL};
 
-/// Where the replication role's certificate is mounted in a base-backup Job.
-const REPLICATION_TLS_DIR: &str = "/var/run/secrets/tusk/replication";
-/// The agent's uid, also the group that may read the mounted key.
-const AGENT_UID: i64 = 65532;
 /// How long the archive may take beyond its own `archive_timeout` to receive the backup's last
 /// segment (a backlog draining after an outage).
 const WAL_WAIT_MARGIN_SECONDS: i64 = 600;
@@ -77,11 +72,9 @@ pub fn base_backup_job_spec(
     let mut spec = backup_job_spec(cluster, policy, agent);
     let archive_timeout = wal_archiving(cluster).map_or(0, |a| i64::from(a.timeout_seconds));
     let wait = 2 * archive_timeout + WAL_WAIT_MARGIN_SECONDS;
-    let replication = cluster.replication_secret_name();
-    let certificate = cluster.user_server_secret().is_none();
     if let Some(pod) = spec.template.spec.as_mut() {
-        // The key is root-owned, group fsGroup, 0640: what libpq accepts for a key it does not own.
-        pod.security_context = Some(restricted_pod_security(AGENT_UID, true));
+        // backup_job_spec mounted the replication role's certificate (tusk_backup presents it
+        // too); the login is the replication role's own.
         let container = pod
             .containers
             .iter_mut()
@@ -90,50 +83,9 @@ pub fn base_backup_job_spec(
             container.args = Some(vec!["base-backup".to_owned()]);
             let env = container.env.get_or_insert_with(Vec::new);
             env.retain(|v| !matches!(v.name.as_str(), "PGHOST" | "PGUSER" | "PGPASSWORD"));
-            env.extend([
-                plain_env("PGHOST", source),
-                secret_env("PGUSER", &replication, "username"),
-                secret_env("PGPASSWORD", &replication, "password"),
-                plain_env("TUSK_WAL_WAIT_SECONDS", wait.to_string()),
-            ]);
-            if certificate {
-                env.extend([
-                    plain_env(
-                        "PGSSLCERT",
-                        format!("{REPLICATION_TLS_DIR}/{REPLICATION_CRT}"),
-                    ),
-                    plain_env(
-                        "PGSSLKEY",
-                        format!("{REPLICATION_TLS_DIR}/{REPLICATION_KEY}"),
-                    ),
-                ]);
-                container
-                    .volume_mounts
-                    .get_or_insert_with(Vec::new)
-                    .push(VolumeMount {
-                        name: "replication-tls".to_owned(),
-                        mount_path: REPLICATION_TLS_DIR.to_owned(),
-                        read_only: Some(true),
-                        ..VolumeMount::default()
-                    });
-            }
-        }
-        if certificate {
-            let items = [REPLICATION_CRT, REPLICATION_KEY, CA_CRT].map(|key| KeyToPath {
-                key: key.to_owned(),
-                path: key.to_owned(),
-                ..KeyToPath::default()
-            });
-            pod.volumes.get_or_insert_with(Vec::new).push(Volume {
-                name: "replication-tls".to_owned(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(cluster.server_tls_secret_name()),
-                    items: Some(items.to_vec()),
-                    default_mode: Some(0o640),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            });
+            env.push(plain_env("PGHOST", source));
+            env.extend(Login::Replication.credentials(cluster));
+            env.push(plain_env("TUSK_WAL_WAIT_SECONDS", wait.to_string()));
         }
     }
     spec

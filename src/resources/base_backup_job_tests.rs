@@ -108,11 +108,11 @@ fn it_presents_the_replication_certificate_and_sees_no_server_key() {
     let job = job_of(&archiving(""));
     assert_eq!(
         value(&job, "PGSSLCERT"),
-        Some("/var/run/secrets/tusk/replication/replication.crt")
+        Some("/var/run/secrets/tusk/client/tls.crt")
     );
     assert_eq!(
         value(&job, "PGSSLKEY"),
-        Some("/var/run/secrets/tusk/replication/replication.key")
+        Some("/var/run/secrets/tusk/client/tls.key")
     );
     let pod = job
         .spec
@@ -123,7 +123,7 @@ fn it_presents_the_replication_certificate_and_sees_no_server_key() {
         .volumes
         .iter()
         .flatten()
-        .find(|v| v.name == "replication-tls")
+        .find(|v| v.name == "client-tls")
         .and_then(|v| v.secret.as_ref())
         .expect("the replication certificate's volume");
     assert_eq!(volume.secret_name.as_deref(), Some("demo-server-tls"));
@@ -134,7 +134,7 @@ fn it_presents_the_replication_certificate_and_sees_no_server_key() {
         .flatten()
         .map(|i| i.key.as_str())
         .collect();
-    assert_eq!(keys, ["replication.crt", "replication.key", "ca.crt"]);
+    assert_eq!(keys, ["replication.crt", "replication.key"]);
     let security = pod.security_context.as_ref().expect("pod security");
     assert_eq!(
         security.fs_group,
@@ -153,12 +153,7 @@ fn with_the_users_certificates_there_is_no_client_certificate() {
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
         .expect("pod");
-    assert!(
-        !pod.volumes
-            .iter()
-            .flatten()
-            .any(|v| v.name == "replication-tls")
-    );
+    assert!(!pod.volumes.iter().flatten().any(|v| v.name == "client-tls"));
 }
 
 #[test]

@@ -155,31 +155,6 @@ fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
 }
 
-/// pg_hba.conf: peer authentication on the local socket (so `kubectl exec … psql -U postgres`
-/// works inside the pod); over the network, a connection without TLS is refused first, from
-/// every address (127.0.0.1 too, so no rule above it lets plaintext in), then SCRAM passwords
-/// over TLS. With `replication_certificate` (Tusk issues the certificates), the replication role
-/// also presents its client certificate: its password alone (or a stolen key alone) gets no one
-/// the cluster's WAL. Certificates the user brings come without one, so there it is SCRAM only.
-/// The replication role only replicates: no ordinary session, where its password created slots
-/// that keep WAL until the volume fills, or decoded every row change (issue 47).
-pub fn render_hba(replication_certificate: bool) -> String {
-    let replication = if replication_certificate {
-        "scram-sha-256 clientcert=verify-full"
-    } else {
-        "scram-sha-256"
-    };
-    format!(
-        "# Managed by Tusk.\n\
-         local     all         all              peer\n\
-         hostnossl all         all              all  reject\n\
-         hostnossl replication all              all  reject\n\
-         hostssl   all         tusk_replication all  reject\n\
-         hostssl   all         all              all  scram-sha-256\n\
-         hostssl   replication tusk_replication all  {replication}\n"
-    )
-}
-
 /// ConfigMap `<name>-config`.
 pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
     let data = BTreeMap::from([
@@ -193,7 +168,10 @@ pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
         ),
         (
             "pg_hba.conf".to_owned(),
-            render_hba(cluster.user_server_secret().is_none()),
+            super::hba::render_hba(
+                cluster.user_server_secret().is_none(),
+                cluster.spec.superuser_access,
+            ),
         ),
         (
             "pg_ident.conf".to_owned(),

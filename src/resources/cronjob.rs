@@ -193,7 +193,7 @@ mod tests {
         for (name, secret, key) in [
             ("AWS_ACCESS_KEY_ID", "minio-creds", "access-key"),
             ("AWS_SECRET_ACCESS_KEY", "minio-creds", "secret-key"),
-            ("PGPASSWORD", "demo-superuser", "password"),
+            ("PGPASSWORD", "demo-replication", "password"),
         ] {
             let var = env.iter().find(|e| e.name == name).unwrap();
             assert_eq!(var.value, None, "{name} must not be a literal");

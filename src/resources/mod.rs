@@ -3,6 +3,7 @@
 //! plain values.
 
 mod agent;
+pub mod agent_login;
 mod archive;
 mod base_backup_job;
 pub mod brought_tls;
@@ -10,12 +11,14 @@ pub mod ca_rotation;
 mod config;
 mod cronjob;
 mod disruption;
+mod hba;
 mod image;
 mod instance_access;
 mod network;
 mod pod;
 mod point_in_time;
 mod postgres_container;
+pub mod restore_tls;
 mod secret_refs;
 mod secrets;
 mod services;
@@ -33,16 +36,17 @@ use crate::crd::{PostgreSQL, PostgreSQLSpec};
 
 pub use agent::{
     AGENT_CONTAINER, AgentSettings, Layout, RestorePlan, agent_environment, backup_job,
-    backup_job_spec, restore_job, store_environment,
+    backup_job_spec, restore_deadline_seconds, restore_job, store_environment,
 };
 pub use archive::{WalArchiving, wal_archiving};
 pub use base_backup_job::{base_backup_job, base_backup_source, scheduled_base_backup_source};
 pub use config::{
-    CONFIG_DIR, ParameterError, config_checksum, config_map, hot_standby_values, render_hba,
+    CONFIG_DIR, ParameterError, config_checksum, config_map, hot_standby_values,
     render_postgresql_conf,
 };
 pub use cronjob::{backup_cronjob, base_backup_cronjob};
 pub use disruption::disruption_budget;
+pub use hba::render_hba;
 pub use image::{
     DATA_MOUNT, INSTANCE_MANAGER, PGDATA, POSTGRES_PORT, default_image, postgres_image,
 };
@@ -250,6 +254,11 @@ impl<'a> Cluster<'a> {
     /// `/metrics` require (the operator's and a scraper's).
     pub fn monitoring_secret_name(&self) -> String {
         format!("{}-monitoring", self.name)
+    }
+    /// Secret `<name>-restore-tls`: the superuser's short-lived client certificate, for the
+    /// restore Job alone.
+    pub fn restore_tls_secret_name(&self) -> String {
+        format!("{}-restore-tls", self.name)
     }
     /// Secret `<name>-ca`: the cluster's certificate authority (operator only).
     pub fn ca_secret_name(&self) -> String {

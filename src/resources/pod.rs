@@ -52,6 +52,9 @@ pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     }
 }
 
+/// The unprivileged user of the backup-agent image (also the group of a key it must read).
+pub const AGENT_UID: i64 = 65532;
+
 /// Non-root as `uid`, seccomp `RuntimeDefault`; `fs_group` owns mounted volumes when set.
 pub fn restricted_pod_security(uid: i64, fs_group: bool) -> PodSecurityContext {
     PodSecurityContext {

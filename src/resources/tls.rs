@@ -268,6 +268,16 @@ pub fn issue_replication(cluster: &Cluster, ca: &Pem, validity: Validity) -> Res
     issue_leaf(cluster, ca, params, &name, validity)
 }
 
+/// The superuser's client certificate (`postgres` as its common name), signed by `ca`: a
+/// logical restore's, short-lived (`restore_tls`).
+pub fn issue_superuser(cluster: &Cluster, ca: &Pem, validity: Validity) -> Result<Pem, TlsError> {
+    let name = cluster.restore_tls_secret_name();
+    let mut params = CertificateParams::default();
+    params.distinguished_name = common_name(super::SUPERUSER_NAME.to_owned());
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    issue_leaf(cluster, ca, params, &name, validity)
+}
+
 /// A leaf certificate of `params` (its names, subject and purpose), with a new key, signed by
 /// `ca`, valid for `validity`. `name` names it in errors.
 fn issue_leaf(

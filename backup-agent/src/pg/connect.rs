@@ -30,6 +30,9 @@ pub struct PgParams {
     /// The CA the server's certificate must chain to (PGSSLROOTCERT); required by every mode
     /// that speaks TLS: the agent never sends a password over TLS it has not verified.
     pub ssl_root_cert: Option<PathBuf>,
+    /// A client certificate and its key (PGSSLCERT, PGSSLKEY), for a server whose
+    /// `pg_hba.conf` asks for one besides the password.
+    pub client_certificate: Option<(PathBuf, PathBuf)>,
 }
 
 /// libpq's `sslmode` values. `require` and `verify-ca` are held to `verify-full` by the agent's
@@ -150,7 +153,12 @@ impl PgParams {
                 self.ssl_mode.as_libpq()
             ))
         })?;
-        let tls = tusk_pgtls::verifying(root).map_err(|e| AgentError::Usage(e.to_string()))?;
+        let identity = (self.client_certificate.as_ref()).map(|(cert, key)| tusk_pgtls::Identity {
+            cert: cert.as_path(),
+            key: key.as_path(),
+        });
+        let tls = tusk_pgtls::verifying_as(root, identity)
+            .map_err(|e| AgentError::Usage(e.to_string()))?;
         Ok(Some(tls))
     }
 

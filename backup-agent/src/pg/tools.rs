@@ -69,7 +69,12 @@ fn command(params: &PgParams, tool: &str) -> Command {
         .env_remove("PGPASSWORD")
         .env_remove("PGHOSTADDR")
         .env_remove("PGSSLROOTCERT")
+        .env_remove("PGSSLCERT")
+        .env_remove("PGSSLKEY")
         .env_remove("PGCHANNELBINDING");
+    if let Some((cert, key)) = &params.client_certificate {
+        cmd.env("PGSSLCERT", cert).env("PGSSLKEY", key);
+    }
     if let Some(addr) = params.hostaddr {
         cmd.env("PGHOSTADDR", addr.to_string());
     }

@@ -75,6 +75,8 @@ struct Supervisor {
     fenced: bool,
     last_slot_sync: Option<Instant>,
     slot_sync: Option<tokio::task::JoinHandle<()>>,
+    /// Whether this process has made the machine roles (`pgdata::keep_machine_roles`).
+    machine_roles_kept: Arc<std::sync::atomic::AtomicBool>,
     /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
     short_lives: u32,
     /// When this standby was asked to promote; cleared once the server left recovery.
@@ -378,6 +380,7 @@ impl Supervisor {
         // Attempts are spaced whether or not they succeed; a failure is logged and retried.
         self.last_slot_sync = Some(Instant::now());
         let (ctx, members) = (self.ctx.clone(), lease.instances.clone());
+        let roles_kept = self.machine_roles_kept.clone();
         self.slot_sync = Some(tokio::spawn(async move {
             let sync = async {
                 crate::slots::sync(&ctx, &members).await?;
@@ -387,6 +390,12 @@ impl Supervisor {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "syncing replication slots"),
                 Err(_) => tracing::warn!("syncing replication slots timed out"),
+            }
+            let roles = crate::pgdata::keep_machine_roles(&ctx, &roles_kept);
+            match tokio::time::timeout(SLOT_SYNC_EVERY, roles).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "keeping the machine roles"),
+                Err(_) => tracing::warn!("keeping the machine roles timed out"),
             }
         }));
     }

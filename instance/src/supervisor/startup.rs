@@ -110,6 +110,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         fenced: false,
         last_slot_sync: None,
         slot_sync: None,
+        machine_roles_kept: Default::default(),
         short_lives: 0,
         promoting: None,
         checkpointed: None,

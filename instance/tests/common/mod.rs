@@ -126,7 +126,13 @@ impl Cluster {
         let hba = dir.path().join("pg_hba.conf");
         std::fs::write(
             &hba,
+            // The operator's rules for the machine roles (src/resources/hba.rs); the tests'
+            // own superuser sessions over TCP as `spec.superuserAccess` allows them.
             "local all all peer\nhostnossl all all 127.0.0.1/32 reject\n\
+             hostssl all tusk_replication 127.0.0.1/32 reject\n\
+             hostssl postgres tusk_rewind 127.0.0.1/32 scram-sha-256 clientcert=verify-ca\n\
+             hostssl all tusk_rewind 127.0.0.1/32 reject\n\
+             hostssl all tusk_backup 127.0.0.1/32 scram-sha-256 clientcert=verify-ca\n\
              host all all 127.0.0.1/32 scram-sha-256\n\
              hostssl replication tusk_replication 127.0.0.1/32 scram-sha-256 \
              clientcert=verify-full\n",

@@ -147,6 +147,7 @@ async fn check_tool_version(
         hostaddr: None,
         ssl_mode: SslMode::Disable,
         ssl_root_cert: None,
+        client_certificate: None,
     };
     let restore = pg::tool_version(&tools, "pg_restore").await?;
     match (

@@ -102,6 +102,7 @@ impl ScratchServer {
             hostaddr: None,
             ssl_mode: SslMode::Disable,
             ssl_root_cert: None,
+            client_certificate: None,
         }
     }
 
