@@ -32,6 +32,7 @@ newest installed one (logged when they differ); $TUSK_PG_BIN_DIR overrides both.
 Usage: jobrunner.py run            # the loop (e2e/local/l4.sh starts it in the background)
        jobrunner.py down           # stop every local PostgreSQL it started
        jobrunner.py port NS NAME   # the local port of a cluster's instance (for pg.sh)
+       jobrunner.py socket NS NAME # its socket directory (pg.sh: the superuser, as in a pod)
 State and logs: ${TUSK_E2E_DIR:-/tmp/tusk-e2e}/l4/ (databases.json, pods/<ns>_<pod>/, results.jsonl).
 """
 
@@ -384,12 +385,25 @@ def ensure_database(pod: dict) -> None:
 
 # What `tusk-instance run` does on a primary's first start, in the image's shell terms; psql
 # variables quote the names and the password.
+# The machine roles are contract/src/roles.rs's (names, options, grants), which the agent's
+# contract test also makes; the password of both is the replication role's.
 APP_ROLE_SCRIPT = """#!/bin/bash
 set -euo pipefail
 psql -v ON_ERROR_STOP=1 --no-psqlrc --username postgres --dbname postgres \\
-  --set=owner="$TUSK_APP_USER" --set=password="$TUSK_APP_PASSWORD" --set=db="$TUSK_APP_DATABASE" <<'SQL'
+  --set=owner="$TUSK_APP_USER" --set=password="$TUSK_APP_PASSWORD" --set=db="$TUSK_APP_DATABASE" \\
+  --set=machine="$TUSK_REPLICATION_PASSWORD" <<'SQL'
 CREATE ROLE :"owner" LOGIN PASSWORD :'password';
 CREATE DATABASE :"db" OWNER :"owner";
+CREATE ROLE tusk_replication LOGIN REPLICATION PASSWORD :'machine';
+CREATE ROLE tusk_rewind LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD :'machine';
+CREATE ROLE tusk_backup LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION BYPASSRLS INHERIT
+  PASSWORD :'machine';
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_ls_dir(text, boolean, boolean) TO tusk_rewind;
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_file(text, boolean) TO tusk_rewind;
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_read_binary_file(text) TO tusk_rewind;
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean) TO tusk_rewind;
+GRANT pg_read_all_data, pg_read_all_stats TO tusk_backup;
+ALTER ROLE tusk_backup SET lo_compat_privileges = on;
 SQL
 """
 
@@ -433,6 +447,11 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
             if not line.startswith("synchronous_standby_names")
         )
         conf.write_text(text)
+    # The socket is the harness's way in as the superuser (pg.sh), whatever user runs it: trust
+    # there. Every network rule stays the operator's.
+    for hba in root.glob("volumes/*/pg_hba.conf"):
+        hba.chmod(0o644)
+        hba.write_text(re.sub(r"(?m)^local(\s+all\s+all\s+)peer$", r"local\1trust", hba.read_text()))
     socket_dir = rewrite_path("/var/run/postgresql", mounts)
     Path(socket_dir).mkdir(parents=True, exist_ok=True)
     instance = {
@@ -789,11 +808,11 @@ def main() -> None:
         loop(float(os.environ.get("TUSK_E2E_POLL_SECONDS", "1")))
     elif cmd == "down":
         down()
-    elif cmd == "port" and len(sys.argv) == 4:
+    elif cmd in ("port", "socket") and len(sys.argv) == 4:
         instance = load_state().get(f"{sys.argv[2]}/{sys.argv[3]}")
         if not instance or instance.get("failed"):
             sys.exit(f"jobrunner: no running local PostgreSQL for {sys.argv[2]}/{sys.argv[3]}")
-        print(instance["port"])
+        print(instance["port"] if cmd == "port" else instance["socketDir"])
     else:
         sys.exit(__doc__)
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# psql as the superuser against the local PostgreSQL that e2e/local/jobrunner.py runs for a Tusk
-# cluster, over TCP with the password from the cluster's `<cluster>-superuser` Secret (the way
-# the backup agent connects). Tests seed and check data with it. TUSK_PG_SECRET=app connects as
-# the application owner instead, with `<cluster>-app`'s username, password and database. The
-# server is verified as applications do: sslmode and ca.crt from the same Secret (the local
-# server presents the cluster's certificate, which names localhost).
+# psql against the local PostgreSQL that e2e/local/jobrunner.py runs for a Tusk cluster. As the
+# superuser (the default): over the instance's socket, as `kubectl tusk psql` is in a pod — the
+# superuser does not log in over the network (spec.superuserAccess is off). Tests seed and check
+# data with it. TUSK_PG_SECRET=app connects as the application owner instead, over TCP with
+# `<cluster>-app`'s username, password and database, the server verified as applications do:
+# sslmode and ca.crt from the same Secret (the local server presents the cluster's certificate,
+# which names localhost).
 #   e2e/local/pg.sh NAMESPACE CLUSTER [psql args...]
 #   e2e/local/pg.sh default shop -d shop -c 'SELECT count(*) FROM orders'
 set -euo pipefail
@@ -15,15 +16,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kubectl=${TUSK_KUBECTL_BIN:-kubectl}
 port=$(python3 "$here/jobrunner.py" port "$ns" "$cluster")
 which=${TUSK_PG_SECRET:-superuser}
+bin=${TUSK_PG_BIN_DIR:-$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin | sort -V | tail -1)}
+if [[ "$which" == superuser ]]; then
+  socket=$(python3 "$here/jobrunner.py" socket "$ns" "$cluster")
+  exec "$bin/psql" -X -v ON_ERROR_STOP=1 -h "$socket" -p "$port" -U postgres -d postgres "$@"
+fi
 secret() {
   "$kubectl" -n "$ns" get secret "$cluster-$which" -o "jsonpath={.data.$1}" | base64 -d
 }
 user=$(secret username)
 PGPASSWORD=$(secret password)
 export PGPASSWORD
-db=postgres
-[[ "$which" == superuser ]] || db=$(secret dbname)
-bin=${TUSK_PG_BIN_DIR:-$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin | sort -V | tail -1)}
+db=$(secret dbname)
 host=127.0.0.1
 if [[ -n "$(secret ca\\.crt)" ]]; then
   ca=$(mktemp)

@@ -19,7 +19,10 @@ async fn l4_cronjob_backup_restore(ctx: Ctx) -> Result {
     let (ns, src, dst) = (ctx.ns.clone(), "l4src", "l4dst");
     let job = format!("l4src-manual-{}", unix_seconds());
     ctx.apply(&cluster(src, Some(&S3Backup::nightly()))).await?;
-    ctx.apply(&cluster(dst, None)).await?;
+    // A restore Job of one's own logs in as the superuser over the network: the spec must
+    // allow it (the operator's own restores get a certificate instead).
+    let dst_spec = cluster(dst, None) + "  superuserAccess: true\n";
+    ctx.apply(&dst_spec).await?;
     ctx.wait_ready(&[src, dst]).await?;
     ctx.wait_sql(src).await?;
     ctx.seed(src, "app", "app").await?;
@@ -64,7 +67,9 @@ async fn l4_cronjob_backup_restore(ctx: Ctx) -> Result {
 }
 
 /// A restore Job the way the operator builds one: the backup Job's pod template, agent command
-/// `restore --preserve-role app`, connected to the target cluster with its own superuser.
+/// `restore` keeping the target's own roles, connected to the target cluster with its own
+/// superuser (its password; the template's client certificate is the target's replication
+/// role's, which the superuser's scram line does not ask for).
 fn restore_job(cron: &Value, ns: &str, src: &str, dst: &str, backup: &str) -> Result<Value> {
     let template = &cron["spec"]["jobTemplate"];
     let mut labels = template["metadata"]["labels"].clone();
@@ -84,13 +89,17 @@ fn restore_job(cron: &Value, ns: &str, src: &str, dst: &str, backup: &str) -> Re
         }
     }
     let container = &mut pod["spec"]["containers"][0];
-    container["args"] = json!(["restore", "--preserve-role", "app"]);
+    container["args"] = json!(["restore", "--preserve-role", "app", "--preserve-role",
+        "tusk_replication", "--preserve-role", "tusk_rewind", "--preserve-role", "tusk_backup"]);
     let mut env = Vec::new();
     for mut var in container["env"].as_array().cloned().unwrap_or_default() {
         match var["name"].as_str().unwrap_or_default() {
             "PGHOST" => var["value"] = format!("{dst}-rw.{ns}.svc").into(),
-            "PGUSER" | "PGPASSWORD" => {
-                var["valueFrom"]["secretKeyRef"]["name"] = format!("{dst}-superuser").into()
+            // The template logs in as tusk_backup with the replication role's password.
+            name @ ("PGUSER" | "PGPASSWORD") => {
+                let key = if name == "PGUSER" { "username" } else { "password" };
+                var = json!({"name": name, "valueFrom": {"secretKeyRef": {
+                    "name": format!("{dst}-superuser"), "key": key}}});
             }
             "TUSK_BACKUP_ID" => var = json!({"name": "TUSK_BACKUP_ID", "value": backup}),
             "TUSK_COMPRESSION" => continue,
