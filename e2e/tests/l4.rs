@@ -89,15 +89,28 @@ fn restore_job(cron: &Value, ns: &str, src: &str, dst: &str, backup: &str) -> Re
         }
     }
     let container = &mut pod["spec"]["containers"][0];
-    container["args"] = json!(["restore", "--preserve-role", "app", "--preserve-role",
-        "tusk_replication", "--preserve-role", "tusk_rewind", "--preserve-role", "tusk_backup"]);
+    container["args"] = json!([
+        "restore",
+        "--preserve-role",
+        "app",
+        "--preserve-role",
+        "tusk_replication",
+        "--preserve-role",
+        "tusk_rewind",
+        "--preserve-role",
+        "tusk_backup"
+    ]);
     let mut env = Vec::new();
     for mut var in container["env"].as_array().cloned().unwrap_or_default() {
         match var["name"].as_str().unwrap_or_default() {
             "PGHOST" => var["value"] = format!("{dst}-rw.{ns}.svc").into(),
             // The template logs in as tusk_backup with the replication role's password.
             name @ ("PGUSER" | "PGPASSWORD") => {
-                let key = if name == "PGUSER" { "username" } else { "password" };
+                let key = if name == "PGUSER" {
+                    "username"
+                } else {
+                    "password"
+                };
                 var = json!({"name": name, "valueFrom": {"secretKeyRef": {
                     "name": format!("{dst}-superuser"), "key": key}}});
             }
