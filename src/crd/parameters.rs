@@ -22,6 +22,17 @@ pub const OPERATOR_OWNED_PARAMETERS: &[&str] = &[
     "ssl_cert_file",
     "ssl_key_file",
     "ssl_ca_file",
+    // Files the server reads or writes: none of them may be named by whoever edits the spec
+    // (issue 47: log_directory and log_filename could write over files in PGDATA, such as
+    // postgresql.auto.conf). Logs go to the container's stderr.
+    "ssl_crl_file",
+    "ssl_crl_dir",
+    "ssl_dh_params_file",
+    "logging_collector",
+    "log_directory",
+    "log_filename",
+    // SCRAM only: an md5 hash is as good as the password to whoever reads it.
+    "password_encryption",
     // spec.backup.walArchive sets these (archive_command is refused as code-running too).
     "archive_mode",
     "archive_timeout",

@@ -138,15 +138,26 @@ impl InstanceReader {
     }
 
     async fn read(&self, address: &InstanceAddress) -> Result<InstanceStatus, Failure> {
+        // Never in clear (issue 47): a pod without the label (removed by someone who may edit
+        // pods, or one of a Tusk from before TLS until the rollout replaces it) is not read,
+        // since an answer in clear could come from anyone and would feed a failover.
+        if !address.tls {
+            return Err(Failure::Unanswered);
+        }
         let tcp = TcpStream::connect((address.ip.as_str(), self.port))
             .await
             .map_err(|_| Failure::Unanswered)?;
-        if !address.tls {
-            // A pod of an earlier Tusk, until the rollout replaces it: plain HTTP, no token.
-            return get(tcp, &address.ip, None).await;
-        }
         let (tls, token) = self.verified(address, tcp).await?;
-        get(tls, &address.server_name, Some(&token)).await
+        let report = get(tls, &address.server_name, Some(&token)).await?;
+        // One certificate serves every pod of the cluster, so the name verified does not tell
+        // the pods apart: the report must be of the pod asked (a reused IP, a pod answering for
+        // another).
+        if report.pod != address.pod {
+            tracing::warn!(pod = %address.pod, answered = %report.pod,
+                           "status port: the report is another pod's");
+            return Err(Failure::Unanswered);
+        }
+        Ok(report)
     }
 
     /// A TLS session with the manager at `address`, verified by its name against the

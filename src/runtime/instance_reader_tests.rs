@@ -157,3 +157,26 @@ fn a_connector_trusts_only_pem_certificates() {
     assert!(connector(b"not a certificate").is_none());
     assert!(connector(b"").is_none());
 }
+
+#[tokio::test]
+async fn a_report_of_another_pod_or_a_pod_without_tls_is_not_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tusk_testkit::tls::issue(dir.path(), &["demo-1.demo-hl.prod.svc"]);
+    let port = server(dir.path()).await;
+    let reader = reader(port, &files.ca, TOKEN);
+    // The server answers as demo-1 (one certificate names every pod): asked for demo-2 at
+    // that address, the reader takes nothing.
+    let mut other = address("demo-1.demo-hl.prod.svc");
+    other.pod = "demo-2".into();
+    assert!(reader.report(&other).await.is_none());
+    // Nor does it read a pod in clear, whatever it would answer.
+    let mut plain = address("demo-1.demo-hl.prod.svc");
+    plain.tls = false;
+    assert!(reader.report(&plain).await.is_none());
+    assert!(
+        reader
+            .report(&address("demo-1.demo-hl.prod.svc"))
+            .await
+            .is_some()
+    );
+}

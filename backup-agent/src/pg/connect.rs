@@ -59,6 +59,17 @@ impl SslMode {
         }
     }
 
+    /// The mode the tools get: every mode that requires TLS is held to `verify-full`, as the
+    /// agent's own connections are (libpq's `require` would not check the certificate at all,
+    /// `verify-ca` not the name).
+    pub fn for_tools(self) -> &'static str {
+        if self.requires_tls() {
+            SslMode::VerifyFull.as_libpq()
+        } else {
+            self.as_libpq()
+        }
+    }
+
     /// Whether this mode refuses a server that does not speak TLS.
     pub fn requires_tls(self) -> bool {
         matches!(

@@ -65,7 +65,7 @@ fn command(params: &PgParams, tool: &str) -> Command {
         .env("PGUSER", &params.user)
         .env("PGDATABASE", &params.maintenance_db)
         .env("PGAPPNAME", "tusk-backup-agent")
-        .env("PGSSLMODE", params.ssl_mode.as_libpq())
+        .env("PGSSLMODE", params.ssl_mode.for_tools())
         .env_remove("PGPASSWORD")
         .env_remove("PGHOSTADDR")
         .env_remove("PGSSLROOTCERT")
