@@ -113,4 +113,36 @@ impl Ctx {
         args.extend_from_slice(command);
         kubectl(&args).await
     }
+
+    /// `sql` run by psql in the pod's database container with `conninfo`, the password given
+    /// through stdin (never on a command line): its output, or (inner Err) psql's error.
+    pub async fn psql_in_pod(
+        &self,
+        pod: &str,
+        conninfo: &str,
+        password: &str,
+        sql: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        use tokio::io::AsyncWriteExt;
+        let script =
+            "read -r PGPASSWORD && export PGPASSWORD && exec psql -X -A -t -c \"$1\" \"$0\"";
+        let kubectl = std::env::var("TUSK_KUBECTL_BIN").unwrap_or_else(|_| "kubectl".into());
+        let mut child = tokio::process::Command::new(kubectl)
+            .args(["-n", &self.ns, "exec", "-i", pod, "-c", POSTGRES, "--"])
+            .args(["sh", "-c", script, conninfo, sql])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("running kubectl exec")?;
+        let mut stdin = child.stdin.take().context("kubectl's stdin")?;
+        stdin.write_all(format!("{password}\n").as_bytes()).await?;
+        drop(stdin);
+        let out = child.wait_with_output().await?;
+        Ok(if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        })
+    }
 }

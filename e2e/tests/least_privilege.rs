@@ -4,7 +4,6 @@
 //! as a table. Over the network every attempt dials the `-rw` Service's IP with `verify-full`.
 //! And the instance managers' status port, flooded, fails nothing over.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -16,36 +15,6 @@ use tusk_e2e::replication::{
     Writer, current_primary, last_failover, pod_ip, service_ip, synchronous,
 };
 use tusk_e2e::{Context, Ctx, Result, ensure, fail, say, scenario};
-
-/// `sql` run by psql inside `pod` with `conninfo`, the password through stdin (never on a
-/// command line); Err is psql's error.
-async fn psql_in(
-    ctx: &Ctx,
-    pod: &str,
-    conninfo: &str,
-    password: &str,
-    sql: &str,
-) -> Result<std::result::Result<String, String>> {
-    let script = "read -r PGPASSWORD && export PGPASSWORD && exec psql -X -A -t -c \"$1\" \"$0\"";
-    let kubectl = std::env::var("TUSK_KUBECTL_BIN").unwrap_or_else(|_| "kubectl".into());
-    let mut child = tokio::process::Command::new(kubectl)
-        .args(["-n", &ctx.ns, "exec", "-i", pod, "-c", "postgres", "--"])
-        .args(["sh", "-c", script, conninfo, sql])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running kubectl exec")?;
-    let mut stdin = child.stdin.take().context("kubectl's stdin")?;
-    stdin.write_all(format!("{password}\n").as_bytes()).await?;
-    drop(stdin);
-    let out = child.wait_with_output().await?;
-    Ok(if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    })
-}
 
 /// The server's refusal in psql's output (its FATAL or ERROR line), not kubectl's exit line.
 fn server_said(error: &str) -> &str {
@@ -124,7 +93,7 @@ async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx
     ];
     let mut table = vec!["| attempt | refused |".to_owned(), "|---|---|".to_owned()];
     for (attempt, conninfo, password, sql, refusal) in attempts {
-        match psql_in(&ctx, &pod, &conninfo, password, sql).await? {
+        match ctx.psql_in_pod(&pod, &conninfo, password, sql).await? {
             Ok(out) => fail!("{attempt}: it worked ({out})"),
             Err(error) => {
                 ensure!(
@@ -136,14 +105,9 @@ async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx
         }
     }
     // And the app still gets in, so the refusals above are not a broken server.
-    match psql_in(
-        &ctx,
-        &pod,
-        &over_tls("app", "app"),
-        &app,
-        "SELECT current_user",
-    )
-    .await?
+    match ctx
+        .psql_in_pod(&pod, &over_tls("app", "app"), &app, "SELECT current_user")
+        .await?
     {
         Ok(user) => ensure!(user == "app", "logged in as {user}"),
         Err(error) => fail!("the application could not log in: {error}"),
@@ -154,7 +118,7 @@ async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx
     // a password in its own.
     let local = "host=/var/run/postgresql user=postgres dbname=postgres";
     let environ = "SELECT encode(pg_read_binary_file('/proc/1/environ'), 'escape')";
-    match psql_in(&ctx, &pod, local, "", environ).await? {
+    match ctx.psql_in_pod(&pod, local, "", environ).await? {
         Ok(_) => fail!("a database superuser read the instance manager's environment"),
         Err(error) => {
             ensure!(error.contains("ermission denied"), "{error}");
@@ -165,7 +129,7 @@ async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx
         }
     }
     let own = "SELECT encode(pg_read_binary_file('/proc/self/environ'), 'escape')";
-    match psql_in(&ctx, &pod, local, "", own).await? {
+    match ctx.psql_in_pod(&pod, local, "", own).await? {
         Ok(env) => {
             for secret in [&superuser, &app, &replication] {
                 ensure!(

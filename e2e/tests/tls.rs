@@ -3,19 +3,15 @@
 //! any other name is refused. Names are checked against the certificate, not resolved: each
 //! connection dials the Service's or pod's IP (`hostaddr`), so no cluster DNS is needed.
 
-use std::process::Stdio;
-
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use tokio::io::AsyncWriteExt;
 use tusk_e2e::manifests::cluster;
 use tusk_e2e::replication::{pod_ip, service_ip};
 use tusk_e2e::{Context, Ctx, Result, ensure, fail, say, scenario};
 
 /// The TLS version of a session as the app role, opened from inside `pod` to `hostaddr` with
 /// `sslmode` (`verify-full`: the server's certificate verified for `host` against the CA
-/// mounted in the pod). The password goes through stdin, never on a command line; Err is
-/// psql's error.
+/// mounted in the pod); Err is psql's error.
 async fn tls_version(
     ctx: &Ctx,
     pod: &str,
@@ -27,26 +23,8 @@ async fn tls_version(
         "host={host} hostaddr={hostaddr} port=5432 user=app dbname=app sslmode={sslmode} \
          sslrootcert=/etc/tusk-tls/ca.crt connect_timeout=5"
     );
-    let script = "read -r PGPASSWORD && export PGPASSWORD && exec psql -X -A -t -c \
-                  'SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid()' \"$0\"";
-    let kubectl = std::env::var("TUSK_KUBECTL_BIN").unwrap_or_else(|_| "kubectl".into());
-    let mut child = tokio::process::Command::new(kubectl)
-        .args(["-n", &ctx.ns, "exec", "-i", pod, "-c", "postgres", "--"])
-        .args(["sh", "-c", script, &conninfo])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running kubectl exec")?;
-    let mut stdin = child.stdin.take().context("kubectl's stdin")?;
-    stdin.write_all(format!("{password}\n").as_bytes()).await?;
-    drop(stdin);
-    let out = child.wait_with_output().await?;
-    Ok(if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    })
+    let sql = "SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+    ctx.psql_in_pod(pod, &conninfo, password, sql).await
 }
 
 #[scenario]
