@@ -34,6 +34,7 @@ pub mod restore_fetch;
 pub mod restore_prefetch;
 pub mod rewind;
 pub mod role_source;
+pub mod roles;
 pub mod slots;
 pub mod sql;
 pub mod status_accept;

@@ -343,7 +343,7 @@ fn already_promoted(pgdata: &std::path::Path) -> bool {
 async fn finish_promoted(ctx: &Context) -> Result<(), Error> {
     let mut server = Postmaster::start(ctx, Listen::SocketOnly, None)?;
     let adopted = match server.wait_ready(ctx, Duration::from_secs(600)).await {
-        Ok(()) => crate::pgdata::adopt_roles(ctx).await,
+        Ok(()) => crate::roles::adopt_roles(ctx).await,
         Err(e) => Err(e),
     };
     server.stop(libc::SIGINT, Duration::from_secs(120)).await;
@@ -375,7 +375,7 @@ async fn recover(ctx: &Context) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let adopted = crate::pgdata::adopt_roles(ctx).await;
+    let adopted = crate::roles::adopt_roles(ctx).await;
     server.stop(libc::SIGINT, Duration::from_secs(120)).await;
     adopted
 }

@@ -59,16 +59,27 @@ fn primary_initdb_has_checksums_app_role_and_replication_role() {
             .unwrap(),
         "t"
     );
+    // The replication role only replicates: an ordinary session is refused, as by the
+    // operator's pg_hba.conf (its password streams in the replication tests).
+    let refused = primary
+        .psql_as(
+            "tusk_replication",
+            REPLICATION_PASSWORD,
+            "postgres",
+            "SELECT 1",
+        )
+        .unwrap_err();
+    assert!(refused.contains("pg_hba.conf rejects"), "{refused}");
+    // Every password the manager set went as a SCRAM verifier (the app's logged in above).
     assert_eq!(
         primary
-            .psql_as(
-                "tusk_replication",
-                REPLICATION_PASSWORD,
-                "postgres",
-                "SELECT 1"
+            .psql(
+                "SELECT bool_and(rolpassword LIKE 'SCRAM-SHA-256$4096:%') FROM pg_authid \
+                 WHERE rolname IN ('postgres', 'app', 'tusk_replication', 'tusk_rewind', \
+                 'tusk_backup')"
             )
             .unwrap(),
-        "1"
+        "t"
     );
     assert!(
         primary

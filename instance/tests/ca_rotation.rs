@@ -28,7 +28,7 @@ fn psql(port: u16, user: &str, ca: &Path, extra: &str) -> std::process::Command 
 /// Whether the replication role's certificate `cert` (and its key) logs in on `port`.
 fn replication_login(port: u16, ca: &Path, cert: &Path, key: &Path) -> Result<String, String> {
     let extra = format!(
-        "replication=database sslcert={} sslkey={}",
+        "replication=true sslcert={} sslkey={}",
         cert.display(),
         key.display()
     );

@@ -75,7 +75,7 @@ struct Supervisor {
     fenced: bool,
     last_slot_sync: Option<Instant>,
     slot_sync: Option<tokio::task::JoinHandle<()>>,
-    /// Whether this process has made the machine roles (`pgdata::keep_machine_roles`).
+    /// Whether this process has made the machine roles (`roles::keep_machine_roles`).
     machine_roles_kept: Arc<std::sync::atomic::AtomicBool>,
     /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
     short_lives: u32,
@@ -391,7 +391,7 @@ impl Supervisor {
                 Ok(Err(e)) => tracing::warn!(error = %e, "syncing replication slots"),
                 Err(_) => tracing::warn!("syncing replication slots timed out"),
             }
-            let roles = crate::pgdata::keep_machine_roles(&ctx, &roles_kept);
+            let roles = crate::roles::keep_machine_roles(&ctx, &roles_kept);
             match tokio::time::timeout(SLOT_SYNC_EVERY, roles).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "keeping the machine roles"),
