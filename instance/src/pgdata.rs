@@ -119,7 +119,7 @@ pub async fn clone_from(ctx: &Context, from: &str, expected: Option<&str>) -> Re
     let pgdata = ctx.pgdata();
     write_passfile(ctx)?;
     let slot = slot_name(ctx.me());
-    let mut extra = vec![("user", "tusk_replication")];
+    let mut extra = vec![("user", REPLICATION_USER)];
     extra.extend(PEER_KEEPALIVES);
     let certificate = replication_certificate(ctx);
     extra.extend(certificate.as_ref().map_or(Vec::new(), presenting));
@@ -224,7 +224,7 @@ const STANDBY_TCP_USER_TIMEOUT_MS: &str = "5000";
 pub fn write_standby_config(ctx: &Context, upstream: &Upstream) -> Result<(), Error> {
     let pgdata = ctx.pgdata();
     write_passfile(ctx)?;
-    let mut extra = vec![("user", "tusk_replication"), ("application_name", ctx.me())];
+    let mut extra = vec![("user", REPLICATION_USER), ("application_name", ctx.me())];
     let certificate = replication_certificate(ctx);
     extra.extend(certificate.as_ref().map_or(Vec::new(), presenting));
     if let Some(ip) = &upstream.address {

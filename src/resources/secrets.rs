@@ -53,7 +53,7 @@ pub fn app_secret(cluster: &Cluster, password: &str) -> Secret {
 }
 
 /// Name of the role replicas stream as (LOGIN REPLICATION, nothing else).
-pub const REPLICATION_USER: &str = "tusk_replication";
+pub use tusk_contract::roles::REPLICATION_USER;
 
 /// Secret `<name>-replication` for role `tusk_replication`. Replicas reach the primary by its
 /// pod's own name, not through a Service, so the host is the headless domain.

@@ -31,7 +31,7 @@ pub const REPLICATION_CRT: &str = "replication.crt";
 pub const REPLICATION_KEY: &str = "replication.key";
 /// The role the replication certificate names (its common name, which `clientcert=verify-full`
 /// matches against the user name).
-pub const REPLICATION_USER: &str = "tusk_replication";
+pub use tusk_contract::roles::REPLICATION_USER;
 
 /// Default lifetimes. The server's is the shorter, so that a renewal only ever needs the CA that
 /// is already trusted; it is renewed once a third of it is left ([`server_renewal_due`]); the
