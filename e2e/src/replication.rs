@@ -109,7 +109,7 @@ impl Writer {
         let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
         let name = format!("{cluster}-rw.{}.svc", ctx.ns);
         let first = app_target(ctx, cluster, &name, &ip).await?;
-        let (client, after) = writable_session(&first, 0).await?;
+        let (client, after) = writable_session_soon(&first, 0).await?;
         drop(client);
         let acks = Arc::new(Mutex::new(Vec::new()));
         let recorded = acks.clone();
@@ -174,18 +174,7 @@ impl Writer {
     /// Writes rows from `after + 1` on with `config`, past the rows an earlier writer of the
     /// same numbering left in the table.
     async fn spawn(config: Target, after: i64) -> Result<Self> {
-        // Right after a switchover `-rw` may still lead to the demoted primary for a moment
-        // (read-only): the first session is retried until it can write.
-        let (client, after) = crate::until("a writable session", Duration::from_secs(60), || {
-            let config = &config;
-            async move {
-                Ok(match writable_session(config, after).await {
-                    Ok(session) => crate::Check::Done(session),
-                    Err(e) => crate::Check::Pending(format!("{e:#}")),
-                })
-            }
-        })
-        .await?;
+        let (client, after) = writable_session_soon(&config, after).await?;
         let acks = Arc::new(Mutex::new(Vec::new()));
         let recorded = acks.clone();
         let failures = Arc::new(AtomicUsize::new(0));
@@ -423,6 +412,26 @@ async fn app_target(ctx: &Ctx, cluster: &str, name: &str, ip: &str) -> Result<Ta
 struct Target {
     config: tokio_postgres::Config,
     tls: tusk_pgtls::MakeRustlsConnect,
+}
+
+/// [`writable_session`], tried again for up to 60 s: right after a switchover `-rw` may still
+/// lead to the demoted primary (read-only), and right after a new Service's endpoints appear
+/// the node's proxy may not route to them yet (connection refused, seen in CI on real pods).
+async fn writable_session_soon(
+    config: &Target,
+    after: i64,
+) -> Result<(tokio_postgres::Client, i64)> {
+    crate::until(
+        "a writable session",
+        Duration::from_secs(60),
+        || async move {
+            Ok(match writable_session(config, after).await {
+                Ok(session) => crate::Check::Done(session),
+                Err(e) => crate::Check::Pending(format!("{e:#}")),
+            })
+        },
+    )
+    .await
 }
 
 /// A session that created the table `writes` (if needed), and the last row of the numbering
