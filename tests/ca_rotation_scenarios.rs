@@ -28,6 +28,7 @@ fn converged_with(state: &CaState) -> (PostgreSQL, Cache) {
         let cluster = Cluster::new(&pg).expect("cluster");
         remove_named(&mut cache.secrets, "demo-ca");
         cache.secrets.push(state.secret(&cluster));
+        cache.publish_ca(&cluster, &state.bundle());
         let fingerprint = tls::ca_fingerprint(&state.bundle());
         for secret in &mut cache.secrets {
             let name = secret.metadata.name.clone().unwrap_or_default();
@@ -71,10 +72,17 @@ async fn step(state: &CaState) -> [Secret; 4] {
         serde_json::from_value::<Secret>(applied(&seen, name).clone()).expect("Secret")
     };
     assert_eq!(
-        seen[7].body["note"],
-        "Updated Secret demo-ca, Secret demo-server-tls, Secret demo-superuser, Secret demo-app"
+        seen[8].body["note"],
+        "Updated Secret demo-ca, Secret demo-server-tls, Secret demo-superuser, Secret demo-app, \
+         ConfigMap demo-ca.crt"
     );
-    ["demo-ca", "demo-server-tls", "demo-superuser", "demo-app"].map(secret)
+    let written = ["demo-ca", "demo-server-tls", "demo-superuser", "demo-app"].map(secret);
+    // The bundle published without a key is the one every ca.crt holds.
+    let bundle = CaState::read(&written[0], &Lifetimes::default())
+        .expect("state")
+        .bundle();
+    assert_eq!(applied(&seen, "demo-ca.crt")["data"]["ca.crt"], bundle);
+    written
 }
 
 fn text(secret: &Secret, key: &str) -> String {
@@ -224,6 +232,7 @@ async fn a_ca_secret_from_before_fingerprints_and_rotations_is_annotated_once() 
     let (pg, cache) = converged_edited(|cache| {
         remove_named(&mut cache.secrets, "demo-ca");
         cache.secrets.push(legacy.clone());
+        cache.publish_ca(&cluster, &ca.cert);
         for secret in &mut cache.secrets {
             let name = secret.metadata.name.clone().unwrap_or_default();
             if ["demo-server-tls", "demo-superuser", "demo-app"].contains(&name.as_str()) {

@@ -14,6 +14,7 @@ use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
 use tusk::resources::ca_rotation::Lifetimes;
 use tusk::resources::tls;
+use tusk::resources::verifiers::password_digest;
 
 /// A converged, Ready cluster whose cache then lost what `forget` removes.
 fn converged_without(
@@ -66,23 +67,40 @@ async fn an_existing_secret_is_never_overwritten() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     // Not yet in the cache, but present on the server: read, then left alone.
     remove_named(&mut cache.secrets, "demo-app");
-    let script = vec![Expect::new(
-        Method::GET,
-        format!("{SECRETS}/demo-app"),
-        |_| {
+    let theirs = || {
+        Expect::new(Method::GET, format!("{SECRETS}/demo-app"), |_| {
             let secret = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "demo-app", "namespace": NS}, "data": {"password": "b2xk"}});
             (StatusCode::OK, secret)
-        },
-    )];
+        })
+    };
+    let script = vec![
+        theirs(),
+        // Its password ("old") is the declared one all the same: a verifier is made of it.
+        get_cached_secret(&cache, "demo-superuser"),
+        theirs(),
+        get_cached_secret(&cache, "demo-verifiers"),
+        Expect::apply(format!("{SECRETS}/demo-verifiers")),
+        Expect::event(NS),
+    ];
     let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(verifier::writes(&seen).len(), 0);
+    let writes: Vec<_> = verifier::writes(&seen)
+        .into_iter()
+        .filter(|write| !write.path.contains("/events"))
+        .collect();
+    assert_eq!(writes.len(), 1, "the verifiers only, never the Secret");
+    assert_eq!(
+        writes[0].body["metadata"]["annotations"]["tusk.dev/app-password-sha256"],
+        password_digest(b"old")
+    );
 }
 
 #[tokio::test]
 async fn a_deleted_secret_is_recreated_with_a_warning() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
     let server = get_cached_secret(&cache, "demo-server-tls");
+    let superuser = get_cached_secret(&cache, "demo-superuser");
+    let verifiers = get_cached_secret(&cache, "demo-verifiers");
     remove_named(&mut cache.secrets, "demo-app");
     let (_, seen) = scenario(
         pg,
@@ -92,21 +110,47 @@ async fn a_deleted_secret_is_recreated_with_a_warning() {
             // Its CA comes from the server Secret, which the cache holds without data.
             server,
             Expect::create(SECRETS),
+            // Its new password is declared: the other credentials' read (the new one's is
+            // known), the verifiers read (the cache may lag), then written.
+            superuser,
+            verifiers,
+            Expect::apply(format!("{SECRETS}/demo-verifiers")),
+            Expect::event(NS),
             Expect::event(NS),
             Expect::event(NS),
         ],
     )
     .await;
+    // The new password's verifier replaces the old one's; the superuser's is made again.
+    let declared = &seen[5].body["metadata"]["annotations"];
+    let password = seen[2].body["data"]["password"].as_str().expect("password");
+    let password = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, password)
+            .expect("base64"),
+    )
+    .expect("UTF-8");
+    assert_eq!(
+        declared["tusk.dev/app-password-sha256"],
+        password_digest(password.as_bytes())
+    );
+    assert_eq!(
+        declared["tusk.dev/superuser-password-sha256"],
+        password_digest(b"su-password")
+    );
+    let seen = [&seen[..3], &seen[6..]].concat();
     assert_eq!(
         seen[2].body["data"]["ca.crt"], "Y2EgY2VydGlmaWNhdGU=",
         "the CA, \"ca certificate\""
     );
     assert_eq!(seen[3].body["note"], "Created Secret demo-app");
-    assert_eq!(seen[4].body["type"], "Warning");
-    assert_eq!(event_reason(&seen[4]), "SecretRecreated");
+    assert_eq!(seen[4].body["note"], "Updated Secret demo-verifiers");
+    assert_eq!(seen[5].body["type"], "Warning");
+    assert_eq!(event_reason(&seen[5]), "SecretRecreated");
+    let note = seen[5].body["note"].as_str().expect("note");
+    assert!(note.contains("becomes the role's"), "{note}");
     let password = seen[2].body["data"]["password"].as_str().expect("password");
     assert!(
-        !seen[4].body.to_string().contains(password),
+        !seen[5].body.to_string().contains(password),
         "no secret in Events"
     );
 }
@@ -123,20 +167,37 @@ async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
     data.remove("jdbc-uri");
     remove_named(&mut cache.secrets, "demo-app");
     cache.secrets.push(old.clone());
+    // An operator without TLS made no verifiers either.
+    remove_named(&mut cache.secrets, "demo-verifiers");
+    let superuser = get_cached_secret(&cache, "demo-superuser");
     let mut stored = serde_json::to_value(&old).expect("serialisable");
     // As the API server returns it: an apply body must carry none of this back.
     stored["metadata"]["resourceVersion"] = json!("42");
     stored["metadata"]["managedFields"] = json!([{"manager": "tusk-operator"}]);
     stored["metadata"]["labels"]["added-by"] = json!("someone else");
+    let again = stored.clone();
     let script = vec![
         Expect::new(Method::GET, format!("{SECRETS}/demo-app"), move |_| {
             (StatusCode::OK, stored)
         }),
         server,
         Expect::apply(format!("{SECRETS}/demo-app")),
+        // Its verifiers, made of the passwords the database has: both read, then created.
+        superuser,
+        Expect::new(Method::GET, format!("{SECRETS}/demo-app"), move |_| {
+            (StatusCode::OK, again)
+        }),
+        Expect::create(SECRETS),
+        Expect::event(NS),
         Expect::event(NS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
+    // No warning: the verifiers are made from passwords, not a password of their own.
+    assert!(seen[6..].iter().all(|event| event.body["type"] == "Normal"));
+    assert_eq!(
+        seen[5].body["metadata"]["annotations"]["tusk.dev/app-password-sha256"],
+        password_digest(b"old-password")
+    );
     let applied = &seen[2].body;
     let text = |key: &str| {
         let encoded = applied["data"][key].as_str().expect(key);
@@ -165,8 +226,19 @@ async fn credentials_from_before_tls_gain_the_ca_and_keep_their_password() {
         metadata["labels"].get("added-by").is_none(),
         "no one else's label taken over"
     );
-    assert_eq!(seen[3].body["note"], "Updated Secret demo-app");
-    assert!(!seen[3].body.to_string().contains("old-password"));
+    let notes: Vec<&str> = seen[6..]
+        .iter()
+        .map(|event| event.body["note"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        notes,
+        ["Created Secret demo-verifiers", "Updated Secret demo-app"]
+    );
+    assert!(
+        !seen[6..]
+            .iter()
+            .any(|e| e.body.to_string().contains("old-password"))
+    );
 }
 
 #[tokio::test]
@@ -194,7 +266,7 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
         assert_eq!(data["ca.crt"], seen[1].body["data"]["ca.crt"]);
         assert_eq!(data["password"], password);
     }
-    let seen = [&seen[..3], &seen[7..]].concat();
+    let seen = [&seen[..3], &seen[8..]].concat();
     assert_eq!(seen[1].body["metadata"]["name"], "demo-ca");
     let ca = seen[1].body["data"]["ca.crt"].as_str().expect("ca.crt");
     assert_eq!(seen[2].body["data"]["ca.crt"].as_str(), Some(ca));
@@ -211,7 +283,8 @@ async fn a_deleted_ca_is_issued_anew_with_a_server_certificate_it_signs() {
         notes[..2],
         [
             "Created Secret demo-ca",
-            "Updated Secret demo-server-tls, Secret demo-superuser, Secret demo-app"
+            "Updated Secret demo-server-tls, Secret demo-superuser, Secret demo-app, ConfigMap \
+             demo-ca.crt"
         ]
     );
     assert_eq!(event_reason(&seen[5]), "CertificateAuthorityRecreated");
@@ -252,6 +325,7 @@ async fn a_server_certificate_with_a_third_of_its_life_left_is_renewed_in_place(
     let ca = tls::issue_ca(&cluster, now, &Lifetimes::default()).expect("CA");
     let stored = serde_json::to_value(steady_ca_secret(&cluster, &ca)).expect("JSON");
     let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        cache.publish_ca(&cluster, &ca.cert);
         // Issued 17 months ago (less than a third of 24 months left) by the stored CA, which
         // the credentials already carry: the renewal rewrites the server Secret alone.
         let expires = now - time::Duration::days(510) + tls::SERVER_LIFETIME;
@@ -305,6 +379,7 @@ async fn a_server_secret_from_before_the_replication_certificate_gains_one() {
     .expect("CA");
     let stored = serde_json::to_value(steady_ca_secret(&cluster, &ca)).expect("JSON");
     let (pg, cache) = converged_without(MINIMAL, BackupSchedule::NotConfigured, |cache| {
+        cache.publish_ca(&cluster, &ca.cert);
         // Current in every other way: signed by the stored CA, which the credentials carry.
         for secret in &mut cache.secrets {
             let name = secret.metadata.name.clone().unwrap_or_default();

@@ -11,7 +11,7 @@ use support::paths::{
     CLUSTER, CONFIG_MAPS, CRONJOBS, LEASES, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS,
     SERVICES, STATEFULSETS, STATUS,
 };
-use support::read::{condition, event_reason};
+use support::read::{applied, condition, event_reason};
 use support::run::{scenario, scenario_result};
 use support::verifier::{self, Expect};
 use support::world::*;
@@ -34,13 +34,16 @@ async fn create_from_empty_makes_exactly_these_calls() {
             Expect::create(SECRETS),
             Expect::create(SECRETS),
         ],
-        // The credentials, which carry that CA, together.
+        // The credentials, which carry that CA, together, and the CA published without a key.
         verifier::together(vec![
             Expect::create(SECRETS),
             Expect::create(SECRETS),
             Expect::create(SECRETS),
             Expect::create(SECRETS),
+            Expect::apply(format!("{CONFIG_MAPS}/demo-ca.crt")),
         ]),
+        // The verifiers of the passwords just created, known without a read.
+        vec![Expect::create(SECRETS)],
         // Everything the StatefulSet does not wait for, together; the database pods' identity
         // is their Lease and nothing else.
         verifier::together(vec![
@@ -111,6 +114,21 @@ async fn create_from_empty_makes_exactly_these_calls() {
         server["metadata"]["annotations"]["tusk.dev/ca-sha256"]
     );
 
+    // The CA published without its key, and each password declared by its verifier alone.
+    assert_eq!(
+        applied(&seen, "demo-ca.crt")["data"],
+        json!({"ca.crt": decoded(&ca["data"]["ca.crt"])})
+    );
+    let verifiers = created("demo-verifiers");
+    for (slot, owner) in [("superuser", "demo-superuser"), ("app", "demo-app")] {
+        let password = decoded(&created(owner)["data"]["password"]);
+        let verifier = decoded(&verifiers["data"][slot]);
+        assert!(verifier.starts_with("SCRAM-SHA-256$4096:") && !verifier.contains(&password));
+        assert_eq!(
+            verifiers["metadata"]["annotations"][format!("tusk.dev/{slot}-password-sha256")],
+            tusk::resources::verifiers::password_digest(password.as_bytes())
+        );
+    }
     let events: Vec<_> = seen
         .iter()
         .filter(|s| s.path.ends_with("/events"))
@@ -123,7 +141,9 @@ async fn create_from_empty_makes_exactly_these_calls() {
         notes,
         [
             "Created Secret demo-ca, Secret demo-server-tls, Secret demo-superuser, Secret \
-             demo-app, Secret demo-replication, Secret demo-monitoring, ConfigMap demo-config, Service demo-rw, Service demo-ro, Service demo-r, Service demo-hl, \
+             demo-app, Secret demo-replication, Secret demo-monitoring, ConfigMap demo-ca.crt, \
+             Secret demo-verifiers, ConfigMap demo-config, Service demo-rw, Service demo-ro, \
+             Service demo-r, Service demo-hl, \
              ServiceAccount demo-instance, Role demo-instance, RoleBinding demo-instance, \
              StatefulSet demo, Lease demo-primary"
         ]
@@ -357,7 +377,9 @@ async fn an_invalid_spec_fails_before_any_child_without_retrying() {
 #[tokio::test]
 async fn a_failed_apply_is_reported_and_retried_with_growing_backoff() {
     let (pg, mut cache) = converged(MINIMAL, true, BackupSchedule::NotConfigured);
-    cache.config_maps.clear();
+    cache
+        .config_maps
+        .retain(|c| c.metadata.name.as_deref() != Some("demo-config"));
     let forbidden = |_: &Value| {
         let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
             "reason": "Forbidden", "message": "configmaps \"demo-config\" is forbidden"});
@@ -426,4 +448,11 @@ async fn a_reconcile_started_before_the_last_status_write_came_back_starts_from_
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].body["metadata"]["resourceVersion"], "41");
     assert_eq!(seen[0].body["status"]["endpoint"], "demo-rw.prod.svc:5432");
+}
+
+/// A base64 `data` value of a request body, as text.
+fn decoded(value: &Value) -> String {
+    let text = value.as_str().expect("base64 text");
+    let bytes = base64::Engine::decode(&base64::prelude::BASE64_STANDARD, text).expect("base64");
+    String::from_utf8(bytes).expect("UTF-8")
 }

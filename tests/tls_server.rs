@@ -124,7 +124,16 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
     write_owned(&root.join("etc/postgresql.conf"), &conf, 0o644);
     write_owned(
         &root.join("etc/pg_hba.conf"),
-        &tusk::resources::render_hba(true, false),
+        // With rules of the user's, written to reach Tusk's roles too: none may (below).
+        &tusk::resources::render_hba(
+            true,
+            false,
+            &[
+                "hostssl app reporting all cert".to_owned(),
+                "hostssl all postgres,tusk_replication all scram-sha-256".to_owned(),
+                "hostssl replication all all scram-sha-256".to_owned(),
+            ],
+        ),
         0o644,
     );
     write_owned(&root.join("etc/pg_ident.conf"), "", 0o644);
@@ -428,4 +437,30 @@ fn postgres_serves_tls13_only_and_verify_full_holds_for_every_name_it_is_given()
         "postgres",
         "{out:?}"
     );
+
+    // A rule of the user's (`spec.pgHba`): `reporting` logs in to `app` by a certificate of the
+    // cluster's CA naming it (`kubectl tusk certificate`), with no password; elsewhere, or
+    // without the certificate, it is refused.
+    assert!(local("CREATE ROLE reporting LOGIN").status.success());
+    let issued = tls::issue_client(&cluster, &ca, "reporting", validity).unwrap();
+    let (cert, key) = (root.join("reporting.crt"), root.join("reporting.key"));
+    std::fs::write(&cert, &issued.cert).unwrap();
+    std::fs::write(&key, &issued.key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let by_cert = format!("sslcert={} sslkey={}", cert.display(), key.display());
+    let out = as_role("reporting", "", &format!("dbname=app {by_cert}"), &whoami);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "reporting",
+        "{out:?}"
+    );
+    let out = as_role("reporting", "", "dbname=app", &whoami);
+    refused(&out, "certificate", "reporting without its certificate");
+    let out = as_role(
+        "reporting",
+        "",
+        &format!("dbname=postgres {by_cert}"),
+        &whoami,
+    );
+    refused(&out, "password", "reporting outside its rule");
 }

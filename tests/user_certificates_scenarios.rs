@@ -136,6 +136,11 @@ async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_car
         applied(&seen, "demo-superuser")["data"]["password"],
         "c3UtcGFzc3dvcmQ="
     );
+    // Published without a key, as every client's trust.
+    assert_eq!(
+        applied(&seen, "demo-ca.crt")["data"]["ca.crt"],
+        brought("cluster.local").ca
+    );
 
     // Converged again (credentials on the user's CA): one read of the user's Secret, no write.
     let (pg, mut cache) = converged_with_own_certificate();
@@ -148,6 +153,8 @@ async fn the_users_certificate_is_read_nothing_is_issued_and_the_credentials_car
             *secret = tusk::resources::with_ca(secret, secret, ca).expect("a login");
         }
     }
+    let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
+    cache.publish_ca(&cluster, &brought("cluster.local").ca);
     let (result, seen) = scenario_result(pg, cache, vec![get_user_secret(None)]).await;
     result.expect("reconciled");
     assert_eq!(seen.len(), 1);

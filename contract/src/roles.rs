@@ -9,6 +9,14 @@ pub const REWIND_USER: &str = "tusk_rewind";
 /// Reads every database for logical backups.
 pub const BACKUP_USER: &str = "tusk_backup";
 
+/// Where the database pods find the declared passwords' SCRAM verifiers (Secret
+/// `<name>-verifiers`), one file per role the manager keeps at its declared password.
+pub const VERIFIERS_DIR: &str = "/var/run/secrets/tusk/verifiers";
+/// The superuser's verifier, in [`VERIFIERS_DIR`].
+pub const SUPERUSER_VERIFIER_FILE: &str = "superuser";
+/// The application owner's verifier, in [`VERIFIERS_DIR`].
+pub const APP_VERIFIER_FILE: &str = "app";
+
 /// What `tusk_rewind` is, besides its password (ALTER ROLE puts an existing role back).
 pub const REWIND_OPTIONS: &str = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION";
 

@@ -69,6 +69,13 @@ scenarios() {
   : >"$E2E_SUMMARY"
   local rc=0 filters=(--test-threads=1 --nocapture)
   if (($#)); then filters+=(--exact "$@"); fi
+  # The plugin the scenarios run (plugin.rs, the client certificate in least_privilege.rs), as
+  # built from this tree, copied so a concurrent build cannot swap it mid-run.
+  (cd "$repo" && cargo build --locked --quiet -p kubectl-tusk --bin kubectl-tusk)
+  local target_dir
+  target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+  install -m 0755 "$target_dir/debug/kubectl-tusk" "$TUSK_E2E_DIR/kubectl-tusk"
+  export TUSK_KUBECTL_TUSK_BIN="$TUSK_E2E_DIR/kubectl-tusk"
   (cd "$repo" && cargo test --locked --quiet --no-fail-fast -p tusk-e2e -- --ignored \
     "${filters[@]}") || rc=$?
   printf '\n=== scenarios on the real node (levels: %s)\n' "$E2E_LEVELS"

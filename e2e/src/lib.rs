@@ -20,6 +20,7 @@ pub mod manifests;
 pub mod metrics;
 pub mod objects;
 pub mod platform;
+pub mod plugin;
 pub mod pods;
 pub mod prometheus;
 pub mod replication;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::Api;
 use tokio::task::JoinHandle;
 use tusk::crd::Failover;
@@ -102,7 +102,7 @@ impl Writer {
     }
 
     /// [`Writer::start`] as a new client at each write: a fresh `verify-full` session per
-    /// row, verified against the CA the `<cluster>-server-tls` Secret's `ca.crt` holds at that
+    /// row, verified against the CA that ConfigMap `<cluster>-ca.crt` publishes at that
     /// moment (read again each time), as a client that reconnects and follows the Secret would.
     /// Through a CA rotation, a failure here is a client the server's chain did not satisfy.
     pub async fn fresh_sessions(ctx: &Ctx, cluster: &str) -> Result<Self> {
@@ -398,12 +398,14 @@ async fn app_target(ctx: &Ctx, cluster: &str, name: &str, ip: &str) -> Result<Ta
         .password(field("password")?)
         .dbname(field("dbname")?)
         .connect_timeout(Duration::from_secs(1));
-    // As an application would: the cluster's CA, the name verified, channel binding.
-    let tls_secret = secrets.get(&format!("{cluster}-server-tls")).await?;
-    let ca = (tls_secret.data.as_ref())
-        .and_then(|d| d.get("ca.crt"))
-        .context(format!("ca.crt in {cluster}-server-tls"))?;
-    let tls = tusk_pgtls::verifying_pem(&ca.0, &format!("in Secret {cluster}-server-tls"))?;
+    // As an application would: the cluster's CA as published (no key beside it), the name
+    // verified, channel binding.
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let published = format!("{cluster}-ca.crt");
+    let ca = (config_maps.get(&published).await?.data)
+        .and_then(|mut d| d.remove("ca.crt"))
+        .context(format!("ca.crt in ConfigMap {published}"))?;
+    let tls = tusk_pgtls::verifying_pem(ca.as_bytes(), &format!("in ConfigMap {published}"))?;
     Ok(Target { config, tls })
 }
 

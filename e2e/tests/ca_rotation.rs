@@ -1,12 +1,13 @@
 //! A CA rotation on a real API server, driven by the operator binary: each step made due by
 //! setting the CA Secret's `tusk.dev/ca-next-step` to the past (what the clock does after an
 //! overlap), each reaching every `ca.crt` (the server Secret the pods mount, the app and
-//! superuser Secrets) with the bundle the step wants, without a rollout. With a real
+//! superuser Secrets, ConfigMap `<name>-ca.crt`) with the bundle the step wants, without a
+//! rollout. With a real
 //! PostgreSQL (L4, real pods), the application keeps connecting with `verify-full` through its
 //! Secret's `ca.crt` at every step (at L4 until the last: its stand-in server never reloads).
 //!
 //! On real pods, under load: two instances, a writer through `-rw` for the whole run (a new
-//! `verify-full` session per row, with the Secret's `ca.crt` read at that moment), the
+//! `verify-full` session per row, with the published `ca.crt` read at that moment), the
 //! server certificate renewed twice besides (its recorded expiry set to the past, what the
 //! clock does two thirds into its life), each certificate served by every pod on 5432 soon
 //! after it is issued, and every pod's `/status` read once a second as the operator reads it.
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tusk::resources::ca_rotation::{CA_NEXT_STEP_ANNOTATION, NEXT_CRT, PREVIOUS_CRT};
@@ -69,7 +70,8 @@ async fn take_step(ctx: &Ctx, name: &str) -> Result<Secret> {
     .await
 }
 
-/// Waits until the server, app and superuser Secrets all hold `bundle` in `ca.crt`.
+/// Waits until the server, app and superuser Secrets and ConfigMap `<name>-ca.crt` all hold
+/// `bundle` in `ca.crt`.
 async fn bundle_everywhere(ctx: &Ctx, name: &str, bundle: &str) -> Result {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     for which in ["server-tls", "app", "superuser"] {
@@ -88,6 +90,25 @@ async fn bundle_everywhere(ctx: &Ctx, name: &str, bundle: &str) -> Result {
         )
         .await?;
     }
+    // And the bundle published without a key, for clients that hold no credential of ours.
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let published = format!("{name}-ca.crt");
+    until(
+        format!("ConfigMap {published} to carry the bundle"),
+        ctx.timeout(),
+        || async {
+            let config_map = config_maps.get(&published).await?;
+            let held = (config_map.data.as_ref())
+                .and_then(|d| d.get(tls::CA_CRT))
+                .cloned()
+                .unwrap_or_default();
+            Ok(Check::when(
+                held == bundle,
+                format!("{} certificates", certificates(&held).len()),
+            ))
+        },
+    )
+    .await?;
     Ok(())
 }
 

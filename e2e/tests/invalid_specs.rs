@@ -39,6 +39,18 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
             r#"{storage: {size: 1Gi}, image: "postgres 18"}"#,
         ),
         bad(
+            "spec.pgHba",
+            r#"{storage: {size: 1Gi}, pgHba: ["local all all trust"]}"#,
+        ),
+        bad(
+            "spec.pgHba",
+            r#"{storage: {size: 1Gi}, pgHba: ["hostssl all all 10.0.0.0/8 trust"]}"#,
+        ),
+        bad(
+            "spec.pgHba",
+            r#"{storage: {size: 1Gi}, pgHba: ["hostssl all all 10.0.0.1 255.0.0.0 password"]}"#,
+        ),
+        bad(
             "spec.bootstrap.database",
             "{storage: {size: 1Gi}, bootstrap: {database: postgres}}",
         ),

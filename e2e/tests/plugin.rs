@@ -6,47 +6,8 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ListParams;
-use tusk_e2e::{Context, Ctx, Result, ensure, fail, say, scenario};
-
-/// What one run of the plugin printed.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-async fn kubectl_tusk(args: &[&str]) -> Result<Run> {
-    let bin = std::env::var("TUSK_KUBECTL_TUSK_BIN").unwrap_or_else(|_| {
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into());
-        format!("{target}/debug/kubectl-tusk")
-    });
-    let out = tokio::process::Command::new(&bin)
-        .args(args)
-        .output()
-        .await
-        .context(format!("running {bin} (built by e2e/local/run.sh)"))?;
-    Ok(Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
-}
-
-/// Runs the plugin and fails unless it exits 0; returns its stdout.
-async fn ok(args: &[&str]) -> Result<String> {
-    let run = kubectl_tusk(args).await?;
-    if run.code != Some(0) {
-        fail!(
-            "kubectl tusk {} exited {:?}: {}{}",
-            args.join(" "),
-            run.code,
-            run.stdout,
-            run.stderr
-        );
-    }
-    Ok(run.stdout)
-}
+use tusk_e2e::plugin::{kubectl_tusk, ok};
+use tusk_e2e::{Context, Ctx, Result, ensure, say, scenario};
 
 fn expect_lines(output: &str, wanted: &[&str]) -> Result {
     for line in wanted {

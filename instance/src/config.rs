@@ -43,6 +43,9 @@ pub struct RunArgs {
     pub app_password: Option<String>,
     #[arg(long, env = "TUSK_REPLICATION_PASSWORD", hide_env_values = true)]
     pub replication_password: String,
+    /// Where Secret `<name>-verifiers` is mounted: the declared passwords' verifiers.
+    #[arg(long, env = "TUSK_VERIFIERS_DIR", default_value = tusk_contract::roles::VERIFIERS_DIR)]
+    pub verifiers_dir: PathBuf,
     #[arg(long, env = "TUSK_STATUS_PORT", default_value_t = 8000)]
     pub status_port: u16,
     /// `preferred`: while primary, this manager keeps `synchronous_standby_names` at

@@ -75,14 +75,17 @@ async fn ensure_machine_roles(ctx: &Context, client: &tokio_postgres::Client) ->
 /// The machine roles as this version of the manager wants them, on a running primary (one
 /// created by an older version lacks `tusk_backup` and the grants): made once per process
 /// (`kept`), then only CONNECT on databases created since.
-pub async fn keep_machine_roles(ctx: &Context, kept: &AtomicBool) -> Result<(), Error> {
+/// In the same session, the declared passwords (`declared_passwords`); returns the roles
+/// whose password it changed.
+pub async fn keep_machine_roles(ctx: &Context, kept: &AtomicBool) -> Result<Vec<String>, Error> {
     let client = silent_session(ctx).await?;
     if kept.load(Ordering::Relaxed) {
-        return machine_roles::connect_everywhere(&client).await;
+        machine_roles::connect_everywhere(&client).await?;
+    } else {
+        ensure_machine_roles(ctx, &client).await?;
+        kept.store(true, Ordering::Relaxed);
     }
-    ensure_machine_roles(ctx, &client).await?;
-    kept.store(true, Ordering::Relaxed);
-    Ok(())
+    crate::declared_passwords::keep(ctx, &client).await
 }
 
 /// A local connection in the [`SILENT_SESSION`].

@@ -2,6 +2,7 @@
 //! `kubectl-tusk`, kubectl runs it for `kubectl tusk …`.
 
 mod backup;
+mod certificate;
 mod cluster;
 mod error;
 mod format;
@@ -96,6 +97,21 @@ enum Command {
         /// Arguments for psql, after `--`.
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// A client certificate for ROLE (one of yours, not Tusk's), signed by cluster NAME's CA,
+    /// in a Secret of yours (`kubernetes.io/tls` with `ca.crt`). With a `spec.pgHba` rule such
+    /// as `hostssl app ROLE all cert` the role logs in with it and no password. Run it again
+    /// to renew, and after each CA rotation (`kubectl tusk status` shows the CA's next step).
+    Certificate {
+        name: String,
+        #[arg(long = "role", value_name = "ROLE")]
+        role: String,
+        /// The Secret to write; `<cluster>-<role>-tls` when unset.
+        #[arg(long)]
+        secret: Option<String>,
+        /// Days it is valid (never past the CA's own expiry).
+        #[arg(long, default_value_t = 90)]
+        days: u32,
     },
     /// Support bundle: every object of the cluster as YAML (Secret values redacted), Events,
     /// the status screen, instance and operator logs.
@@ -195,6 +211,20 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let code = psql::run(&client, &ns, &name, target, owner, &args).await?;
             return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        }
+        Command::Certificate {
+            name,
+            role,
+            secret,
+            days,
+        } => {
+            let issued = certificate::run(&client, &ns, &name, &role, secret, days).await?;
+            println!(
+                "Secret {ns}/{} holds a client certificate for role {role} of PostgreSQL                  {name}, valid until {}; the cluster's CA takes its next rotation step at {}:                  issue it again after that step",
+                issued.secret,
+                certificate::rfc3339(issued.not_after),
+                certificate::rfc3339(issued.next_ca_step),
+            );
         }
         Command::Report {
             name,

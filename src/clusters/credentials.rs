@@ -7,13 +7,15 @@ use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use tracing::info;
 
+use super::declared_passwords::ensure_verifiers;
 use super::desired::Desired;
 use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
 use crate::resources::ca_rotation::{self, CaState};
+use crate::resources::verifiers::Slot;
 use crate::resources::{self, Cluster, brought_tls, tls};
 use crate::runtime::Context;
-use crate::runtime::apply::{Change, Written, apply, create};
+use crate::runtime::apply::{Change, Written, apply, apply_json, create};
 use crate::runtime::watch::owning_cluster;
 
 /// The CA certificate the server Secret carries, which the credentials copy.
@@ -42,20 +44,78 @@ pub async fn apply_secrets(
     let ca = server.as_ref().and_then(server_ca);
     // Independent of each other, so sent together: a new cluster's four Secrets take one round
     // trip, not four.
-    let credentials = desired.credentials.iter().map(|secret| async {
-        let change = ensure_credentials(cluster, ctx, &api, secret, ca.as_deref()).await?;
-        Ok::<_, Error>(Written::of(secret, change))
+    let api_ref = &api;
+    let ca_ref = ca.as_deref();
+    let credentials = desired.credentials.iter().map(|secret| async move {
+        let change = ensure_credentials(cluster, ctx, api_ref, secret, ca_ref).await?;
+        Ok::<_, Error>((secret, change))
     });
     let internal = [&desired.replication, &desired.monitoring].map(|secret| async {
         let change = ensure_secret(&api, ctx, cluster.namespace, secret).await?;
         Ok::<_, Error>(Written::of(secret, change))
     });
-    let (credentials, internal) = futures::try_join!(
+    let (credentials, internal, published) = futures::try_join!(
         futures::future::try_join_all(credentials),
-        futures::future::try_join_all(internal)
+        futures::future::try_join_all(internal),
+        ensure_published_ca(cluster, ctx, &api, ca.as_deref()),
     )?;
-    writes.extend(credentials.into_iter().chain(internal).flatten());
+    // The passwords of credentials just created, for their verifiers without a read.
+    let created: Vec<(Slot, String)> = Slot::ALL
+        .into_iter()
+        .filter_map(|slot| {
+            let (secret, _) = credentials.iter().find(|(secret, change)| {
+                *change == Change::Created && secret.name_any() == slot.source(cluster)
+            })?;
+            Some((slot, resources::password_of(secret)?))
+        })
+        .collect();
+    let credentials = credentials
+        .into_iter()
+        .map(|(s, change)| Written::of(s, change));
+    writes.extend(credentials.chain(internal).flatten());
+    writes.extend(published);
+    // After the credentials: the verifiers are made from their passwords.
+    let declared = &desired.credentials;
+    writes.extend(ensure_verifiers(cluster, ctx, &api, declared, &created, ca.as_deref()).await?);
     Ok(writes)
+}
+
+/// ConfigMap `<name>-ca.crt` with the server Secret's CA bundle, for clients that verify the
+/// server and hold no other credential of the cluster. At rest (the cached copy's bundle has
+/// the fingerprint the server Secret records) it costs no request.
+async fn ensure_published_ca(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    ca: Option<&str>,
+) -> Result<Option<Written>> {
+    let ns = cluster.namespace;
+    let cached = ctx.caches.config_maps.get(ns, &cluster.published_ca_name());
+    let bundle = match ca {
+        Some(ca) => ca.to_owned(),
+        None => {
+            let server_name = cluster.server_tls_secret_name();
+            let recorded = ctx.caches.secrets.get(ns, &server_name);
+            let recorded = recorded.as_ref().and_then(tls::recorded_ca);
+            let held = cached.as_ref().and_then(resources::published_ca_bundle);
+            if recorded.is_some() && held.map(tls::ca_fingerprint).as_deref() == recorded {
+                return Ok(None);
+            }
+            let server = secrets
+                .get_opt(&server_name)
+                .await
+                .map_err(read_error(&server_name))?;
+            // No server certificate yet: the reconcile that makes it publishes its CA.
+            match server.as_ref().and_then(server_ca) {
+                Some(bundle) => bundle,
+                None => return Ok(None),
+            }
+        }
+    };
+    let desired = resources::published_ca(cluster, &bundle);
+    let api = Api::namespaced(ctx.client.clone(), ns);
+    let change = apply_json(&api, cached, &desired).await?;
+    Ok(Written::of(&desired, change))
 }
 
 fn read_error(name: &str) -> impl FnOnce(kube::Error) -> Error {

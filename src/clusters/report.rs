@@ -106,12 +106,25 @@ pub async fn writes(
             && write.change == Change::Created
             && served
             && !name.ends_with("-tls")
+            // Made from the credentials, not a password of its own (an upgrade creates it).
+            && name != cluster.verifiers_secret_name()
         {
-            let note = format!(
-                "Secret {name} was missing and has been re-created with a new password; the \
-                 database still has the old one: restore the Secret or set the new password with \
-                 ALTER ROLE"
-            );
+            // The superuser's and the app's passwords are declared: the new one becomes the
+            // role's. The others' roles keep theirs until a manager starts again.
+            let declared =
+                name == cluster.superuser_secret_name() || name == cluster.app_secret_name();
+            let note = if declared {
+                format!(
+                    "Secret {name} was missing and has been re-created with a new password, \
+                     which becomes the role's within a minute or two; the old one stops working"
+                )
+            } else {
+                format!(
+                    "Secret {name} was missing and has been re-created with a new password; the \
+                     database still has the old one: restore the Secret or set the new password \
+                     with ALTER ROLE"
+                )
+            };
             publish(ctx, pg, warning("SecretRecreated", "Created", note)).await;
         }
     }

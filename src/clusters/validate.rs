@@ -8,6 +8,7 @@ mod cron;
 
 use crate::crd::PostgreSQLSpec;
 use crate::resources::ParameterError;
+use crate::resources::hba_rules::{HbaRuleError, check_rule};
 
 /// A spec the operator cannot realise; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +19,8 @@ pub enum InvalidSpec {
         schedule: String,
         reason: String,
     },
+    #[error("spec.pgHba[{index}] {reason}")]
+    HbaRule { index: usize, reason: HbaRuleError },
     /// Found by the build step, which is pure and runs before anything is applied.
     #[error(transparent)]
     Parameter(#[from] ParameterError),
@@ -25,6 +28,9 @@ pub enum InvalidSpec {
 
 /// Checks `spec` beyond the CRD schema.
 pub fn validate(spec: &PostgreSQLSpec) -> Result<(), InvalidSpec> {
+    for (index, rule) in spec.pg_hba.iter().enumerate() {
+        check_rule(rule).map_err(|reason| InvalidSpec::HbaRule { index, reason })?;
+    }
     if let Some(backup) = &spec.backup {
         validate_schedule(&backup.schedule)?;
         if let Some(verify) = &backup.verify {
@@ -80,5 +86,29 @@ mod tests {
             let err = validate_schedule(schedule).unwrap_err().to_string();
             assert!(err.starts_with("spec.backup.schedule"), "{schedule}: {err}");
         }
+    }
+
+    #[test]
+    fn a_pg_hba_rule_the_server_could_not_read_is_named_by_its_index() {
+        let spec = |rules: serde_json::Value| {
+            crate::crd::fixtures::postgresql(
+                "ns",
+                "demo",
+                serde_json::json!({"version": "17", "storage": {"size": "1Gi"}, "pgHba": rules}),
+                serde_json::Value::Null,
+            )
+            .spec
+        };
+        let good = spec(serde_json::json!(["hostssl app app all cert"]));
+        assert_eq!(validate(&good), Ok(()));
+        let bad = spec(serde_json::json!([
+            "hostssl app app all cert",
+            "hostssl app app 10.0.0.0/40 cert"
+        ]));
+        let err = validate(&bad).unwrap_err().to_string();
+        assert!(
+            err.starts_with("spec.pgHba[1] \"10.0.0.0/40\" is not an address"),
+            "{err}"
+        );
     }
 }

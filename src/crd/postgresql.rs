@@ -131,6 +131,17 @@ pub struct PostgreSQLSpec {
     /// pods (their `pg_hba.conf` changes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superuser_access: bool,
+
+    /// Your own `pg_hba.conf` rules, such as `hostssl app app 10.0.0.0/8 cert` (an application
+    /// role by client certificate). Placed after Tusk's rules, which refuse connections without
+    /// TLS and fix how the superuser and Tusk's roles log in, and before the last, which admits
+    /// every other role with its password over TLS. `host` or `hostssl` lines only; `trust`,
+    /// `password` and `ident` are refused. Changing them rolls the pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 512)))]
+    #[x_kube(validation = Rule::new("self.all(r, r.matches('^\\\\s*(host|hostssl)\\\\s'))").message("spec.pgHba rules must be host or hostssl lines: connections without TLS are refused before any rule, and the local socket is Tusk's"))]
+    #[x_kube(validation = Rule::new("self.all(r, !r.matches('^\\\\s*\\\\S+\\\\s+\\\\S+\\\\s+\\\\S+\\\\s+\\\\S+\\\\s+(\\\\S+\\\\s+)?(trust|password|ident)(\\\\s|#|$)'))").message("spec.pgHba rules may not use trust, password or ident"))]
+    pub pg_hba: Vec<String>,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

@@ -171,6 +171,7 @@ pub fn config_map(cluster: &Cluster) -> Result<ConfigMap, ParameterError> {
             super::hba::render_hba(
                 cluster.user_server_secret().is_none(),
                 cluster.spec.superuser_access,
+                &cluster.spec.pg_hba,
             ),
         ),
         (
@@ -385,7 +386,9 @@ mod tests {
         let brought = postgresql("storage: {size: 1Gi}\ntls: {serverSecret: shop-tls}");
         let cm = config_map(&Cluster::new(&brought).unwrap()).unwrap();
         let hba_brought = &cm.data.as_ref().unwrap()["pg_hba.conf"];
-        assert!(hba_brought.ends_with("tusk_replication all  scram-sha-256\n"));
+        assert!(
+            hba_brought.contains("hostssl   replication tusk_replication all  scram-sha-256\n")
+        );
         // Plaintext is refused before any rule could accept it.
         let first_network_rules: Vec<&str> = hba
             .lines()

@@ -13,7 +13,12 @@
 /// replication role's certificate (any of the CA's, as its name is not theirs). The superuser
 /// logs in over the network only with `superuser_access`, or with Tusk's CA for a restore's
 /// short-lived certificate.
-pub fn render_hba(certificates: bool, superuser_access: bool) -> String {
+///
+/// `extra` (`spec.pgHba`, checked by [`super::hba_rules`]) comes after every rule of Tusk's and
+/// before the last, which admits any other role with its password: each pair of database and
+/// role of Tusk's is matched by a line above them (`all` never matches `replication`, hence the
+/// rejections of replication by the other roles of Tusk's), so no user rule can change it.
+pub fn render_hba(certificates: bool, superuser_access: bool, extra: &[String]) -> String {
     let (machine, borrowed) = if certificates {
         (
             "scram-sha-256 clientcert=verify-full",
@@ -27,19 +32,28 @@ pub fn render_hba(certificates: bool, superuser_access: bool) -> String {
         (false, true) => "scram-sha-256 clientcert=verify-full",
         (false, false) => "reject",
     };
-    format!(
+    let mut hba = format!(
         "# Managed by Tusk.\n\
          local     all         all              peer\n\
          hostnossl all         all              all  reject\n\
          hostnossl replication all              all  reject\n\
+         hostssl   replication tusk_replication all  {machine}\n\
          hostssl   all         tusk_replication all  reject\n\
          hostssl   postgres    tusk_rewind      all  {borrowed}\n\
          hostssl   all         tusk_rewind      all  reject\n\
          hostssl   all         tusk_backup      all  {borrowed}\n\
          hostssl   all         postgres         all  {superuser}\n\
-         hostssl   all         all              all  scram-sha-256\n\
-         hostssl   replication tusk_replication all  {machine}\n"
-    )
+         hostssl   replication postgres,tusk_rewind,tusk_backup all reject\n"
+    );
+    if !extra.is_empty() {
+        hba.push_str("# spec.pgHba\n");
+        for rule in extra {
+            hba.push_str(rule.trim());
+            hba.push('\n');
+        }
+    }
+    hba.push_str("hostssl   all         all              all  scram-sha-256\n");
+    hba
 }
 
 #[cfg(test)]

@@ -12,12 +12,14 @@ mod config;
 mod cronjob;
 mod disruption;
 mod hba;
+pub mod hba_rules;
 mod image;
 mod instance_access;
 mod network;
 mod pod;
 mod point_in_time;
 mod postgres_container;
+mod published_ca;
 pub mod restore_tls;
 mod secret_refs;
 mod secrets;
@@ -25,6 +27,7 @@ mod services;
 mod statefulset;
 pub mod storage;
 pub mod tls;
+pub mod verifiers;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -59,6 +62,7 @@ pub use instance_access::{
 pub use network::{OPERATOR_POD_LABEL, network_policy};
 pub use point_in_time::{PointInTime, point_in_time};
 pub use postgres_container::STATUS_PORT;
+pub use published_ca::{published_ca, published_ca_bundle};
 pub use secret_refs::{BorrowedSecret, Named as NamedSecret, borrowed, named as named_secrets};
 pub use secrets::{
     SSLMODE, STATUS_TOKEN_KEY, SUPERUSER_NAME, app_secret, generate_password, monitoring_secret,
@@ -227,6 +231,10 @@ impl<'a> Cluster<'a> {
     pub fn app_secret_name(&self) -> String {
         format!("{}-app", self.name)
     }
+    /// Secret `<name>-verifiers`: the declared passwords' SCRAM verifiers, mounted in the pods.
+    pub fn verifiers_secret_name(&self) -> String {
+        format!("{}-verifiers", self.name)
+    }
     pub fn config_map_name(&self) -> String {
         format!("{}-config", self.name)
     }
@@ -263,6 +271,11 @@ impl<'a> Cluster<'a> {
     /// Secret `<name>-ca`: the cluster's certificate authority (operator only).
     pub fn ca_secret_name(&self) -> String {
         format!("{}-ca", self.name)
+    }
+    /// ConfigMap `<name>-ca.crt`: the CA bundle clients trust, without a key (the name follows
+    /// the `kube-root-ca.crt` every namespace has).
+    pub fn published_ca_name(&self) -> String {
+        format!("{}-ca.crt", self.name)
     }
     /// The Secret whose certificate PostgreSQL presents: `spec.tls.serverSecret` when the user
     /// brings one, else `<name>-server-tls`, which the operator issues.

@@ -34,7 +34,8 @@ fn ports(numbers: &[i32]) -> Option<Vec<NetworkPolicyPort>> {
 /// NetworkPolicy `<name>` on the database pods, with `spec.networkPolicy` only. Three rules:
 /// the cluster's own pods and Jobs (replication, clones, the managers' peer queries, backups)
 /// reach 5432 and 8000; the clients `spec.networkPolicy` names (by default every pod of the
-/// cluster's namespace) reach 5432; the operator's pods in `operator_namespace` reach 8000.
+/// cluster's namespace) reach 5432; the operator's pods in `operator_namespace` reach 8000. A
+/// fourth with `metricsNamespaces`: the scrapers it names reach 8000.
 pub fn network_policy(cluster: &Cluster, operator_namespace: &str) -> Option<NetworkPolicy> {
     let wanted = cluster.spec.network_policy.as_ref()?;
     let own = NetworkPolicyPeer {
@@ -60,20 +61,30 @@ pub fn network_policy(cluster: &Cluster, operator_namespace: &str) -> Option<Net
         )])),
         ..NetworkPolicyPeer::default()
     };
+    let scrapers = wanted
+        .metrics_namespaces
+        .as_ref()
+        .map(|namespaces| NetworkPolicyPeer {
+            namespace_selector: Some(namespaces.clone()),
+            pod_selector: Some(wanted.metrics_pods.clone().unwrap_or_default()),
+            ..NetworkPolicyPeer::default()
+        });
     let rule = |from, numbers: &[i32]| NetworkPolicyIngressRule {
         from: Some(vec![from]),
         ports: ports(numbers),
     };
+    let mut ingress = vec![
+        rule(own, &[POSTGRES_PORT, STATUS_PORT]),
+        rule(clients, &[POSTGRES_PORT]),
+        rule(operator, &[STATUS_PORT]),
+    ];
+    ingress.extend(scrapers.map(|from| rule(from, &[STATUS_PORT])));
     Some(NetworkPolicy {
         metadata: cluster.child_meta(cluster.statefulset_name(), Component::Database),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(selector(cluster.selector_labels(Component::Database))),
             policy_types: Some(vec!["Ingress".to_owned()]),
-            ingress: Some(vec![
-                rule(own, &[POSTGRES_PORT, STATUS_PORT]),
-                rule(clients, &[POSTGRES_PORT]),
-                rule(operator, &[STATUS_PORT]),
-            ]),
+            ingress: Some(ingress),
             ..NetworkPolicySpec::default()
         }),
     })
@@ -123,6 +134,26 @@ mod tests {
         assert_eq!(
             rules[2]["ports"],
             json!([{"port": 8000, "protocol": "TCP"}])
+        );
+        assert_eq!(
+            rules.as_array().unwrap().len(),
+            3,
+            "no scraper unless named"
+        );
+    }
+
+    #[test]
+    fn named_scrapers_reach_the_managers_only() {
+        let spec = built(
+            "storage: {size: 1Gi}\nnetworkPolicy:\n  metricsNamespaces: {matchLabels: \
+             {kubernetes.io/metadata.name: monitoring}}\n  metricsPods: {matchLabels: {app: prometheus}}",
+        )
+        .unwrap();
+        assert_eq!(
+            spec["ingress"][3],
+            json!({"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                             "podSelector": {"matchLabels": {"app": "prometheus"}}}],
+                   "ports": [{"port": 8000, "protocol": "TCP"}]})
         );
     }
 

@@ -81,6 +81,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         mount("config", CONFIG_DIR, true),
         mount("tls", TLS_DIR, true),
         mount("status-token", STATUS_TOKEN_DIR, true),
+        mount("verifiers", tusk_contract::roles::VERIFIERS_DIR, true),
         mount("tusk-bin", INSTANCE_MANAGER_DIR, true),
         mount("run", "/var/run/postgresql", false),
         mount("tmp", "/tmp", false),

@@ -184,6 +184,8 @@ fn pod_template(
         secret_volume("tls", cluster.server_tls_secret_name(), 0o640),
         // The status token, for the manager to check requests against (group fsGroup).
         secret_volume("status-token", cluster.monitoring_secret_name(), 0o440),
+        // The declared passwords' verifiers (never a password), for the primary's manager.
+        secret_volume("verifiers", cluster.verifiers_secret_name(), 0o440),
         // PostgreSQL's parallel queries use POSIX shared memory; the runtime's 64 MiB
         // /dev/shm is too small for them.
         empty_dir("shm", Some("Memory")),

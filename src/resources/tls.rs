@@ -262,20 +262,46 @@ pub fn issue_server(
 /// by `ca`, valid as the server certificate issued with it.
 pub fn issue_replication(cluster: &Cluster, ca: &Pem, validity: Validity) -> Result<Pem, TlsError> {
     let name = format!("{} ({REPLICATION_USER})", cluster.server_tls_secret_name());
-    let mut params = CertificateParams::default();
-    params.distinguished_name = common_name(REPLICATION_USER.to_owned());
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    issue_leaf(cluster, ca, params, &name, validity)
+    client_leaf(cluster, ca, REPLICATION_USER, &name, validity)
 }
 
 /// The superuser's client certificate (`postgres` as its common name), signed by `ca`: a
 /// logical restore's, short-lived (`restore_tls`).
 pub fn issue_superuser(cluster: &Cluster, ca: &Pem, validity: Validity) -> Result<Pem, TlsError> {
     let name = cluster.restore_tls_secret_name();
+    client_leaf(cluster, ca, super::SUPERUSER_NAME, &name, validity)
+}
+
+/// A client certificate for role `role` of the cluster (`kubectl tusk certificate`): what a
+/// `spec.pgHba` rule with method `cert` (or `clientcert=verify-full`) admits as that role.
+pub fn issue_client(
+    cluster: &Cluster,
+    ca: &Pem,
+    role: &str,
+    validity: Validity,
+) -> Result<Pem, TlsError> {
+    client_leaf(
+        cluster,
+        ca,
+        role,
+        &format!("a client certificate for {role}"),
+        validity,
+    )
+}
+
+/// A certificate for clients only, naming `role` as its common name (what PostgreSQL compares
+/// with the user name).
+fn client_leaf(
+    cluster: &Cluster,
+    ca: &Pem,
+    role: &str,
+    name: &str,
+    validity: Validity,
+) -> Result<Pem, TlsError> {
     let mut params = CertificateParams::default();
-    params.distinguished_name = common_name(super::SUPERUSER_NAME.to_owned());
+    params.distinguished_name = common_name(role.to_owned());
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    issue_leaf(cluster, ca, params, &name, validity)
+    issue_leaf(cluster, ca, params, name, validity)
 }
 
 /// A leaf certificate of `params` (its names, subject and purpose), with a new key, signed by

@@ -20,6 +20,7 @@ use crate::resources::ca_rotation::CA_NEXT_STEP_ANNOTATION;
 use crate::resources::tls::{
     self, CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION, REPLICATION_CRT,
 };
+use crate::resources::verifiers::{Slot, password_digest};
 
 /// The facts kept of one Secret.
 pub struct SecretFacts {
@@ -33,6 +34,11 @@ pub struct SecretFacts {
     ca_sha256: Option<Box<str>>,
     /// Whether it holds [`REPLICATION_CRT`] (a server Secret issued before it did not).
     replication_certificate: bool,
+    /// A credentials Secret's: the digest of its `password` ([`password_digest`]), so a
+    /// changed password is noticed without reading the Secret (never the password itself).
+    password_sha256: Option<Box<str>>,
+    /// The verifiers Secret's: the digest each [`Slot`]'s verifier was made from.
+    declared: [Option<Box<str>>; 2],
 }
 
 impl Summary<Secret> for SecretFacts {
@@ -55,6 +61,10 @@ impl Summary<Secret> for SecretFacts {
                 && annotation(CA_NEXT_STEP_ANNOTATION).is_some(),
             ca_sha256: annotation(CA_FINGERPRINT_ANNOTATION),
             replication_certificate: tls::carries_replication_certificate(secret),
+            password_sha256: (secret.data.as_ref())
+                .and_then(|data| data.get("password"))
+                .map(|password| password_digest(&password.0).into()),
+            declared: Slot::ALL.map(|slot| annotation(slot.annotation())),
         })
     }
 }
@@ -104,6 +114,23 @@ impl SecretStore {
     /// has seen it.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Secret> {
         self.with(namespace, name, |facts| facts.secret(namespace, name))
+    }
+
+    /// The digest of credentials Secret `name`'s password: `None` when the cache has not seen
+    /// the Secret, `Some(None)` when it holds no password.
+    pub fn password_digest(&self, namespace: &str, name: &str) -> Option<Option<String>> {
+        self.with(namespace, name, |facts| {
+            facts.password_sha256.as_deref().map(str::to_owned)
+        })
+    }
+
+    /// The password digest verifiers Secret `name` records for `slot`, if the cache has seen it.
+    pub fn declared_digest(&self, namespace: &str, name: &str, slot: Slot) -> Option<String> {
+        let index = Slot::ALL.iter().position(|s| *s == slot)?;
+        self.with(namespace, name, |facts| {
+            facts.declared[index].as_deref().map(str::to_owned)
+        })
+        .flatten()
     }
 
     /// Every Secret recording a certificate's expiry (the server certificates), as
@@ -198,5 +225,39 @@ mod tests {
         assert_eq!(cached.metadata.annotations, None);
         assert_eq!(cached.data, None);
         assert!(store.certificates().is_empty(), "no expiry recorded");
+    }
+
+    #[test]
+    fn a_password_is_kept_as_its_digest_and_a_verifier_as_the_digest_it_records() {
+        let app: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "db-app", "namespace": "prod"},
+            "data": {"password": "c2VjcmV0"}
+        }))
+        .unwrap();
+        let verifiers: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "db-verifiers", "namespace": "prod",
+                         "annotations": {"tusk.dev/app-password-sha256": "abc"}},
+            "data": {"app": "U0NSQU0="}
+        }))
+        .unwrap();
+        let store = SecretStore::of([app, verifiers]);
+        assert_eq!(
+            store.password_digest("prod", "db-app"),
+            Some(Some(password_digest(b"secret")))
+        );
+        assert_eq!(store.password_digest("prod", "db-verifiers"), Some(None));
+        assert_eq!(store.password_digest("prod", "db-other"), None);
+        assert_eq!(
+            store
+                .declared_digest("prod", "db-verifiers", Slot::App)
+                .as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            store.declared_digest("prod", "db-verifiers", Slot::Superuser),
+            None
+        );
+        let cached = store.get("prod", "db-app").unwrap();
+        assert_eq!(cached.data, None, "no value, not even the password's key");
     }
 }

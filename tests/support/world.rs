@@ -18,6 +18,7 @@ use tusk::clusters::ha::PrimaryState;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
+use tusk::resources::verifiers::Slot;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::packed::PackedStore;
 use tusk::runtime::secret_facts::SecretStore;
@@ -25,7 +26,7 @@ use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
 pub use super::certificates::*;
-use super::paths::SECRETS;
+use super::paths::{CONFIG_MAPS, SECRETS};
 use super::verifier::Expect;
 
 use super::memory_store::MemoryBucket;
@@ -115,6 +116,11 @@ impl Cache {
             &pem("ca").cert,
             time::OffsetDateTime::now_utc() + tls::SERVER_LIFETIME,
         );
+        // What the server Secret's ca.crt holds, as the operator publishes it.
+        let server_ca = (server.data.as_ref())
+            .and_then(|data| data.get(tls::CA_CRT))
+            .map(|ca| String::from_utf8_lossy(&ca.0).into_owned())
+            .expect("the server Secret's ca.crt");
         // The credentials carry the CA that signed the server's certificate.
         let trusted =
             |secret| resources::with_ca(&secret, &secret, &pem("ca").cert).expect("a login");
@@ -126,8 +132,16 @@ impl Cache {
                 resources::monitoring_secret(&cluster, "status-token"),
                 steady_ca_secret(&cluster, &pem("ca")),
                 server,
+                // The verifiers of exactly these passwords (the digests agree).
+                resources::verifiers::verifiers_secret(
+                    &cluster,
+                    &[
+                        (Slot::Superuser, "su-password"),
+                        (Slot::App, "app-password"),
+                    ],
+                ),
             ],
-            config_maps: vec![config_map],
+            config_maps: vec![config_map, resources::published_ca(&cluster, &server_ca)],
             services: vec![
                 resources::rw_service(&cluster, !restore_pending),
                 resources::ro_service(&cluster),
@@ -147,6 +161,17 @@ impl Cache {
             jobs: Vec::new(),
             backups: Vec::new(),
         }
+    }
+}
+
+impl Cache {
+    /// ConfigMap `<name>-ca.crt` as the operator publishes `bundle`, in place of the cached one.
+    pub fn publish_ca(&mut self, cluster: &Cluster, bundle: &str) {
+        let name = cluster.published_ca_name();
+        self.config_maps
+            .retain(|c| c.metadata.name.as_deref() != Some(name.as_str()));
+        self.config_maps
+            .push(resources::published_ca(cluster, bundle));
     }
 }
 
@@ -397,7 +422,9 @@ pub fn credentials_follow(cache: &Cache) -> Vec<Expect> {
                 Expect::apply(format!("{SECRETS}/{name}")),
             ]
         })
+        .chain([Expect::apply(format!("{CONFIG_MAPS}/demo-ca.crt"))])
         .collect();
-    // Each credentials Secret is its own read and write; the two are sent together.
+    // Each credentials Secret is its own read and write; the two are sent together, with the
+    // bundle published without a key.
     super::verifier::together(follow)
 }

@@ -381,6 +381,7 @@ impl Supervisor {
         self.last_slot_sync = Some(Instant::now());
         let (ctx, members) = (self.ctx.clone(), lease.instances.clone());
         let roles_kept = self.machine_roles_kept.clone();
+        let events = self.events.clone();
         self.slot_sync = Some(tokio::spawn(async move {
             let sync = async {
                 crate::slots::sync(&ctx, &members).await?;
@@ -393,7 +394,17 @@ impl Supervisor {
             }
             let roles = crate::roles::keep_machine_roles(&ctx, &roles_kept);
             match tokio::time::timeout(SLOT_SYNC_EVERY, roles).await {
-                Ok(Ok(())) => {}
+                Ok(Ok(changed)) => {
+                    for role in changed {
+                        tracing::info!(
+                            role,
+                            "the role's password set to the one its Secret declares"
+                        );
+                        let note =
+                            format!("role {role}'s password set to the one its Secret declares");
+                        events.normal("PasswordDeclared", "SetPassword", note);
+                    }
+                }
                 Ok(Err(e)) => tracing::warn!(error = %e, "keeping the machine roles"),
                 Err(_) => tracing::warn!("keeping the machine roles timed out"),
             }

@@ -180,6 +180,11 @@ impl Cluster {
                     // member's own home, as in a pod, not the test runner's (unreadable).
                     ("HOME", home.display().to_string()),
                     ("TUSK_ROLE_FILE", role_file.display().to_string()),
+                    // Where a pod mounts Secret <name>-verifiers; empty unless a test writes.
+                    (
+                        "TUSK_VERIFIERS_DIR",
+                        home.join("verifiers").display().to_string(),
+                    ),
                     ("RUST_LOG", "info".into()),
                 ]
                 .map(|(k, v)| (k.to_string(), v))
@@ -385,6 +390,14 @@ impl Instance {
 
     pub fn psql(&self, sql: &str) -> Result<String, String> {
         self.psql_as("postgres", SUPERUSER_PASSWORD, "postgres", sql)
+    }
+
+    /// A variable of the manager's environment.
+    pub fn env_var(&self, key: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Sets (`Some`) or removes (`None`) a variable of the manager's environment, for its
