@@ -12,7 +12,7 @@ use kube::Api;
 use tusk_e2e::manifests::cluster;
 use tusk_e2e::plugin::ok;
 use tusk_e2e::replication::service_ip;
-use tusk_e2e::{Context, Ctx, Result, ensure, fail, say, scenario};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, fail, say, scenario, until};
 
 /// The Secret's keys written to files in `dir` (what a pod mounting it would see).
 async fn mounted(ctx: &Ctx, secret: &str, dir: &Path) -> Result<()> {
@@ -66,8 +66,20 @@ async fn login(
         }
         Err(e) => Err(e
             .as_db_error()
-            .map_or_else(|| format!("{e:#}"), |db| db.message().to_owned())),
+            .map_or_else(|| chain(&e), |db| db.message().to_owned())),
     })
+}
+
+/// An error and its causes ("invalid configuration: password missing"): tokio-postgres
+/// prints only the first.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(&format!(": {e}"));
+        cause = e.source();
+    }
+    text
 }
 
 #[scenario]
@@ -97,12 +109,20 @@ async fn a_role_logs_in_by_its_client_certificate_alone_on_real_pods(ctx: Ctx) -
     mounted(&ctx, &secret, &dir).await?;
     let ip = service_ip(&ctx, &format!("{name}-rw")).await?;
     let host = format!("{name}-rw.{}.svc", ctx.ns);
-    // The rule's database, with the certificate: in, as the role it names.
-    let user = login(&host, &ip, &dir, "app", true).await?;
-    ensure!(
-        user.as_deref() == Ok("reporting"),
-        "with its certificate: {user:?}"
-    );
+    // The rule's database, with the certificate: in, as the role it names (tried again while
+    // the node's proxy may not route the new Service yet).
+    let user = until(
+        "reporting to log in by certificate",
+        Duration::from_secs(60),
+        || async {
+            Ok(match login(&host, &ip, &dir, "app", true).await? {
+                Ok(user) => Check::Done(user),
+                Err(e) => Check::Pending(e),
+            })
+        },
+    )
+    .await?;
+    ensure!(user == "reporting", "logged in as {user}");
     // Without it: the rule asks for one.
     let refused = login(&host, &ip, &dir, "app", false).await?;
     let Err(without) = refused else {

@@ -144,6 +144,28 @@ async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx
         }
         Err(error) => fail!("reading the backend's own environment: {error}"),
     }
+    // What the pod has of the superuser's and the app's passwords: their verifiers, which
+    // pg_authid shows a superuser anyway, and which log no one in.
+    for file in ["superuser", "app"] {
+        let read = format!(
+            "SELECT pg_read_file('{}/{file}')",
+            tusk_contract::roles::VERIFIERS_DIR
+        );
+        match ctx.psql_in_pod(&pod, local, "", &read).await? {
+            Ok(text) => ensure!(
+                text.starts_with("SCRAM-SHA-256$")
+                    && !text.contains(superuser.as_str())
+                    && !text.contains(app.as_str()),
+                "the mounted {file} file is not a verifier alone"
+            ),
+            Err(error) => fail!("reading the mounted {file} verifier: {error}"),
+        }
+    }
+    table.push(
+        "| a database superuser reads the pod's files for the superuser's and app's passwords \
+         | verifiers only (as in pg_authid); no password |"
+            .into(),
+    );
 
     // A spec naming another cluster's Secret: refused before anything is read or mounted.
     let borrower = "lp-borrow";

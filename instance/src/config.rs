@@ -33,8 +33,9 @@ pub struct RunArgs {
     pub peer_domain: String,
     #[arg(long, env = "TUSK_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
+    /// The superuser's password, where no verifier is mounted (`declared_passwords`).
     #[arg(long, env = "POSTGRES_PASSWORD", hide_env_values = true)]
-    pub postgres_password: String,
+    pub postgres_password: Option<String>,
     #[arg(long, env = "TUSK_APP_USER")]
     pub app_user: Option<String>,
     #[arg(long, env = "TUSK_APP_DATABASE")]

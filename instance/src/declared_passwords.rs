@@ -36,6 +36,51 @@ pub fn is_scram_verifier(text: &str) -> bool {
     }) && pair(keys, &base64)
 }
 
+/// What a role's password is made from at the first start and after a restore: the declared
+/// verifier when the pod mounts one (the operator's pods: no password of these roles reaches
+/// them), else the password from the environment (tests, and pods of an older operator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    Verifier(String),
+    Password(String),
+}
+
+impl Credential {
+    /// What `ALTER ROLE … PASSWORD` and initdb's password file take: a verifier as it is (the
+    /// server stores a SCRAM verifier unchanged), a password as a new verifier of it.
+    pub fn verifier(&self) -> String {
+        match self {
+            Self::Verifier(verifier) => verifier.clone(),
+            Self::Password(password) => {
+                postgres_protocol::password::scram_sha_256(password.as_bytes())
+            }
+        }
+    }
+}
+
+/// The superuser's credential; an error when there is neither.
+pub fn superuser(ctx: &Context) -> Result<Credential, Error> {
+    let file = ctx.args.verifiers_dir.join(SUPERUSER_VERIFIER_FILE);
+    match (declared(&file)?, &ctx.args.postgres_password) {
+        (Some(verifier), _) => Ok(Credential::Verifier(verifier)),
+        (None, Some(password)) => Ok(Credential::Password(password.clone())),
+        (None, None) => Err(Error::Config(format!(
+            "no superuser password: neither {} nor POSTGRES_PASSWORD",
+            file.display()
+        ))),
+    }
+}
+
+/// The app owner's credential, if the cluster has an app owner and either is given.
+pub fn app(ctx: &Context) -> Result<Option<Credential>, Error> {
+    let file = ctx.args.verifiers_dir.join(APP_VERIFIER_FILE);
+    Ok(match (declared(&file)?, &ctx.args.app_password) {
+        (Some(verifier), _) => Some(Credential::Verifier(verifier)),
+        (None, Some(password)) => Some(Credential::Password(password.clone())),
+        (None, None) => None,
+    })
+}
+
 /// The roles whose declared verifier differs from the server's, made equal; returns their
 /// names. A missing file (a pod from before the verifiers) declares nothing.
 pub async fn keep(ctx: &Context, client: &tokio_postgres::Client) -> Result<Vec<String>, Error> {

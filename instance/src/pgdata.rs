@@ -73,7 +73,9 @@ pub async fn initdb(ctx: &Context) -> Result<(), Error> {
     if !pgdata.join("PG_VERSION").exists() {
         prepare_empty(pgdata)?;
         let pwfile = ctx.args.socket_dir.join("tusk.initdb-pw");
-        write_private(&pwfile, ctx.args.postgres_password.as_bytes())?;
+        // The declared verifier (or a password's): initdb stores a verifier as it is.
+        let superuser = crate::declared_passwords::superuser(ctx)?.verifier();
+        write_private(&pwfile, superuser.as_bytes())?;
         let mut cmd = ctx.tool("initdb");
         cmd.arg("-D")
             .arg(pgdata)

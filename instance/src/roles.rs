@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::context::Context;
+use crate::declared_passwords::{self, Credential};
 use crate::error::Error;
 use crate::machine_roles::{
     self, BACKUP_OPTIONS, BACKUP_USER, REPLICATION_USER, REWIND_OPTIONS, REWIND_USER,
@@ -17,13 +18,8 @@ use crate::sql::{connect, quote_ident, quote_literal};
 pub async fn adopt_roles(ctx: &Context) -> Result<(), Error> {
     create_roles(ctx).await?;
     let client = silent_session(ctx).await?;
-    ensure_role(
-        &client,
-        "postgres",
-        "SUPERUSER LOGIN",
-        &ctx.args.postgres_password,
-    )
-    .await
+    let superuser = declared_passwords::superuser(ctx)?;
+    ensure_role(&client, "postgres", "SUPERUSER LOGIN", &superuser).await
 }
 
 /// The session the first-start SQL runs in: no statement is logged, not even one that fails
@@ -39,8 +35,8 @@ const SILENT_SESSION: &str = "SET log_statement = 'none'; SET log_min_duration_s
 pub async fn create_roles(ctx: &Context) -> Result<(), Error> {
     let client = silent_session(ctx).await?;
     ensure_machine_roles(ctx, &client).await?;
-    if let (Some(user), Some(password)) = (&ctx.args.app_user, &ctx.args.app_password) {
-        ensure_role(&client, user, "LOGIN", password).await?;
+    if let (Some(user), Some(credential)) = (&ctx.args.app_user, declared_passwords::app(ctx)?) {
+        ensure_role(&client, user, "LOGIN", &credential).await?;
         if let Some(database) = &ctx.args.app_database {
             let exists = client
                 .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[database])
@@ -65,7 +61,7 @@ pub async fn create_roles(ctx: &Context) -> Result<(), Error> {
 /// `tusk_replication`, `tusk_rewind` and `tusk_backup` with their passwords and grants, in `client`'s silent
 /// session.
 async fn ensure_machine_roles(ctx: &Context, client: &tokio_postgres::Client) -> Result<(), Error> {
-    let password = &ctx.args.replication_password;
+    let password = &Credential::Password(ctx.args.replication_password.clone());
     ensure_role(client, REPLICATION_USER, "LOGIN REPLICATION", password).await?;
     ensure_role(client, REWIND_USER, REWIND_OPTIONS, password).await?;
     ensure_role(client, BACKUP_USER, BACKUP_OPTIONS, password).await?;
@@ -102,7 +98,7 @@ async fn ensure_role(
     client: &tokio_postgres::Client,
     role: &str,
     options: &str,
-    password: &str,
+    password: &Credential,
 ) -> Result<(), Error> {
     let exists = client
         .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role])
@@ -115,11 +111,17 @@ async fn ensure_role(
         .map_err(Error::sql(format!("{verb} ROLE {role}")))
 }
 
-/// `CREATE`/`ALTER ROLE` with the password's SCRAM-SHA-256 verifier (a new salt each time), never
-/// the password: nothing the server keeps of the statement (`pg_stat_statements`, a log line a
-/// setting turned back on) holds it, and a verifier does not log anyone in.
-fn role_statement(verb: &str, role: &str, options: &str, password: &str) -> Result<String, Error> {
-    let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
+/// `CREATE`/`ALTER ROLE` with a SCRAM-SHA-256 verifier (the declared one, or a password's with
+/// a new salt), never the password: nothing the server keeps of the statement
+/// (`pg_stat_statements`, a log line a setting turned back on) holds it, and a verifier does
+/// not log anyone in.
+fn role_statement(
+    verb: &str,
+    role: &str,
+    options: &str,
+    password: &Credential,
+) -> Result<String, Error> {
+    let verifier = password.verifier();
     Ok(format!(
         "{verb} ROLE {} {options} PASSWORD {}",
         quote_ident(role)?,
@@ -133,7 +135,8 @@ mod tests {
 
     #[test]
     fn a_role_gets_its_password_as_a_scram_verifier_never_in_clear() {
-        let sql = role_statement("CREATE", "tusk_backup", "LOGIN", "pa'ss:word").unwrap();
+        let password = Credential::Password("pa'ss:word".into());
+        let sql = role_statement("CREATE", "tusk_backup", "LOGIN", &password).unwrap();
         assert!(!sql.contains("pa'ss") && !sql.contains("pa''ss"), "{sql}");
         assert!(
             sql.starts_with("CREATE ROLE \"tusk_backup\" LOGIN PASSWORD 'SCRAM-SHA-256$4096:"),

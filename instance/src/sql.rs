@@ -8,14 +8,17 @@ use tokio_postgres::Client;
 use crate::context::Context;
 use crate::error::Error;
 
-/// Connects as `postgres` over the local socket; the password is offered only if asked for.
+/// Connects as `postgres` over the local socket (peer authentication in the pods; a password,
+/// when the environment has one, is offered only if asked for).
 pub async fn connect(ctx: &Context, database: &str) -> Result<Client, Error> {
     let mut config = tokio_postgres::Config::new();
+    if let Some(password) = &ctx.args.postgres_password {
+        config.password(password);
+    }
     config
         .host_path(&ctx.args.socket_dir)
         .port(ctx.args.pg_port)
         .user("postgres")
-        .password(&ctx.args.postgres_password)
         .dbname(database)
         .application_name("tusk-instance")
         .connect_timeout(Duration::from_secs(3));

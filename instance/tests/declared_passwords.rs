@@ -89,3 +89,32 @@ fn a_declared_verifier_becomes_the_roles_password_and_a_change_by_hand_is_put_ba
     );
     assert!(member.psql_as("app", app, "appdb", "SELECT 1").is_ok());
 }
+
+#[test]
+fn the_first_start_makes_the_roles_from_the_verifiers_alone() {
+    // As the operator's pods start: no superuser or app password in the environment, only
+    // their verifiers where Secret <name>-verifiers is mounted.
+    let mut cluster = Cluster::new(&["demo-0"]);
+    cluster.set_lease("demo-0", true);
+    let member = cluster.member("demo-0");
+    member.set_env("POSTGRES_PASSWORD", None);
+    member.set_env("TUSK_APP_PASSWORD", None);
+    let dir = std::path::PathBuf::from(member.env_var("TUSK_VERIFIERS_DIR").unwrap());
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, password) in [("superuser", SUPERUSER_PASSWORD), ("app", APP_PASSWORD)] {
+        let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
+        std::fs::write(dir.join(file), verifier).unwrap();
+    }
+    member.start();
+    member.wait_ready_as("primary", Duration::from_secs(90));
+    assert_eq!(
+        member.psql("SELECT current_user").as_deref(),
+        Ok("postgres")
+    );
+    assert_eq!(
+        member
+            .psql_as("app", APP_PASSWORD, "appdb", "SELECT current_user")
+            .as_deref(),
+        Ok("app")
+    );
+}

@@ -220,7 +220,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let issued = certificate::run(&client, &ns, &name, &role, secret, days).await?;
             println!(
-                "Secret {ns}/{} holds a client certificate for role {role} of PostgreSQL                  {name}, valid until {}; the cluster's CA takes its next rotation step at {}:                  issue it again after that step",
+                "Secret {ns}/{} holds a client certificate for role {role} of PostgreSQL \
+                 {name}, valid until {}; the cluster's CA takes its next rotation step at {}: \
+                 issue it again after that step",
                 issued.secret,
                 certificate::rfc3339(issued.not_after),
                 certificate::rfc3339(issued.next_ca_step),

@@ -148,14 +148,10 @@ fn manager_env(cluster: &Cluster) -> Vec<EnvVar> {
             "TUSK_STATUS_TOKEN_FILE",
             format!("{STATUS_TOKEN_DIR}/{STATUS_TOKEN_KEY}"),
         ),
-        secret_env(
-            "POSTGRES_PASSWORD",
-            &cluster.superuser_secret_name(),
-            "password",
-        ),
+        // No superuser or app password: the manager makes those roles from the verifiers
+        // mounted from <name>-verifiers. The replication role's the WAL receiver needs.
         plain_env("TUSK_APP_USER", spec.bootstrap.owner.clone()),
         plain_env("TUSK_APP_DATABASE", spec.bootstrap.database.clone()),
-        secret_env("TUSK_APP_PASSWORD", &cluster.app_secret_name(), "password"),
         secret_env(
             "TUSK_REPLICATION_PASSWORD",
             &cluster.replication_secret_name(),
@@ -292,17 +288,21 @@ mod tests {
     }
 
     #[test]
-    fn passwords_come_from_secrets_never_literals() {
+    fn the_replication_password_alone_comes_from_a_secret_never_a_literal() {
         let env = container(MINIMAL).env.unwrap();
-        for name in [
-            "POSTGRES_PASSWORD",
-            "TUSK_APP_PASSWORD",
-            "TUSK_REPLICATION_PASSWORD",
-        ] {
-            let var = env.iter().find(|e| e.name == name).unwrap();
-            assert_eq!(var.value, None);
-            assert!(var.value_from.as_ref().unwrap().secret_key_ref.is_some());
+        let var = (env.iter())
+            .find(|e| e.name == "TUSK_REPLICATION_PASSWORD")
+            .unwrap();
+        assert_eq!(var.value, None);
+        assert!(var.value_from.as_ref().unwrap().secret_key_ref.is_some());
+        // The superuser's and the app's: verifiers in a mounted file, no password.
+        for name in ["POSTGRES_PASSWORD", "TUSK_APP_PASSWORD"] {
+            assert!(env.iter().all(|e| e.name != name), "{name}");
         }
+        let mounts = container(MINIMAL).volume_mounts.unwrap();
+        assert!(mounts.iter().any(|m| m.name == "verifiers"
+            && m.mount_path == tusk_contract::roles::VERIFIERS_DIR
+            && m.read_only == Some(true)));
     }
 
     #[test]

@@ -41,7 +41,7 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
   resources: ["backups/status"]
   verbs: ["patch"]
 # Patch: a renewed server certificate and a new CA are written in place, and the credentials
-# follow the CA (their passwords kept). Never delete: the database keeps its passwords.
+# follow the CA and their own password, the verifiers follow the passwords. Never delete.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]
