@@ -408,6 +408,14 @@ SQL
 """
 
 
+def declared_verifier(root: Path, name: str) -> str | None:
+    """The verifier the pod's `verifiers` volume holds for `name` (`superuser`, `app`), if any."""
+    path = root / "volumes" / "verifiers" / name
+    if not path.is_file():
+        return None
+    return path.read_text().strip() or None
+
+
 def server_args(container: dict, env: dict) -> list:
     """The postgres arguments of the container: the instance manager passes the ConfigMap's
     file from TUSK_CONFIG_FILE; a plain image takes them from the container's args."""
@@ -486,8 +494,13 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
                 if path.is_file():
                     path.chmod(0o600)
     # initdb --username="$POSTGRES_USER" --pwfile=<(printf "%s\n" "$POSTGRES_PASSWORD") $POSTGRES_INITDB_ARGS
+    # The instance manager's pods carry no superuser or app password, only their SCRAM
+    # verifiers (Secret <name>-verifiers, mounted): initdb and CREATE ROLE store a verifier
+    # as it is, as the manager does (instance/src/declared_passwords.rs).
+    superuser_secret = declared_verifier(root, "superuser") or env.get("POSTGRES_PASSWORD", "")
+    app_secret = declared_verifier(root, "app") or env.get("TUSK_APP_PASSWORD", "")
     pwfile = root / "pwfile"
-    pwfile.write_text(env.get("POSTGRES_PASSWORD", "") + "\n")
+    pwfile.write_text(superuser_secret + "\n")
     if AS_POSTGRES:
         shutil.chown(pwfile, "postgres", "postgres")
     pwfile.chmod(0o600)
@@ -507,6 +520,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     init_dir = Path(rewrite_path("/docker-entrypoint-initdb.d", mounts))
     script_env = {
         **env,
+        "TUSK_APP_PASSWORD": app_secret,
         "PATH": base_path(bin_dir),
         "PGDATA": str(data),
         "PGPASSWORD": env.get("PGPASSWORD", env.get("POSTGRES_PASSWORD", "")),

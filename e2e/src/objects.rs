@@ -96,6 +96,17 @@ impl Ctx {
         Ok(self.dynamic_in(ns, obj.kind).get_opt(&obj.name).await?)
     }
 
+    /// Key `key` of Secret `name` in the scenario's namespace, as text.
+    pub async fn secret_value(&self, name: &str, key: &str) -> Result<String> {
+        use crate::Context as _;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.ns);
+        let secret = secrets.get(name).await?;
+        let value = (secret.data.as_ref())
+            .and_then(|d| d.get(key))
+            .context(format!("no {key} in Secret {name}"))?;
+        Ok(String::from_utf8_lossy(&value.0).into_owned())
+    }
+
     pub async fn get(&self, obj: &Obj) -> Result<Option<DynamicObject>> {
         self.get_in(&self.ns, obj).await
     }

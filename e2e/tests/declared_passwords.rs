@@ -46,16 +46,6 @@ async fn app_login(
     )
 }
 
-/// Key `key` of Secret `name`, as text.
-async fn secret_value(ctx: &Ctx, name: &str, key: &str) -> Result<String> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
-    let secret = secrets.get(name).await?;
-    let value = (secret.data.as_ref())
-        .and_then(|d| d.get(key))
-        .context(format!("no {key} in Secret {name}"))?;
-    Ok(String::from_utf8_lossy(&value.0).into_owned())
-}
-
 #[scenario]
 async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on_real_pods(
     ctx: Ctx,
@@ -67,7 +57,7 @@ async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on
     let pod = format!("{name}-0");
     let before = ctx.pod_state(&pod).await?;
     let secret = format!("{name}-app");
-    let old = secret_value(&ctx, &secret, "password").await?;
+    let old = ctx.secret_value(&secret, "password").await?;
     ensure!(
         app_login(&ctx, name, &old).await?.is_ok(),
         "the generated password does not log in"
@@ -103,8 +93,8 @@ async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on
         "the Secret's URI to carry it",
         Duration::from_secs(60),
         || async {
-            let uri = secret_value(&ctx, &secret, "uri").await?;
-            let pgpass = secret_value(&ctx, &secret, "pgpass").await?;
+            let uri = ctx.secret_value(&secret, "uri").await?;
+            let pgpass = ctx.secret_value(&secret, "pgpass").await?;
             Ok(Check::when(
                 uri.contains(&new) && pgpass.contains(&new) && !uri.contains(&old),
                 "the URI and pgpass still carry the old password",

@@ -6,8 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tusk_e2e::manifests::cluster;
@@ -24,16 +22,6 @@ fn server_said(error: &str) -> &str {
     said.or(error.lines().next()).unwrap_or_default().trim()
 }
 
-/// Key `key` of Secret `name`.
-async fn secret_value(ctx: &Ctx, name: &str, key: &str) -> Result<String> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
-    let secret = secrets.get(name).await?;
-    let value = (secret.data.as_ref())
-        .and_then(|d| d.get(key))
-        .context(format!("no {key} in Secret {name}"))?;
-    Ok(String::from_utf8_lossy(&value.0).into_owned())
-}
-
 #[scenario]
 async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
@@ -42,9 +30,13 @@ async fn least_privilege_attacks_from_the_namespace_are_refused_on_real_pods(ctx
     ctx.wait_ready(&[name]).await?;
     let pod = format!("{name}-0");
     let rw = service_ip(&ctx, &format!("{name}-rw")).await?;
-    let replication = secret_value(&ctx, &format!("{name}-replication"), "password").await?;
-    let superuser = secret_value(&ctx, &format!("{name}-superuser"), "password").await?;
-    let app = secret_value(&ctx, &format!("{name}-app"), "password").await?;
+    let replication = ctx
+        .secret_value(&format!("{name}-replication"), "password")
+        .await?;
+    let superuser = ctx
+        .secret_value(&format!("{name}-superuser"), "password")
+        .await?;
+    let app = ctx.secret_value(&format!("{name}-app"), "password").await?;
     let over_tls = |user: &str, db: &str| {
         format!(
             "host={name}-rw hostaddr={rw} port=5432 user={user} dbname={db} sslmode=verify-full \
