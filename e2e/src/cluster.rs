@@ -42,7 +42,7 @@ pub fn backup_conditions(backup: &Backup) -> &[Condition] {
         .unwrap_or_default()
 }
 
-/// The children the operator keeps for a cluster: Secrets, ConfigMap, Services, StatefulSet,
+/// The children the operator keeps for a cluster: Secrets, ConfigMaps, Services, StatefulSet,
 /// and the backup CronJob when a schedule is set (its ServiceAccount, Role, RoleBinding and
 /// Lease are not among the kinds the suite lists).
 pub fn children(pg: &PostgreSQL) -> Vec<Obj> {
@@ -54,7 +54,9 @@ pub fn children(pg: &PostgreSQL) -> Vec<Obj> {
         Obj::new(Kind::Secret, format!("{name}-monitoring")),
         Obj::new(Kind::Secret, format!("{name}-ca")),
         Obj::new(Kind::Secret, format!("{name}-server-tls")),
+        Obj::new(Kind::Secret, format!("{name}-verifiers")),
         Obj::new(Kind::ConfigMap, format!("{name}-config")),
+        Obj::new(Kind::ConfigMap, format!("{name}-ca.crt")),
         Obj::new(Kind::Service, format!("{name}-rw")),
         Obj::new(Kind::Service, format!("{name}-ro")),
         Obj::new(Kind::Service, format!("{name}-r")),

@@ -82,8 +82,8 @@ async fn operator_restart(ctx: Ctx) -> Result {
         restarted.elapsed().as_secs()
     ));
     let expected = [
-        (Kind::Secret, 6),
-        (Kind::ConfigMap, 1),
+        (Kind::Secret, 7),
+        (Kind::ConfigMap, 2),
         (Kind::Service, 4),
         (Kind::StatefulSet, 1),
         (Kind::CronJob, 1),

@@ -1,5 +1,6 @@
 //! The cluster's Secrets, applied first: its CA and server certificate, then the credentials
-//! clients use, which carry that CA. Passwords are created once and never changed; what a
+//! clients use, which carry that CA. Passwords are created once and never changed by the operator
+//! (a changed one is followed: `declared_passwords`); what a
 //! client needs to verify the server follows every new server certificate.
 
 use k8s_openapi::api::core::v1::Secret;

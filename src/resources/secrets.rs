@@ -1,5 +1,6 @@
 //! The superuser and application credential Secrets. Passwords are generated once, from a CSPRNG,
-//! and never changed by the operator: the database keeps the password it was initialised with.
+//! and never changed by the operator; one the user changes becomes the role's (its verifier in
+//! `<name>-verifiers`, see `clusters::declared_passwords`).
 //! What clients need to verify the server (`ca.crt`, `sslmode`, URIs asking for `verify-full`)
 //! follows the cluster's CA: [`with_ca`] adds it, recording its fingerprint as the server Secret
 //! does ([`CA_FINGERPRINT_ANNOTATION`]).
