@@ -59,6 +59,7 @@ pub struct Metrics {
     failovers: Counter,
     switchovers: Counter,
     failover_seconds: Histogram,
+    primary_lane: Counter,
     clusters_reconciled: Gauge,
     /// Hashes of the UIDs of the clusters reconciled since the operator started (8 bytes each:
     /// 80 KiB at 10,000), pruned at every scrape to those still cached.
@@ -154,6 +155,11 @@ impl Default for Metrics {
             "How long a lost primary's Lease went unrenewed before the handover",
             Histogram::new(exponential_buckets(1.0, 2.0, 8)),
         );
+        let primary_lane = add.metric(
+            "primary_lane_reconciles",
+            "Reconciles taken on the primary lane (a bootstrapped replicated cluster whose primary \
+             stopped serving, looked at ahead of the main queue); also counted in tusk_reconcile",
+        );
         let clusters_reconciled = add.metric(
             "clusters_reconciled",
             "Clusters reconciled at least once (whatever the result) since the operator started, \
@@ -167,6 +173,7 @@ impl Default for Metrics {
             failovers,
             switchovers,
             failover_seconds,
+            primary_lane,
             verifications_finished,
             verification_duration,
             reconciles,
@@ -194,6 +201,11 @@ impl Metrics {
         };
         self.reconciles.get_or_create(&labels).inc();
         self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// One reconcile taken on the primary lane.
+    pub fn primary_lane_reconciled(&self) {
+        self.primary_lane.inc();
     }
 
     /// The cluster with `uid` was reconciled (any result).

@@ -7,12 +7,14 @@ use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
+use crate::clusters::primary_lane;
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::ca_rotation::Lifetimes;
@@ -20,6 +22,7 @@ use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNO
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::compact_pod;
 use crate::runtime::context::watch_owned;
+use crate::runtime::instances::LeaseClock;
 use crate::runtime::own_status::OwnStatus;
 use crate::runtime::watch::{
     ChildWatches, RelistSignal, drop_managed_fields, labelled_cluster, shared_watch,
@@ -29,6 +32,8 @@ use crate::{backups, clusters};
 
 /// Objects per list request when a watch (re)starts.
 const LIST_PAGE: u32 = 100;
+/// Reconciles at once on the primary lane: it holds only clusters whose primary is lost.
+const PRIMARY_LANE_CONCURRENCY: u16 = 4;
 
 pub use crate::runtime::watch::Scope;
 
@@ -122,6 +127,8 @@ pub async fn run(
         .page_size(LIST_PAGE);
     let (relisted, relists) = futures::channel::mpsc::unbounded();
     let own_status = Arc::new(OwnStatus::default());
+    // Set once the clusters' store holds its first list (see the primary lane below).
+    let (listed, mut lane_may_start) = tokio::sync::watch::channel(false);
     let (clusters, cluster_reader) = {
         let (reader, writer) = reflector::store();
         let mut relist = RelistSignal::new(relisted);
@@ -138,6 +145,9 @@ pub async fn run(
         .inspect(move |event| {
             relist.observe(event);
             own.observe(event);
+            if let Ok(watcher::Event::InitDone) = event {
+                listed.send_replace(true);
+            }
         })
         .applied_objects()
         .predicate_filter(spec_or_request, Default::default());
@@ -152,14 +162,21 @@ pub async fn run(
     };
     let owned = watch_owned(&child);
     // Database pods only (not the Jobs'). Their owner is the StatefulSet, so they trigger
-    // their cluster through its label instead.
+    // their cluster through its label instead; a lost primary's also goes on the primary lane.
+    let lease_clock = Arc::new(LeaseClock::default());
+    let (lane_triggers, lane_queue) = futures::channel::mpsc::unbounded();
+    let lane = {
+        let (clusters, clock) = (cluster_reader.clone(), lease_clock.clone());
+        move |pod: &Pod| primary_lane::lane_trigger(pod, &clusters, &clock)
+    };
     let database_pods = ChildWatches {
         config: children.clone().labels(&format!(
             "app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component=database"
         )),
         ..child
     };
-    let (pods, pods_driver) = database_pods.cached(compact_pod, labelled_cluster);
+    let (pods, pods_driver) =
+        database_pods.cached_with_lane(compact_pod, labelled_cluster, lane, lane_triggers);
     let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
     let (backups, backup_events, backups_driver) = shared_watch(
         scope.api::<Backup>(&client),
@@ -175,7 +192,8 @@ pub async fn run(
     let context = Arc::new(
         Context::new(client, agent, caches, metrics, buckets)
             .with_certificate_lifetimes(certificate_lifetimes)
-            .with_own_status(own_status),
+            .with_own_status(own_status)
+            .with_lease_clock(lease_clock),
     );
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);
@@ -197,6 +215,30 @@ pub async fn run(
                 "caches filled; starting the PostgreSQL and Backup controllers"
             );
             let restoring_lookup = cluster_reader.clone();
+            // The primary lane: the same reconcile, fed only by lost primaries and its own
+            // next looks, so that a burst on the main queue never delays a failover. It starts
+            // once the clusters' store holds its list: a controller waits for its store to be
+            // ready, and the store's readiness wakes only the last of two waiters, which would
+            // leave the main controller asleep.
+            let lane = {
+                let (reader, context, stopping) =
+                    (cluster_reader.clone(), context.clone(), shutdown.clone());
+                async move {
+                    if lane_may_start.wait_for(|listed| *listed).await.is_err() {
+                        return;
+                    }
+                    let config =
+                        controller::Config::default().concurrency(PRIMARY_LANE_CONCURRENCY);
+                    let idle = futures::stream::pending::<Result<PostgreSQL, watcher::Error>>();
+                    Controller::for_stream(idle, reader)
+                        .with_config(config)
+                        .reconcile_on(lane_queue)
+                        .graceful_shutdown_on(stopping)
+                        .run(primary_lane::reconcile, primary_lane::error_policy, context)
+                        .for_each(|result| async move { log_result("primary lane", result) })
+                        .await;
+                }
+            };
             let clusters = Controller::for_stream(clusters, cluster_reader)
                 .with_config(controller::Config::default().concurrency(concurrency))
                 .reconcile_on(trigger_queue)
@@ -214,7 +256,7 @@ pub async fn run(
                 .graceful_shutdown_on(shutdown.clone())
                 .run(backups::reconcile, backups::error_policy, context)
                 .for_each(|result| async move { log_result("backup", result) });
-            futures::future::join(clusters, backup_controller).await;
+            futures::future::join3(clusters, lane, backup_controller).await;
         }
     };
     // The watch drivers never end on their own; the controllers' end ends the run.

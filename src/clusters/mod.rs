@@ -21,6 +21,7 @@ pub mod credentials;
 pub mod declared_passwords;
 pub mod desired;
 pub mod ha;
+pub mod primary_lane;
 pub mod readiness;
 pub mod reconcile;
 pub mod report;

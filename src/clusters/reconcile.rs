@@ -37,7 +37,10 @@ const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The controller's reconcile function.
 pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
+    // One turn at a time with the primary lane; the wait counts as the reconcile's time.
     let started = Instant::now();
+    let key = ObjectRef::from_obj(pg.as_ref()).to_string();
+    let _turn = ctx.cluster_locks.turn(&key).await;
     // With the status the last reconcile wrote, if the watch has not brought it back yet.
     let pg = ctx.own_status.freshest(pg);
     let settled = settle(

@@ -17,6 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
+use super::cluster_locks::ClusterLocks;
 use super::compact::{compact_cronjob, compact_statefulset};
 use super::instance_reader::InstanceReader;
 use super::instances::{LeaseClock, StatusSource};
@@ -146,6 +147,8 @@ pub struct Context {
     pub buckets: Arc<dyn Buckets>,
     /// When each primary Lease was last seen to change.
     pub lease_clock: Arc<LeaseClock>,
+    /// Whose turn it is on each cluster: the reconcile's or the primary lane's.
+    pub cluster_locks: Arc<ClusterLocks>,
     /// The clusters' status writes the watch has not brought back yet.
     pub own_status: Arc<OwnStatus>,
     /// The instance managers' `/status`, read during a failover.
@@ -184,6 +187,7 @@ impl Context {
             backup_backoff: ErrorBackoff::default(),
             buckets,
             lease_clock: Arc::default(),
+            cluster_locks: Arc::default(),
             own_status: Arc::default(),
             instances,
             certificate_lifetimes: Lifetimes::default(),

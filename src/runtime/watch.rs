@@ -76,6 +76,27 @@ impl ChildWatches<'_> {
             + Sync
             + 'static,
     {
+        self.cached_with_lane(compact, trigger, |_: &K| None, self.triggers.clone())
+    }
+
+    /// As [`Self::cached`], and also queues on `lane` the cluster `to_lane` picks for an object
+    /// (the primary lane: see `clusters::primary_lane`).
+    pub fn cached_with_lane<K>(
+        &self,
+        compact: fn(&mut K),
+        trigger: fn(&K) -> Option<Trigger>,
+        to_lane: impl Fn(&K) -> Option<Trigger> + Send + 'static,
+        lane: UnboundedSender<Trigger>,
+    ) -> (Store<K>, BoxFuture<'static, ()>)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+    {
         let (reader, writer) = reflector::store();
         let triggers = self.triggers.clone();
         let driver = watcher(self.scope.api(self.client), self.config.clone())
@@ -84,9 +105,14 @@ impl ChildWatches<'_> {
             .reflect(writer)
             .touched_objects()
             .for_each(move |object| {
-                if let Some(cluster) = object.ok().as_ref().and_then(trigger) {
-                    // The receiver only goes away when the controller has stopped.
-                    let _ = triggers.unbounded_send(cluster);
+                if let Ok(object) = &object {
+                    // The receivers only go away when the controllers have stopped.
+                    if let Some(cluster) = trigger(object) {
+                        let _ = triggers.unbounded_send(cluster);
+                    }
+                    if let Some(cluster) = to_lane(object) {
+                        let _ = lane.unbounded_send(cluster);
+                    }
                 }
                 futures::future::ready(())
             });
