@@ -50,7 +50,7 @@ ENV PATH="/usr/lib/postgresql/${PG_MAJOR}/bin:${PATH}" \
     HOME=/tmp
 COPY --from=build /out/backup-agent /usr/local/bin/backup-agent
 # The instance manager rides along: an init container of every database pod copies it into the
-# stock postgres image (docs/replication.md). It links only glibc (bookworm's), which every
+# stock postgres image (docs/src/design/replication.md). It links only glibc (bookworm's), which every
 # official Debian-based postgres image has.
 COPY --from=build /out/tusk-instance /usr/local/bin/tusk-instance
 USER 65532:65532

@@ -1,4 +1,4 @@
-//! What the WAL archive loses when everything else is lost (issue 27, docs/pitr-design.md §2):
+//! What the WAL archive loses when everything else is lost (issue 27, docs/src/design/pitr.md §2):
 //! a writer commits a row every 100 ms on a server archiving with `archive_timeout = 5s`; the
 //! server stops at once (no shutdown, no last archive) and its volume is given up; a base
 //! backup and the archive restore to the end of the archive. The commits missing span about

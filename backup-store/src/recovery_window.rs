@@ -1,4 +1,4 @@
-//! Retention by recovery window (`retention.recoveryWindow`, docs/pitr-design.md §6): every
+//! Retention by recovery window (`retention.recoveryWindow`, docs/src/design/pitr.md §6): every
 //! point of the last `window` stays restorable, and the base backups and WAL no restore to such
 //! a point needs are deleted together.
 //!

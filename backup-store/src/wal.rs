@@ -1,6 +1,6 @@
 //! The WAL archive, shared by the agent's `wal-push`/`wal-fetch` and the instance manager's
 //! archiver: PostgreSQL's `archive_command` and `restore_command` ends of it (issue 27,
-//! `docs/pitr-design.md` §1 and §3). A file PostgreSQL archives is stored compressed (zstd, with
+//! `docs/src/design/pitr.md` §1 and §3). A file PostgreSQL archives is stored compressed (zstd, with
 //! its content checksum, which every fetch verifies) under the database system's identifier:
 //!
 //! ```text
@@ -145,7 +145,7 @@ impl WalArchive {
         format!("{}{}.zst", self.folder(file), file.name)
     }
 
-    /// The key of a gap marker named `name` (the disk policy, docs/pitr-design.md §7).
+    /// The key of a gap marker named `name` (the disk policy, docs/src/design/pitr.md §7).
     pub fn gap_key(&self, name: &str) -> String {
         format!("{}gaps/{name}.json", self.prefix)
     }

@@ -1,5 +1,5 @@
 //! Which archived segments a span of WAL needs, and which of them the archive lacks: what a base
-//! backup waits for before it is complete (`docs/pitr-design.md` §4), and the ground the
+//! backup waits for before it is complete (`docs/src/design/pitr.md` §4), and the ground the
 //! continuity check (§6) stands on.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,5 +1,5 @@
 //! The contract between the operator and the instance managers (`tusk-instance`), written
-//! once: the primary Lease's annotations, the `/status` body and the roles Tusk logs in as. docs/replication.md explains
+//! once: the primary Lease's annotations, the `/status` body and the roles Tusk logs in as. docs/src/design/replication.md explains
 //! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
 //! against it, so an operator and a manager of different releases still understand each other.
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The settings a hot standby may not run with lower values than its primary: such a standby
 /// pauses recovery and never becomes ready. Lowering one therefore restarts the primary first
-/// (docs/replication.md, "Rolling updates").
+/// (docs/src/design/replication.md, "Rolling updates").
 pub const HOT_STANDBY_SETTINGS: [&str; 5] = [
     "max_connections",
     "max_worker_processes",
@@ -169,7 +169,7 @@ pub struct ArchiveStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<String>,
     /// Files acknowledged to PostgreSQL unarchived since the manager started (the disk
-    /// policy, docs/pitr-design.md §7).
+    /// policy, docs/src/design/pitr.md §7).
     #[serde(default)]
     pub gave_way_count: u64,
     /// How full the data volume is, in percent.
@@ -181,7 +181,7 @@ pub struct ArchiveStatus {
     /// The gap open now, else the last one this manager closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gap: Option<ArchiveGap>,
-    /// The last continuity check of the archive (docs/pitr-design.md §6); none before the
+    /// The last continuity check of the archive (docs/src/design/pitr.md §6); none before the
     /// first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuity: Option<ArchiveContinuity>,

@@ -530,7 +530,7 @@ def init_database(pod: dict, key: str, sts_uid: str) -> dict:
     }
     scripts = sorted(init_dir.glob("*")) if init_dir.is_dir() else []
     if env.get("TUSK_APP_USER"):
-        # The instance manager's first start (docs/replication.md): the app role and database.
+        # The instance manager's first start (docs/src/design/replication.md): the app role and database.
         app_sql = root / "tusk-app.sh"
         app_sql.write_text(APP_ROLE_SCRIPT)
         app_sql.chmod(0o755)

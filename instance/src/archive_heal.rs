@@ -1,5 +1,5 @@
 //! The continuity check as the primary's manager runs it, and the holes it fills from its own
-//! `pg_wal` (docs/pitr-design.md §6). Since standbys keep what their primary had not archived
+//! `pg_wal` (docs/src/design/pitr.md §6). Since standbys keep what their primary had not archived
 //! (`standby_archive.rs`), a promoted one archives that tail as its `.ready` files; the fill
 //! stays for holes of files a server holds but PostgreSQL no longer has ready (a deletion by
 //! hand, a standby from before that change).

@@ -1,4 +1,4 @@
-//! The WAL archiver (issue 27, docs/pitr-design.md §1). PostgreSQL's `archive_command` is
+//! The WAL archiver (issue 27, docs/src/design/pitr.md §1). PostgreSQL's `archive_command` is
 //! `tusk-instance wal-push %p` ([`crate::wal_push`]): a thin client that hands the path to
 //! this server over a Unix socket and exits 0 only once the server answers that the file is
 //! durable in the bucket. The server owns what a process per segment would set up each time:

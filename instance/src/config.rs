@@ -1,5 +1,5 @@
 //! `tusk-instance run`'s configuration, from the environment the operator gives the pod
-//! (docs/replication.md), plus a few hidden overrides that let tests run several instances on
+//! (docs/src/design/replication.md), plus a few hidden overrides that let tests run several instances on
 //! one machine.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! When the primary's manager checks the continuity of its archive (issue 28,
-//! docs/pitr-design.md §6; the check is `backup_store::continuity`): every
+//! docs/src/design/pitr.md §6; the check is `backup_store::continuity`): every
 //! `TUSK_CONTINUITY_EVERY_SECONDS` (an hour by default), soon after each base backup (the
 //! archiver saw its backup history file) and at once when this server becomes the primary. A
 //! missing segment the server holds in its own `pg_wal` is uploaded from there (the archiver's

@@ -1,6 +1,6 @@
 //! What the manager should do next, as a pure function of what it knows: the Lease as last
 //! read, when it last renewed it, and the local PostgreSQL. Kept free of I/O so every rule of
-//! docs/replication.md is unit-tested on plain values.
+//! docs/src/design/replication.md is unit-tested on plain values.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ pub struct LeaseView {
     /// The `tusk.dev/instances` annotation (empty when absent).
     pub instances: Vec<String>,
     /// The `tusk.dev/switchover-to` annotation: the operator asks the holder to hand over to
-    /// this member (docs/replication.md, Switchover).
+    /// this member (docs/src/design/replication.md, Switchover).
     pub switchover_to: Option<String>,
     /// The holder's pod IP, as the holder (or the operator handing it the Lease) published it
     /// in `tusk.dev/holder-address`; `None` when absent or written for another holder.

@@ -1,4 +1,4 @@
-//! The disk policy (docs/pitr-design.md §7): what the archiver does when the bucket fails and
+//! The disk policy (docs/src/design/pitr.md §7): what the archiver does when the bucket fails and
 //! the WAL it holds back fills the data volume. The anchors leave this to the user, and their
 //! users' most reported failure is a volume filled by WAL the archive could not take.
 //!

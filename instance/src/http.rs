@@ -1,5 +1,5 @@
 //! The HTTP endpoint the operator reads, over TLS with the cluster's server certificate
-//! (`status_tls`): `GET /status` (JSON, `report`; docs/replication.md) and `GET /metrics`
+//! (`status_tls`): `GET /status` (JSON, `report`; docs/src/design/replication.md) and `GET /metrics`
 //! (Prometheus, `metrics`), both only with the cluster's status token (`status_auth`);
 //! `GET /healthz` (the manager runs) and `GET /readyz` (PostgreSQL accepts connections in the
 //! role the Lease gives) stay open for the kubelet's probes. No request opens a connection to

@@ -1,6 +1,6 @@
 //! `tusk-instance`: PID 1 of a Tusk database pod. It obeys the primary Lease: initdb or clone,
 //! run as primary or standby, promote, fence, rewind, and report on HTTP. The contract is
-//! docs/replication.md.
+//! docs/src/design/replication.md.
 
 pub mod archive_gap;
 pub mod archive_socket;

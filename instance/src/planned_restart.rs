@@ -3,7 +3,7 @@
 //! primary, so a rollout that lowers one cannot go replicas first: the primary takes the new
 //! values first, with a fast shutdown and a start while it keeps the Lease (a few seconds
 //! without writes, no failover), and the operator's rollout restarts the replicas only once the
-//! primary reports the lower values (docs/replication.md, "Rolling updates").
+//! primary reports the lower values (docs/src/design/replication.md, "Rolling updates").
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! What the manager reports about its instance: the role it runs in, what the local server
-//! says about itself, and whether it is ready. `http` serves it; docs/replication.md is the
+//! says about itself, and whether it is ready. `http` serves it; docs/src/design/replication.md is the
 //! `/status` contract.
 
 use std::sync::{Arc, Mutex};

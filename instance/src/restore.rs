@@ -1,4 +1,4 @@
-//! A point-in-time restore on the holder's first start (issue 27, `docs/pitr-design.md` §5):
+//! A point-in-time restore on the holder's first start (issue 27, `docs/src/design/pitr.md` §5):
 //! instead of initdb, the base backup is unpacked into the empty volume, PostgreSQL recovers
 //! from the archive to the target and promotes itself there, and only then does the cluster's
 //! life begin. Replicas clone from it as from any primary.

@@ -1,4 +1,4 @@
-//! WAL fetched ahead of a restore's recovery (`docs/pitr-design.md` §5): when PostgreSQL asks
+//! WAL fetched ahead of a restore's recovery (`docs/src/design/pitr.md` §5): when PostgreSQL asks
 //! for a segment, the next [`AHEAD`] segments of its timeline are downloaded in parallel into a
 //! spool beside PGDATA (the same volume, so handing one over is a rename), and the next request
 //! finds its file there or waits for its download. PostgreSQL then replays while the following

@@ -1,5 +1,5 @@
 //! A bucket outage under writes, on a real server and a real MinIO (issue 27, the disk policy of
-//! docs/pitr-design.md §7). While MinIO is down the archiver fails loudly and PostgreSQL keeps
+//! docs/src/design/pitr.md §7). While MinIO is down the archiver fails loudly and PostgreSQL keeps
 //! every WAL file; when it returns the backlog drains with no gap. With the volume past the
 //! policy's threshold the archive gives way instead: the files are released unarchived, the gap
 //! is reported while it lasts, and its marker reaches the bucket when it answers.

@@ -1,4 +1,4 @@
-//! The archiver's throughput on a backlog (issue 27's goal, docs/pitr-design.md §9): WAL piles
+//! The archiver's throughput on a backlog (issue 27's goal, docs/src/design/pitr.md §9): WAL piles
 //! up while archiving fails, then the manager's hook is put back and the backlog drains into
 //! MinIO, with 1 upload at a time and with the default 4. And the archive's lag under the
 //! fastest pgbench write load this machine sustains (goal: at most 2 segments waiting at p99).

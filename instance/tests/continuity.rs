@@ -1,5 +1,5 @@
 //! The archive continuity check on a real server and a real MinIO (issue 28,
-//! docs/pitr-design.md §6): the primary's manager checks its archive after each base backup and
+//! docs/src/design/pitr.md §6): the primary's manager checks its archive after each base backup and
 //! on a schedule, finds it whole across a failover, and names a segment deleted from the bucket.
 //! After a base backup the manager also writes the restore point its verification recovers to;
 //! a promoted standby fills a hole of the old timeline from its own pg_wal.

@@ -1,5 +1,5 @@
 //! `kubectl tusk promote NAME INSTANCE [--wait]`: a planned switchover. Sets the
-//! `tusk.dev/switchover-to` annotation the operator acts on (docs/replication.md); with
+//! `tusk.dev/switchover-to` annotation the operator acts on (docs/src/design/replication.md); with
 //! `--wait`, follows the cluster until INSTANCE is its primary, or the operator has dropped the
 //! request (refused or abandoned: its Event says why).
 

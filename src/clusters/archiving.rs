@@ -121,7 +121,7 @@ pub fn recovery_window(
 }
 
 /// The base backup a gap in the archive asks for once it closed (the disk policy,
-/// docs/pitr-design.md §7): a point-in-time restore cannot cross the gap, so the recovery
+/// docs/src/design/pitr.md §7): a point-in-time restore cannot cross the gap, so the recovery
 /// window starts again from a base backup taken after it. Named after the gap, so it is asked
 /// for once.
 pub fn gap_backup(cluster: &Cluster, gap: &ArchiveGap, now: Timestamp) -> Option<Backup> {

@@ -1,6 +1,6 @@
 //! Before a point-in-time restore starts: can its target be reached? The operator reads the
 //! source's base backups and the end of its archive while the new cluster has no pod yet
-//! (docs/pitr-design.md §5), and refuses, with the reason, a target no base backup reaches or
+//! (docs/src/design/pitr.md §5), and refuses, with the reason, a target no base backup reaches or
 //! the archive does not hold — rather than a pod that recovers to the end of the archive and
 //! never promotes (Zalando #1435: a target past the last archived commit).
 //!

@@ -84,7 +84,7 @@ pub struct PostgreSQLSpec {
     /// (port, listen_addresses, data_directory, hba_file, ident_file, config_file, the
     /// unix_socket_* keys and include directives) are rejected, and so are settings that run
     /// commands or load code (`archive_command`, `restore_command`, `ssl_passphrase_command`,
-    /// `dynamic_library_path`, … — see the README); `shared_preload_libraries` and
+    /// `dynamic_library_path`, … — docs/src/cluster/parameters.md); `shared_preload_libraries` and
     /// `session_preload_libraries` may list auth_delay, auto_explain, passwordcheck, pg_prewarm
     /// and pg_stat_statements.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -1,5 +1,5 @@
 //! `spec.backup.walArchive`: continuous WAL archiving into the backup destination, the base of
-//! point-in-time recovery (issue 27, docs/pitr-design.md).
+//! point-in-time recovery (issue 27, docs/src/design/pitr.md).
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,7 @@ pub struct WalArchivePolicy {
     #[x_kube(validation = kube::core::Rule::new(super::rules::schedule()).message("spec.backup.walArchive.baseBackupSchedule must be a Kubernetes CronJob schedule: five fields or a macro such as @daily"))]
     #[schemars(length(max = 128))]
     pub base_backup_schedule: Option<String>,
-    /// The disk policy (docs/pitr-design.md §7): the fill of the data volume, in percent, from
+    /// The disk policy (docs/src/design/pitr.md §7): the fill of the data volume, in percent, from
     /// which WAL the bucket refuses is released unarchived, so that a bucket outage cannot stop
     /// the database by filling its volume. The archive then has a gap (an Event, the condition,
     /// an alert and a marker in the bucket say so) and a base backup follows when the bucket

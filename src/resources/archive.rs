@@ -1,7 +1,7 @@
 //! Continuous WAL archiving in the database pods (`spec.backup.walArchive`, issue 27): the
 //! settings PostgreSQL archives with, and what the instance manager needs to reach the bucket.
 //! PostgreSQL's `archive_command` is the manager's thin hook; the manager alone holds the
-//! credentials and uploads (docs/pitr-design.md §1), so no server process can read them.
+//! credentials and uploads (docs/src/design/pitr.md §1), so no server process can read them.
 
 use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
 

@@ -1,6 +1,6 @@
 //! The Job of a physical Backup: `backup-agent base-backup`, streaming pg_basebackup from a
 //! replica (the primary when none is ready) into the bucket, done once the archive holds the
-//! backup's WAL (`docs/pitr-design.md` §4).
+//! backup's WAL (`docs/src/design/pitr.md` §4).
 //!
 //! It connects as the replication role, as a standby does: its password, and its client
 //! certificate when Tusk issued the certificates (`pg_hba` asks for both; `agent_login`). The

@@ -36,7 +36,7 @@ pub enum ParameterError {
 /// so scaling does not change the configuration (which would restart every pod); names that do
 /// not connect count for nothing, and the primary never streams from itself. With `preferred`
 /// durability the primary's instance manager sets it instead, from the replicas that stream
-/// (docs/replication.md).
+/// (docs/src/design/replication.md).
 pub fn synchronous_standby_names(cluster: &Cluster) -> Option<String> {
     let synchronous = cluster.spec.replication.as_ref()?.synchronous.as_ref()?;
     if !synchronous.is_required() {

@@ -1,6 +1,6 @@
 //! What the instance managers need from the API server, and no more: a ServiceAccount whose Role
 //! may read and renew exactly the cluster's primary Lease, and that Lease as the operator first
-//! creates it (see docs/replication.md).
+//! creates it (see docs/src/design/replication.md).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! A point-in-time restore's part of the database pods (issue 27, `docs/pitr-design.md` §5):
+//! A point-in-time restore's part of the database pods (issue 27, `docs/src/design/pitr.md` §5):
 //! the first instance manager restores the base backup and replays the archive instead of
 //! running initdb (`instance/src/restore.rs`). It gets the source's bucket as the backup agent
 //! would, behind the `RESTORE_` prefix (credentials still `secretKeyRef`s, which only the agent

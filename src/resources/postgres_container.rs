@@ -1,6 +1,6 @@
 //! The containers of a database pod: an init container that copies the instance manager out of
 //! the agent image, and the stock `postgres` image running that manager as PID 1
-//! (docs/replication.md is the contract between the two).
+//! (docs/src/design/replication.md is the contract between the two).
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, HTTPGetAction, Probe, VolumeMount,
@@ -130,7 +130,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
     }
 }
 
-/// The manager's environment (docs/replication.md).
+/// The manager's environment (docs/src/design/replication.md).
 fn manager_env(cluster: &Cluster) -> Vec<EnvVar> {
     let spec = cluster.spec;
     let mut env = vec![

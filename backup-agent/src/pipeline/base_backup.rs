@@ -1,4 +1,4 @@
-//! `base-backup`: a physical backup of the whole server (issue 27, docs/pitr-design.md §4).
+//! `base-backup`: a physical backup of the whole server (issue 27, docs/src/design/pitr.md §4).
 //! `pg_basebackup -Ft -D -` streams one tar through compression into a multipart upload, with
 //! no local copy; its WAL is not included (`-X none`): the archive holds it. PostgreSQL's own
 //! `backup_manifest` travels inside the tar (for `pg_verifybackup` after a restore), and its

@@ -1,4 +1,4 @@
-//! The archive continuity check (issue 28, docs/pitr-design.md §6): does the archive of one
+//! The archive continuity check (issue 28, docs/src/design/pitr.md §6): does the archive of one
 //! database system hold every file a restore from its oldest base backup to its newest archived
 //! segment needs? It follows the newest timeline's history back through each switch, and names
 //! what is missing: segments (those a gap marker explains apart), history files, and files whose

@@ -2,7 +2,7 @@
 //! is the only instance that may accept writes); the operator creates it once, hands it over
 //! when its holder is lost (`failover`) or asked to move (`switchover`), restarts pods replicas
 //! first (`rollout`), and labels every pod with its role, which routes the `-rw` and `-ro`
-//! Services. docs/replication.md is the contract with the instance managers.
+//! Services. docs/src/design/replication.md is the contract with the instance managers.
 //!
 //! The decisions are pure and unit-tested on plain values (`election`, `switchover_plan`,
 //! `rollout_plan`); the other files are their I/O. This room imports nothing else from

@@ -1,6 +1,6 @@
 //! Switchover, decided: a pure function of the request (the PostgreSQL resource's
 //! `tusk.dev/switchover-to` annotation), the primary Lease's switchover annotations and the
-//! target's report. The I/O is in `switchover`; docs/replication.md has the protocol:
+//! target's report. The I/O is in `switchover`; docs/src/design/replication.md has the protocol:
 //! the operator asks the holder on the Lease, the holder checkpoints, shuts down fast and
 //! releases the Lease naming its final LSN, and the operator hands the Lease to the target
 //! only once the target has replayed past that LSN — so no acknowledged commit is lost, with
