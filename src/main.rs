@@ -34,6 +34,10 @@ enum Command {
         /// Directory to write `<plural>.<group>.yaml` files into; stdout when unset.
         #[arg(long)]
         output_dir: Option<PathBuf>,
+        /// Also write the API reference, one Markdown page per CRD, into this directory
+        /// (`docs/src/reference`).
+        #[arg(long)]
+        reference_dir: Option<PathBuf>,
     },
 }
 
@@ -94,7 +98,16 @@ fn parse_timeout(value: &str) -> Result<std::time::Duration, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Crd { output_dir } => write_crds(output_dir),
+        Command::Crd {
+            output_dir,
+            reference_dir,
+        } => {
+            let written = write_crds(output_dir);
+            match reference_dir {
+                Some(dir) if written == ExitCode::SUCCESS => write_reference(&dir),
+                _ => written,
+            }
+        }
         Command::Run(args) => run_operator(args).await,
     }
 }
@@ -118,6 +131,32 @@ fn write_crds(output_dir: Option<PathBuf>) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// One page per CRD; refuses to write a reference with a field it cannot describe.
+fn write_reference(dir: &std::path::Path) -> ExitCode {
+    for (file, crd) in tusk::crdgen::all() {
+        let page = match tusk::crdgen::reference::render(&crd) {
+            Ok(page) => page,
+            Err(e) => {
+                eprintln!("rendering the reference of {file} failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if !page.undescribed.is_empty() {
+            eprintln!(
+                "{file}: fields without a description (add a doc comment): {:?}",
+                page.undescribed
+            );
+            return ExitCode::FAILURE;
+        }
+        let path = dir.join(&page.file);
+        if let Err(e) = std::fs::write(&path, page.markdown) {
+            eprintln!("writing {} failed: {e}", path.display());
+            return ExitCode::FAILURE;
         }
     }
     ExitCode::SUCCESS

@@ -87,3 +87,27 @@ fn alerts_and_dashboard_query_only_registered_metrics() {
         }
     }
 }
+
+/// Every alert links its runbook: a `## Name` section of the book's runbook page, so whoever
+/// is paged lands on what the alert means and what to do.
+#[test]
+fn every_alert_links_its_runbook() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules = std::fs::read_to_string(root.join("deploy/helm/tusk/files/prometheus-rules.yaml"))
+        .expect("the chart's rules");
+    let runbooks = std::fs::read_to_string(root.join("docs/src/monitoring/runbooks.md"))
+        .expect("the runbook page");
+    let page = "https://github.com/tusk-operator/tusk/blob/main/docs/src/monitoring/runbooks.md";
+    let mut alerts = 0;
+    for block in rules.split("- alert: ").skip(1) {
+        alerts += 1;
+        let name = block.split_whitespace().next().unwrap_or_default();
+        let want = format!("runbook_url: {page}#{}", name.to_lowercase());
+        assert!(block.contains(&want), "{name} has no `{want}`");
+        assert!(
+            runbooks.lines().any(|l| l.trim() == format!("## {name}")),
+            "docs/src/monitoring/runbooks.md has no `## {name}` section"
+        );
+    }
+    assert!(alerts >= 10, "{alerts} alerts found");
+}

@@ -40,11 +40,34 @@ pub async fn apply_yaml(
     yaml: &str,
     postgres: Option<&PostgresImage>,
 ) -> Result<Vec<(String, String)>> {
-    let mut applied = Vec::new();
-    for mut doc in documents(yaml)? {
-        if let Some(postgres) = postgres {
-            with_postgres(&mut doc, postgres);
+    let mut docs = documents(yaml)?;
+    if let Some(postgres) = postgres {
+        docs.iter_mut().for_each(|doc| with_postgres(doc, postgres));
+    }
+    apply_documents(client, ns, docs, false).await
+}
+
+/// As [`apply_yaml`], as a server-side dry run (`kubectl apply --dry-run=server`): validated
+/// and admitted by the API server (schema, CEL rules), nothing stored. Every namespaced
+/// document goes into `ns`, whatever namespace it names.
+pub async fn dry_run_yaml(client: &Client, ns: &str, yaml: &str) -> Result<Vec<(String, String)>> {
+    let mut docs = documents(yaml)?;
+    for doc in &mut docs {
+        if let Some(meta) = doc.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("namespace");
         }
+    }
+    apply_documents(client, Some(ns), docs, true).await
+}
+
+async fn apply_documents(
+    client: &Client,
+    ns: Option<&str>,
+    docs: Vec<serde_json::Value>,
+    dry_run: bool,
+) -> Result<Vec<(String, String)>> {
+    let mut applied = Vec::new();
+    for doc in docs {
         let mut obj: DynamicObject = serde_json::from_value(doc).context("a Kubernetes object")?;
         let types = obj
             .types
@@ -72,9 +95,10 @@ pub async fn apply_yaml(
                 Api::namespaced_with(client.clone(), &namespace, &resource)
             }
         };
-        let params = PatchParams::apply(FIELD_MANAGER)
+        let mut params = PatchParams::apply(FIELD_MANAGER)
             .force()
             .validation_strict();
+        params.dry_run = dry_run;
         api.patch(&name, &params, &Patch::Apply(&obj))
             .await
             .map_err(|e| match e {

@@ -9,7 +9,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use tusk_e2e::apply::documents;
-use tusk_e2e::kubectl::kubectl;
+use tusk_e2e::kubectl::kubectl_without_warnings;
 use tusk_e2e::testbin::{repo, tool};
 use tusk_e2e::{Context, Ctx, Result, ensure, say, scenario};
 
@@ -71,7 +71,7 @@ async fn apply(ctx: &Ctx, yaml: &str, persist: bool) -> Result<Vec<String>> {
         args.push("--dry-run=server");
     }
     args.extend(["-f", &path]);
-    let out = kubectl(&args).await;
+    let out = kubectl_without_warnings(&args).await;
     let _ = std::fs::remove_file(&file);
     Ok(out?.lines().map(str::to_owned).collect())
 }

@@ -4,6 +4,8 @@
 mod backup;
 mod certificate;
 mod cluster;
+#[cfg(test)]
+mod docs_invocations;
 mod error;
 mod format;
 mod promote;

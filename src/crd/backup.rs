@@ -71,11 +71,23 @@ pub struct PhysicalRange {
     /// The database system identifier: its WAL is under `wal/<this>/` in the bucket.
     pub system_identifier: String,
     /// The timeline the backup started on.
+    #[schemars(schema_with = "timeline_schema")]
     pub timeline: u32,
     /// The WAL position a restore replays from.
     pub start_lsn: String,
     /// The WAL position a restore must reach before it is consistent.
     pub stop_lsn: String,
+}
+
+/// A timeline as the API server knows integers: schemars says `format: uint32`, which the
+/// API server does not recognise and warns about at every `kubectl apply` of the CRD.
+fn timeline_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "integer",
+        "format": "int64",
+        "minimum": 1,
+        "maximum": u32::MAX,
+    })
 }
 
 /// A PostgreSQL cluster in the same namespace.

@@ -60,6 +60,7 @@ pub struct VerificationCheck {
     pub name: String,
     /// `passed`, `failed` or `skipped`.
     pub result: String,
+    /// What the check found, in the agent's words (empty when there is nothing to add).
     pub message: String,
 }
 

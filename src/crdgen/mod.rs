@@ -1,4 +1,7 @@
-//! Renders the CRDs generated from the Rust types as YAML, for `crds/` and `tusk crd`.
+//! Renders the CRDs generated from the Rust types as YAML, for `crds/` and `tusk crd`, and
+//! as the API reference pages of the documentation (`reference`).
+
+pub mod reference;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
