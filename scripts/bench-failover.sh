@@ -8,7 +8,9 @@
 # series, so 40 trials make 320 faults.
 #   scripts/bench-failover.sh [TRIALS] [required|preferred|async]   # default 20, required
 # TUSK_FAILOVER_SERIES=delete,freeze (any of kill, switchover, delete, freeze, wipe, rogue,
-# manager, regrow) runs only those.
+# manager, regrow) runs only those. TUSK_FAILOVER_BURST=999 applies that many new clusters (their
+# pods stay Pending) right before each freeze trial: the failover measured while the operator's
+# queue holds their first reconciles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TUSK_FAILOVER_TRIALS=${1:-20}

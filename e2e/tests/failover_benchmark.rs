@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
@@ -107,6 +109,43 @@ fn series() -> Result<Option<Vec<String>>> {
     Ok(Some(names))
 }
 
+/// `TUSK_FAILOVER_BURST`: how many new clusters are applied at once before each `freeze`
+/// trial (0, the default: none), so that the failover is measured while the operator's queue
+/// holds their first reconciles.
+fn burst_size() -> Result<usize> {
+    match std::env::var("TUSK_FAILOVER_BURST") {
+        Ok(n) => n.parse().context("TUSK_FAILOVER_BURST"),
+        Err(_) => Ok(0),
+    }
+}
+
+/// Applies `n` one-instance clusters into a fresh namespace, 16 requests at a time. Their pods
+/// ask for more CPU than the node has and stay Pending: the operator does a new cluster's whole
+/// work (Lease, credentials, every child) and nothing runs.
+async fn apply_burst(ctx: &Ctx, n: usize) -> Result<String> {
+    let ns = ctx.extra_namespace().await?;
+    let started = Instant::now();
+    let applies = (0..n).map(|i| {
+        let ns = ns.clone();
+        async move {
+            let yaml = format!(
+                "apiVersion: tusk.dev/v1alpha1\nkind: PostgreSQL\nmetadata: {{name: burst-{i}}}\n\
+                 spec:\n  version: \"15\"\n  storage: {{size: 1Gi}}\n  resources: {{requests: {{cpu: \"500\"}}}}\n"
+            );
+            ctx.apply_in(&ns, &yaml).await
+        }
+    });
+    futures::stream::iter(applies)
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await?;
+    say(format!(
+        "  burst: {n} clusters applied into {ns} in {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(ns)
+}
+
 /// The cluster's manifest for `TUSK_FAILOVER_DURABILITY`.
 fn manifest() -> Result<String> {
     let durability =
@@ -193,10 +232,15 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
         );
     }
     let mut frozen = Vec::new();
+    let burst = burst_size()?;
     for _ in 0..runs(
         "freeze",
         "the primary frozen (failover after the Lease expires, then thawed)",
     ) {
+        let bursting = match burst {
+            0 => None,
+            n => Some(apply_burst(&ctx, n).await?),
+        };
         frozen.push(
             trial(&ctx, async |primary: &str| {
                 ctx.platform.pod_freeze(&ctx.ns, primary, true).await?;
@@ -206,6 +250,16 @@ async fn ha_failover_benchmark(ctx: Ctx) -> Result {
             })
             .await?,
         );
+        if let Some(ns) = bursting {
+            let made = Api::<StatefulSet>::namespaced(ctx.client.clone(), &ns)
+                .list(&Default::default())
+                .await?
+                .items
+                .len();
+            say(format!(
+                "  when writes resumed, {made} of the {burst} new clusters had their StatefulSet"
+            ));
+        }
     }
     // The states faults leave behind (issue 25). The primary's volume deleted with its pod: it
     // comes back, still the holder, on an empty claim; it never runs initdb, a replica is

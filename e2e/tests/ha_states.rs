@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolumeClaim, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use tusk_e2e::faults::{check_acks, instance_status, rejoined_streaming, started_with_writer};
 use tusk_e2e::replication::{Writer, current_primary, pod_sql, synchronous};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
@@ -40,24 +40,30 @@ async fn ha_replica_promoted_behind_the_back_is_fenced(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
     let (primary, writer) = three_required(&ctx, "rogue").await?;
     let rogue = "rogue-2";
+    let promotions = promotions_logged(&ctx, rogue).await?;
     let fault = Instant::now();
     // Without waiting: the manager fences the server, which may end this very session.
     pod_sql(&ctx, rogue, "SELECT pg_promote(wait => false)").await?;
-    // Fenced for having promoted (its manager's Warning Event names the pod; a standby that
-    // never left recovery is not fenced), and no longer serving as a primary.
+    // First out of recovery (the server's own log says it took a new timeline: being in
+    // recovery, which also holds before the promotion takes effect, proves nothing), then
+    // fenced for it (its manager's Warning Event names the pod) and no longer a primary.
     let events: Api<Event> = Api::namespaced(ctx.client.clone(), &ctx.ns);
     let fenced = until(
         format!("{rogue} promoted, then fenced"),
         ctx.timeout(),
         || async {
+            let promoted = promotions_logged(&ctx, rogue).await? > promotions;
             let listed = events.list(&ListParams::default()).await?;
             let event = (listed.items.iter()).any(|e| {
                 e.reason.as_deref() == Some("Fenced")
                     && e.involved_object.name.as_deref() == Some(rogue)
             });
             let status = instance_status(&ctx, rogue).await?;
-            let done = event && (status.fenced || status.in_recovery == Some(true));
-            let seen = format!("Fenced Event: {event}, {:?}", status.role);
+            let done = promoted && event && (status.fenced || status.in_recovery == Some(true));
+            let seen = format!(
+                "new timeline logged: {promoted}, Fenced Event: {event}, {:?}",
+                status.role
+            );
             Ok(Check::when(done, seen))
         },
     )
@@ -77,6 +83,18 @@ async fn ha_replica_promoted_behind_the_back_is_fenced(ctx: Ctx) -> Result {
         acks.len()
     ));
     Ok(())
+}
+
+/// How many promotions `pod`'s server has logged ("selected new timeline ID" is PostgreSQL's line
+/// when a promotion takes effect); the log outlives the postmaster, which the manager restarts.
+async fn promotions_logged(ctx: &Ctx, pod: &str) -> Result<usize> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let params = LogParams {
+        container: Some("postgres".into()),
+        ..LogParams::default()
+    };
+    let log = pods.logs(pod, &params).await?;
+    Ok(log.matches("selected new timeline ID").count())
 }
 
 /// The runbook "delete the PVC and the pod to rebuild it", applied to the primary: its pod comes
