@@ -23,7 +23,15 @@ running() { [[ -f "$pidfile" ]] && kill -0 "$(<"$pidfile")" 2>/dev/null; }
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 install() {
-  kubectl apply --server-side -k "$repo/deploy" >/dev/null
+  # The first install of the CRDs and deploy/ on a fresh API server: what a user sees. A warning
+  # (an unrecognised format in a CRD, a deprecated field) fails it; a later apply of the same
+  # objects would not show it again.
+  kubectl apply --server-side -k "$repo/deploy" >/dev/null 2>"$DIR/logs/install.err" \
+    || { cat "$DIR/logs/install.err" >&2; exit 1; }
+  if grep -i 'warning' "$DIR/logs/install.err" >&2; then
+    log "installing deploy/ drew the warnings above from the API server"
+    exit 1
+  fi
   # The operator runs as a local process here, not as the Deployment's pod.
   kubectl -n tusk-system scale deployment tusk-operator --replicas=0 >/dev/null
   kubectl wait --for=condition=Established --timeout=60s crd/postgresqls.tusk.dev crd/backups.tusk.dev >/dev/null
