@@ -53,6 +53,29 @@ pub struct ChildWatches<'a> {
     pub triggers: UnboundedSender<Trigger>,
 }
 
+/// A namespaced kind whose objects a child watch caches whole.
+pub trait CachedKind:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> CachedKind for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 impl ChildWatches<'_> {
     /// A watch of the children of kind `K` that keeps `Store<K>` current and queues the cluster
     /// of every touched object (`trigger`; deletions included, so a child deleted out of band
@@ -68,13 +91,7 @@ impl ChildWatches<'_> {
         trigger: fn(&K) -> Option<Trigger>,
     ) -> (Store<K>, BoxFuture<'static, ()>)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug
-            + Send
-            + Sync
-            + 'static,
+        K: CachedKind,
     {
         self.cached_with_lane(compact, trigger, |_: &K| None, self.triggers.clone())
     }
@@ -89,13 +106,7 @@ impl ChildWatches<'_> {
         lane: UnboundedSender<Trigger>,
     ) -> (Store<K>, BoxFuture<'static, ()>)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug
-            + Send
-            + Sync
-            + 'static,
+        K: CachedKind,
     {
         let (reader, writer) = reflector::store();
         let triggers = self.triggers.clone();
