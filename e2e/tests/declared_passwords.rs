@@ -46,6 +46,23 @@ async fn app_login(
     )
 }
 
+/// Waits (at most `limit`) until `password` logs in as the app; fails with the last refusal.
+async fn logs_in_within(
+    ctx: &Ctx,
+    name: &str,
+    password: &str,
+    what: &str,
+    limit: Duration,
+) -> Result {
+    until(format!("{what} to log in"), limit, || async {
+        Ok(match app_login(ctx, name, password).await? {
+            Ok(()) => Check::Done(()),
+            Err(e) => Check::Pending(e),
+        })
+    })
+    .await
+}
+
 #[scenario]
 async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on_real_pods(
     ctx: Ctx,
@@ -60,15 +77,12 @@ async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on
     let old = ctx.secret_value(&secret, "password").await?;
     // Tried again for a while: a new `-rw` ClusterIP can refuse the first connections until the
     // node's proxy routes it (as the writers' first sessions do); the last error is reported.
-    until(
-        "the generated password to log in",
+    logs_in_within(
+        &ctx,
+        name,
+        &old,
+        "the generated password",
         Duration::from_secs(60),
-        || async {
-            Ok(match app_login(&ctx, name, &old).await? {
-                Ok(()) => Check::Done(()),
-                Err(e) => Check::Pending(e),
-            })
-        },
     )
     .await?;
     // What the README shows: a new password in the Secret, nothing else.
@@ -79,15 +93,12 @@ async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on
         .patch(&secret, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     let changed = Instant::now();
-    until(
-        "the new password to log in",
+    logs_in_within(
+        &ctx,
+        name,
+        &new,
+        "the new password",
         Duration::from_secs(300),
-        || async {
-            Ok(match app_login(&ctx, name, &new).await? {
-                Ok(()) => Check::Done(()),
-                Err(e) => Check::Pending(e),
-            })
-        },
     )
     .await?;
     let took = changed.elapsed();
