@@ -3,6 +3,7 @@
 //! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
 //! against it, so an operator and a manager of different releases still understand each other.
 
+pub mod declared;
 pub mod lease;
 pub mod roles;
 pub mod status;

@@ -137,6 +137,10 @@ pub struct InstanceStatus {
     /// The WAL archiver's record since the manager started, while the cluster archives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<ArchiveStatus>,
+    /// On the primary: each declared role and database as the manager last left it (empty
+    /// before the first pass, or when nothing is declared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<crate::declared::ObjectState>,
 }
 
 /// What the manager's WAL archiver did since it started (times in Unix seconds). Only the

@@ -92,6 +92,9 @@ pub struct RunArgs {
     /// `pod=host:port,...`: addresses replacing `<pod>.<TUSK_PEER_DOMAIN>:5432` (tests).
     #[arg(long, env = "TUSK_PEER_HOSTS", default_value = "", hide = true)]
     pub peer_hosts: String,
+    /// A JSON file standing in for Secret `<cluster>-declared` (tests).
+    #[arg(long, env = "TUSK_DECLARED_FILE", hide = true)]
+    pub declared_file: Option<PathBuf>,
     /// A JSON file standing in for the Lease (tests); see `role::FileSource`.
     #[arg(long, env = "TUSK_ROLE_FILE", hide = true)]
     pub role_file: Option<PathBuf>,

@@ -13,6 +13,7 @@ pub mod continuity;
 pub mod continuity_checks;
 pub mod data_lock;
 pub mod decide;
+pub mod declared;
 pub mod declared_passwords;
 pub mod demote;
 pub mod disk_policy;

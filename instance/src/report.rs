@@ -28,6 +28,8 @@ pub struct ManagerState {
     pub not_streaming_since: Option<Instant>,
     /// Why the last restore attempt failed, until one succeeds.
     pub restore_error: Option<String>,
+    /// The declared roles and databases as the last pass on this primary left them.
+    pub declared: Vec<tusk_contract::declared::ObjectState>,
 }
 
 pub type SharedState = Arc<Mutex<ManagerState>>;
@@ -96,6 +98,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<&ServerFacts>) ->
         hot_standby_settings: facts.settings,
         restore_error: state.restore_error.clone(),
         archive: None,
+        declared: state.declared.clone(),
     }
 }
 

@@ -85,7 +85,7 @@ pub async fn keep_machine_roles(ctx: &Context, kept: &AtomicBool) -> Result<Vec<
 }
 
 /// A local connection in the [`SILENT_SESSION`].
-async fn silent_session(ctx: &Context) -> Result<tokio_postgres::Client, Error> {
+pub(crate) async fn silent_session(ctx: &Context) -> Result<tokio_postgres::Client, Error> {
     let client = connect(ctx, "postgres").await?;
     client
         .batch_execute(SILENT_SESSION)

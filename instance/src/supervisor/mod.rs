@@ -77,6 +77,8 @@ struct Supervisor {
     slot_sync: Option<tokio::task::JoinHandle<()>>,
     /// Whether this process has made the machine roles (`roles::keep_machine_roles`).
     machine_roles_kept: Arc<std::sync::atomic::AtomicBool>,
+    /// The roles and databases the spec declares (`declared`), kept with the machine roles.
+    declared: watch::Receiver<Option<tusk_contract::declared::Document>>,
     /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
     short_lives: u32,
     /// When this standby was asked to promote; cleared once the server left recovery.
@@ -368,9 +370,13 @@ impl Supervisor {
             }
             self.slot_sync = None;
         }
-        if self
-            .last_slot_sync
-            .is_some_and(|at| at.elapsed() < SLOT_SYNC_EVERY)
+        // A new declaration is kept at once (a rotated password works within seconds), else
+        // every SLOT_SYNC_EVERY.
+        let declaration_changed = self.declared.has_changed().unwrap_or(false);
+        if !declaration_changed
+            && self
+                .last_slot_sync
+                .is_some_and(|at| at.elapsed() < SLOT_SYNC_EVERY)
         {
             return;
         }
@@ -382,6 +388,8 @@ impl Supervisor {
         let (ctx, members) = (self.ctx.clone(), lease.instances.clone());
         let roles_kept = self.machine_roles_kept.clone();
         let events = self.events.clone();
+        let declared = self.declared.borrow_and_update().clone();
+        let state = self.state.clone();
         self.slot_sync = Some(tokio::spawn(async move {
             let sync = async {
                 crate::slots::sync(&ctx, &members).await?;
@@ -407,6 +415,9 @@ impl Supervisor {
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "keeping the machine roles"),
                 Err(_) => tracing::warn!("keeping the machine roles timed out"),
+            }
+            if let Some(document) = declared {
+                keep_declared(&ctx, &document, &events, &state).await;
             }
         }));
     }
@@ -445,5 +456,37 @@ impl Supervisor {
                 .as_ref()
                 .map_or(Duration::ZERO, LeaseView::renew_deadline);
         }
+    }
+}
+
+/// How long one pass over the declared roles and databases may take (a `CREATE DATABASE` or
+/// `CREATE EXTENSION` can take a while); the slot sync waits for it.
+const DECLARED_PASS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One pass over the declaration (`declared`): an Event per change, each object's state in
+/// `/status`.
+async fn keep_declared(
+    ctx: &Context,
+    document: &tusk_contract::declared::Document,
+    events: &Events,
+    state: &SharedState,
+) {
+    match tokio::time::timeout(DECLARED_PASS_TIMEOUT, crate::declared::keep(ctx, document)).await {
+        Ok(Ok(pass)) => {
+            for change in pass.changes {
+                tracing::info!(reason = change.reason, "{}", change.note);
+                match change.warning {
+                    true => events.warning(change.reason, "Declare", change.note),
+                    false => events.normal(change.reason, "Declare", change.note),
+                }
+            }
+            for failed in pass.states.iter().filter(|s| s.state == "Failed") {
+                tracing::warn!(kind = failed.kind, name = failed.name, message = ?failed.message, "a declared object could not be kept");
+            }
+            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            state.declared = pass.states;
+        }
+        Ok(Err(e)) => tracing::warn!(error = %e, "keeping the declared roles and databases"),
+        Err(_) => tracing::warn!("keeping the declared roles and databases timed out"),
     }
 }

@@ -65,6 +65,18 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         ),
     };
     let events = Events::new(client.clone(), &args);
+    let declared = match (&args.declared_file, &client) {
+        (Some(path), _) => Some(crate::declared::Source::File(path.clone())),
+        (None, Some(client)) if !args.cluster.is_empty() => Some(crate::declared::Source::Secret {
+            api: kube::Api::namespaced(client.clone(), &args.namespace),
+            name: tusk_contract::declared::secret_name(&args.cluster),
+        }),
+        (None, _) => None,
+    };
+    let declared = match declared {
+        Some(source) => crate::declared::spawn(source),
+        None => tokio::sync::watch::channel(None).1,
+    };
     let source = match (&args.role_file, client) {
         (Some(path), _) => RoleSource::File { path: path.clone() },
         (None, Some(client)) => {
@@ -111,6 +123,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         last_slot_sync: None,
         slot_sync: None,
         machine_roles_kept: Default::default(),
+        declared,
         short_lives: 0,
         promoting: None,
         checkpointed: None,

@@ -185,6 +185,11 @@ impl Cluster {
                         "TUSK_VERIFIERS_DIR",
                         home.join("verifiers").display().to_string(),
                     ),
+                    // Where Secret <name>-declared stands in; absent unless a test writes.
+                    (
+                        "TUSK_DECLARED_FILE",
+                        home.join("declared.json").display().to_string(),
+                    ),
                     ("RUST_LOG", "info".into()),
                 ]
                 .map(|(k, v)| (k.to_string(), v))
