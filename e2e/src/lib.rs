@@ -16,6 +16,7 @@ pub mod faults;
 pub mod gcs;
 pub mod invariants;
 pub mod kubectl;
+pub mod login;
 pub mod manifests;
 pub mod metrics;
 pub mod objects;

@@ -5,63 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use tusk_e2e::login::{login, logs_in_within};
 use tusk_e2e::manifests::cluster;
-use tusk_e2e::replication::service_ip;
-use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
-
-/// Logs in as the app through `-rw` with `password`, verifying the server with the published
-/// CA; the server's words when refused.
-async fn app_login(
-    ctx: &Ctx,
-    name: &str,
-    password: &str,
-) -> Result<std::result::Result<(), String>> {
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.ns);
-    let ca = (config_maps.get(&format!("{name}-ca.crt")).await?.data)
-        .and_then(|mut d| d.remove("ca.crt"))
-        .context("no ca.crt published")?;
-    let tls = tusk_pgtls::verifying_pem(ca.as_bytes(), "the published CA")?;
-    let ip = service_ip(ctx, &format!("{name}-rw")).await?;
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(format!("{name}-rw.{}.svc", ctx.ns))
-        .hostaddr(ip.parse().context(format!("address {ip:?}"))?)
-        .port(5432)
-        .user("app")
-        .dbname("app")
-        .password(password)
-        .connect_timeout(Duration::from_secs(3));
-    let connect = tusk_pgtls::connect(&config, Some(tls), "app");
-    Ok(
-        match tokio::time::timeout(Duration::from_secs(5), connect).await {
-            Err(_) => Err("no answer within 5s".to_owned()),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e
-                .as_db_error()
-                .map_or_else(|| format!("{e:#}"), |db| db.message().to_owned())),
-        },
-    )
-}
-
-/// Waits (at most `limit`) until `password` logs in as the app; fails with the last refusal.
-async fn logs_in_within(
-    ctx: &Ctx,
-    name: &str,
-    password: &str,
-    what: &str,
-    limit: Duration,
-) -> Result {
-    until(format!("{what} to log in"), limit, || async {
-        Ok(match app_login(ctx, name, password).await? {
-            Ok(()) => Check::Done(()),
-            Err(e) => Check::Pending(e),
-        })
-    })
-    .await
-}
+use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
 #[scenario]
 async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on_real_pods(
@@ -77,9 +26,10 @@ async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on
     let old = ctx.secret_value(&secret, "password").await?;
     // Tried again for a while: a new `-rw` ClusterIP can refuse the first connections until the
     // node's proxy routes it (as the writers' first sessions do); the last error is reported.
+    let app = (name, "app", "app");
     logs_in_within(
         &ctx,
-        name,
+        app,
         &old,
         "the generated password",
         Duration::from_secs(60),
@@ -95,14 +45,14 @@ async fn a_password_changed_in_its_secret_becomes_the_roles_without_a_restart_on
     let changed = Instant::now();
     logs_in_within(
         &ctx,
-        name,
+        app,
         &new,
         "the new password",
         Duration::from_secs(300),
     )
     .await?;
     let took = changed.elapsed();
-    let refused = app_login(&ctx, name, &old).await?;
+    let refused = login(&ctx, name, "app", "app", &old).await?.map(drop);
     ensure!(
         refused
             .as_ref()

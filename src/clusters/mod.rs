@@ -18,6 +18,7 @@ pub mod children;
 pub mod cleanup;
 pub mod commit_clock;
 pub mod credentials;
+pub mod declared;
 pub mod declared_passwords;
 pub mod desired;
 pub mod ha;

@@ -16,6 +16,7 @@ use super::backup_schedule::{self, freshness::Freshness};
 use super::children::apply_children;
 use super::cleanup;
 use super::credentials;
+use super::declared;
 use super::desired::desired;
 use super::ha::{self, PrimaryState};
 use super::report;
@@ -121,6 +122,9 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let archiving = archiving::observe(&cluster, &primary, ctx).await;
     writes.extend(archiving::backup_after_gap(&cluster, &archiving, ctx).await?);
     let check_owed = archiving::check_owed(&archiving, &backups.summary, Timestamp::now());
+    let (declared, declared_writes) = declared::hand_over(&cluster, &primary, ctx).await?;
+    writes.extend(declared_writes);
+    let declared_recheck = declared::status(&pg.spec.roles, &pg.spec.databases, &declared).recheck;
 
     // Report: the writes, the status, then what was found.
     report::writes(
@@ -140,6 +144,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         storage: applied.storage,
         primary: Box::new(primary),
         archiving: Box::new(archiving),
+        declared: Box::new(declared),
     };
     report::update_status(pg, &cluster, &outcome, ctx).await?;
     if request_done {
@@ -151,6 +156,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let next = next_check(&backups.freshness, backups.verify_at, recheck, now);
     let next = check_owed.map_or(next, |soon| next.min(soon));
     let next = restore_recheck.map_or(next, |soon| next.min(soon));
+    let next = declared_recheck.map_or(next, |soon| next.min(soon));
     // A Secret the user brings is not watched: its renewals reach the credentials by this.
     let next = match cluster.user_server_secret() {
         Some(_) => next.min(USER_SECRET_RECHECK),

@@ -4,11 +4,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::archiving::{self, Archiving};
 use super::backup_schedule::summary::Summary;
+use super::declared::Declared;
 use super::ha::PrimaryState;
 pub use super::readiness::Readiness;
 use super::storage::StorageProgress;
 use crate::crd::conditions::{
-    BACKUP_SCHEDULED, CLEANUP, CONTINUOUS_ARCHIVING, LAST_BACKUP_SUCCEEDED, READY, RESTORED,
+    BACKUP_SCHEDULED, CLEANUP, CONTINUOUS_ARCHIVING, DECLARED, LAST_BACKUP_SUCCEEDED, READY,
+    RESTORED,
 };
 use crate::crd::{Phase, PostgreSQLStatus, RestoredFrom, SecretNames};
 use crate::resources::{Cluster, POSTGRES_PORT};
@@ -76,6 +78,7 @@ pub enum Outcome {
         storage: Option<StorageProgress>,
         primary: Box<PrimaryState>,
         archiving: Box<Archiving>,
+        declared: Box<Declared>,
     },
     CleanupBlocked {
         reason: &'static str,
@@ -132,6 +135,7 @@ pub fn compute(
             storage,
             primary,
             archiving,
+            declared,
         } => {
             let serving = readiness.ready && restore.allows_ready();
             // Only once applied: a change of `instances` is also what makes the primary step
@@ -178,6 +182,7 @@ pub fn compute(
             }
             let window = status.recovery_window.as_ref();
             status.recovery_window = archiving::recovery_window(window, archiving, backups);
+            set_declared(&mut status, cluster, declared, generation, now);
             set_restore(&mut status, restore, generation, now);
             set_backups(&mut status, backups, generation, now);
             (ready, Some(backup_condition(*backup)))
@@ -188,6 +193,26 @@ pub fn compute(
         conditions::set(&mut status.conditions, backup, generation, now);
     }
     status
+}
+
+/// The declared roles and databases as the primary's manager reported them (`declared`).
+fn set_declared(
+    status: &mut PostgreSQLStatus,
+    cluster: &Cluster,
+    declared: &Declared,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let found = super::declared::status(&cluster.spec.roles, &cluster.spec.databases, declared);
+    let nothing = matches!(declared, Declared::Nothing);
+    if let Some(objects) = found.objects {
+        status.declared = objects;
+    }
+    match found.condition {
+        Some(update) => conditions::set(&mut status.conditions, update, generation, now),
+        None if nothing => status.conditions.retain(|c| c.type_ != DECLARED),
+        None => {}
+    }
 }
 
 /// What the primary step found: the holder, a switchover's target, the instances, the last
@@ -326,6 +351,7 @@ mod tests {
             storage: None,
             primary: Box::default(),
             archiving: Box::new(Archiving::NotConfigured),
+            declared: Box::new(Declared::Nothing),
         }
     }
 

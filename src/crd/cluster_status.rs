@@ -65,6 +65,27 @@ pub struct PostgreSQLStatus {
     /// and a Completed base backup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_window: Option<RecoveryWindow>,
+    /// Each role and database of `spec.roles` and `spec.databases` (and each role Tusk made that
+    /// is no longer declared) as the primary's manager last kept it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<DeclaredObject>,
+}
+
+/// A declared role or database, as the primary's manager last kept it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeclaredObject {
+    /// `role` or `database`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// `Ready` (as declared), `Absent` (dropped, or never there), `Disabled` (a role Tusk made
+    /// that is no longer declared: no login, no password), `Pending` (not kept yet) or
+    /// `Failed`.
+    pub state: String,
+    /// Why it failed, in PostgreSQL's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl PostgreSQLStatus {

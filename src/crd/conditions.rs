@@ -21,3 +21,6 @@ pub const VERIFIED: &str = "Verified";
 pub const BACKUP_VERIFIED: &str = "BackupVerified";
 /// A PostgreSQL with `spec.backup.walArchive`: its primary archives WAL (False while uploads fail).
 pub const CONTINUOUS_ARCHIVING: &str = "ContinuousArchiving";
+/// A PostgreSQL with `spec.roles` or `spec.databases`: every declared object is kept as declared
+/// on the primary (False while one is pending or failed, with the reason).
+pub const DECLARED: &str = "Declared";

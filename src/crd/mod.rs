@@ -6,6 +6,7 @@
 mod backup;
 mod cluster_status;
 pub mod conditions;
+mod declared;
 mod destination;
 mod network;
 mod parameters;
@@ -21,9 +22,10 @@ pub use backup::{
     Backup, BackupMethod, BackupPhase, BackupSpec, BackupStatus, ClusterReference, PhysicalRange,
 };
 pub use cluster_status::{
-    CertificateTimes, Failover, InstanceState, Phase, PostgreSQLStatus, RecoveryWindow,
-    RestoredFrom, SecretNames, SuccessfulBackup,
+    CertificateTimes, DeclaredObject, Failover, InstanceState, Phase, PostgreSQLStatus,
+    RecoveryWindow, RestoredFrom, SecretNames, SuccessfulBackup,
 };
+pub use declared::{DeclaredDatabase, DeclaredExtension, DeclaredRole, DeclaredSchema, Ensure};
 pub use destination::{
     CaBundle, Destination, GcsCredentials, GcsDestination, S3Credentials, S3Destination,
     SecretKeyRef,

@@ -43,6 +43,7 @@ pub const MAX_INSTANCES: i32 = 9;
     validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must start with a letter and contain only lowercase letters, digits and '-', because Service names are derived from it")
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.roles) || self.roles.all(r, r.name != (has(self.bootstrap) && has(self.bootstrap.owner) ? self.bootstrap.owner : 'app'))").message("spec.roles may not declare the bootstrap owner: its password is the <name>-app Secret's"))]
 #[x_kube(validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("spec.restore can only be set when the cluster is created"))]
 #[x_kube(validation = Rule::new("!has(self.replication) || !has(self.replication.synchronous) || self.replication.synchronous.number < self.instances").message("spec.replication.synchronous.number must be less than spec.instances: the primary cannot wait for more replicas than the cluster has"))]
 pub struct PostgreSQLSpec {
@@ -142,6 +143,19 @@ pub struct PostgreSQLSpec {
     #[x_kube(validation = Rule::new("self.all(r, r.matches('^\\\\s*(host|hostssl)\\\\s'))").message("spec.pgHba rules must be host or hostssl lines: connections without TLS are refused before any rule, and the local socket is Tusk's"))]
     #[x_kube(validation = Rule::new("self.all(r, !r.matches('^\\\\s*\\\\S+\\\\s+\\\\S+\\\\s+\\\\S+\\\\s+\\\\S+\\\\s+(\\\\S+\\\\s+)?(trust|password|ident)(\\\\s|#|$)'))").message("spec.pgHba rules may not use trust, password or ident"))]
     pub pg_hba: Vec<String>,
+
+    /// Roles Tusk makes and keeps on the primary: attributes, memberships and a password from
+    /// a Secret, put back when changed by hand. docs/src/cluster/roles-and-databases.md.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub roles: Vec<super::DeclaredRole>,
+
+    /// Databases Tusk makes and keeps on the primary, with their owner, schemas and extensions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub databases: Vec<super::DeclaredDatabase>,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

@@ -517,3 +517,109 @@ fn invalid_specs_are_rejected_with_the_field_named() {
 mod names;
 mod schedules;
 mod transitions;
+
+#[test]
+fn declared_roles_and_databases_are_checked_at_apply() {
+    let with = |roles: Value, databases: Value| json!({"storage": storage(), "roles": roles, "databases": databases});
+    let full = with(
+        json!([
+            {"name": "app_reader", "inRoles": ["pg_read_all_data"], "connectionLimit": 5,
+             "validUntil": "2027-06-30T00:00:00Z"},
+            {"name": "writers", "login": false, "createDb": true},
+            {"name": "billing", "passwordSecret": {"name": "billing-password"}},
+            {"name": "gone", "ensure": "absent"},
+        ]),
+        json!([
+            {"name": "shop", "owner": "billing", "encoding": "UTF8", "locale": "C.UTF-8",
+             "extensions": [{"name": "uuid-ossp"}, {"name": "citext", "version": "1.6", "schema": "sales"}],
+             "schemas": [{"name": "sales", "owner": "writers"}]},
+            {"name": "old_data", "owner": "app", "ensure": "absent", "dropData": true},
+        ]),
+    );
+    assert_eq!(rejections("demo", full), Vec::<String>::new());
+    let cases = [
+        (
+            with(json!([{"name": "postgres"}]), json!([])),
+            "spec.roles[].name must be",
+        ),
+        (
+            with(json!([{"name": "tusk_backup"}]), json!([])),
+            "spec.roles[].name must be",
+        ),
+        (
+            with(json!([{"name": "pg_monitor"}]), json!([])),
+            "spec.roles[].name must be",
+        ),
+        (
+            with(json!([{"name": "Reader"}]), json!([])),
+            "spec.roles[].name must be",
+        ),
+        (
+            with(json!([{"name": "app"}]), json!([])),
+            "may not declare the bootstrap owner",
+        ),
+        (
+            with(
+                json!([{"name": "g", "login": false, "passwordSecret": {"name": "s"}}]),
+                json!([]),
+            ),
+            "passwordSecret is for a role that logs in",
+        ),
+        (
+            with(json!([{"name": "r", "connectionLimit": -2}]), json!([])),
+            "connectionLimit must be -1",
+        ),
+        (
+            with(json!([{"name": "r", "validUntil": "tomorrow"}]), json!([])),
+            "validUntil must be an RFC 3339 time",
+        ),
+        (
+            with(json!([{"name": "r", "inRoles": ["postgres"]}]), json!([])),
+            "inRoles must name roles",
+        ),
+        (
+            with(
+                json!([]),
+                json!([{"name": "shop", "owner": "app", "ensure": "absent"}]),
+            ),
+            "set dropData: true to say so",
+        ),
+        (
+            with(json!([]), json!([{"name": "template1", "owner": "app"}])),
+            "spec.databases[].name must be",
+        ),
+        (
+            with(json!([]), json!([{"name": "shop", "owner": "tusk_backup"}])),
+            "spec.databases[].owner must be",
+        ),
+        (
+            with(
+                json!([]),
+                json!([{"name": "shop", "owner": "app", "extensions": [{"name": "x; DROP"}]}]),
+            ),
+            "extensions[].name must be an extension name",
+        ),
+        (
+            with(
+                json!([]),
+                json!([{"name": "shop", "owner": "app", "schemas": [{"name": "pg_temp"}]}]),
+            ),
+            "schemas[].name must be a lowercase identifier, not starting with pg_",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let errors = rejections("demo", spec.clone());
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "{spec}: expected {expected:?} in {errors:?}"
+        );
+    }
+    let owner = json!({"storage": storage(), "bootstrap": {"owner": "shop_owner"},
+        "roles": [{"name": "app"}, {"name": "shop_owner"}]});
+    let errors = rejections("demo", owner);
+    assert_eq!(
+        errors.len(),
+        1,
+        "only the declared bootstrap owner: {errors:?}"
+    );
+}

@@ -47,6 +47,15 @@ pub fn instance_role(cluster: &Cluster) -> Role {
                 verbs: vec!["get".to_owned(), "update".to_owned()],
                 ..PolicyRule::default()
             },
+            // The declared roles and databases (`declared`): that one Secret, watched by
+            // name (a list or watch naming it with a field selector is authorised by name).
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["secrets".to_owned()]),
+                resource_names: Some(vec![tusk_contract::declared::secret_name(cluster.name)]),
+                verbs: vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()],
+                ..PolicyRule::default()
+            },
             PolicyRule {
                 api_groups: Some(vec!["events.k8s.io".to_owned()]),
                 resources: Some(vec!["events".to_owned()]),
@@ -108,16 +117,22 @@ mod tests {
     }
 
     #[test]
-    fn the_role_grants_get_and_update_of_its_own_lease_and_creating_events_only() {
+    fn the_role_grants_its_own_lease_its_declaration_and_creating_events_only() {
         let pg = postgresql(MINIMAL);
         let role = instance_role(&Cluster::new(&pg).unwrap());
         let rules = role.rules.unwrap();
-        assert_eq!(rules.len(), 2);
+        assert_eq!(rules.len(), 3);
         assert_eq!(
-            rules[1].resources.as_deref(),
+            rules[2].resources.as_deref(),
             Some(&["events".to_owned()][..])
         );
-        assert_eq!(rules[1].verbs, ["create"]);
+        assert_eq!(rules[2].verbs, ["create"]);
+        assert_eq!(
+            rules[1].resource_names.as_deref(),
+            Some(&["demo-declared".to_owned()][..]),
+            "one Secret, by name"
+        );
+        assert_eq!(rules[1].verbs, ["get", "list", "watch"]);
         assert_eq!(
             rules[0].resources.as_deref(),
             Some(&["leases".to_owned()][..])

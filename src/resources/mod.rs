@@ -10,6 +10,7 @@ pub mod brought_tls;
 pub mod ca_rotation;
 mod config;
 mod cronjob;
+pub mod declared;
 mod disruption;
 mod hba;
 pub mod hba_rules;

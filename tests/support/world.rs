@@ -233,6 +233,7 @@ pub fn status_for(
         // The Lease exists and ordinal 0 holds it.
         primary: Box::new(PrimaryState::held_by("demo-0")),
         archiving: Box::new(Archiving::NotConfigured),
+        declared: Box::default(),
     };
     status::compute(
         pg.status.as_ref(),

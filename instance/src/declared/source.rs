@@ -17,7 +17,7 @@ const RETRY: Duration = Duration::from_secs(2);
 const FILE_POLL: Duration = Duration::from_millis(500);
 
 pub enum Source {
-    Secret { api: Api<Secret>, name: String },
+    Secret { api: Box<Api<Secret>>, name: String },
     File(PathBuf),
 }
 

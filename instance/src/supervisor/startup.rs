@@ -68,7 +68,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let declared = match (&args.declared_file, &client) {
         (Some(path), _) => Some(crate::declared::Source::File(path.clone())),
         (None, Some(client)) if !args.cluster.is_empty() => Some(crate::declared::Source::Secret {
-            api: kube::Api::namespaced(client.clone(), &args.namespace),
+            api: Box::new(kube::Api::namespaced(client.clone(), &args.namespace)),
             name: tusk_contract::declared::secret_name(&args.cluster),
         }),
         (None, _) => None,
