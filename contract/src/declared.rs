@@ -18,6 +18,16 @@ pub fn secret_name(cluster: &str) -> String {
     format!("{cluster}-declared")
 }
 
+/// A digest of a document as JSON (FNV-1a, 64 bits, hex): the manager reports the digest of
+/// the document it last kept, so the operator can tell a report of the current declaration
+/// from one of the previous. Not for security: nothing is trusted because of it.
+pub fn digest(json: &[u8]) -> String {
+    let hash = json.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
 /// Whether a role or database should exist.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -141,6 +141,9 @@ pub struct InstanceStatus {
     /// before the first pass, or when nothing is declared).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<crate::declared::ObjectState>,
+    /// The digest (`declared::digest`) of the declaration those states are of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_digest: Option<String>,
 }
 
 /// What the manager's WAL archiver did since it started (times in Unix seconds). Only the

@@ -30,6 +30,8 @@ pub struct ManagerState {
     pub restore_error: Option<String>,
     /// The declared roles and databases as the last pass on this primary left them.
     pub declared: Vec<tusk_contract::declared::ObjectState>,
+    /// The digest of the declaration `declared` is of.
+    pub declared_digest: Option<String>,
 }
 
 pub type SharedState = Arc<Mutex<ManagerState>>;
@@ -99,6 +101,7 @@ fn build_report(pod: &str, state: &ManagerState, facts: Option<&ServerFacts>) ->
         restore_error: state.restore_error.clone(),
         archive: None,
         declared: state.declared.clone(),
+        declared_digest: state.declared_digest.clone(),
     }
 }
 

@@ -28,8 +28,9 @@ use crate::runtime::conditions::Update;
 /// this soon; a failure is retried by the manager every few seconds, and looked at this often.
 pub const PENDING_RECHECK: Duration = Duration::from_secs(5);
 pub const FAILED_RECHECK: Duration = Duration::from_secs(30);
-/// Without a report from the primary's manager (none serves, or it does not answer).
-pub const NO_REPORT_RECHECK: Duration = Duration::from_secs(30);
+/// Without a report on the current declaration from the primary's manager: it keeps a new one
+/// within seconds (or none serves, or it does not answer).
+pub const NO_REPORT_RECHECK: Duration = Duration::from_secs(5);
 /// A Secret the user names for a role is not watched: read again at least this often.
 pub const NAMED_SECRET_RECHECK: Duration = Duration::from_secs(60);
 
@@ -43,6 +44,7 @@ pub enum Declared {
     Waiting(String),
     /// Written or unchanged; the manager's report of each object, if it answered.
     Handed {
+        /// The manager's report, if it answered and reported on this very declaration.
         report: Option<Vec<ObjectState>>,
         named_secrets: bool,
     },
@@ -107,9 +109,12 @@ pub async fn hand_over(
         };
         writes.extend(Written::of(&secret, change));
     }
+    let json = serde_json::to_vec(&wanted).unwrap_or_default();
+    let digest = tusk_contract::declared::digest(&json);
     let report = match primary.current.as_deref() {
         Some(current) => read_report(ctx, cluster, &cluster_pods(ctx, cluster), current)
             .await
+            .filter(|r| r.declared_digest.as_deref() == Some(digest.as_str()))
             .map(|r| r.declared),
         None => None,
     };
@@ -170,8 +175,13 @@ pub fn status(
         Declared::Handed { report: None, .. } => {
             return DeclaredStatus {
                 objects: None,
-                condition: None,
-                // The primary's manager did not answer (a failover, a pod starting).
+                condition: Some(condition(
+                    false,
+                    "Pending",
+                    "the primary's manager has not reported on this declaration yet".to_owned(),
+                )),
+                // Not kept yet (seconds after a change), or the primary's manager does not
+                // answer (a failover, a pod starting).
                 recheck: Some(NO_REPORT_RECHECK),
             };
         }

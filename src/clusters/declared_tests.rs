@@ -100,7 +100,8 @@ fn nothing_declared_removes_the_condition_and_no_report_keeps_the_status() {
         named_secrets: false,
     };
     let kept = status(&roles, &databases, &silent);
-    assert!(kept.condition.is_none() && kept.objects.is_none());
+    assert!(kept.objects.is_none(), "the list stays as it was");
+    assert_eq!(kept.condition.unwrap().reason, "Pending");
     assert_eq!(kept.recheck, Some(NO_REPORT_RECHECK));
     let waiting = status(
         &roles,

@@ -483,8 +483,10 @@ async fn keep_declared(
             for failed in pass.states.iter().filter(|s| s.state == "Failed") {
                 tracing::warn!(kind = failed.kind, name = failed.name, message = ?failed.message, "a declared object could not be kept");
             }
+            let json = serde_json::to_vec(document).unwrap_or_default();
             let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
             state.declared = pass.states;
+            state.declared_digest = Some(tusk_contract::declared::digest(&json));
         }
         Ok(Err(e)) => tracing::warn!(error = %e, "keeping the declared roles and databases"),
         Err(_) => tracing::warn!("keeping the declared roles and databases timed out"),

@@ -42,6 +42,17 @@ pub fn render(s: &Summary) -> String {
             .iter()
             .map(|e| cells![e.service, e.address, e.purpose]),
     );
+    if !s.declared.is_empty() {
+        table(
+            &mut out,
+            "Roles and databases",
+            &["KIND", "NAME", "STATE", "MESSAGE"],
+            s.declared.iter().map(|d| {
+                let message = d.message.as_deref().unwrap_or_default();
+                cells![d.kind, d.name, d.state, message]
+            }),
+        );
+    }
     table(
         &mut out,
         &format!("Backups (newest {RECENT})"),

@@ -39,6 +39,9 @@ pub struct Summary {
     pub conditions: Vec<ConditionLine>,
     pub pods: Vec<Instance>,
     pub endpoints: Vec<Endpoint>,
+    /// `spec.roles` and `spec.databases` as the primary's manager last kept them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<Declared>,
     pub backups: Vec<BackupLine>,
     pub schedule: Option<Schedule>,
     pub verification: Option<VerificationLine>,
@@ -72,6 +75,14 @@ pub struct Endpoint {
     /// `host:port` inside the cluster.
     pub address: String,
     pub purpose: String,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Declared {
+    pub kind: String,
+    pub name: String,
+    pub state: String,
+    pub message: Option<String>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -135,6 +146,16 @@ pub fn summarize(fetched: &Fetched, now: Timestamp) -> Summary {
             .collect(),
         pods: instances(&primary_of(pg), &fetched.pods),
         endpoints: fetched.services.iter().map(endpoint).collect(),
+        declared: status
+            .declared
+            .iter()
+            .map(|o| Declared {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+                state: o.state.clone(),
+                message: o.message.clone(),
+            })
+            .collect(),
         backups: fetched
             .backups
             .iter()

@@ -147,3 +147,23 @@ fn json_carries_the_same_summary() {
     assert_eq!(json["schedule"]["nextRun"], "2026-11-25T02:00:00Z");
     assert_eq!(json["warnings"][0]["reason"], "Unhealthy");
 }
+
+#[test]
+fn declared_roles_and_databases_are_listed_only_when_there_are_some() {
+    let mut fetched = fetched();
+    let plain = render(&summarize(&fetched, now()));
+    assert!(!plain.contains("Roles and databases"));
+    fetched.pg.status.get_or_insert_default().declared = value(serde_json::json!([
+        {"kind": "role", "name": "shop_reader", "state": "Ready"},
+        {"kind": "role", "name": "old_batch", "state": "Failed",
+         "message": "role \"old_batch\" cannot be dropped because some objects depend on it"},
+    ]));
+    let text = render(&summarize(&fetched, now()));
+    let section = "\
+Roles and databases
+  KIND  NAME         STATE   MESSAGE
+  role  shop_reader  Ready
+  role  old_batch    Failed  role \"old_batch\" cannot be dropped because some objects depend on it
+";
+    assert!(text.contains(section), "{text}");
+}
