@@ -3,11 +3,9 @@
 //! CronJobs, which depend on the StatefulSet being ready — and every write is reported.
 
 use std::fmt::Debug;
-use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::CronJob;
 use kube::api::Api;
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -78,18 +76,15 @@ pub async fn apply_children(
     writes.extend(account);
     writes.extend(role_and_binding.into_iter().flatten());
     let mut desired_statefulset = desired.statefulset;
-    let existing = cached(&caches.statefulsets, ns, &desired_statefulset.name_any());
+    let existing = caches
+        .statefulsets
+        .object(ns, &desired_statefulset.name_any());
     if let Some(existing) = &existing {
         keep_claim_template(&mut desired_statefulset, existing);
     }
-    let statefulset = apply_one(
-        &api(&client, ns),
-        &caches.statefulsets,
-        ns,
-        desired_statefulset,
-        &mut writes,
-    )
-    .await?;
+    let applied = apply(&api(&client, ns), existing, desired_statefulset).await?;
+    writes.extend(Written::of(applied.object.as_ref(), applied.change));
+    let statefulset = applied.object;
     let name = cluster.statefulset_name();
     let (budget, policy) = futures::try_join!(
         apply_optional(
@@ -174,24 +169,6 @@ async fn apply_cronjob(
             }
         }
     })
-}
-
-/// Applies `desired` against its cached copy, notes the write, and returns the object as the
-/// API server holds it now.
-async fn apply_one<K>(
-    api: &Api<K>,
-    cache: &Store<K>,
-    namespace: &str,
-    desired: K,
-    writes: &mut Vec<Written>,
-) -> Result<Arc<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + 'static,
-{
-    let cached = cached(cache, namespace, &desired.name_any());
-    let applied = apply(api, cached, desired).await?;
-    writes.extend(Written::of(applied.object.as_ref(), applied.change));
-    Ok(applied.object)
 }
 
 /// The API of kind `K` in namespace `ns`.

@@ -249,7 +249,7 @@ async fn stop_archiving(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
     }
     let ns = cluster.namespace;
     let name = cluster.statefulset_name();
-    if cached(&ctx.caches.statefulsets, ns, &name).is_some() {
+    if ctx.caches.statefulsets.contains(ns, &name) {
         let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
         delete(&api, &name).await?;
     }

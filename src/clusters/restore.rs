@@ -181,11 +181,10 @@ async fn point_in_time_progress(cluster: &Cluster<'_>, ctx: &Context) -> Result<
         Ok(plan) => plan,
         Err(progress) => return Ok(Some(Observed::Known(progress))),
     };
-    let sts = cached(
-        &ctx.caches.statefulsets,
-        cluster.namespace,
-        &cluster.statefulset_name(),
-    );
+    let sts = ctx
+        .caches
+        .statefulsets
+        .object(cluster.namespace, &cluster.statefulset_name());
     let has_pods = (sts.as_deref().and_then(|s| s.spec.replicas)).is_some_and(|n| n > 0);
     if !has_pods {
         let checked = restore_window::check(&plan, target, cluster, ctx).await;

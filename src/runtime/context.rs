@@ -18,7 +18,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
 use super::cluster_locks::ClusterLocks;
-use super::compact::{compact_cronjob, compact_statefulset};
+use super::compact::compact_cronjob;
+use super::statefulset_summary::StatefulSetSummary;
 use super::instance_reader::InstanceReader;
 use super::instances::{LeaseClock, StatusSource};
 use super::own_status::OwnStatus;
@@ -117,10 +118,11 @@ macro_rules! owned_children {
 
 owned_children! {
     cached {
-        statefulsets: StatefulSet => compact_statefulset,
         cronjobs: CronJob => compact_cronjob,
     }
     summarized {
+        /// Read for readiness and the rollout too: packed, with generation and status beside.
+        statefulsets: StatefulSet => StatefulSetSummary,
         /// Credentials and certificates: owner and recorded annotations, never a value.
         secrets: Secret => SecretFacts,
         config_maps: ConfigMap => Packed,

@@ -17,6 +17,7 @@ pub mod own_status;
 pub mod packed;
 pub mod secret_facts;
 pub mod settle;
+pub mod statefulset_summary;
 pub mod status;
 pub mod summaries;
 pub mod watch;

@@ -49,7 +49,7 @@ impl<K> PackedStore<K> {
 
 /// The object's JSON without what no apply sets (the server's bookkeeping and the status),
 /// deflated. `None` if it does not serialize (it always does: it was just deserialized).
-fn pack<K: Serialize>(object: &K) -> Option<Box<[u8]>> {
+pub(super) fn pack<K: Serialize>(object: &K) -> Option<Box<[u8]>> {
     let mut json = serde_json::to_value(object).ok()?;
     if let Some(map) = json.as_object_mut() {
         map.remove("status");
@@ -69,7 +69,7 @@ fn pack<K: Serialize>(object: &K) -> Option<Box<[u8]>> {
     Some(miniz_oxide::deflate::compress_to_vec(&text, LEVEL).into_boxed_slice())
 }
 
-fn unpack(packed: &[u8]) -> Option<Value> {
+pub(super) fn unpack(packed: &[u8]) -> Option<Value> {
     let text = miniz_oxide::inflate::decompress_to_vec_with_limit(packed, UNPACKED_LIMIT).ok()?;
     serde_json::from_slice(&text).ok()
 }

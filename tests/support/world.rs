@@ -22,6 +22,7 @@ use tusk::resources::verifiers::Slot;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::packed::PackedStore;
 use tusk::runtime::secret_facts::SecretStore;
+use tusk::runtime::statefulset_summary::StatefulSetStore;
 use tusk::runtime::{Caches, Context};
 use tusk::{Backup, PostgreSQL};
 
@@ -285,7 +286,7 @@ pub fn plain_context(
         secrets: SecretStore::of(cache.secrets),
         config_maps: PackedStore::of(cache.config_maps),
         services: PackedStore::of(cache.services),
-        statefulsets: store_of(cache.statefulsets).0,
+        statefulsets: StatefulSetStore::of(cache.statefulsets),
         cronjobs: store_of(cache.cronjobs).0,
         service_accounts: PackedStore::of(cache.service_accounts),
         roles: PackedStore::of(cache.roles),

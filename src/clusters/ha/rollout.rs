@@ -15,19 +15,18 @@ use super::rollout_plan::{Member, Move, next_move};
 use crate::error::Result;
 use crate::resources::{Cluster, hot_standby_values};
 use crate::runtime::apply::unless_gone;
-use crate::runtime::{Context, cached};
+use crate::runtime::Context;
 
 /// The label the StatefulSet controller puts on each pod: the revision it was created from.
 const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// The next move for `cluster`, from the caches; `primary`: the Lease holder.
 pub async fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &str) -> Move {
-    let revision = cached(
-        &ctx.caches.statefulsets,
-        cluster.namespace,
-        &cluster.statefulset_name(),
-    )
-    .and_then(update_revision);
+    let revision = ctx
+        .caches
+        .statefulsets
+        .object(cluster.namespace, &cluster.statefulset_name())
+        .and_then(update_revision);
     let kept = cluster.kept_pods();
     let members: Vec<Member> = pods
         .iter()
