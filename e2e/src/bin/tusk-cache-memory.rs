@@ -23,8 +23,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tusk::crd::{Backup, PostgreSQL};
-use tusk::runtime::compact::{compact_cronjob, compact_pod, compact_statefulset};
+use tusk::runtime::compact::{compact_cronjob, compact_pod};
 use tusk::runtime::packed::Packed;
+use tusk::runtime::statefulset_summary::StatefulSetSummary;
 use tusk::runtime::secret_facts::SecretFacts;
 use tusk::runtime::summaries::{Summary, SummaryStore, summary_store};
 use tusk::runtime::watch::drop_managed_fields;
@@ -211,12 +212,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     summarized!("Secret", Secret, SecretFacts);
     summarized!("ConfigMap", ConfigMap, Packed);
     summarized!("Service", Service, Packed);
-    kind!(
-        "StatefulSet",
-        StatefulSet,
-        Some(MANAGED),
-        compact_statefulset
-    );
+    summarized!("StatefulSet", StatefulSet, StatefulSetSummary);
     kind!("CronJob", CronJob, Some(MANAGED), compact_cronjob);
     summarized!("ServiceAccount", ServiceAccount, Packed);
     summarized!("Role", Role, Packed);
