@@ -12,6 +12,11 @@ pub const BACKUP_USER: &str = "tusk_backup";
 /// Where the database pods find the declared passwords' SCRAM verifiers (Secret
 /// `<name>-verifiers`), one file per role the manager keeps at its declared password.
 pub const VERIFIERS_DIR: &str = "/var/run/secrets/tusk/verifiers";
+/// Secret `<cluster>-verifiers`, which holds them (mounted, and followed through the API by the
+/// primary's manager).
+pub fn verifiers_secret_name(cluster: &str) -> String {
+    format!("{cluster}-verifiers")
+}
 /// The superuser's verifier, in [`VERIFIERS_DIR`].
 pub const SUPERUSER_VERIFIER_FILE: &str = "superuser";
 /// The application owner's verifier, in [`VERIFIERS_DIR`].

@@ -82,8 +82,14 @@ pub fn app(ctx: &Context) -> Result<Option<Credential>, Error> {
 }
 
 /// The roles whose declared verifier differs from the server's, made equal; returns their
-/// names. A missing file (a pod from before the verifiers) declares nothing.
-pub async fn keep(ctx: &Context, client: &tokio_postgres::Client) -> Result<Vec<String>, Error> {
+/// names. The verifiers come from `watched` (Secret `<cluster>-verifiers` as the API shows it)
+/// when the manager follows it, else from the mounted files. A missing file (a pod from
+/// before the verifiers) declares nothing.
+pub async fn keep(
+    ctx: &Context,
+    client: &tokio_postgres::Client,
+    watched: Option<&std::collections::BTreeMap<String, k8s_openapi::ByteString>>,
+) -> Result<Vec<String>, Error> {
     let mut changed = Vec::new();
     let slots = [
         (SUPERUSER_VERIFIER_FILE, Some("postgres")),
@@ -93,7 +99,16 @@ pub async fn keep(ctx: &Context, client: &tokio_postgres::Client) -> Result<Vec<
         let Some(role) = role else {
             continue;
         };
-        let Some(verifier) = declared(&ctx.args.verifiers_dir.join(file))? else {
+        let verifier = match watched {
+            Some(data) => data
+                .get(file)
+                .and_then(|bytes| std::str::from_utf8(&bytes.0).ok())
+                .map(str::trim)
+                .filter(|text| is_scram_verifier(text))
+                .map(str::to_owned),
+            None => declared(&ctx.args.verifiers_dir.join(file))?,
+        };
+        let Some(verifier) = verifier else {
             continue;
         };
         let stored = client

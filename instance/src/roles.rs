@@ -73,7 +73,11 @@ async fn ensure_machine_roles(ctx: &Context, client: &tokio_postgres::Client) ->
 /// (`kept`), then only CONNECT on databases created since.
 /// In the same session, the declared passwords (`declared_passwords`); returns the roles
 /// whose password it changed.
-pub async fn keep_machine_roles(ctx: &Context, kept: &AtomicBool) -> Result<Vec<String>, Error> {
+pub async fn keep_machine_roles(
+    ctx: &Context,
+    kept: &AtomicBool,
+    verifiers: Option<&std::collections::BTreeMap<String, k8s_openapi::ByteString>>,
+) -> Result<Vec<String>, Error> {
     let client = silent_session(ctx).await?;
     if kept.load(Ordering::Relaxed) {
         machine_roles::connect_everywhere(&client).await?;
@@ -81,7 +85,7 @@ pub async fn keep_machine_roles(ctx: &Context, kept: &AtomicBool) -> Result<Vec<
         ensure_machine_roles(ctx, &client).await?;
         kept.store(true, Ordering::Relaxed);
     }
-    crate::declared_passwords::keep(ctx, &client).await
+    crate::declared_passwords::keep(ctx, &client, verifiers).await
 }
 
 /// A local connection in the [`SILENT_SESSION`].

@@ -47,12 +47,16 @@ pub fn instance_role(cluster: &Cluster) -> Role {
                 verbs: vec!["get".to_owned(), "update".to_owned()],
                 ..PolicyRule::default()
             },
-            // The declared roles and databases (`declared`): that one Secret, watched by
-            // name (a list or watch naming it with a field selector is authorised by name).
+            // The declared roles and databases and the declared passwords' verifiers: those
+            // two Secrets, watched by name (a list or watch naming one with a field selector is
+            // authorised by name). Verifiers only: no password is in either.
             PolicyRule {
                 api_groups: Some(vec![String::new()]),
                 resources: Some(vec!["secrets".to_owned()]),
-                resource_names: Some(vec![tusk_contract::declared::secret_name(cluster.name)]),
+                resource_names: Some(vec![
+                    tusk_contract::declared::secret_name(cluster.name),
+                    cluster.verifiers_secret_name(),
+                ]),
                 verbs: vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()],
                 ..PolicyRule::default()
             },
@@ -129,8 +133,8 @@ mod tests {
         assert_eq!(rules[2].verbs, ["create"]);
         assert_eq!(
             rules[1].resource_names.as_deref(),
-            Some(&["demo-declared".to_owned()][..]),
-            "one Secret, by name"
+            Some(&["demo-declared".to_owned(), "demo-verifiers".to_owned()][..]),
+            "two Secrets, by name"
         );
         assert_eq!(rules[1].verbs, ["get", "list", "watch"]);
         assert_eq!(

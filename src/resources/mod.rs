@@ -234,7 +234,7 @@ impl<'a> Cluster<'a> {
     }
     /// Secret `<name>-verifiers`: the declared passwords' SCRAM verifiers, mounted in the pods.
     pub fn verifiers_secret_name(&self) -> String {
-        format!("{}-verifiers", self.name)
+        tusk_contract::roles::verifiers_secret_name(self.name)
     }
     pub fn config_map_name(&self) -> String {
         format!("{}-config", self.name)

@@ -114,8 +114,8 @@ mod tests {
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use serde_json::json;
 
-    use k8s_openapi::api::apps::v1::StatefulSet;
     use super::*;
+    use k8s_openapi::api::apps::v1::StatefulSet;
 
     /// The stash on a StatefulSet (the kind it was made for; StatefulSets are now packed
     /// whole, `statefulset_summary`): the tests below exercise stash and restore through it.

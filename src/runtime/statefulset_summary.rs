@@ -89,7 +89,10 @@ mod tests {
         let live = statefulset();
         let store = StatefulSetStore::of([live.clone()]);
         let cached = store.object("prod", "demo").unwrap();
-        assert_eq!(cached.spec, live.spec, "the templates, as the server holds them");
+        assert_eq!(
+            cached.spec, live.spec,
+            "the templates, as the server holds them"
+        );
         assert_eq!(cached.metadata.labels, live.metadata.labels);
         assert_eq!(cached.metadata.generation, Some(3), "readiness compares it");
         let status = cached.status.as_ref().unwrap();

@@ -25,8 +25,8 @@ use serde::de::DeserializeOwned;
 use tusk::crd::{Backup, PostgreSQL};
 use tusk::runtime::compact::{compact_cronjob, compact_pod};
 use tusk::runtime::packed::Packed;
-use tusk::runtime::statefulset_summary::StatefulSetSummary;
 use tusk::runtime::secret_facts::SecretFacts;
+use tusk::runtime::statefulset_summary::StatefulSetSummary;
 use tusk::runtime::summaries::{Summary, SummaryStore, summary_store};
 use tusk::runtime::watch::drop_managed_fields;
 

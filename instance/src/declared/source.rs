@@ -1,63 +1,67 @@
-//! Where the manager learns the declaration: Secret `<cluster>-declared`, listed and then
-//! watched by name through the API (its Role may read that one Secret and no other), or a file
-//! standing in for it in tests. `None`: nothing declared, nothing is touched.
+//! Secrets the manager follows through the API rather than as mounted files (a change reaches
+//! it in about a second, not at the kubelet's next refresh, a minute or more): Secret
+//! `<cluster>-declared` (the declared roles and databases) and `<cluster>-verifiers` (the
+//! superuser's and the app owner's password verifiers). Each is listed and then watched by name;
+//! the pod's Role may read those two Secrets and no other. In tests a file stands in for the
+//! declaration.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use tokio::sync::watch;
 use tusk_contract::declared::{DOCUMENT_KEY, Document};
+
+/// A Secret's data as last seen; `None`: the Secret does not exist (or was not seen yet).
+pub type SecretData = Option<BTreeMap<String, ByteString>>;
 
 /// After an error from the API server, before the next list.
 const RETRY: Duration = Duration::from_secs(2);
 /// How often the test file is read.
 const FILE_POLL: Duration = Duration::from_millis(500);
 
+/// Where the declaration comes from.
 pub enum Source {
-    Secret { api: Box<Api<Secret>>, name: String },
+    /// Secret `<cluster>-declared`, as [`follow`] sees it.
+    Secret(watch::Receiver<SecretData>),
     File(PathBuf),
 }
 
-/// Starts following `source`; the receiver holds the latest declaration.
-pub fn spawn(source: Source) -> watch::Receiver<Option<Document>> {
+/// Follows Secret `name` through `api`; the receiver holds its data as last seen.
+pub fn follow(api: Api<Secret>, name: String) -> watch::Receiver<SecretData> {
     let (sender, receiver) = watch::channel(None);
     tokio::spawn(async move {
-        match source {
-            Source::Secret { api, name } => follow_secret(&api, &name, &sender).await,
-            Source::File(path) => follow_file(&path, &sender).await,
+        let by_name = format!("metadata.name={name}");
+        loop {
+            if let Err(e) = list_and_watch(&api, &by_name, &sender).await {
+                tracing::warn!(secret = name, error = %e, "following a Secret");
+            }
+            tokio::time::sleep(RETRY).await;
         }
     });
     receiver
-}
-
-async fn follow_secret(api: &Api<Secret>, name: &str, sender: &watch::Sender<Option<Document>>) {
-    let by_name = format!("metadata.name={name}");
-    loop {
-        if let Err(e) = list_and_watch(api, &by_name, sender).await {
-            tracing::warn!(secret = name, error = %e, "following the declared roles and databases");
-        }
-        tokio::time::sleep(RETRY).await;
-    }
 }
 
 /// One list, then its watch until the API server ends it (a timeout, a compaction).
 async fn list_and_watch(
     api: &Api<Secret>,
     by_name: &str,
-    sender: &watch::Sender<Option<Document>>,
+    sender: &watch::Sender<SecretData>,
 ) -> Result<(), kube::Error> {
     let list = api.list(&ListParams::default().fields(by_name)).await?;
-    publish(sender, list.items.first());
+    let first = list.items.into_iter().next();
+    publish(sender, first.and_then(|s| s.data.or(Some(BTreeMap::new()))));
     let version = list.metadata.resource_version.unwrap_or_default();
     let params = WatchParams::default().fields(by_name).timeout(290);
     let mut events = api.watch(&params, &version).await?.boxed();
     while let Some(event) = events.try_next().await? {
         match event {
             WatchEvent::Added(secret) | WatchEvent::Modified(secret) => {
-                publish(sender, Some(&secret));
+                publish(sender, Some(secret.data.unwrap_or_default()));
             }
             WatchEvent::Deleted(_) => publish(sender, None),
             WatchEvent::Bookmark(_) => {}
@@ -68,48 +72,56 @@ async fn list_and_watch(
     Ok(())
 }
 
-fn publish(sender: &watch::Sender<Option<Document>>, secret: Option<&Secret>) {
-    let document = match secret {
-        None => None,
-        Some(secret) => {
-            let bytes = secret.data.as_ref().and_then(|d| d.get(DOCUMENT_KEY));
-            match bytes.map(|b| serde_json::from_slice::<Document>(&b.0)) {
-                Some(Ok(document)) => Some(document),
-                // Kept as it was: a document this manager cannot read changes nothing.
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "the declared roles and databases do not parse");
-                    return;
-                }
-                None => None,
-            }
-        }
-    };
+fn publish<T: PartialEq>(sender: &watch::Sender<T>, value: T) {
     sender.send_if_modified(|current| {
-        let changed = *current != document;
-        *current = document;
+        let changed = *current != value;
+        *current = value;
         changed
     });
 }
 
-async fn follow_file(path: &PathBuf, sender: &watch::Sender<Option<Document>>) {
-    loop {
-        let document = match std::fs::read(path) {
-            Ok(bytes) => match serde_json::from_slice::<Document>(&bytes) {
-                Ok(document) => Some(Some(document)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "the declared roles and databases do not parse");
-                    None
+/// Starts following the declaration; the receiver holds the latest one (`None`: nothing is
+/// declared, and nothing is touched).
+pub fn spawn(source: Source) -> watch::Receiver<Option<Document>> {
+    let (sender, receiver) = watch::channel(None);
+    tokio::spawn(async move {
+        match source {
+            Source::Secret(mut data) => loop {
+                let document = {
+                    let data = data.borrow_and_update();
+                    data.as_ref()
+                        .map(|d| d.get(DOCUMENT_KEY).map(|b| parse(&b.0)))
+                };
+                match document {
+                    None | Some(None) => publish(&sender, None),
+                    Some(Some(Some(document))) => publish(&sender, Some(document)),
+                    // Kept as it was: a document this manager cannot read changes nothing.
+                    Some(Some(None)) => {}
+                }
+                if data.changed().await.is_err() {
+                    return;
                 }
             },
-            Err(_) => Some(None),
-        };
-        if let Some(document) = document {
-            sender.send_if_modified(|current| {
-                let changed = *current != document;
-                *current = document;
-                changed
-            });
+            Source::File(path) => loop {
+                match std::fs::read(&path) {
+                    Ok(bytes) => {
+                        if let Some(document) = parse(&bytes) {
+                            publish(&sender, Some(document));
+                        }
+                    }
+                    Err(_) => publish(&sender, None),
+                }
+                tokio::time::sleep(FILE_POLL).await;
+            },
         }
-        tokio::time::sleep(FILE_POLL).await;
-    }
+    });
+    receiver
+}
+
+fn parse(bytes: &[u8]) -> Option<Document> {
+    serde_json::from_slice(bytes)
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "the declared roles and databases do not parse"),
+        )
+        .ok()
 }

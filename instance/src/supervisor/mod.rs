@@ -79,6 +79,9 @@ struct Supervisor {
     machine_roles_kept: Arc<std::sync::atomic::AtomicBool>,
     /// The roles and databases the spec declares (`declared`), kept with the machine roles.
     declared: watch::Receiver<Option<tusk_contract::declared::Document>>,
+    /// Secret `<cluster>-verifiers` as the API shows it (the mounted copy lags a minute and
+    /// more); none in tests, which write the mounted files.
+    verifiers: Option<watch::Receiver<crate::declared::source::SecretData>>,
     /// Postmasters in a row that exited within [`SHORT_LIFE`] of their start.
     short_lives: u32,
     /// When this standby was asked to promote; cleared once the server left recovery.
@@ -372,7 +375,8 @@ impl Supervisor {
         }
         // A new declaration is kept at once (a rotated password works within seconds), else
         // every SLOT_SYNC_EVERY.
-        let declaration_changed = self.declared.has_changed().unwrap_or(false);
+        let declaration_changed = self.declared.has_changed().unwrap_or(false)
+            || (self.verifiers.as_ref()).is_some_and(|v| v.has_changed().unwrap_or(false));
         if !declaration_changed
             && self
                 .last_slot_sync
@@ -389,6 +393,7 @@ impl Supervisor {
         let roles_kept = self.machine_roles_kept.clone();
         let events = self.events.clone();
         let declared = self.declared.borrow_and_update().clone();
+        let verifiers = (self.verifiers.as_mut()).and_then(|v| v.borrow_and_update().clone());
         let state = self.state.clone();
         self.slot_sync = Some(tokio::spawn(async move {
             let sync = async {
@@ -400,7 +405,7 @@ impl Supervisor {
                 Ok(Err(e)) => tracing::warn!(error = %e, "syncing replication slots"),
                 Err(_) => tracing::warn!("syncing replication slots timed out"),
             }
-            let roles = crate::roles::keep_machine_roles(&ctx, &roles_kept);
+            let roles = crate::roles::keep_machine_roles(&ctx, &roles_kept, verifiers.as_ref());
             match tokio::time::timeout(SLOT_SYNC_EVERY, roles).await {
                 Ok(Ok(changed)) => {
                     for role in changed {

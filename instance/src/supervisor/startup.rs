@@ -65,13 +65,17 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         ),
     };
     let events = Events::new(client.clone(), &args);
-    let declared = match (&args.declared_file, &client) {
-        (Some(path), _) => Some(crate::declared::Source::File(path.clone())),
-        (None, Some(client)) if !args.cluster.is_empty() => Some(crate::declared::Source::Secret {
-            api: Box::new(kube::Api::namespaced(client.clone(), &args.namespace)),
-            name: tusk_contract::declared::secret_name(&args.cluster),
-        }),
-        (None, _) => None,
+    // The declaration and the password verifiers, followed through the API (`declared::source`).
+    let follow = |name: String| {
+        let client = client.clone().filter(|_| !args.cluster.is_empty())?;
+        let api = kube::Api::namespaced(client, &args.namespace);
+        Some(crate::declared::source::follow(api, name))
+    };
+    let verifiers = follow(tusk_contract::roles::verifiers_secret_name(&args.cluster));
+    let declared = match &args.declared_file {
+        Some(path) => Some(crate::declared::Source::File(path.clone())),
+        None => follow(tusk_contract::declared::secret_name(&args.cluster))
+            .map(crate::declared::Source::Secret),
     };
     let declared = match declared {
         Some(source) => crate::declared::spawn(source),
@@ -124,6 +128,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         slot_sync: None,
         machine_roles_kept: Default::default(),
         declared,
+        verifiers,
         short_lives: 0,
         promoting: None,
         checkpointed: None,

@@ -14,8 +14,8 @@ use super::pods::{is_ready, read_report};
 use super::rollout_plan::{Member, Move, next_move};
 use crate::error::Result;
 use crate::resources::{Cluster, hot_standby_values};
-use crate::runtime::apply::unless_gone;
 use crate::runtime::Context;
+use crate::runtime::apply::unless_gone;
 
 /// The label the StatefulSet controller puts on each pod: the revision it was created from.
 const REVISION_LABEL: &str = "controller-revision-hash";
