@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams};
 use tusk_e2e::login::{login, logs_in_within};
 use tusk_e2e::{Ctx, Result, ensure, say, scenario};
 
-const NAME: &str = "shop";
+const NAME: &str = "webshop";
 
 #[scenario]
 async fn the_samples_declared_roles_and_database_work_on_real_pods(ctx: Ctx) -> Result {
@@ -22,9 +22,9 @@ async fn the_samples_declared_roles_and_database_work_on_real_pods(ctx: Ctx) -> 
         .await?;
     let pod = format!("{NAME}-0");
     let before = ctx.pod_state(&pod).await?;
-    let owner_password = ctx.secret_value("shop-role-shop-owner", "password").await?;
+    let owner_password = ctx.secret_value("webshop-role-shop-owner", "password").await?;
     let reader_password = ctx
-        .secret_value("shop-role-shop-reader", "password")
+        .secret_value("webshop-role-shop-reader", "password")
         .await?;
     let limit = Duration::from_secs(60);
     let owner = (NAME, "shop_owner", "shop");
@@ -63,7 +63,7 @@ async fn the_samples_declared_roles_and_database_work_on_real_pods(ctx: Ctx) -> 
     let patch = serde_json::json!({"stringData": {"password": rotated}});
     secrets
         .patch(
-            "shop-role-shop-reader",
+            "webshop-role-shop-reader",
             &PatchParams::default(),
             &Patch::Merge(&patch),
         )
