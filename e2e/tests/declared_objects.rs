@@ -22,7 +22,9 @@ async fn the_samples_declared_roles_and_database_work_on_real_pods(ctx: Ctx) -> 
         .await?;
     let pod = format!("{NAME}-0");
     let before = ctx.pod_state(&pod).await?;
-    let owner_password = ctx.secret_value("webshop-role-shop-owner", "password").await?;
+    let owner_password = ctx
+        .secret_value("webshop-role-shop-owner", "password")
+        .await?;
     let reader_password = ctx
         .secret_value("webshop-role-shop-reader", "password")
         .await?;

@@ -6,7 +6,7 @@
 use tokio_postgres::Client;
 use tusk_contract::declared::{Database, Ensure};
 
-use super::{Change, Outcome, server_message};
+use super::{Change, Outcome, execute, server_message};
 use crate::context::Context;
 use crate::sql::{connect, quote_ident, quote_literal};
 
@@ -29,10 +29,7 @@ pub(super) async fn keep(
         .map_err(server_message)?;
     if database.ensure == Ensure::Absent {
         if row.is_some() {
-            client
-                .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
-                .await
-                .map_err(server_message)?;
+            execute(client, &format!("DROP DATABASE {name} WITH (FORCE)")).await?;
             changes.push(Change::warning(
                 "DatabaseDropped",
                 format!(
@@ -47,10 +44,8 @@ pub(super) async fn keep(
     let mut mismatch = None;
     match row {
         None => {
-            client
-                .batch_execute(&create_statement(database).map_err(|e| e.to_string())?)
-                .await
-                .map_err(server_message)?;
+            let create = create_statement(database).map_err(|e| e.to_string())?;
+            execute(client, &create).await?;
             changes.push(Change::normal(
                 "DatabaseCreated",
                 format!("database {} created as declared", database.name),
@@ -60,10 +55,7 @@ pub(super) async fn keep(
             let (current_owner, encoding, collate, ctype): (String, String, String, String) =
                 (row.get(0), row.get(1), row.get(2), row.get(3));
             if current_owner != database.owner {
-                client
-                    .batch_execute(&format!("ALTER DATABASE {name} OWNER TO {owner}"))
-                    .await
-                    .map_err(server_message)?;
+                execute(client, &format!("ALTER DATABASE {name} OWNER TO {owner}")).await?;
                 changes.push(Change::warning(
                     "DatabaseDrift",
                     format!(
@@ -160,10 +152,7 @@ async fn keep_schemas(
             }
             Some(_) => continue,
         };
-        session
-            .batch_execute(&statement)
-            .await
-            .map_err(server_message)?;
+        execute(session, &statement).await?;
         changes.push(Change::normal(
             "SchemaDeclared",
             format!(
@@ -225,10 +214,9 @@ async fn keep_extensions(
             }
         }
         for statement in statements {
-            session
-                .batch_execute(&statement)
+            execute(session, &statement)
                 .await
-                .map_err(|e| format!("extension {}: {}", extension.name, server_message(e)))?;
+                .map_err(|e| format!("extension {}: {e}", extension.name))?;
             changes.push(Change::normal(
                 "ExtensionDeclared",
                 format!("database {}: {statement}", database.name),

@@ -111,6 +111,11 @@ fn state(kind: &str, name: &str, outcome: Outcome) -> ObjectState {
     }
 }
 
+/// Runs `sql`; a failure in the server's own words.
+async fn execute(client: &tokio_postgres::Client, sql: &str) -> Result<(), String> {
+    client.batch_execute(sql).await.map_err(server_message)
+}
+
 /// The server's own message (and detail) of a failed statement, without the client's framing.
 fn server_message(error: tokio_postgres::Error) -> String {
     match error.as_db_error() {

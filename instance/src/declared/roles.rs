@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use tokio_postgres::Client;
 use tusk_contract::declared::{Ensure, ROLE_MARK, Role};
 
-use super::{Change, Outcome, server_message};
+use super::{Change, Outcome, execute, server_message};
 use crate::sql::{quote_ident, quote_literal};
 
 /// A role as the server has it, against a declaration.
@@ -108,10 +108,7 @@ pub(super) async fn keep(client: &Client, role: &Role, changes: &mut Vec<Change>
     let current = current(client, role).await.map_err(server_message)?;
     if role.ensure == Ensure::Absent {
         if current.is_some() {
-            client
-                .batch_execute(&format!("DROP ROLE {name}"))
-                .await
-                .map_err(server_message)?;
+            execute(client, &format!("DROP ROLE {name}")).await?;
             changes.push(Change::normal(
                 "RoleDropped",
                 format!("role {} dropped, as declared", role.name),
@@ -126,10 +123,7 @@ pub(super) async fn keep(client: &Client, role: &Role, changes: &mut Vec<Change>
     );
     match current {
         None => {
-            client
-                .batch_execute(&format!("CREATE ROLE {name} {attributes}; {mark}"))
-                .await
-                .map_err(server_message)?;
+            execute(client, &format!("CREATE ROLE {name} {attributes}; {mark}")).await?;
             changes.push(Change::normal(
                 "RoleCreated",
                 format!("role {} created as declared", role.name),
@@ -138,13 +132,10 @@ pub(super) async fn keep(client: &Client, role: &Role, changes: &mut Vec<Change>
         Some(current) => {
             let drift = drift(&current, role);
             if !drift.is_empty() {
-                client
-                    .batch_execute(&format!("ALTER ROLE {name} {attributes}"))
-                    .await
-                    .map_err(server_message)?;
+                execute(client, &format!("ALTER ROLE {name} {attributes}")).await?;
             }
             if !current.marked {
-                client.batch_execute(&mark).await.map_err(server_message)?;
+                execute(client, &mark).await?;
                 changes.push(Change::normal(
                     "RoleAdopted",
                     format!("role {} existed; now kept as declared", role.name),
@@ -189,18 +180,12 @@ pub(super) async fn keep_memberships(
     let mut moved = Vec::new();
     for group in wanted.difference(&held) {
         let group_ident = quote_ident(group).map_err(|e| e.to_string())?;
-        client
-            .batch_execute(&format!("GRANT {group_ident} TO {name}"))
-            .await
-            .map_err(server_message)?;
+        execute(client, &format!("GRANT {group_ident} TO {name}")).await?;
         moved.push(format!("+{group}"));
     }
     for group in held.difference(&wanted) {
         let group_ident = quote_ident(group).map_err(|e| e.to_string())?;
-        client
-            .batch_execute(&format!("REVOKE {group_ident} FROM {name}"))
-            .await
-            .map_err(server_message)?;
+        execute(client, &format!("REVOKE {group_ident} FROM {name}")).await?;
         moved.push(format!("-{group}"));
     }
     if !moved.is_empty() {
@@ -235,10 +220,7 @@ pub(super) async fn disable_undeclared(
         }
         if usable {
             let name = quote_ident(&role).map_err(|e| e.to_string())?;
-            client
-                .batch_execute(&format!("ALTER ROLE {name} NOLOGIN PASSWORD NULL"))
-                .await
-                .map_err(server_message)?;
+            execute(client, &format!("ALTER ROLE {name} NOLOGIN PASSWORD NULL")).await?;
             changes.push(Change::warning(
                 "RoleDisabled",
                 format!("role {role} is no longer declared: login and password removed (declare it absent to drop it)"),
