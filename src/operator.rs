@@ -23,6 +23,7 @@ use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::compact::compact_pod;
 use crate::runtime::context::watch_owned;
 use crate::runtime::instances::LeaseClock;
+use crate::runtime::lease_follows::LeaseFollows;
 use crate::runtime::own_status::OwnStatus;
 use crate::runtime::watch::{
     ChildWatches, RelistSignal, drop_managed_fields, labelled_cluster, shared_watch,
@@ -165,6 +166,7 @@ pub async fn run(
     // their cluster through its label instead; a lost primary's also goes on the primary lane.
     let lease_clock = Arc::new(LeaseClock::default());
     let (lane_triggers, lane_queue) = futures::channel::mpsc::unbounded();
+    let lease_follows = LeaseFollows::new(lane_triggers.clone());
     let lane = {
         let (clusters, clock) = (cluster_reader.clone(), lease_clock.clone());
         move |pod: &Pod| primary_lane::lane_trigger(pod, &clusters, &clock)
@@ -193,7 +195,8 @@ pub async fn run(
         Context::new(client, agent, caches, metrics, buckets)
             .with_certificate_lifetimes(certificate_lifetimes)
             .with_own_status(own_status)
-            .with_lease_clock(lease_clock),
+            .with_lease_clock(lease_clock)
+            .with_lease_follows(lease_follows),
     );
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);

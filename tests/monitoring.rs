@@ -77,8 +77,10 @@ fn alerts_and_dashboard_query_only_registered_metrics() {
         let text = std::fs::read_to_string(files.join(file)).expect("the chart's file exists");
         let names = metric_names(&text);
         assert!(names.len() >= 4, "{file} queries {names:?}");
-        // The instance managers' metrics are checked by their own crate (instance/src/metrics.rs).
-        for name in names.iter().filter(|n| !n.starts_with("tusk_instance_")) {
+        // The instance managers' and poolers' metrics are checked by their own crate
+        // (instance/src/metrics.rs, instance/src/pooler/metrics.rs).
+        let own = |n: &&String| !n.starts_with("tusk_instance_") && !n.starts_with("tusk_pooler_");
+        for name in names.iter().filter(own) {
             let declared = format!("# TYPE {} ", family(name));
             assert!(
                 exposition.contains(&declared),

@@ -45,6 +45,10 @@ pub struct Document {
     pub roles: Vec<Role>,
     #[serde(default)]
     pub databases: Vec<Database>,
+    /// `spec.pooler` is set: the primary keeps role `tusk_pooler` and its lookup function in
+    /// every database. Left out when false, so documents from before it keep their digest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pooler: bool,
 }
 
 /// A role and what it should be.

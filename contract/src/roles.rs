@@ -6,6 +6,12 @@
 pub const REPLICATION_USER: &str = "tusk_replication";
 /// Serves a former primary's rewind from database `postgres`.
 pub const REWIND_USER: &str = "tusk_rewind";
+/// Looks up the password verifiers of the roles clients log in as through the pooler
+/// (PgBouncer's `auth_user`): executes `tusk_pooler.lookup(name)` and nothing else, by
+/// certificate only.
+pub const POOLER_USER: &str = "tusk_pooler";
+/// The schema of the lookup function, in every database the pooler serves.
+pub const POOLER_SCHEMA: &str = "tusk_pooler";
 /// Reads every database for logical backups.
 pub const BACKUP_USER: &str = "tusk_backup";
 

@@ -3,7 +3,7 @@
 # registry: base images from Debian packages (mmdebstrap), tagged with the names our Dockerfile
 # uses, then our two images from the Dockerfile itself, a PostgreSQL test stand-in and MinIO.
 #
-#   e2e/local/images.sh [base|tusk|postgres|minio|all]...   (default: all)
+#   e2e/local/images.sh [base|tusk|postgres|pgbouncer|minio|all]...   (default: all)
 #   e2e/local/images.sh load    # copy them into the node's containerd (k8s.io namespace)
 #
 # Every image carries the label tusk.inputs=<sha256 of what it is built from>; an image whose
@@ -21,6 +21,7 @@
 # TUSK_IMAGE_BINARIES=host builds our two images from binaries this host's cargo compiled
 # (Dockerfile BINARIES=prebuilt): minutes instead of the ~60 of a cold build in a container.
 # | localhost/tusk-test/postgres:15         | e2e/local/images/postgres (Debian's PostgreSQL 15)  |
+# | localhost/tusk-test/pgbouncer:e2e       | e2e/local/images/pgbouncer (Debian's pgbouncer)     |
 # | localhost/tusk-test/minio:e2e           | e2e/local/images/minio (binary from binaries.sh)    |
 # | localhost/tusk-test/pause:e2e           | the Debian base running sleep (the pod sandbox)     |
 #
@@ -196,6 +197,15 @@ postgres_image() {
   pm build "${ULIMITS[@]}" --network=host --pull=never --label "tusk.inputs=$inputs" -t "$tag" "$dir" >&2
 }
 
+pgbouncer_image() {
+  local tag=localhost/tusk-test/pgbouncer:e2e dir="$here/images/pgbouncer"
+  local debian; debian=$(pm image inspect --format '{{.Id}}' docker.io/library/debian:bookworm-slim)
+  local inputs; inputs=$( (cat "$dir"/*; echo "$debian") | sha)
+  fresh "$tag" "$inputs" && return
+  log "$tag (test stand-in) from Debian's pgbouncer"
+  pm build "${ULIMITS[@]}" --network=host --pull=never --label "tusk.inputs=$inputs" -t "$tag" "$dir" >&2
+}
+
 minio_image() {
   local tag=localhost/tusk-test/minio:e2e dir="$here/images/minio"
   local bin; bin=$(compgen -G "${TUSK_TESTBIN:-$HOME/.cache/tusk-testbin}/minio-*/minio" | head -n1 || true)
@@ -224,7 +234,7 @@ CF
 }
 
 IMAGES=(localhost/tusk-test/pause:e2e ghcr.io/tusk-operator/tusk:e2e ghcr.io/tusk-operator/backup-agent:e2e
-  localhost/tusk-test/postgres:15 localhost/tusk-test/minio:e2e)
+  localhost/tusk-test/postgres:15 localhost/tusk-test/minio:e2e localhost/tusk-test/pgbouncer:e2e)
 
 # load: podman save -> ctr import into the node's containerd (namespace k8s.io), skipping images
 # whose podman id was loaded before (a stamp beside the socket).
@@ -249,8 +259,9 @@ for what in "$@"; do
     base) base; timed pause_image ;;
     tusk) tusk_images ;;
     postgres) timed postgres_image ;;
+    pgbouncer) timed pgbouncer_image ;;
     minio) timed minio_image ;;
-    all) base; timed pause_image; timed postgres_image; timed minio_image; tusk_images ;;
+    all) base; timed pause_image; timed postgres_image; timed pgbouncer_image; timed minio_image; tusk_images ;;
     load) timed load ;;
     *) log "unknown: $what"; exit 2 ;;
   esac

@@ -30,6 +30,12 @@ pub fn with_postgres(doc: &mut serde_json::Value, postgres: &PostgresImage) {
     if doc["spec"]["image"].is_null() {
         doc["spec"]["image"] = postgres.image.clone().into();
     }
+    if let Some(pooler) = &postgres.pooler
+        && doc["spec"]["pooler"].is_object()
+        && doc["spec"]["pooler"]["image"].is_null()
+    {
+        doc["spec"]["pooler"]["image"] = pooler.clone().into();
+    }
 }
 
 /// Applies each document; namespaced ones without a namespace go into `ns`. Returns
@@ -152,6 +158,7 @@ mod tests {
         PostgresImage {
             image: "localhost/tusk-test/postgres:15".into(),
             version: "15".into(),
+            pooler: None,
         }
     }
 

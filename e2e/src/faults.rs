@@ -212,9 +212,11 @@ pub async fn rejoined_streaming(ctx: &Ctx, pod: &str, primary: &str) -> Result {
             let mine = instance_status(ctx, pod).await?;
             let theirs = instance_status(ctx, primary).await?;
             let state = pod_sql(ctx, primary, &sql).await?;
+            // Its own report too: the operator admits a switchover target by it.
             let done = mine.role == Role::Replica
                 && mine.timeline.is_some()
                 && mine.timeline == theirs.timeline
+                && mine.wal_receiver.as_deref() == Some("streaming")
                 && state == "streaming";
             Ok(Check::when(
                 done,

@@ -20,6 +20,7 @@ pub mod login;
 pub mod manifests;
 pub mod metrics;
 pub mod objects;
+pub mod pgbench;
 pub mod platform;
 pub mod plugin;
 pub mod pods;

@@ -82,12 +82,16 @@ pub fn restored_cluster(name: &str, backup: &str) -> String {
 /// [`crate::replication::replicated`] archiving its WAL (`walArchive: {}`) under path `pitr` of
 /// the bucket `tusk-backups` at `endpoint`, with the credentials Secret `e2e-s3`.
 pub fn archiving(name: &str, instances: u8, endpoint: &str) -> String {
+    archived(&crate::replication::replicated(name, instances), endpoint)
+}
+
+/// Cluster manifest `cluster` (one document, its spec last) archiving as [`archiving`] does.
+pub fn archived(cluster: &str, endpoint: &str) -> String {
     format!(
-        "{}  backup:
+        "{cluster}  backup:
     schedule: \"0 2 * * *\"
     walArchive: {{}}
 {}",
-        crate::replication::replicated(name, instances),
         destination("pitr", endpoint)
     )
 }

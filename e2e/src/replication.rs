@@ -101,6 +101,21 @@ impl Writer {
         .await
     }
 
+    /// Starts writing through cluster `cluster`'s pooler (`<cluster>-pooler-rw`), waiting up
+    /// to 40 s for each insert: a transaction the pooler holds through a switchover is a
+    /// wait, and only an error or no answer at all counts as a failure.
+    pub async fn through_pooler(ctx: &Ctx, cluster: &str) -> Result<Self> {
+        let service = format!("{cluster}-pooler-rw");
+        let ip = service_ip(ctx, &service).await?;
+        let name = format!("{service}.{}.svc", ctx.ns);
+        let mut target = app_target(ctx, cluster, &name, &ip).await?;
+        // PgBouncer 1.18 offers clients no channel binding; the name is verified all the same.
+        target.binding = false;
+        target.patience = Duration::from_secs(40);
+        target.simple = true;
+        Self::spawn(target, 0).await
+    }
+
     /// [`Writer::start`] as a new client at each write: a fresh `verify-full` session per
     /// row, verified against the CA that ConfigMap `<cluster>-ca.crt` publishes at that
     /// moment (read again each time), as a client that reconnects and follows the Secret would.
@@ -202,25 +217,26 @@ impl Writer {
                 // The timeline of the WAL the row went to: the first 8 hex digits of its file.
                 let insert = "INSERT INTO writes VALUES ($1, ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint) RETURNING timeline";
                 let result =
-                    tokio::time::timeout(Duration::from_secs(2), client.query_one(insert, &[&n]))
+                    tokio::time::timeout(config.patience, insert_row(&client, &config, insert, n))
                         .await;
                 // Not acknowledged (an error or no answer): the row may or may not exist; it
                 // is never counted, and the next attempt opens a new session.
                 let row = match result {
-                    Ok(Ok(row)) => Some(row),
+                    Ok(Ok(timeline)) => Some(timeline),
                     Ok(Err(e)) => {
                         why.record(started, n, &db_error(&e));
                         None
                     }
                     Err(_) => {
-                        why.record(started, n, "no answer within 2s");
+                        let waited = config.patience.as_secs();
+                        why.record(started, n, &format!("no answer within {waited}s"));
                         None
                     }
                 };
-                if let Some(row) = row {
+                if let Some(timeline) = row {
                     let ack = Ack {
                         n,
-                        timeline: row.get(0),
+                        timeline,
                         at: Instant::now(),
                     };
                     if let Ok(mut acks) = recorded.lock() {
@@ -316,6 +332,21 @@ pub async fn app_session(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Cli
     connect_soon(&app_target(ctx, cluster, &name, &ip).await?).await
 }
 
+/// A session as the application role through pooler Service `service` (`<cluster>-pooler-rw`
+/// or `-pooler-ro`), verified by its name (PgBouncer 1.18 offers no channel binding), tried
+/// again for up to 60 s.
+pub async fn pooler_session(
+    ctx: &Ctx,
+    cluster: &str,
+    service: &str,
+) -> Result<tokio_postgres::Client> {
+    let ip = service_ip(ctx, service).await?;
+    let name = format!("{service}.{}.svc", ctx.ns);
+    let mut target = app_target(ctx, cluster, &name, &ip).await?;
+    target.binding = false;
+    connect_soon(&target).await
+}
+
 /// Every `n` in table `writes`, sorted, read through the `-rw` Service.
 pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
     let client = app_session(ctx, cluster).await?;
@@ -406,7 +437,13 @@ async fn app_target(ctx: &Ctx, cluster: &str, name: &str, ip: &str) -> Result<Ta
         .and_then(|mut d| d.remove("ca.crt"))
         .context(format!("ca.crt in ConfigMap {published}"))?;
     let tls = tusk_pgtls::verifying_pem(ca.as_bytes(), &format!("in ConfigMap {published}"))?;
-    Ok(Target { config, tls })
+    Ok(Target {
+        config,
+        tls,
+        binding: true,
+        patience: Duration::from_secs(2),
+        simple: false,
+    })
 }
 
 /// Where a writer connects: the server's name and address, and the CA that verifies it.
@@ -414,6 +451,35 @@ async fn app_target(ctx: &Ctx, cluster: &str, name: &str, ip: &str) -> Result<Ta
 struct Target {
     config: tokio_postgres::Config,
     tls: tusk_pgtls::MakeRustlsConnect,
+    /// Channel binding required (the servers offer it; PgBouncer does not).
+    binding: bool,
+    /// How long an insert may wait for its answer before it counts as failed.
+    patience: Duration,
+    /// Inserts in the simple query protocol: through PgBouncer 1.18 in transaction mode a
+    /// named prepared statement may meet another server connection than the one it was
+    /// prepared on ("prepared statement does not exist"), as the pooler's page says.
+    simple: bool,
+}
+
+/// Row `n` inserted with `insert`; the timeline it returns.
+async fn insert_row(
+    client: &tokio_postgres::Client,
+    target: &Target,
+    insert: &str,
+    n: i64,
+) -> std::result::Result<i64, tokio_postgres::Error> {
+    if !target.simple {
+        return client.query_one(insert, &[&n]).await.map(|row| row.get(0));
+    }
+    let sql = insert.replace("$1", &n.to_string());
+    let messages = client.simple_query(&sql).await?;
+    Ok(messages
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+            _ => None,
+        })
+        .unwrap_or_default())
 }
 
 /// [`writable_session`], tried again for up to 60 s: right after a switchover `-rw` may still
@@ -478,7 +544,16 @@ async fn connect_soon(config: &Target) -> Result<tokio_postgres::Client> {
 /// Connects, giving up after 2 s: `connect_timeout` bounds only the TCP connect, and the
 /// startup handshake with a frozen server would otherwise wait forever.
 async fn connect(target: &Target) -> Result<tokio_postgres::Client> {
-    let connect = tusk_pgtls::connect(&target.config, Some(target.tls.clone()), "writer");
+    let connect = async {
+        if target.binding {
+            return tusk_pgtls::connect(&target.config, Some(target.tls.clone()), "writer").await;
+        }
+        let mut config = target.config.clone();
+        config.ssl_mode(tokio_postgres::config::SslMode::Require);
+        let (client, connection) = config.connect(target.tls.clone()).await?;
+        tokio::spawn(connection);
+        Ok(client)
+    };
     let client = tokio::time::timeout(Duration::from_secs(2), connect)
         .await
         .context("connecting: no answer within 2s")?

@@ -43,6 +43,8 @@ pub struct Settings {
 pub struct PostgresImage {
     pub image: String,
     pub version: String,
+    /// TUSK_E2E_POOLER_IMAGE: the PgBouncer image of a `spec.pooler` that names none.
+    pub pooler: Option<String>,
 }
 
 /// The majors the scenarios and samples are written for (the GCS sample runs 17). Other
@@ -87,6 +89,9 @@ impl Settings {
                     image,
                     version: std::env::var("TUSK_E2E_PG_VERSION")
                         .unwrap_or_else(|_| SUITE_VERSIONS[1].to_string()),
+                    pooler: std::env::var("TUSK_E2E_POOLER_IMAGE")
+                        .ok()
+                        .filter(|image| !image.is_empty()),
                 }),
         }
     }

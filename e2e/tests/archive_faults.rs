@@ -3,7 +3,9 @@
 //! the primary's continuity check after it. The faults: the primary's postmaster killed
 //! (restart in place), the primary frozen (the Lease waited out, a replica promoted, the old
 //! primary rewound back), the primary's pod force-deleted. Every check finds the archive whole
-//! across every timeline (no false alarm), and no acknowledged row is lost. After each fault the
+//! across every timeline (no false alarm), and no acknowledged row is lost: replication is
+//! synchronous (`required`), the mode that promises it (an asynchronous failover may lose the
+//! last commits, as the docs say; CI once saw one row lost so). After each fault the
 //! segment the primary writes into is archived with no switch by hand: `archive_timeout` holds
 //! after a restart in place too (PostgreSQL 15's checkpointer, left asleep by a clean start,
 //! once kept it silent for minutes; the manager's checkpoint after a start wakes it).
@@ -17,8 +19,8 @@ use tusk_e2e::faults::{
     check_writes, instance_status, kill_postmaster, promoted_other_than, rejoined,
     started_with_writer,
 };
-use tusk_e2e::manifests::{archiving, physical_backup};
-use tusk_e2e::replication::{current_primary, pod_sql};
+use tusk_e2e::manifests::{archived, physical_backup};
+use tusk_e2e::replication::{current_primary, pod_sql, synchronous};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
 /// Twelve times the cluster's `archive_timeout` (5 s); the checkpointer's own sleep is 300 s.
@@ -88,7 +90,7 @@ async fn archive_stays_whole_through_the_ha_faults(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
     ctx.require_l4_bucket()?;
     let name = "faults";
-    let manifest = archiving(name, 3, &ctx.settings.s3_endpoint);
+    let manifest = archived(&synchronous(name, 3, "required"), &ctx.settings.s3_endpoint);
     let (primary, writer) = started_with_writer(&ctx, name, &manifest).await?;
     let started = Instant::now();
     say(format!("before: {}", closed_by_time(&ctx, name).await?));

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::{Peers, RunArgs};
 use crate::error::Error;
@@ -13,6 +14,9 @@ pub struct Context {
     pub args: RunArgs,
     pub peers: Peers,
     pub reaper: Arc<Reaper>,
+    /// A promotion, a demotion or a switchover is under way: the server is asked about itself
+    /// more often, so each of its steps is seen (and reported to the operator) sooner.
+    hurry: AtomicBool,
 }
 
 impl Context {
@@ -22,7 +26,16 @@ impl Context {
             args,
             peers,
             reaper,
+            hurry: AtomicBool::new(false),
         })
+    }
+
+    pub fn hurry(&self) -> bool {
+        self.hurry.load(Ordering::Relaxed)
+    }
+
+    pub fn set_hurry(&self, hurry: bool) {
+        self.hurry.store(hurry, Ordering::Relaxed);
     }
 
     pub fn me(&self) -> &str {

@@ -35,6 +35,10 @@ pub enum Error {
     Config(String),
     #[error("{0}")]
     State(String),
+    /// Not a failure: the step waits on another instance (a new primary's first checkpoint,
+    /// say) and is tried again soon, without the backoff of a failure.
+    #[error("{0}")]
+    NotYet(String),
 }
 
 impl Error {

@@ -20,7 +20,7 @@ use crate::archiver::Archiver;
 use crate::context::Context;
 use crate::error::Error;
 use crate::monitor::Observation;
-use crate::report::{SharedState, StatusReport, report};
+use crate::report::{ManagerState, SharedState, StatusReport, report};
 use crate::status_auth::StatusToken;
 
 #[derive(Clone)]
@@ -38,11 +38,14 @@ const FIRST_FACTS_WAIT: Duration = Duration::from_secs(1);
 impl App {
     /// The report from the manager's state and the monitor's cached facts: no request ever
     /// opens a connection to the server. Right after a postmaster started, the monitor's first
-    /// answer about it is awaited (briefly), so a report never misses facts the server has.
+    /// answer about it is awaited (briefly), so a report never misses facts the server has;
+    /// one that answered before and no longer does (shutting down for a switchover) is
+    /// reported at once: the operator waits on this report to hand the Lease over.
     async fn report(&self) -> StatusReport {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut observed = self.observed.clone();
-        if state.postgres_running && observed.borrow().fresh(state.generation).is_none() {
+        let starting = awaits_first_facts(&state, &observed.borrow());
+        if starting {
             let first = observed.wait_for(|o| o.fresh(state.generation).is_some());
             let _ = tokio::time::timeout(FIRST_FACTS_WAIT, first).await;
         }
@@ -51,6 +54,15 @@ impl App {
         report.archive = self.archiver.as_ref().map(|a| a.status());
         report
     }
+}
+
+/// Whether a report waits for the monitor's first facts: only about a running postmaster it
+/// has never had an answer from (just started), not one that answered before and no longer
+/// does (shutting down).
+fn awaits_first_facts(state: &ManagerState, observation: &Observation) -> bool {
+    state.postgres_running
+        && observation.fresh(state.generation).is_none()
+        && observation.answered != state.generation
 }
 
 /// Binds the status port (failing now, not later, when it is taken) and serves it over TLS.
@@ -133,5 +145,46 @@ async fn readyz(State(app): State<App>) -> (StatusCode, &'static str) {
         (StatusCode::OK, "ready")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::monitor::ServerFacts;
+
+    #[test]
+    fn a_report_waits_for_a_new_server_but_not_for_one_that_stopped_answering() {
+        let state = ManagerState {
+            postgres_running: true,
+            generation: Some(2),
+            ..ManagerState::default()
+        };
+        let silent = |answered| Observation {
+            generation: Some(2),
+            at: Some(Instant::now()),
+            answered,
+            ..Observation::default()
+        };
+        assert!(
+            awaits_first_facts(&state, &silent(Some(1))),
+            "just started: the facts are worth a moment"
+        );
+        assert!(
+            !awaits_first_facts(&state, &silent(Some(2))),
+            "shutting down: reported at once, or the operator's read times out"
+        );
+        let answering = Observation {
+            facts: Some(ServerFacts::default()),
+            ..silent(Some(2))
+        };
+        assert!(!awaits_first_facts(&state, &answering));
+        let stopped = ManagerState {
+            postgres_running: false,
+            ..state
+        };
+        assert!(!awaits_first_facts(&stopped, &silent(None)));
     }
 }

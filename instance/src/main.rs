@@ -34,6 +34,8 @@ enum Command {
         #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
         socket_dir: PathBuf,
     },
+    /// Run as PID 1 of a pooler pod: PgBouncer routed to the primary the Lease names.
+    Pooler(Box<tusk_instance::pooler::PoolerArgs>),
     /// Started by `run` itself: stops the primary's postmaster if `run` stalls (watchdog.rs).
     #[command(hide = true)]
     Watchdog,
@@ -85,6 +87,7 @@ async fn main() -> std::process::ExitCode {
         Command::Install { dest, with } => tusk_instance::install::install(&dest, &with),
         Command::Run(args) => tusk_instance::supervisor::run(*args).await,
         Command::Watchdog => tusk_instance::watchdog::watch(),
+        Command::Pooler(args) => tusk_instance::pooler::run(*args).await,
         Command::WalPush { .. } | Command::WalFetch { .. } => Ok(()),
     };
     match result {

@@ -264,6 +264,22 @@ fn archive_metrics(out: &mut String, pod: &str, archive: &ArchiveStatus, primary
     );
 }
 
+/// Every metric name starting with `prefix` that `rules` (the chart's alert rules) mention.
+#[cfg(test)]
+pub(crate) fn queried_metrics<'a>(rules: &'a str, prefix: &str) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    let mut rest = rules;
+    while let Some(start) = rest.find(prefix) {
+        let tail = &rest[start..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .unwrap_or(tail.len());
+        names.push(&tail[..end]);
+        rest = &tail[end..];
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,21 +435,16 @@ mod tests {
         });
         let exposition = render(&primary, &observed, volume)
             + &render(&report(Role::Replica), &Observation::default(), None);
-        let mut rest = rules;
-        let mut checked = 0;
-        while let Some(start) = rest.find("tusk_instance_") {
-            let tail = &rest[start..];
-            let end = tail
-                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
-                .unwrap_or(tail.len());
-            let name = &tail[..end];
+        let queried = queried_metrics(rules, "tusk_instance_");
+        for name in &queried {
             assert!(
                 exposition.contains(&format!("# TYPE {name} ")),
                 "the chart's alerts query {name}, which the manager does not export"
             );
-            checked += 1;
-            rest = &tail[end..];
         }
-        assert!(checked >= 4, "{checked} instance metrics in the rules");
+        assert!(
+            queried.len() >= 4,
+            "{queried:?}: instance metrics in the rules"
+        );
     }
 }

@@ -20,6 +20,9 @@ use tusk_contract::status::HOT_STANDBY_SETTINGS;
 
 /// How often the server is asked.
 const POLL: Duration = Duration::from_millis(250);
+/// How often while the manager hurries (`Context::hurry`): a switchover's target reports the
+/// old primary's final WAL replayed, and a promotion is seen finished, this much sooner.
+const HURRIED_POLL: Duration = Duration::from_millis(50);
 /// How soon a postmaster that did not accept the connection yet is asked again.
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
 /// How long one round of questions may take before the connection is dropped and made anew.
@@ -72,6 +75,9 @@ pub struct Observation {
     pub standbys: Vec<Standby>,
     pub slots: Vec<Slot>,
     pub at: Option<Instant>,
+    /// The postmaster the server last answered about: when it is this one, an answer missing
+    /// now is a server that stopped answering (shutting down, say), not one still starting.
+    pub answered: Option<u64>,
 }
 
 impl Observation {
@@ -129,6 +135,7 @@ pub fn spawn(
     let (tx, rx) = watch::channel(Observation::default());
     tokio::spawn(async move {
         let mut client: Option<(u64, Client)> = None;
+        let mut answered = None;
         loop {
             let generation = *running.borrow_and_update();
             let observation = match generation {
@@ -157,6 +164,10 @@ pub fn spawn(
                     };
                     observation.generation = Some(generation);
                     observation.at = Some(Instant::now());
+                    if observation.facts.is_some() {
+                        answered = Some(generation);
+                    }
+                    observation.answered = answered;
                     observation
                 }
             };
@@ -166,6 +177,8 @@ pub fn spawn(
             // A new postmaster is asked at once, one still starting soon; otherwise every POLL.
             let pause = if generation.is_some() && client.is_none() {
                 CONNECT_RETRY
+            } else if ctx.hurry() {
+                HURRIED_POLL
             } else {
                 POLL
             };

@@ -183,7 +183,7 @@ async fn source_ready(ctx: &Context, from: &str, expected: Option<&str>) -> Resu
         )));
     }
     if in_recovery || current.is_none() || checkpointed != current {
-        return Err(Error::State(format!(
+        return Err(Error::NotYet(format!(
             "{from} is not yet a primary with a checkpoint on its timeline: not rewinding yet"
         )));
     }

@@ -99,6 +99,27 @@ impl RoleSource {
             RoleSource::File { path } => poll_file(path, me, intent).await,
         }
     }
+
+    /// Changes of the Lease that move a role (its holder, a switchover's target, a release
+    /// request), followed through a watch so the next poll happens at once rather than up to
+    /// a renew interval later; the file has none.
+    fn changes(&self) -> Option<watch::Receiver<Turn>> {
+        match self {
+            RoleSource::Lease { api, name, .. } => {
+                Some(crate::follow::named((**api).clone(), name.clone(), turn_of))
+            }
+            RoleSource::File { .. } => None,
+        }
+    }
+}
+
+/// The parts of the Lease a poll must see at once: who holds it, whom a switchover hands it
+/// to, and whether a release is asked for. Renewals do not change it, so they wake no one.
+type Turn = Option<(Option<String>, Option<String>, Option<String>)>;
+
+fn turn_of(lease: Option<Lease>) -> Turn {
+    let view = view_of(&lease?);
+    Some((view.holder, view.switchover_to, view.release_requested))
 }
 
 /// The polling pod: its name and, when known, its IP.
@@ -317,7 +338,8 @@ async fn poll_file(path: &PathBuf, me: &str, intent: &Intent) -> Result<Poll, Er
     })
 }
 
-/// Polls `source` every `interval` (a fifth of it during a switchover) and publishes the
+/// Polls `source` every `interval` (a fifth of it during a switchover), and at once when the
+/// Lease changes hands or the supervisor's intent changes (a release), and publishes the
 /// result. The returned sender carries the supervisor's [`Intent`]: a release (the final LSN
 /// once it has demoted the holder in a switchover, honoured only while the Lease still asks for
 /// one), abstaining from renewals, and the system identifier to record.
@@ -327,13 +349,14 @@ pub fn spawn(
     interval: Duration,
 ) -> (watch::Receiver<Observed>, watch::Sender<Intent>) {
     let (tx, rx) = watch::channel(Observed::default());
-    let (intent_tx, intent_rx) = watch::channel(Intent::default());
+    let (intent_tx, mut intent_rx) = watch::channel(Intent::default());
     tokio::spawn(async move {
+        let mut changes = source.changes();
         let mut observed = Observed::default();
         let mut failing = false;
         loop {
             let started = Instant::now();
-            let intent = intent_rx.borrow().clone();
+            let intent = intent_rx.borrow_and_update().clone();
             let poll = source.poll(&me, &intent);
             match tokio::time::timeout(interval * 2, poll).await {
                 Ok(Ok(poll)) => {
@@ -373,10 +396,30 @@ pub fn spawn(
             } else {
                 interval
             };
-            tokio::time::sleep_until((started + pause).into()).await;
+            let next = tokio::time::sleep_until((started + pause).into());
+            tokio::select! {
+                () = next => {}
+                changed = intent_rx.changed() => if changed.is_err() {
+                    return;
+                },
+                () = changed(&mut changes) => {}
+            }
         }
     });
     (rx, intent_tx)
+}
+
+/// The next change of the Lease's [`Turn`]; never, without a watch (or once it has ended).
+async fn changed(changes: &mut Option<watch::Receiver<Turn>>) {
+    match changes {
+        Some(receiver) => {
+            if receiver.changed().await.is_err() {
+                *changes = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

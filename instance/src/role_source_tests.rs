@@ -21,6 +21,30 @@ fn lease_view_reads_holder_duration_and_members() {
     assert_eq!(view_of(&empty).holder, None);
 }
 
+#[test]
+fn a_renewal_wakes_no_one_but_a_new_holder_or_switchover_does() {
+    let lease = |holder: &str, renewed: &str, to: Option<&str>| -> Option<Lease> {
+        let annotations = to.map(|to| serde_json::json!({SWITCHOVER_TO: to}));
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo-primary", "annotations": annotations},
+            "spec": {"holderIdentity": holder, "renewTime": renewed}
+        }))
+        .ok()
+    };
+    let seen = turn_of(lease("demo-0", "2026-12-04T05:00:00.000000Z", None));
+    let renewed = turn_of(lease("demo-0", "2026-12-04T05:00:01.000000Z", None));
+    assert_eq!(seen, renewed, "a renewal is not a turn");
+    let asked = turn_of(lease(
+        "demo-0",
+        "2026-12-04T05:00:01.000000Z",
+        Some("demo-1"),
+    ));
+    assert_ne!(seen, asked, "a switchover's target is");
+    let released = turn_of(lease("", "2026-12-04T05:00:01.000000Z", Some("demo-1")));
+    assert_ne!(asked, released, "a release is");
+    assert_ne!(released, turn_of(None), "and a deleted Lease");
+}
+
 type Handle =
     tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>;
 

@@ -22,6 +22,13 @@ pub fn database_pods_selector(cluster: &str) -> ListParams {
     ))
 }
 
+/// Selector of the pooler pods of `cluster` (`spec.pooler`), read-only ones included.
+pub fn pooler_pods_selector(cluster: &str) -> ListParams {
+    ListParams::default().labels(&format!(
+        "{CLUSTER_LABEL}={cluster},app.kubernetes.io/component in (pooler,pooler-ro)"
+    ))
+}
+
 /// The PostgreSQL `namespace/name`, or a "not found" that names it.
 pub async fn get_postgresql(client: &Client, namespace: &str, name: &str) -> Result<PostgreSQL> {
     let api: Api<PostgreSQL> = Api::namespaced(client.clone(), namespace);

@@ -5,20 +5,18 @@
 use std::fmt::Debug;
 
 use k8s_openapi::api::batch::v1::CronJob;
+use kube::ResourceExt;
 use kube::api::Api;
-use kube::{Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use super::credentials::apply_secrets;
 use super::desired::{BackupCronJob, Desired};
+use super::packed_apply::{api, apply_optional, apply_packed};
 use super::status::{BackupSchedule, Readiness};
 use super::storage::{StorageProgress, expand_claims};
 use crate::error::Result;
 use crate::resources::Cluster;
 use crate::resources::storage::keep_claim_template;
-use crate::runtime::apply::{Change, Written, apply, apply_json, delete};
-use crate::runtime::packed::PackedStore;
+use crate::runtime::apply::{Change, Written, apply, delete};
 use crate::runtime::{Context, cached};
 
 /// The result of applying every child.
@@ -105,6 +103,7 @@ pub async fn apply_children(
     writes.extend(budget.into_iter().chain(policy));
     let (storage, claims) = expand_claims(cluster, &statefulset, ctx).await?;
     writes.extend(claims);
+    writes.extend(super::pooler::apply_pooler(cluster, desired.pooler, ctx).await?);
     let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
     let serving = readiness.ready && !restore_pending;
 
@@ -169,54 +168,4 @@ async fn apply_cronjob(
             }
         }
     })
-}
-
-/// The API of kind `K` in namespace `ns`.
-fn api<K>(client: &kube::Client, ns: &str) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    Api::namespaced(client.clone(), ns)
-}
-
-/// Applies `desired` against its packed copy; returns the write, if it made one.
-async fn apply_packed<K>(
-    api: Api<K>,
-    cache: &PackedStore<K>,
-    namespace: &str,
-    desired: K,
-) -> Result<Option<Written>>
-where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + 'static,
-{
-    let cached = cache.get(namespace, &desired.name_any());
-    let change = apply_json(&api, cached, &desired).await?;
-    Ok(Written::of(&desired, change))
-}
-
-/// Applies an optional child kept in a packed cache, or deletes it (by `name`) when the cluster
-/// no longer wants it: the disruption budget back at one instance, the NetworkPolicy once
-/// `spec.networkPolicy` is removed. Returns the write, if it made one.
-async fn apply_optional<K>(
-    ns: &str,
-    name: String,
-    desired: Option<K>,
-    api: Api<K>,
-    cache: &PackedStore<K>,
-) -> Result<Option<Written>>
-where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + 'static,
-{
-    match desired {
-        Some(object) => apply_packed(api, cache, ns, object).await,
-        None if cache.get(ns, &name).is_some() => {
-            delete(&api, &name).await?;
-            Ok(Written::named::<K>(
-                Some(ns.to_owned()),
-                name,
-                Change::Deleted,
-            ))
-        }
-        None => Ok(None),
-    }
 }

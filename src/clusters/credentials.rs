@@ -14,7 +14,7 @@ use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
 use crate::resources::ca_rotation::{self, CaState};
 use crate::resources::verifiers::Slot;
-use crate::resources::{self, Cluster, brought_tls, tls};
+use crate::resources::{self, Cluster, brought_tls, pooler_tls, tls};
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, Written, apply, apply_json, create};
 use crate::runtime::watch::owning_cluster;
@@ -251,8 +251,24 @@ async fn ensure_certificates(
     };
     let cached_server = ctx.caches.secrets.get(ns, &server_name);
     let cached_ca = ctx.caches.secrets.get(ns, &ca_name);
+    // With a pooler, its certificate is issued and renewed with the server's (the cache
+    // decides, as for the server's: a missing or stale one issues both again).
+    let cached_pooler = cluster.spec.pooler.as_ref().map(|_| {
+        ctx.caches
+            .secrets
+            .get(ns, &cluster.pooler_tls_secret_name())
+    });
+    let pooler_current = |ca_fingerprint: Option<&str>| match &cached_pooler {
+        None => true,
+        Some(pooler) => pooler.as_ref().is_some_and(|p| {
+            !tls::leaf_renewal_due(p, now, lifetimes)
+                && ca_fingerprint.is_some()
+                && tls::recorded_ca(p) == ca_fingerprint
+        }),
+    };
     if let (Some(server), Some(ca)) = (&cached_server, &cached_ca)
         && current(server, tls::recorded_ca(ca))
+        && pooler_current(tls::recorded_ca(ca))
         && !ca_rotation::step_due(ca, now)
     {
         return Ok((Vec::new(), None));
@@ -307,6 +323,7 @@ async fn ensure_certificates(
             if server
                 .as_ref()
                 .is_some_and(|s| current(s, tls::recorded_ca(&secret)))
+                && pooler_current(tls::recorded_ca(&secret))
             {
                 return Ok((writes, None));
             }
@@ -353,6 +370,12 @@ async fn issue_server(
         Change::Updated
     };
     writes.extend(Written::of(&secret, change));
+    if cluster.spec.pooler.is_some() {
+        let pooler = pooler_tls::issue_pooler(cluster, &ctx.cluster_domain, &ca.signer, validity)?;
+        let pooler = pooler_tls::pooler_tls_secret(cluster, &pooler, &ca.bundle(), validity.until);
+        apply(api, None, pooler.clone()).await?;
+        writes.extend(Written::of(&pooler, Change::Updated));
+    }
     Ok((writes, Some(secret)))
 }
 

@@ -60,7 +60,8 @@ pub async fn hand_over(
     let ns = cluster.namespace;
     let name = secret_name(cluster.name);
     let secrets = &ctx.caches.secrets;
-    if spec.roles.is_empty() && spec.databases.is_empty() && secrets.get(ns, &name).is_none() {
+    let nothing = spec.roles.is_empty() && spec.databases.is_empty() && spec.pooler.is_none();
+    if nothing && secrets.get(ns, &name).is_none() {
         return Ok((Declared::Nothing, Vec::new()));
     }
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);

@@ -1,14 +1,14 @@
 //! The build step: every child a cluster wants, computed from the spec alone before anything is
 //! applied. Pure — no client — so what Tusk would write is known (and testable) up front.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 
-use crate::resources::{self, AgentSettings, Cluster, ParameterError};
+use crate::resources::{self, AgentSettings, Cluster, ParameterError, Side};
 
 /// The children of one cluster, in the order they are applied.
 #[derive(Clone, Debug)]
@@ -36,6 +36,20 @@ pub struct Desired {
     pub backup: Option<BackupCronJob>,
     /// The base-backup CronJob, with `spec.backup.walArchive` only.
     pub base_backup: Option<BackupCronJob>,
+    /// With `spec.pooler`: PgBouncer in front of the primary.
+    pub pooler: Option<Pooler>,
+}
+
+/// The pooler's children: its identity, its Service and its Deployment.
+#[derive(Clone, Debug)]
+pub struct Pooler {
+    pub service_account: ServiceAccount,
+    pub role: Role,
+    pub role_binding: RoleBinding,
+    pub service: Service,
+    pub deployment: Deployment,
+    /// With `spec.pooler.readOnly`: the read-only pooler's Service and Deployment.
+    pub read_only: Option<(Service, Deployment)>,
 }
 
 /// ServiceAccount, Role and RoleBinding `<name>-instance`.
@@ -106,6 +120,19 @@ pub fn desired(
             serving: resources::backup_cronjob(cluster, policy, agent, true),
             held: resources::backup_cronjob(cluster, policy, agent, false),
             suspended_by_user: policy.suspend,
+        }),
+        pooler: cluster.spec.pooler.as_ref().map(|pooler| Pooler {
+            service_account: resources::pooler_service_account(cluster),
+            role: resources::pooler_role(cluster),
+            role_binding: resources::pooler_role_binding(cluster),
+            service: resources::pooler_service(cluster, Side::Primary),
+            deployment: resources::pooler_deployment(cluster, pooler, agent, Side::Primary),
+            read_only: pooler.read_only.then(|| {
+                (
+                    resources::pooler_service(cluster, Side::Replicas),
+                    resources::pooler_deployment(cluster, pooler, agent, Side::Replicas),
+                )
+            }),
         }),
         base_backup: cluster.spec.backup.as_ref().and_then(|policy| {
             Some(BackupCronJob {

@@ -22,6 +22,8 @@ pub mod declared;
 pub mod declared_passwords;
 pub mod desired;
 pub mod ha;
+pub mod packed_apply;
+pub mod pooler;
 pub mod primary_lane;
 pub mod readiness;
 pub mod reconcile;

@@ -91,8 +91,10 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         Ok(children) => children,
         Err(invalid) => return refuse_spec(pg, &cluster, &invalid.to_string(), ctx).await,
     };
+    let mut phases = Phases::start();
     // Who is primary comes first: no other step's failure and no phase may hold up a failover.
     let primary = primary_step(pg, &cluster, ctx).await?;
+    phases.mark("primary");
     let pg = &finalized(pg, ctx).await?;
 
     // Apply: the children (clients and backups held back until a restore has finished), the
@@ -106,6 +108,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         children.statefulset.spec.replicas = Some(0);
     }
     let applied = Box::pin(apply_children(&cluster, children, ctx, held)).await?;
+    phases.mark("children");
     let mut writes = applied.writes;
     let restore = match observed.progress() {
         Some(progress) => progress,
@@ -125,6 +128,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let (declared, declared_writes) = declared::hand_over(&cluster, &primary, ctx).await?;
     writes.extend(declared_writes);
     let declared_recheck = declared::status(&pg.spec.roles, &pg.spec.databases, &declared).recheck;
+    phases.mark("observe");
 
     // Report: the writes, the status, then what was found.
     report::writes(
@@ -152,6 +156,8 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         ha::switchover::clear_request(pg, ctx).await?;
     }
     report::findings(pg, ctx, &outcome).await;
+    phases.mark("status");
+    tracing::debug!(cluster = cluster.name, %phases, "reconciled");
     let now = Timestamp::now();
     let next = next_check(&backups.freshness, backups.verify_at, recheck, now);
     let next = check_owed.map_or(next, |soon| next.min(soon));
@@ -165,6 +171,38 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
             .map_or(next, |until| next.min(until + Duration::from_secs(1))),
     };
     Ok(Action::requeue(next))
+}
+
+/// Where a reconcile's time went, phase by phase (logged at debug: a slow switchover or a
+/// fleet's backlog is read from it).
+struct Phases {
+    last: Instant,
+    spent: Vec<(&'static str, Duration)>,
+}
+
+impl Phases {
+    fn start() -> Self {
+        Self {
+            last: Instant::now(),
+            spent: Vec::with_capacity(4),
+        }
+    }
+
+    fn mark(&mut self, phase: &'static str) {
+        let now = Instant::now();
+        self.spent.push((phase, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (phase, spent)) in self.spent.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{phase}={}ms", spent.as_millis())?;
+        }
+        Ok(())
+    }
 }
 
 /// The primary step (`ha`), remembering how soon it wants to look again: a later step's error

@@ -10,6 +10,7 @@ mod declared;
 mod destination;
 mod network;
 mod parameters;
+mod pooler;
 mod postgresql;
 mod replication;
 mod restore_target;
@@ -35,6 +36,7 @@ pub use parameters::{
     CODE_RUNNING_PARAMETERS, OPERATOR_OWNED_PARAMETERS, PRELOADABLE_LIBRARIES,
     refusal as parameter_refusal,
 };
+pub use pooler::{PoolMode, PoolerSpec};
 pub use postgresql::{
     BackupPolicy, Bootstrap, Compression, LocalName, MAX_INSTANCES, ObjectStoreRestore, OnDelete,
     PostgreSQL, PostgreSQLSpec, PostgresVersion, RestoreSource, Retention, VolumeSpec,

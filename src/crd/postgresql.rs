@@ -44,6 +44,7 @@ pub const MAX_INSTANCES: i32 = 9;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.roles) || self.roles.all(r, r.name != (has(self.bootstrap) && has(self.bootstrap.owner) ? self.bootstrap.owner : 'app'))").message("spec.roles may not declare the bootstrap owner: its password is the <name>-app Secret's"))]
+#[x_kube(validation = Rule::new("!has(self.pooler) || !has(self.tls)").message("spec.pooler needs the certificates Tusk issues (spec.tls unset): the pooler logs in with a client certificate of the cluster's own CA"))]
 #[x_kube(validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("spec.restore can only be set when the cluster is created"))]
 #[x_kube(validation = Rule::new("!has(self.replication) || !has(self.replication.synchronous) || self.replication.synchronous.number < self.instances").message("spec.replication.synchronous.number must be less than spec.instances: the primary cannot wait for more replicas than the cluster has"))]
 pub struct PostgreSQLSpec {
@@ -156,6 +157,12 @@ pub struct PostgreSQLSpec {
     #[schemars(length(max = 64))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub databases: Vec<super::DeclaredDatabase>,
+
+    /// A PgBouncer pooler in front of the primary (Service `<name>-pooler-rw`) that follows the
+    /// primary Lease and holds transactions through a planned switchover instead of failing
+    /// them. docs/src/cluster/pooler.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooler: Option<super::PoolerSpec>,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

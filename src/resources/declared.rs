@@ -128,6 +128,7 @@ pub fn document(
     Ok(Document {
         roles: out,
         databases: databases.iter().map(database).collect(),
+        pooler: cluster.spec.pooler.is_some(),
     })
 }
 

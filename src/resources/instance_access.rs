@@ -34,7 +34,7 @@ pub fn instance_service_account(cluster: &Cluster) -> ServiceAccount {
     }
 }
 
-/// Role `<name>-instance`: `get` and `update` of the cluster's own Lease, and creating Events
+/// Role `<name>-instance`: `get`, `watch` and `update` of the cluster's own Lease, and creating Events
 /// (about its pod: promoted, fenced, rewound; creation cannot be limited by name).
 pub fn instance_role(cluster: &Cluster) -> Role {
     Role {
@@ -44,7 +44,11 @@ pub fn instance_role(cluster: &Cluster) -> Role {
                 api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
                 resources: Some(vec!["leases".to_owned()]),
                 resource_names: Some(vec![cluster.lease_name()]),
-                verbs: vec!["get".to_owned(), "update".to_owned()],
+                // Watched by name: a change of holder or a switchover reaches the manager at
+                // once rather than at its next read.
+                verbs: ["get", "list", "watch", "update"]
+                    .map(str::to_owned)
+                    .to_vec(),
                 ..PolicyRule::default()
             },
             // The declared roles and databases and the declared passwords' verifiers: those
@@ -72,9 +76,17 @@ pub fn instance_role(cluster: &Cluster) -> Role {
 
 /// RoleBinding `<name>-instance` of the Role to the ServiceAccount.
 pub fn instance_role_binding(cluster: &Cluster) -> RoleBinding {
-    let name = cluster.instance_account_name();
+    account_binding(
+        cluster,
+        cluster.instance_account_name(),
+        Component::Database,
+    )
+}
+
+/// RoleBinding `name` of Role `name` to ServiceAccount `name`, all three of `component`.
+pub fn account_binding(cluster: &Cluster, name: String, component: Component) -> RoleBinding {
     RoleBinding {
-        metadata: cluster.child_meta(name.clone(), Component::Database),
+        metadata: cluster.child_meta(name.clone(), component),
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".to_owned()),
             kind: "Role".to_owned(),
@@ -145,7 +157,7 @@ mod tests {
             rules[0].resource_names.as_deref(),
             Some(&["demo-primary".to_owned()][..])
         );
-        assert_eq!(rules[0].verbs, ["get", "update"]);
+        assert_eq!(rules[0].verbs, ["get", "list", "watch", "update"]);
     }
 
     #[test]

@@ -19,6 +19,8 @@ mod instance_access;
 mod network;
 mod pod;
 mod point_in_time;
+mod pooler;
+pub mod pooler_tls;
 mod postgres_container;
 mod published_ca;
 pub mod restore_tls;
@@ -62,6 +64,10 @@ pub use instance_access::{
 };
 pub use network::{OPERATOR_POD_LABEL, network_policy};
 pub use point_in_time::{PointInTime, point_in_time};
+pub use pooler::{
+    DEFAULT_POOLER_IMAGE, POOLER_PORT, Side, pooler_deployment, pooler_role, pooler_role_binding,
+    pooler_service, pooler_service_account,
+};
 pub use postgres_container::STATUS_PORT;
 pub use published_ca::{published_ca, published_ca_bundle};
 pub use secret_refs::{BorrowedSecret, Named as NamedSecret, borrowed, named as named_secrets};
@@ -116,6 +122,10 @@ pub enum Component {
     Backup,
     Restore,
     Verify,
+    Pooler,
+    /// The read-only pooler's pods: a component of their own, so the primary's pooler
+    /// Service and Deployment never select them.
+    PoolerReadOnly,
 }
 
 impl Component {
@@ -127,6 +137,8 @@ impl Component {
             Self::Backup => "backup",
             Self::Restore => "restore",
             Self::Verify => "verify",
+            Self::Pooler => "pooler",
+            Self::PoolerReadOnly => "pooler-ro",
         }
     }
 }
@@ -301,6 +313,23 @@ impl<'a> Cluster<'a> {
     /// Lease `<name>-primary`: its holder is the only instance that may run as primary.
     pub fn lease_name(&self) -> String {
         format!("{}-primary", self.name)
+    }
+    /// Deployment, ServiceAccount, Role and RoleBinding `<name>-pooler`.
+    pub fn pooler_name(&self) -> String {
+        format!("{}-pooler", self.name)
+    }
+    /// Service `<name>-pooler-rw`: the pooler in front of the primary.
+    pub fn pooler_rw_service_name(&self) -> String {
+        format!("{}-pooler-rw", self.name)
+    }
+    /// Deployment and Service `<name>-pooler-ro`: the read-only pooler, in front of the
+    /// replicas.
+    pub fn pooler_ro_name(&self) -> String {
+        format!("{}-pooler-ro", self.name)
+    }
+    /// Secret `<name>-pooler-tls`: the pooler's certificate (server and client) and the CA.
+    pub fn pooler_tls_secret_name(&self) -> String {
+        format!("{}-pooler-tls", self.name)
     }
     /// ServiceAccount, Role and RoleBinding `<name>-instance` of the database pods.
     pub fn instance_account_name(&self) -> String {

@@ -45,6 +45,12 @@ pub fn network_policy(cluster: &Cluster, operator_namespace: &str) -> Option<Net
         )])),
         ..NetworkPolicyPeer::default()
     };
+    // The status port only from the database pods themselves, not from every pod of the
+    // cluster (its poolers and Jobs need PostgreSQL's port alone).
+    let own_database = NetworkPolicyPeer {
+        pod_selector: Some(selector(cluster.selector_labels(Component::Database))),
+        ..NetworkPolicyPeer::default()
+    };
     let clients = NetworkPolicyPeer {
         namespace_selector: wanted.client_namespaces.clone(),
         pod_selector: Some(wanted.client_pods.clone().unwrap_or_default()),
@@ -74,9 +80,10 @@ pub fn network_policy(cluster: &Cluster, operator_namespace: &str) -> Option<Net
         ports: ports(numbers),
     };
     let mut ingress = vec![
-        rule(own, &[POSTGRES_PORT, STATUS_PORT]),
+        rule(own, &[POSTGRES_PORT]),
         rule(clients, &[POSTGRES_PORT]),
         rule(operator, &[STATUS_PORT]),
+        rule(own_database, &[STATUS_PORT]),
     ];
     ingress.extend(scrapers.map(|from| rule(from, &[STATUS_PORT])));
     Some(NetworkPolicy {
@@ -119,7 +126,16 @@ mod tests {
         assert_eq!(
             rules[0],
             json!({"from": [{"podSelector": {"matchLabels": {"tusk.dev/cluster": "demo"}}}],
-                   "ports": [{"port": 5432, "protocol": "TCP"}, {"port": 8000, "protocol": "TCP"}]})
+                   "ports": [{"port": 5432, "protocol": "TCP"}]})
+        );
+        // The status port: the operator, and the database pods (not a pooler or a Job).
+        assert_eq!(
+            rules[3]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"],
+            "database"
+        );
+        assert_eq!(
+            rules[3]["ports"],
+            json!([{"port": 8000, "protocol": "TCP"}])
         );
         // No namespace selector: the cluster's own namespace, every pod of it.
         assert_eq!(
@@ -137,7 +153,7 @@ mod tests {
         );
         assert_eq!(
             rules.as_array().unwrap().len(),
-            3,
+            4,
             "no scraper unless named"
         );
     }
@@ -150,7 +166,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            spec["ingress"][3],
+            spec["ingress"][4],
             json!({"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
                              "podSelector": {"matchLabels": {"app": "prometheus"}}}],
                    "ports": [{"port": 8000, "protocol": "TCP"}]})

@@ -2,8 +2,8 @@
 //! context (Pod Security Standard `restricted`).
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, SeccompProfile,
-    SecretKeySelector, SecurityContext,
+    Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
+    PodSecurityContext, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
 };
 
 /// An environment variable with a literal value; never used for credentials.
@@ -82,5 +82,27 @@ pub fn restricted_container_security() -> SecurityContext {
             ..Capabilities::default()
         }),
         ..SecurityContext::default()
+    }
+}
+
+/// A named TCP port of a container.
+pub fn tcp_port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_owned()),
+        container_port: port,
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    }
+}
+
+/// An `emptyDir` volume, on `medium` (`Memory`) or the node's disk.
+pub fn empty_dir(name: &str, medium: Option<&str>) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: medium.map(str::to_owned),
+            ..EmptyDirVolumeSource::default()
+        }),
+        ..Volume::default()
     }
 }

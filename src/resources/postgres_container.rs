@@ -2,9 +2,7 @@
 //! the agent image, and the stock `postgres` image running that manager as PID 1
 //! (docs/src/design/replication.md is the contract between the two).
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, HTTPGetAction, Probe, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, HTTPGetAction, Probe, VolumeMount};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::archive::{manager_store, wal_archiving};
@@ -12,7 +10,7 @@ use super::config::{CONFIG_DIR, TLS_DIR};
 use super::image::{
     DATA_MOUNT, INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, PGDATA, POSTGRES_PORT, postgres_image,
 };
-use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env};
+use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env, tcp_port};
 use super::point_in_time::{AGENT_IN_IMAGE, point_in_time, restore_environment};
 use super::secrets::STATUS_TOKEN_KEY;
 use super::{AgentSettings, Cluster};
@@ -37,14 +35,21 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
 /// cluster that archives (its primary writes the restore point each base backup's verification
 /// recovers to, with every table's count, through the agent).
 pub fn installer_container(cluster: &Cluster, agent: &AgentSettings) -> Container {
-    let mut command = vec![
+    let mut installer = installer_container_plain(agent);
+    let with_agent = point_in_time(cluster).is_some() || wal_archiving(cluster).is_some();
+    if with_agent && let Some(command) = installer.command.as_mut() {
+        command.extend(["--with".to_owned(), AGENT_IN_IMAGE.to_owned()]);
+    }
+    installer
+}
+
+/// The installer of the instance manager alone (the pooler's pods run it too).
+pub fn installer_container_plain(agent: &AgentSettings) -> Container {
+    let command = vec![
         "tusk-instance".to_owned(),
         "install".to_owned(),
         INSTANCE_MANAGER.to_owned(),
     ];
-    if point_in_time(cluster).is_some() || wal_archiving(cluster).is_some() {
-        command.extend(["--with".to_owned(), AGENT_IN_IMAGE.to_owned()]);
-    }
     Container {
         name: "install-instance-manager".to_owned(),
         image: Some(agent.image.clone()),
@@ -104,18 +109,8 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
         command: Some(vec![INSTANCE_MANAGER.to_owned(), "run".to_owned()]),
         env: Some(env),
         ports: Some(vec![
-            ContainerPort {
-                name: Some("postgres".to_owned()),
-                container_port: POSTGRES_PORT,
-                protocol: Some("TCP".to_owned()),
-                ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("status".to_owned()),
-                container_port: STATUS_PORT,
-                protocol: Some("TCP".to_owned()),
-                ..ContainerPort::default()
-            },
+            tcp_port("postgres", POSTGRES_PORT),
+            tcp_port("status", STATUS_PORT),
         ]),
         resources: spec.resources.clone(),
         // Ready only while PostgreSQL serves in the role the Lease gives: a fenced or hung

@@ -7,16 +7,16 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMapVolumeSource, EmptyDirVolumeSource, KeyToPath, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    SecretVolumeSource, Volume, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    Affinity, ConfigMapVolumeSource, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, SecretVolumeSource, Volume,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::archive::{manager_store, wal_archiving};
 use super::image::POSTGRES_UID;
-use super::pod::restricted_pod_security;
+use super::pod::{empty_dir, restricted_pod_security};
 use super::postgres_container::{installer_container, postgres_container};
 use super::{AgentSettings, Cluster, Component, STATUS_TLS_LABEL};
 
@@ -150,14 +150,6 @@ fn pod_template(
                     .collect(),
             ),
             ..ConfigMapVolumeSource::default()
-        }),
-        ..Volume::default()
-    };
-    let empty_dir = |name: &str, medium: Option<&str>| Volume {
-        name: name.to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            medium: medium.map(str::to_owned),
-            ..EmptyDirVolumeSource::default()
         }),
         ..Volume::default()
     };

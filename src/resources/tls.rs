@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
@@ -173,14 +174,14 @@ pub fn server_names(cluster: &Cluster, domain: &str) -> Vec<String> {
         .collect()
 }
 
-fn issue_error(name: &str) -> impl FnOnce(rcgen::Error) -> TlsError + '_ {
+pub(super) fn issue_error(name: &str) -> impl FnOnce(rcgen::Error) -> TlsError + '_ {
     move |source| TlsError::Issue {
         name: name.to_owned(),
         source,
     }
 }
 
-fn common_name(name: String) -> DistinguishedName {
+pub(super) fn common_name(name: String) -> DistinguishedName {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, "Tusk");
     dn.push(DnType::CommonName, name);
@@ -306,7 +307,7 @@ fn client_leaf(
 
 /// A leaf certificate of `params` (its names, subject and purpose), with a new key, signed by
 /// `ca`, valid for `validity`. `name` names it in errors.
-fn issue_leaf(
+pub(super) fn issue_leaf(
     cluster: &Cluster,
     ca: &Pem,
     mut params: CertificateParams,
@@ -356,8 +357,13 @@ pub fn recorded_not_after(secret: &Secret) -> Option<OffsetDateTime> {
 /// life left, or no expiry or CA recorded (a Secret from before the annotations, or one edited),
 /// so that a missed reconcile, a slow rollout or a paused operator still renew long before expiry.
 pub fn server_renewal_due(secret: &Secret, now: OffsetDateTime, lifetimes: &Lifetimes) -> bool {
+    !carries_replication_certificate(secret) || leaf_renewal_due(secret, now, lifetimes)
+}
+
+/// Whether the leaf in `secret` (the server's, or the pooler's issued with it) must be issued
+/// again: less than a third of its life left, or no expiry or CA recorded.
+pub fn leaf_renewal_due(secret: &Secret, now: OffsetDateTime, lifetimes: &Lifetimes) -> bool {
     recorded_ca(secret).is_none()
-        || !carries_replication_certificate(secret)
         || recorded_not_after(secret)
             .is_none_or(|not_after| now >= not_after - lifetimes.leaf_renewal())
 }
@@ -402,7 +408,26 @@ pub fn server_secret(
     ca_cert: &str,
     not_after: OffsetDateTime,
 ) -> Secret {
-    let mut metadata = cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials);
+    let metadata = cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials);
+    let entries = [
+        (TLS_CRT, issued.server.cert.as_str()),
+        (TLS_KEY, &issued.server.key),
+        (CA_CRT, ca_cert),
+        (REPLICATION_CRT, &issued.replication.cert),
+        (REPLICATION_KEY, &issued.replication.key),
+    ];
+    leaf_secret(metadata, &entries, ca_cert, not_after)
+}
+
+/// A `kubernetes.io/tls` Secret of `entries` whose annotations give its certificate's expiry
+/// `not_after` and its CA's fingerprint: how the renewal finds it due (the server's and the
+/// pooler's alike).
+pub fn leaf_secret(
+    mut metadata: ObjectMeta,
+    entries: &[(&str, &str)],
+    ca_cert: &str,
+    not_after: OffsetDateTime,
+) -> Secret {
     let at = jiff::Timestamp::from_second(not_after.unix_timestamp()).unwrap_or_default();
     metadata.annotations = Some(BTreeMap::from([
         (NOT_AFTER_ANNOTATION.to_owned(), at.to_string()),
@@ -414,13 +439,7 @@ pub fn server_secret(
     Secret {
         metadata,
         type_: Some("kubernetes.io/tls".to_owned()),
-        data: Some(data(&[
-            (TLS_CRT, &issued.server.cert),
-            (TLS_KEY, &issued.server.key),
-            (CA_CRT, ca_cert),
-            (REPLICATION_CRT, &issued.replication.cert),
-            (REPLICATION_KEY, &issued.replication.key),
-        ])),
+        data: Some(data(entries)),
         ..Secret::default()
     }
 }

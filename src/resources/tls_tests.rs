@@ -252,3 +252,39 @@ fn a_server_secret_the_user_brings_is_mounted_instead() {
     let plain = Cluster::new(&plain).unwrap();
     assert_eq!(plain.server_tls_secret_name(), "demo-server-tls");
 }
+
+#[test]
+fn the_poolers_certificate_serves_its_service_logs_in_as_tusk_pooler_and_is_not_due_when_issued() {
+    use crate::resources::pooler_tls::{issue_pooler, pooler_tls_secret};
+    let pg = postgresql(MINIMAL);
+    let cluster = Cluster::new(&pg).unwrap();
+    let ca = issue_ca(&cluster, now(), &LIFETIMES).unwrap();
+    let pooler = issue_pooler(&cluster, "cluster.local", &ca, validity()).unwrap();
+    let der = der(&pooler.cert);
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let subject = cert.subject().to_string();
+    assert!(subject.contains("CN=tusk_pooler"), "{subject}");
+    let names: Vec<String> = cert
+        .subject_alternative_name()
+        .unwrap()
+        .unwrap()
+        .value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(name) => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        names.contains(&"demo-pooler-rw.prod.svc".to_owned()),
+        "{names:?}"
+    );
+    let usage = cert.extended_key_usage().unwrap().unwrap().value;
+    assert!(usage.server_auth && usage.client_auth);
+    // It carries no replication certificate, and must still not be found due at once (a
+    // reconcile would issue it again on every pass).
+    let secret = pooler_tls_secret(&cluster, &pooler, &ca.cert, validity().until);
+    assert!(!leaf_renewal_due(&secret, now(), &LIFETIMES));
+    assert!(server_renewal_due(&secret, now(), &LIFETIMES));
+}

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -21,6 +21,7 @@ use super::cluster_locks::ClusterLocks;
 use super::compact::compact_cronjob;
 use super::instance_reader::InstanceReader;
 use super::instances::{LeaseClock, StatusSource};
+use super::lease_follows::LeaseFollows;
 use super::own_status::OwnStatus;
 use super::packed::Packed;
 use super::secret_facts::SecretFacts;
@@ -133,6 +134,8 @@ owned_children! {
         role_bindings: RoleBinding => Packed,
         disruption_budgets: PodDisruptionBudget => Packed,
         network_policies: NetworkPolicy => Packed,
+        /// With `spec.pooler`: the PgBouncer Deployment.
+        deployments: Deployment => Packed,
     }
 }
 
@@ -149,6 +152,8 @@ pub struct Context {
     pub buckets: Arc<dyn Buckets>,
     /// When each primary Lease was last seen to change.
     pub lease_clock: Arc<LeaseClock>,
+    /// The Leases of switchovers in progress, watched so their steps reach the primary lane.
+    pub lease_follows: Arc<LeaseFollows>,
     /// Whose turn it is on each cluster: the reconcile's or the primary lane's.
     pub cluster_locks: Arc<ClusterLocks>,
     /// The clusters' status writes the watch has not brought back yet.
@@ -189,6 +194,7 @@ impl Context {
             backup_backoff: ErrorBackoff::default(),
             buckets,
             lease_clock: Arc::default(),
+            lease_follows: Arc::default(),
             cluster_locks: Arc::default(),
             own_status: Arc::default(),
             instances,
@@ -227,6 +233,12 @@ impl Context {
     /// The same context remembering Leases in `clock` (shared with another context).
     pub fn with_lease_clock(mut self, clock: Arc<LeaseClock>) -> Self {
         self.lease_clock = clock;
+        self
+    }
+
+    /// The same context following switchovers' Leases with `follows`.
+    pub fn with_lease_follows(mut self, follows: LeaseFollows) -> Self {
+        self.lease_follows = Arc::new(follows);
         self
     }
 }

@@ -13,6 +13,7 @@ pub mod events;
 pub mod instance_reader;
 pub mod instances;
 pub mod jobs;
+pub mod lease_follows;
 pub mod own_status;
 pub mod packed;
 pub mod secret_facts;

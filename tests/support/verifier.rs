@@ -297,7 +297,11 @@ impl Verifier {
                     _ = &mut done => break,
                     next = self.handle.next_request() => {
                         let Some((request, send)) = next else { break };
-                        extra.push(format!("{} {}", request.method(), request.uri().path()));
+                        let line = format!("{} {}", request.method(), request.uri().path());
+                        // The body says why the call was made (a status patch's fields).
+                        let bytes = request.into_body().collect_bytes().await.unwrap_or_default();
+                        let body = String::from_utf8_lossy(&bytes);
+                        extra.push(format!("{line} {:.600}", body));
                         let response = Response::builder()
                             .status(StatusCode::INTERNAL_SERVER_ERROR)
                             .body(Body::from(Vec::new()))

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -81,6 +81,7 @@ pub struct Cache {
     pub role_bindings: Vec<RoleBinding>,
     pub disruption_budgets: Vec<PodDisruptionBudget>,
     pub network_policies: Vec<NetworkPolicy>,
+    pub deployments: Vec<Deployment>,
     pub pods: Vec<Pod>,
     pub jobs: Vec<Job>,
     pub backups: Vec<Backup>,
@@ -158,6 +159,7 @@ impl Cache {
             network_policies: resources::network_policy(&cluster, "tusk-system")
                 .into_iter()
                 .collect(),
+            deployments: Vec::new(),
             pods: Vec::new(),
             jobs: Vec::new(),
             backups: Vec::new(),
@@ -293,6 +295,7 @@ pub fn plain_context(
         role_bindings: PackedStore::of(cache.role_bindings),
         disruption_budgets: PackedStore::of(cache.disruption_budgets),
         network_policies: PackedStore::of(cache.network_policies),
+        deployments: PackedStore::of(cache.deployments),
         pods: store_of(cache.pods).0,
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,

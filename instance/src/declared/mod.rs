@@ -5,6 +5,7 @@
 //! databases (a declared role may own one). Without a declaration nothing is touched.
 
 mod databases;
+pub mod pooler_access;
 mod roles;
 pub mod source;
 
@@ -85,6 +86,13 @@ pub async fn keep(ctx: &Context, document: &Document) -> Result<Pass, Error> {
     for database in &document.databases {
         let outcome = databases::keep(ctx, &client, database, &mut pass.changes).await;
         pass.states.push(state("database", &database.name, outcome));
+    }
+    // After the databases: a database declared in this pass gets its lookup in this pass.
+    if let Err(message) =
+        pooler_access::keep(ctx, &client, document.pooler, &mut pass.changes).await
+    {
+        pass.states
+            .push(state("pooler", "tusk_pooler", Err(message)));
     }
     Ok(pass)
 }

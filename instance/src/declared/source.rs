@@ -9,18 +9,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use crate::follow::publish;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::api::Api;
 use tokio::sync::watch;
 use tusk_contract::declared::{DOCUMENT_KEY, Document};
 
 /// A Secret's data as last seen; `None`: the Secret does not exist (or was not seen yet).
 pub type SecretData = Option<BTreeMap<String, ByteString>>;
 
-/// After an error from the API server, before the next list.
-const RETRY: Duration = Duration::from_secs(2);
 /// How often the test file is read.
 const FILE_POLL: Duration = Duration::from_millis(500);
 
@@ -33,51 +31,9 @@ pub enum Source {
 
 /// Follows Secret `name` through `api`; the receiver holds its data as last seen.
 pub fn follow(api: Api<Secret>, name: String) -> watch::Receiver<SecretData> {
-    let (sender, receiver) = watch::channel(None);
-    tokio::spawn(async move {
-        let by_name = format!("metadata.name={name}");
-        loop {
-            if let Err(e) = list_and_watch(&api, &by_name, &sender).await {
-                tracing::warn!(secret = name, error = %e, "following a Secret");
-            }
-            tokio::time::sleep(RETRY).await;
-        }
-    });
-    receiver
-}
-
-/// One list, then its watch until the API server ends it (a timeout, a compaction).
-async fn list_and_watch(
-    api: &Api<Secret>,
-    by_name: &str,
-    sender: &watch::Sender<SecretData>,
-) -> Result<(), kube::Error> {
-    let list = api.list(&ListParams::default().fields(by_name)).await?;
-    let first = list.items.into_iter().next();
-    publish(sender, first.and_then(|s| s.data.or(Some(BTreeMap::new()))));
-    let version = list.metadata.resource_version.unwrap_or_default();
-    let params = WatchParams::default().fields(by_name).timeout(290);
-    let mut events = api.watch(&params, &version).await?.boxed();
-    while let Some(event) = events.try_next().await? {
-        match event {
-            WatchEvent::Added(secret) | WatchEvent::Modified(secret) => {
-                publish(sender, Some(secret.data.unwrap_or_default()));
-            }
-            WatchEvent::Deleted(_) => publish(sender, None),
-            WatchEvent::Bookmark(_) => {}
-            // An expired version: list again.
-            WatchEvent::Error(_) => return Ok(()),
-        }
-    }
-    Ok(())
-}
-
-fn publish<T: PartialEq>(sender: &watch::Sender<T>, value: T) {
-    sender.send_if_modified(|current| {
-        let changed = *current != value;
-        *current = value;
-        changed
-    });
+    crate::follow::named(api, name, |secret| {
+        secret.map(|s| s.data.unwrap_or_default())
+    })
 }
 
 /// Starts following the declaration; the receiver holds the latest one (`None`: nothing is

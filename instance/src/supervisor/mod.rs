@@ -31,11 +31,19 @@ use crate::watchdog::Watchdog;
 pub use startup::run;
 
 const TICK: Duration = Duration::from_millis(250);
+/// The tick while a switchover, a promotion or a demotion is followed: each of their phases (a
+/// checkpoint done, the postmaster gone, recovery ended) is noticed this much sooner, and a
+/// switchover's write pause is the sum of them.
+const TRANSITION_TICK: Duration = Duration::from_millis(50);
 const SLOT_SYNC_EVERY: Duration = Duration::from_secs(5);
 /// The first pause after a failed step; it doubles with each failure in a row, up to
 /// [`MAX_RETRY_PAUSE`], so a broken peer, config or full disk is not hammered.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(60);
+/// Before a step that waits on another instance is tried again (`Error::NotYet`): an old
+/// primary rewinds as soon as the new one has checkpointed its timeline, and with synchronous
+/// replication on two instances the new primary's commits wait for it.
+const NOT_YET_PAUSE: Duration = Duration::from_millis(100);
 /// How long after this loop's own fencing moment the watchdog acts: while the loop runs, it
 /// always fences first (and says so); the watchdog acts only on a loop that stalled. Well
 /// within the Lease duration, so the old primary is down before a new one may start.
@@ -108,9 +116,21 @@ struct Supervisor {
 const SHORT_LIFE: Duration = Duration::from_secs(2);
 
 impl Supervisor {
+    /// How long until the next step, unless the Lease changes first.
+    fn tick(&self) -> Duration {
+        if self.ctx.hurry() {
+            TRANSITION_TICK
+        } else {
+            TICK
+        }
+    }
+
     async fn step(&mut self) {
         self.collect_exit().await;
         let observed = self.observed.borrow().clone();
+        let switching = (observed.lease.as_ref()).is_some_and(|l| l.switchover_to.is_some());
+        self.ctx
+            .set_hurry(switching || self.promoting.is_some() || self.demotion.is_some());
         self.withdraw_release(&observed);
         let facts = self.facts();
         self.track_streaming(facts.as_ref(), &observed);
@@ -141,6 +161,14 @@ impl Supervisor {
         let lease = observed.lease.as_ref();
         match self.execute(&action, lease).await {
             Ok(()) => self.failed = None,
+            Err(Error::NotYet(why)) => {
+                tracing::info!(?action, why, "waiting");
+                self.failed = Some(Failed {
+                    action: action.clone(),
+                    retry_at: Instant::now() + NOT_YET_PAUSE,
+                    in_a_row: 0,
+                });
+            }
             Err(e) => {
                 tracing::error!(?action, error = %e, "step failed");
                 self.note_failure(action.clone());

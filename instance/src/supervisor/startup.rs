@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-use super::{Supervisor, TICK};
+use super::Supervisor;
 use crate::config::RunArgs;
 use crate::context::Context;
 use crate::data_lock::DataLock;
@@ -140,15 +140,19 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         planned_restart: PlannedRestart::default(),
         restore,
     };
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A fresh look at the Lease is acted on at once, not at the next tick: a switchover's
+    // holder and target each learn their turn from it.
+    let mut fresh = sup.observed.clone();
     // A signal also interrupts a step in progress (a clone, say): the pod is going away.
     loop {
         tokio::select! {
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
             _ = async {
-                tick.tick().await;
+                tokio::select! {
+                    () = tokio::time::sleep(sup.tick()) => {}
+                    Ok(()) = fresh.changed() => {}
+                }
                 sup.step().await;
             } => {}
         }

@@ -12,6 +12,7 @@ use kube::Client;
 
 use crate::cluster::{
     backups_of, children_selector, database_pods_selector, events_about, get_postgresql, list,
+    pooler_pods_selector,
 };
 use crate::error::{Error, Result};
 use summary::Fetched;
@@ -29,6 +30,10 @@ pub async fn fetch(client: &Client, namespace: &str, name: &str) -> Result<Fetch
     let backups = backups_of(client, namespace, name).await?;
     Ok(Fetched {
         pods: list::<Pod>(client, namespace, &database_pods_selector(name)).await?,
+        pooler_pods: match pg.spec.pooler {
+            Some(_) => list::<Pod>(client, namespace, &pooler_pods_selector(name)).await?,
+            None => Vec::new(),
+        },
         services: list::<Service>(client, namespace, &children_selector(name)).await?,
         events: events_about(client, namespace, name, &backups).await?,
         backups,

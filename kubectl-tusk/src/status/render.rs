@@ -42,6 +42,16 @@ pub fn render(s: &Summary) -> String {
             .iter()
             .map(|e| cells![e.service, e.address, e.purpose]),
     );
+    if !s.pooler.is_empty() {
+        table(
+            &mut out,
+            "Pooler",
+            &["NAME", "MODE", "READY", "PHASE", "RESTARTS"],
+            s.pooler
+                .iter()
+                .map(|p| cells![p.name, p.role, p.ready, p.phase, p.restarts]),
+        );
+    }
     if !s.declared.is_empty() {
         table(
             &mut out,

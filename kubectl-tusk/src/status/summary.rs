@@ -20,6 +20,8 @@ pub const RECENT: usize = 5;
 pub struct Fetched {
     pub pg: PostgreSQL,
     pub pods: Vec<Pod>,
+    /// The pooler's pods (`spec.pooler`), if any.
+    pub pooler_pods: Vec<Pod>,
     pub services: Vec<Service>,
     /// Newest first.
     pub backups: Vec<Backup>,
@@ -39,6 +41,8 @@ pub struct Summary {
     pub conditions: Vec<ConditionLine>,
     pub pods: Vec<Instance>,
     pub endpoints: Vec<Endpoint>,
+    /// The pooler's pods, their role the pool mode (`spec.pooler`); empty without one.
+    pub pooler: Vec<Instance>,
     /// `spec.roles` and `spec.databases` as the primary's manager last kept them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<Declared>,
@@ -146,6 +150,30 @@ pub fn summarize(fetched: &Fetched, now: Timestamp) -> Summary {
             .collect(),
         pods: instances(&primary_of(pg), &fetched.pods),
         endpoints: fetched.services.iter().map(endpoint).collect(),
+        pooler: pg.spec.pooler.as_ref().map_or_else(Vec::new, |pooler| {
+            let mode = pooler.pool_mode.as_str();
+            let read_only = |pod: &Pod| {
+                pod.labels()
+                    .get("app.kubernetes.io/component")
+                    .map(String::as_str)
+                    == Some("pooler-ro")
+            };
+            let replicas: Vec<String> = (fetched.pooler_pods.iter())
+                .filter(|pod| read_only(pod))
+                .map(|pod| pod.name_any())
+                .collect();
+            instances("", &fetched.pooler_pods)
+                .into_iter()
+                .map(|pod| {
+                    let to = match replicas.contains(&pod.name) {
+                        true => "the replicas",
+                        false => "the primary",
+                    };
+                    let role = format!("PgBouncer, {mode} mode, to {to}");
+                    Instance { role, ..pod }
+                })
+                .collect()
+        }),
         declared: status
             .declared
             .iter()
@@ -243,7 +271,11 @@ fn endpoint(service: &Service) -> Endpoint {
         .and_then(|s| s.ports.as_ref())
         .and_then(|p| p.first())
         .map_or(5432, |p| p.port);
-    let purpose = if name.ends_with("-rw") {
+    let purpose = if name.ends_with("-pooler-rw") {
+        "read-write through the pooler (PgBouncer)"
+    } else if name.ends_with("-pooler-ro") {
+        "read-only through the pooler (PgBouncer, to the replicas)"
+    } else if name.ends_with("-rw") {
         "read-write (primary)"
     } else if name.ends_with("-ro") {
         "read-only (replicas)"

@@ -40,6 +40,7 @@ fn fetched() -> Fetched {
                 "containerStatuses": [{"name": "postgres", "image": "postgres:18", "imageID": "",
                     "ready": true, "restartCount": 2}]}
         }))],
+        pooler_pods: Vec::new(),
         services: vec![value(json!({
             "metadata": {"name": "shop-rw", "namespace": "prod"},
             "spec": {"ports": [{"port": 5432}]}
@@ -166,4 +167,47 @@ Roles and databases
   role  old_batch    Failed  role \"old_batch\" cannot be dropped because some objects depend on it
 ";
     assert!(text.contains(section), "{text}");
+}
+
+#[test]
+fn the_pooler_is_listed_with_its_mode_and_its_service() {
+    let mut fetched = fetched();
+    assert!(!render(&summarize(&fetched, now())).contains("Pooler"));
+    fetched.pg.spec.pooler = Some(Default::default());
+    fetched.pooler_pods = vec![
+        value(json!({
+            "metadata": {"name": "shop-pooler-ro-5c4-q1z", "namespace": "prod",
+                "labels": {"app.kubernetes.io/component": "pooler-ro"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        })),
+        value(json!({
+            "metadata": {"name": "shop-pooler-7d9f-x2x", "namespace": "prod",
+                "labels": {"app.kubernetes.io/component": "pooler"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        })),
+    ];
+    for service in ["shop-pooler-rw", "shop-pooler-ro"] {
+        fetched.services.push(value(json!({
+            "metadata": {"name": service, "namespace": "prod"},
+            "spec": {"ports": [{"port": 5432}]}
+        })));
+    }
+    let text = render(&summarize(&fetched, now()));
+    let row = |name: &str| text.lines().find(|l| l.contains(name)).unwrap_or_default();
+    assert!(
+        row("shop-pooler-7d9f-x2x").contains("PgBouncer, transaction mode, to the primary"),
+        "{text}"
+    );
+    assert!(
+        row("shop-pooler-ro-5c4-q1z").contains("PgBouncer, transaction mode, to the replicas"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shop-pooler-ro.prod.svc:5432  read-only through the pooler"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shop-pooler-rw.prod.svc:5432  read-write through the pooler (PgBouncer)"),
+        "{text}"
+    );
 }

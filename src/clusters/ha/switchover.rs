@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 
 use super::election::{InstanceStatus, most_advanced};
 use super::handover_record::unrecorded;
@@ -145,6 +146,14 @@ pub async fn advance(
         &cluster.pod_names(),
         report.as_ref(),
     );
+    tracing::debug!(
+        cluster = cluster.name,
+        ?step,
+        holder = ?facts.holder,
+        final_lsn = ?facts.final_lsn,
+        replayed = ?report.as_ref().and_then(|r| r.lsn.replayed.as_deref()),
+        "switchover step"
+    );
     let read = Advanced {
         current: lease::holder(&lease),
         // A handover this step made in an earlier reconcile, whose status was not written.
@@ -161,6 +170,7 @@ pub async fn advance(
         SwitchoverStep::Start { target } => {
             let from = facts.holder.clone().unwrap_or_default();
             let asked = ask(&leases, lease, &from, &target).await?;
+            follow(ctx, pg, cluster, &leases);
             let mut advanced = read.towards(Some(target.clone()), POLL);
             if asked {
                 advanced.note = Some(SwitchoverNote::Started {
@@ -171,7 +181,10 @@ pub async fn advance(
             }
             Ok(advanced)
         }
-        SwitchoverStep::Wait => Ok(read.towards(target_name, POLL)),
+        SwitchoverStep::Wait => {
+            follow(ctx, pg, cluster, &leases);
+            Ok(read.towards(target_name, POLL))
+        }
         SwitchoverStep::HandOver { target } => {
             let record = Failover {
                 from: facts.from.clone().unwrap_or_default(),
@@ -211,6 +224,17 @@ pub async fn advance(
             Ok(advanced)
         }
     }
+}
+
+/// Puts `pg` on the primary lane at each change of its Lease until the switchover recorded
+/// there ends: the old primary's release is handed over at once, not at the next look.
+fn follow(ctx: &Context, pg: &PostgreSQL, cluster: &Cluster<'_>, leases: &Api<Lease>) {
+    ctx.lease_follows.follow(
+        leases.clone(),
+        cluster.lease_name(),
+        ObjectRef::from_obj(pg),
+        lease::switchover_recorded,
+    );
 }
 
 /// The switchover recorded on `lease`; its `elapsed` is the caller's to set.

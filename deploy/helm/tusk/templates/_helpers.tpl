@@ -75,10 +75,16 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["list", "watch", "create", "patch"]
-# The primary Lease of each cluster: created once, read and handed over on failover.
+# The primary Lease of each cluster: created once, read and handed over on failover; one
+# switchover's Lease watched by name while it lasts. List and watch also so that it may
+# grant them to the instances' and a pooler's Roles (on that one Lease).
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["get", "create", "update"]
+  verbs: ["get", "list", "watch", "create", "update"]
+# With spec.pooler: the PgBouncer Deployment, deleted when the field goes.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
