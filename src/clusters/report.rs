@@ -81,8 +81,14 @@ pub async fn writes(
     writes: &[Written],
     verification_asked: Option<&str>,
 ) {
-    for event in write_events(writes) {
-        publish(ctx, pg, event).await;
+    // A cluster's first reconcile creates what its user has just applied; its status and
+    // `kubectl tusk status` say what exists. Announcing those children would be one more write
+    // per new cluster (a thousand at once: 1,000 Events nobody asked for). A child created
+    // later (re-created after a deletion, the CronJob once Ready) is announced.
+    if pg.status.is_some() {
+        for event in write_events(writes) {
+            publish(ctx, pg, event).await;
+        }
     }
     // A database that has served once was initialised with the old Secret's password.
     let served = pg.has_served();
