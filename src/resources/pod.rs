@@ -1,10 +1,14 @@
 //! Pieces every pod Tusk creates shares: environment variables and the restricted security
 //! context (Pod Security Standard `restricted`).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PodSecurityContext, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
+    Affinity, Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, SeccompProfile,
+    SecretKeySelector, SecurityContext, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// An environment variable with a literal value; never used for credentials.
 pub fn plain_env(name: &str, value: impl Into<String>) -> EnvVar {
@@ -104,5 +108,39 @@ pub fn empty_dir(name: &str, medium: Option<&str>) -> Volume {
             ..EmptyDirVolumeSource::default()
         }),
         ..Volume::default()
+    }
+}
+
+/// A volume mounted at `path`, read-only when `read_only`.
+pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// Prefer spreading the pods `labels` select over nodes: one node's loss then takes at most one
+/// of them.
+pub fn spread_over_nodes(labels: BTreeMap<String, String>) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(labels),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".to_owned(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
     }
 }

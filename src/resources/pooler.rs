@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
-    SecretVolumeSource, Service, ServiceAccount, ServicePort, ServiceSpec, TCPSocketAction, Volume,
-    VolumeMount, WeightedPodAffinityTerm,
+    Container, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, Service, ServiceAccount,
+    ServicePort, ServiceSpec, TCPSocketAction, Volume,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -18,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::image::{INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, POSTGRES_PORT};
 use super::instance_access::account_binding;
 use super::pod::{
-    AGENT_UID, empty_dir, plain_env, pod_field_env, restricted_container_security,
-    restricted_pod_security, tcp_port,
+    AGENT_UID, empty_dir, mount, plain_env, pod_field_env, restricted_container_security,
+    restricted_pod_security, spread_over_nodes, tcp_port,
 };
 use super::postgres_container::installer_container_plain;
 use super::{AgentSettings, Cluster, Component};
@@ -150,15 +149,6 @@ fn pooler_command(cluster: &Cluster, pooler: &PoolerSpec, side: Side) -> Vec<Str
     command
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.to_owned(),
-        mount_path: path.to_owned(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
-    }
-}
-
 fn pooler_container(cluster: &Cluster, pooler: &PoolerSpec, side: Side) -> Container {
     let port_probe = |period| Probe {
         tcp_socket: Some(TCPSocketAction {
@@ -236,25 +226,7 @@ pub fn pooler_deployment(
                     enable_service_links: Some(false),
                     termination_grace_period_seconds: Some(30),
                     security_context: Some(restricted_pod_security(AGENT_UID, true)),
-                    affinity: Some(Affinity {
-                        pod_anti_affinity: Some(PodAntiAffinity {
-                            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                                WeightedPodAffinityTerm {
-                                    weight: 100,
-                                    pod_affinity_term: PodAffinityTerm {
-                                        label_selector: Some(LabelSelector {
-                                            match_labels: Some(labels),
-                                            ..LabelSelector::default()
-                                        }),
-                                        topology_key: "kubernetes.io/hostname".to_owned(),
-                                        ..PodAffinityTerm::default()
-                                    },
-                                },
-                            ]),
-                            ..PodAntiAffinity::default()
-                        }),
-                        ..Affinity::default()
-                    }),
+                    affinity: Some(spread_over_nodes(labels)),
                     volumes: Some(vec![
                         empty_dir("tusk-bin", None),
                         // The auth file holds the admin console's password: memory only.

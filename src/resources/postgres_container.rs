@@ -2,7 +2,7 @@
 //! the agent image, and the stock `postgres` image running that manager as PID 1
 //! (docs/src/design/replication.md is the contract between the two).
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, HTTPGetAction, Probe, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, EnvVar, HTTPGetAction, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::archive::{manager_store, wal_archiving};
@@ -10,7 +10,9 @@ use super::config::{CONFIG_DIR, TLS_DIR};
 use super::image::{
     DATA_MOUNT, INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, PGDATA, POSTGRES_PORT, postgres_image,
 };
-use super::pod::{plain_env, pod_field_env, restricted_container_security, secret_env, tcp_port};
+use super::pod::{
+    mount, plain_env, pod_field_env, restricted_container_security, secret_env, tcp_port,
+};
 use super::point_in_time::{AGENT_IN_IMAGE, point_in_time, restore_environment};
 use super::secrets::STATUS_TOKEN_KEY;
 use super::{AgentSettings, Cluster};
@@ -19,15 +21,6 @@ use super::{AgentSettings, Cluster};
 pub const STATUS_PORT: i32 = 8000;
 /// Where Secret `<cluster>-monitoring` (the status token) is mounted.
 pub const STATUS_TOKEN_DIR: &str = "/etc/tusk-status";
-
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.to_owned(),
-        mount_path: path.to_owned(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
-    }
-}
 
 /// Init container `install-instance-manager`: the agent image copies its `tusk-instance` into
 /// the shared emptyDir, so the database container keeps the stock image.

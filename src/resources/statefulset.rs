@@ -7,16 +7,15 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMapVolumeSource, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, SecretVolumeSource, Volume,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    ConfigMapVolumeSource, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
+    PodTemplateSpec, SecretVolumeSource, Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::archive::{manager_store, wal_archiving};
 use super::image::POSTGRES_UID;
-use super::pod::{empty_dir, restricted_pod_security};
+use super::pod::{empty_dir, restricted_pod_security, spread_over_nodes};
 use super::postgres_container::{installer_container, postgres_container};
 use super::{AgentSettings, Cluster, Component, STATUS_TLS_LABEL};
 
@@ -101,29 +100,6 @@ pub fn claim_retention(owned: bool) -> StatefulSetPersistentVolumeClaimRetention
     }
 }
 
-/// Prefer spreading instances over nodes: one node's loss then takes at most one of them.
-fn spread_over_nodes(cluster: &Cluster) -> Affinity {
-    Affinity {
-        pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        label_selector: Some(LabelSelector {
-                            match_labels: Some(cluster.selector_labels(Component::Database)),
-                            ..LabelSelector::default()
-                        }),
-                        topology_key: "kubernetes.io/hostname".to_owned(),
-                        ..PodAffinityTerm::default()
-                    },
-                },
-            ]),
-            ..PodAntiAffinity::default()
-        }),
-        ..Affinity::default()
-    }
-}
-
 /// `labels` with [`STATUS_TLS_LABEL`]: the operator reads these pods' managers over TLS.
 fn status_tls(mut labels: BTreeMap<String, String>) -> BTreeMap<String, String> {
     labels.insert(STATUS_TLS_LABEL.to_owned(), "true".to_owned());
@@ -205,7 +181,9 @@ fn pod_template(
             // The manager reads and renews the primary Lease with this account's token.
             service_account_name: Some(cluster.instance_account_name()),
             automount_service_account_token: Some(true),
-            affinity: Some(spread_over_nodes(cluster)),
+            affinity: Some(spread_over_nodes(
+                cluster.selector_labels(Component::Database),
+            )),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(60),
             security_context: Some(restricted_pod_security(POSTGRES_UID, true)),
