@@ -50,7 +50,7 @@ fn bucket() -> MemoryBucket {
 #[tokio::test]
 async fn the_pods_of_an_archiving_cluster_go_before_its_prefix_is_emptied() {
     let (pg, mut cache) = archiving_and_deleted();
-    cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.10")];
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     let bucket = bucket();
     let script = vec![
         Expect::delete(format!("{STATEFULSETS}/demo")),

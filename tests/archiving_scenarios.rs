@@ -27,7 +27,7 @@ fn primary_reporting(archive: ArchiveStatus) -> Managers {
 
 async fn condition_after(spec: &str, archive: ArchiveStatus) -> serde_json::Value {
     let (pg, mut cache) = converged(spec, true, BackupSchedule::Scheduled);
-    cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.10")];
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     let clock = Arc::new(LeaseClock::default());
     let managers = primary_reporting(archive);
     let script = vec![Expect::apply_status(STATUS)];
@@ -78,7 +78,7 @@ async fn archived_wal_turns_it_true() {
 #[tokio::test]
 async fn a_primary_that_does_not_answer_invents_no_condition() {
     let (pg, mut cache) = converged(&archiving(), true, BackupSchedule::Scheduled);
-    cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.10")];
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     let clock = Arc::new(LeaseClock::default());
     // The pod's state is new to the status, so it is written: without the condition.
     let script = vec![Expect::apply_status(STATUS)];
@@ -128,7 +128,7 @@ async fn a_closed_gap_brings_a_base_backup_named_after_it() {
         ..ArchiveStatus::default()
     };
     let (pg, mut cache) = converged(&archiving(), true, BackupSchedule::Scheduled);
-    cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.10")];
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     let clock = Arc::new(LeaseClock::default());
     let script = vec![
         Expect::create(BACKUPS),

@@ -37,7 +37,12 @@ async fn a_child_deleted_out_of_band_is_recreated() {
         Expect::event(NS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(seen[0].body["spec"]["selector"]["tusk.dev/role"], "primary");
+    // No selector: the operator's EndpointSlice routes it (kube-controller-manager must not).
+    assert_eq!(seen[0].body["spec"]["selector"], serde_json::Value::Null);
+    assert_eq!(
+        seen[0].body["metadata"]["annotations"]["tusk.dev/endpoints"],
+        "operator"
+    );
     assert_eq!(seen[1].body["note"], "Created Service demo-rw");
 }
 

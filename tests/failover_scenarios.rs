@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::paths::{PODS, STATUS};
+use support::paths::{PODS, RW_SLICE, STATUS};
 use support::read::event_reason;
 use support::replicas::{self, managers, three_instances, three_instances_of, three_pods};
 use support::verifier::{Expect, Seen};
@@ -23,18 +23,21 @@ fn read_lease() -> Expect {
 /// A Ready three-instance cluster whose primary, demo-0, just became unready.
 fn lost_primary() -> (PostgreSQL, Cache) {
     let (pg, mut cache) = three_instances(2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     (pg, cache)
 }
 
-/// The calls of a failover from demo-0 to `to`: demo-0 leaves `-rw`, the Lease is handed
-/// over, `to` joins `-rw`, then the status and two Events.
+/// The calls of a failover from demo-0 to `to`: `-rw` routes nowhere and demo-0 loses its
+/// label (together), the Lease is handed over, `to` is labelled and `-rw` routes to it, then
+/// the status and two Events.
 fn handover_to(to: &str) -> Vec<Expect> {
     vec![
         read_lease(),
+        Expect::apply(RW_SLICE),
         Expect::apply(format!("{PODS}/demo-0")),
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/{to}")),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
@@ -75,10 +78,15 @@ async fn a_lost_primary_is_replaced_by_the_most_advanced_replica_after_its_lease
     let script = handover_to("demo-2");
     let (_, seen) = reconcile(&pg, cache, &clock, script).await;
     assert_eq!(
-        seen[1].body["metadata"]["labels"]["tusk.dev/role"],
+        seen[1].body["endpoints"],
+        serde_json::json!([]),
+        "out of -rw first"
+    );
+    assert_eq!(
+        seen[2].body["metadata"]["labels"]["tusk.dev/role"],
         "replica"
     );
-    let handed = &seen[2].body;
+    let handed = &seen[3].body;
     assert_eq!(handed["spec"]["holderIdentity"], "demo-2");
     assert_eq!(handed["spec"]["leaseTransitions"], 1);
     // Where the standbys now dial: the new holder's pod IP, before its first renew.
@@ -93,11 +101,14 @@ async fn a_lost_primary_is_replaced_by_the_most_advanced_replica_after_its_lease
         "demo-0,demo-1,demo-2"
     );
     assert_eq!(
-        seen[3].body["metadata"]["labels"]["tusk.dev/role"],
+        seen[4].body["metadata"]["labels"]["tusk.dev/role"],
         "primary"
     );
-    assert_eq!(event_reason(&seen[5]), "FailedOver");
-    let status = &seen[4].body["status"];
+    let routed = &seen[5].body["endpoints"][0];
+    assert_eq!(routed["addresses"], serde_json::json!(["10.0.0.12"]));
+    assert_eq!(routed["targetRef"]["name"], "demo-2");
+    assert_eq!(event_reason(&seen[7]), "FailedOver");
+    let status = &seen[6].body["status"];
     assert_eq!(status["currentPrimary"], "demo-2");
     assert_eq!(status["lastFailover"]["from"], "demo-0");
     assert_eq!(status["lastFailover"]["to"], "demo-2");
@@ -126,27 +137,31 @@ async fn a_handover_whose_status_was_not_written_is_recorded_from_the_lease() {
         ),
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-2")),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
     ];
     let (_, seen) = reconcile(&pg, cache, &clock, script).await;
-    let status = &seen[3].body["status"];
+    assert_eq!(seen[3].body["endpoints"][0]["targetRef"]["name"], "demo-2");
+    let status = &seen[4].body["status"];
     assert_eq!(status["currentPrimary"], "demo-2");
     assert_eq!(status["lastFailover"], record);
-    let reasons: Vec<_> = seen[4..].iter().map(event_reason).collect();
+    let reasons: Vec<_> = seen[5..].iter().map(event_reason).collect();
     assert!(reasons.contains(&"FailedOver"), "{reasons:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn no_replica_answering_blocks_the_failover_with_a_warning() {
     let (pg, mut cache) = lost_primary();
-    for pod in &mut cache.pods {
-        // No IP: nothing to ask, so nothing can be promoted.
+    let mut pods = cache.pods.clone();
+    for pod in &mut pods {
+        // No IP: nothing to ask, so nothing can be promoted (and `-rw` routes nowhere).
         if let Some(status) = pod.status.as_mut() {
             status.pod_ip = None;
         }
     }
+    cache.set_pods(&pg, pods);
     let clock = Arc::new(LeaseClock::default());
     let script = vec![
         read_lease(),
@@ -187,7 +202,7 @@ async fn preferred_durability_promotes_the_one_answering_replica_where_required_
              replication: {{synchronous: {{number: 1, durability: {durability}}}}}"
         );
         let (pg, mut cache) = three_instances_of(&spec, 2);
-        cache.pods = three_pods(false);
+        cache.set_pods(&pg, three_pods(false));
         if let Some(status) = cache.pods[2].status.as_mut() {
             status.pod_ip = None;
         }
@@ -204,16 +219,16 @@ async fn preferred_durability_promotes_the_one_answering_replica_where_required_
         }
         let script = handover_to("demo-1");
         let (_, seen) = reconcile(&pg, cache, &clock, script).await;
-        assert_eq!(seen[2].body["spec"]["holderIdentity"], "demo-1");
-        assert_eq!(seen[4].body["status"]["currentPrimary"], "demo-1");
-        assert_eq!(event_reason(&seen[5]), "FailedOver");
+        assert_eq!(seen[3].body["spec"]["holderIdentity"], "demo-1");
+        assert_eq!(seen[6].body["status"]["currentPrimary"], "demo-1");
+        assert_eq!(event_reason(&seen[7]), "FailedOver");
     }
 }
 
 #[tokio::test]
 async fn a_serving_primary_costs_one_lease_read_and_no_write() {
     let (pg, mut cache) = three_instances(3);
-    cache.pods = three_pods(true);
+    cache.set_pods(&pg, three_pods(true));
     let clock = Arc::new(LeaseClock::default());
     // The Lease is read (the labels follow it, not the status) and the status written (the
     // instances appear in it); no label write, no Lease write.

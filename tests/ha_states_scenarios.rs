@@ -13,7 +13,7 @@ use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::paths::{LEASES, PODS, STATEFULSETS, STATUS};
+use support::paths::{LEASES, PODS, RW_SLICE, STATEFULSETS, STATUS};
 use support::read::event_reason;
 use support::replicas::{self, Managers, managers, replica, three_instances_of, three_pods};
 use support::verifier::{self, Expect, Seen};
@@ -84,7 +84,7 @@ fn paths(seen: &[Seen]) -> Vec<String> {
 /// from the cache, so the reconcile applies it (and the API server refuses that).
 fn lost_primary_with_a_refused_apply() -> (PostgreSQL, Cache) {
     let (pg, mut cache) = three_instances_of(THREE, 2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     cache.statefulsets.clear();
     (pg, cache)
 }
@@ -112,9 +112,12 @@ async fn a_refused_child_apply_does_not_hold_up_the_failover() {
     tokio::time::advance(Duration::from_secs(7)).await;
     let second = vec![
         bootstrapped_lease("demo-0"),
+        Expect::apply(RW_SLICE),
         Expect::apply(format!("{PODS}/demo-0")),
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/demo-2")),
+        // `-rw` routes to the new primary before the refused child fails the reconcile.
+        Expect::apply(RW_SLICE),
         refused(Method::PATCH, sts),
         Expect::event(NS),
         Expect::apply_status(STATUS),
@@ -128,8 +131,9 @@ async fn a_refused_child_apply_does_not_hold_up_the_failover() {
     )
     .await;
     assert!(result.is_err());
+    assert_eq!(seen[5].body["endpoints"][0]["targetRef"]["name"], "demo-2");
     assert_eq!(
-        seen[2].body["spec"]["holderIdentity"],
+        seen[3].body["spec"]["holderIdentity"],
         "demo-2",
         "{:?}",
         paths(&seen)
@@ -149,7 +153,7 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
         status.phase = Some(tusk::crd::Phase::Failed);
         status.conditions.retain(|c| c.type_ != "Ready");
     }
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let clock = Arc::new(LeaseClock::default());
     let watch = vec![
         bootstrapped_lease("demo-0"),
@@ -172,9 +176,11 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
     tokio::time::advance(Duration::from_secs(7)).await;
     let script = vec![
         bootstrapped_lease("demo-0"),
+        Expect::apply(RW_SLICE),
         Expect::apply(format!("{PODS}/demo-0")),
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/demo-2")),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
@@ -187,8 +193,10 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
         script,
     )
     .await;
-    assert_eq!(seen[2].body["spec"]["holderIdentity"], "demo-2");
-    let status = &seen[4].body["status"];
+    assert_eq!(seen[3].body["spec"]["holderIdentity"], "demo-2");
+    // Routed with the spec invalid too: the refusal is no reason to keep clients away.
+    assert_eq!(seen[5].body["endpoints"][0]["targetRef"]["name"], "demo-2");
+    let status = &seen[6].body["status"];
     assert_eq!(status["currentPrimary"], "demo-2");
     assert_eq!(status["systemIdentifier"], "7401");
     let ready = status["conditions"]
@@ -197,7 +205,7 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(ready["reason"], "InvalidSpec", "still reported");
-    let reasons: Vec<_> = seen[5..].iter().map(event_reason).collect();
+    let reasons: Vec<_> = seen[7..].iter().map(event_reason).collect();
     assert_eq!(reasons, ["InvalidSpec", "FailedOver"]);
 }
 
@@ -206,12 +214,13 @@ async fn the_role_labels_follow_the_lease_when_the_status_missed_a_handover() {
     // demo-2 holds the Lease; the status write of that handover was lost, and demo-0, rejoined
     // as a replica and ready, still carries the primary label.
     let (pg, mut cache) = three_instances_of(THREE, 3);
-    cache.pods = three_pods(true);
+    cache.set_pods(&pg, three_pods(true));
     let clock = Arc::new(LeaseClock::default());
     let script = vec![
         bootstrapped_lease("demo-2"),
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-2")),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
     ];
     let (result, seen) = reconcile(
@@ -231,13 +240,17 @@ async fn the_role_labels_follow_the_lease_when_the_status_missed_a_handover() {
         seen[2].body["metadata"]["labels"]["tusk.dev/role"],
         "primary"
     );
-    assert_eq!(seen[3].body["status"]["currentPrimary"], "demo-2");
+    assert_eq!(
+        seen[3].body["endpoints"][0]["addresses"],
+        json!(["10.0.0.12"])
+    );
+    assert_eq!(seen[4].body["status"]["currentPrimary"], "demo-2");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_handover_that_loses_its_conflict_puts_the_primary_label_back() {
     let (pg, mut cache) = three_instances_of(THREE, 2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let clock = Arc::new(LeaseClock::default());
     let watch = vec![
         bootstrapped_lease("demo-0"),
@@ -262,10 +275,13 @@ async fn a_handover_that_loses_its_conflict_puts_the_primary_label_back() {
     });
     let script = vec![
         bootstrapped_lease("demo-0"),
+        Expect::apply(RW_SLICE),
         Expect::apply(format!("{PODS}/demo-0")),
         conflict,
-        // The holder renewed after all: it gets its label back in the same reconcile.
+        // The holder renewed after all: it gets its label and `-rw` back in the same reconcile
+        // (the cache still shows the slice as it was before this reconcile emptied it).
         Expect::apply(format!("{PODS}/demo-0")),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
     ];
@@ -278,14 +294,16 @@ async fn a_handover_that_loses_its_conflict_puts_the_primary_label_back() {
     )
     .await;
     assert_eq!(result.expect("reconciled"), Action::requeue(Duration::ZERO));
+    assert_eq!(seen[1].body["endpoints"], json!([]));
     assert_eq!(
-        seen[1].body["metadata"]["labels"]["tusk.dev/role"],
+        seen[2].body["metadata"]["labels"]["tusk.dev/role"],
         "replica"
     );
     assert_eq!(
-        seen[3].body["metadata"]["labels"]["tusk.dev/role"],
+        seen[4].body["metadata"]["labels"]["tusk.dev/role"],
         "primary"
     );
+    assert_eq!(seen[5].body["endpoints"][0]["targetRef"]["name"], "demo-0");
 }
 
 #[tokio::test(start_paused = true)]
@@ -295,7 +313,7 @@ async fn a_required_quorum_counts_only_replicas_that_answer_for_themselves_with_
     let spec = "instances: 3\nstorage: {size: 1Gi}\n\
                 replication: {synchronous: {number: 1, durability: required}}";
     let (pg, mut cache) = three_instances_of(spec, 2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let clock = Arc::new(LeaseClock::default());
     let impostor = || {
         let mut wrong = replica("demo-1", "0/9000000");
@@ -352,11 +370,14 @@ async fn a_scale_down_with_the_primary_on_a_removed_ordinal_counts_every_standby
     let spec = "instances: 2\nstorage: {size: 1Gi}\n\
                 replication: {synchronous: {number: 1, durability: required}}";
     let (pg, mut cache) = three_instances_of(spec, 2);
-    cache.pods = vec![
-        replicas::pod("demo-0", "replica", true, "10.0.0.10"),
-        replicas::pod("demo-1", "replica", true, "10.0.0.11"),
-        replicas::pod("demo-2", "primary", false, "10.0.0.12"),
-    ];
+    cache.set_pods(
+        &pg,
+        vec![
+            replicas::pod("demo-0", "replica", true, "10.0.0.10"),
+            replicas::pod("demo-1", "replica", true, "10.0.0.11"),
+            replicas::pod("demo-2", "primary", false, "10.0.0.12"),
+        ],
+    );
     let mut pg = pg;
     if let Some(status) = pg.status.as_mut() {
         status.current_primary = Some("demo-2".into());
@@ -389,7 +410,7 @@ async fn a_scale_down_with_the_primary_on_a_removed_ordinal_counts_every_standby
 #[tokio::test(start_paused = true)]
 async fn a_lease_that_claims_a_one_second_duration_is_still_given_six() {
     let (pg, mut cache) = three_instances_of(THREE, 2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let clock = Arc::new(LeaseClock::default());
     let short = || {
         lease_at(
@@ -433,7 +454,7 @@ async fn a_switchover_recorded_only_on_the_lease_is_carried_on() {
     // the holder never released (it died uncleanly): the switchover is followed from the Lease,
     // times out on the operator's own clock and is aborted, so the holder runs as primary again.
     let (pg, mut cache) = three_instances_of(THREE, 2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let annotations = json!({"tusk.dev/system-identifier": "7401",
         "tusk.dev/switchover-to": "demo-1", "tusk.dev/switchover-from": "demo-0",
         "tusk.dev/switchover-started": "2026-11-24T08:00:00Z"});
@@ -483,7 +504,7 @@ async fn a_switchover_recorded_only_on_the_lease_is_carried_on() {
 #[tokio::test(start_paused = true)]
 async fn a_holder_that_renews_without_serving_is_asked_to_release_the_lease() {
     let (pg, mut cache) = three_instances_of(THREE, 2);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let clock = Arc::new(LeaseClock::default());
     let sysid = json!({"tusk.dev/system-identifier": "7401"});
     // Renewed before every look (a new resourceVersion each time): never expires.

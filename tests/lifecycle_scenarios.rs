@@ -14,7 +14,6 @@ use support::verifier::Expect;
 use support::world::*;
 use tusk::PostgreSQL;
 use tusk::clusters::status::BackupSchedule;
-use tusk::resources::CLIENTS_HELD_LABEL;
 
 /// The restore's superuser certificate is issued from the stored CA (read), then the restore
 /// Job is created, with its Event, and the status says so.
@@ -192,13 +191,24 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
     let cluster = tusk::resources::Cluster::new(&pg).expect("cluster");
     done.spec = tusk::resources::restore_job(&cluster, &restore, &agent()).spec;
     cache.jobs = vec![done];
+    cache.pods = vec![support::replicas::pod(
+        "demo-0",
+        "primary",
+        true,
+        "10.0.0.10",
+    )];
     let script = restore_finished();
     let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconciled");
     // Clients are routed in the same reconcile, before the status says Ready (not one later).
-    let selector = &seen[0].body["spec"]["selector"];
-    assert!(selector.get(CLIENTS_HELD_LABEL).is_none(), "{selector}");
-    let status = &seen[2].body;
+    let endpoints = &seen[0].body["endpoints"];
+    assert_eq!(
+        endpoints[0]["addresses"],
+        json!(["10.0.0.10"]),
+        "{endpoints}"
+    );
+    assert_eq!(endpoints[0]["targetRef"]["name"], "demo-0");
+    let status = &seen[1].body;
     assert_eq!(condition(status, "Restored")["status"], "True");
     assert_eq!(condition(status, "Ready")["status"], "True");
     assert_eq!(status["status"]["restoredFrom"]["backupId"], "nightly");
@@ -206,8 +216,8 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
         status["status"]["restoredFrom"]["location"],
         "s3://backups/p/prod/shop/nightly/"
     );
-    assert_eq!(seen[3].body["reason"], "Restored");
-    assert_eq!(seen[4].body["reason"], "Ready");
+    assert_eq!(seen[2].body["reason"], "Restored");
+    assert_eq!(seen[3].body["reason"], "Ready");
 }
 
 #[tokio::test]

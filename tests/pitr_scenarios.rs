@@ -73,12 +73,19 @@ async fn a_point_in_time_restore_starts_no_job_and_holds_clients_while_recoverin
 
 #[tokio::test]
 async fn a_point_in_time_restore_is_recorded_once_the_database_serves() {
-    let (mut pg, cache) = converged(POINT_IN_TIME, true, BackupSchedule::NotConfigured);
+    let (mut pg, mut cache) = converged(POINT_IN_TIME, true, BackupSchedule::NotConfigured);
     not_ready_status(&mut pg, BackupSchedule::NotConfigured);
+    cache.pods = vec![support::replicas::pod(
+        "demo-0",
+        "primary",
+        true,
+        "10.0.0.10",
+    )];
     let script = restore_finished();
     let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconciled");
-    let status = &seen[2].body;
+    assert_eq!(seen[0].body["endpoints"][0]["addresses"][0], "10.0.0.10");
+    let status = &seen[1].body;
     assert_eq!(condition(status, "Restored")["status"], "True");
     assert_eq!(condition(status, "Ready")["status"], "True");
     assert_eq!(status["status"]["restoredFrom"]["backupId"], "base1");

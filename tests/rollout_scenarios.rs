@@ -41,7 +41,7 @@ fn rolling_of((pg, mut cache): (PostgreSQL, Cache), updated: &[usize]) -> (Postg
             .get_or_insert_default()
             .insert("controller-revision-hash".into(), revision.into());
     }
-    cache.pods = pods;
+    cache.set_pods(&pg, pods);
     (pg, cache)
 }
 
@@ -103,7 +103,7 @@ async fn an_outdated_primary_is_switched_over_to_the_most_advanced_updated_repli
 #[tokio::test]
 async fn scaling_up_brings_the_leases_member_list_up_to_date() {
     let (mut pg, mut cache) = three_instances(3);
-    cache.pods = three_pods(true);
+    cache.set_pods(&pg, three_pods(true));
     // Grown from one instance: the status still says 1.
     if let Some(status) = pg.status.as_mut() {
         status.instances = 1;

@@ -12,7 +12,7 @@ use http::Method;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::paths::{CLUSTER, PODS, STATUS};
+use support::paths::{CLUSTER, PODS, RW_SLICE, STATUS};
 use support::read::event_reason;
 use support::replicas::{self, Managers, managers, read_lease, three_instances, three_pods};
 use support::verifier::{Expect, Seen};
@@ -26,7 +26,7 @@ const REQUEST: &str = "tusk.dev/switchover-to";
 /// a switchover is already recorded in its status.
 fn requested(started: bool) -> (PostgreSQL, Cache) {
     let (mut pg, mut cache) = three_instances(3);
-    cache.pods = three_pods(true);
+    cache.set_pods(&pg, three_pods(true));
     pg.metadata
         .annotations
         .get_or_insert_default()
@@ -110,7 +110,7 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
 
     // 2. Released at 0/5000028, but demo-1 replayed only up to it: nothing is written.
     let (pg, mut cache) = requested(true);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let script = vec![
         read_lease(None, asked(1, Some("0/5000028"))),
         Expect::apply_status(STATUS),
@@ -122,12 +122,13 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
     // 3. Past it: the Lease goes to demo-1, the labels follow, the status records it, and only
     //    then is the request removed (a patch before would make the status write stale).
     let (pg, mut cache) = requested(true);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     let script = vec![
         read_lease(None, asked(1, Some("0/5000028"))),
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-1")),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
         clear_request(),
         Expect::event(NS),
@@ -145,17 +146,18 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
         seen[3].body["metadata"]["labels"]["tusk.dev/role"],
         "primary"
     );
-    let status = &seen[4].body["status"];
+    assert_eq!(seen[4].body["endpoints"][0]["targetRef"]["name"], "demo-1");
+    let status = &seen[5].body["status"];
     assert_eq!(status["currentPrimary"], "demo-1");
     assert_eq!(status["targetPrimary"], Value::Null);
     assert_eq!(status["lastFailover"]["reason"], "Switchover");
     assert_eq!(status["lastFailover"]["from"], "demo-0");
-    assert_eq!(seen[5].method, Method::PATCH);
+    assert_eq!(seen[6].method, Method::PATCH);
     assert_eq!(
-        seen[5].body["metadata"]["annotations"][REQUEST],
+        seen[6].body["metadata"]["annotations"][REQUEST],
         Value::Null
     );
-    assert_eq!(event_reason(&seen[6]), "SwitchedOver");
+    assert_eq!(event_reason(&seen[7]), "SwitchedOver");
 }
 
 #[tokio::test]
@@ -177,7 +179,7 @@ async fn a_switchover_to_a_replica_that_does_not_stream_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_target_that_never_catches_up_gives_the_lease_back_to_the_old_primary() {
     let (pg, mut cache) = requested(true);
-    cache.pods = three_pods(false);
+    cache.set_pods(&pg, three_pods(false));
     // The timeout runs on the operator's own clock, from when it first saw the switchover (the
     // start on the Lease, 40 s ago by another host's clock, does not count).
     let clock = Arc::new(LeaseClock::default());

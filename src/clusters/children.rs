@@ -29,8 +29,8 @@ pub struct AppliedChildren {
     pub writes: Vec<Written>,
 }
 
-/// Applies `desired` for `cluster`. `restore_pending` holds clients (the `-rw` Service) and the
-/// CronJob back while a restore has not finished.
+/// Applies `desired` for `cluster`. `restore_pending` holds the CronJob back while a restore
+/// has not finished (clients are held by `-rw`'s EndpointSlice: `ha::routing`).
 pub async fn apply_children(
     cluster: &Cluster<'_>,
     desired: Desired,
@@ -45,12 +45,7 @@ pub async fn apply_children(
     // Independent of each other, so sent together (the RoleBinding right after its Role): a
     // new cluster's eight take two round trips, not eight. The pods' account and its role exist
     // before the StatefulSet asks for them.
-    let rw = if restore_pending {
-        desired.rw.held
-    } else {
-        desired.rw.routed
-    };
-    let services = std::iter::once(rw)
+    let services = std::iter::once(desired.rw)
         .chain(desired.services)
         .map(|service| apply_packed(api(&client, ns), &caches.services, ns, service));
     let access = desired.access;

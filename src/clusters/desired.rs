@@ -21,8 +21,8 @@ pub struct Desired {
     /// The status token of the instance managers' ports: created only when absent.
     pub monitoring: Secret,
     pub config_map: ConfigMap,
-    /// The `-rw` Service in its two states (see [`ClientService`]).
-    pub rw: ClientService,
+    /// The `-rw` Service: no selector (its EndpointSlice is written by `ha::routing`).
+    pub rw: Service,
     /// The `-ro`, `-r` and headless Services.
     pub services: [Service; 3],
     /// The database pods' identity: what their instance managers may do with the API.
@@ -60,16 +60,6 @@ pub struct InstanceAccess {
     pub role_binding: RoleBinding,
 }
 
-/// The `-rw` Service in its two states; which one applies is known only once the restore (if
-/// any) has been observed.
-#[derive(Clone, Debug)]
-pub struct ClientService {
-    /// Selects the primary.
-    pub routed: Service,
-    /// While a restore has not finished: routes no client.
-    pub held: Service,
-}
-
 /// The backup CronJob in its two states; which one applies is known only once the applied
 /// StatefulSet shows whether the database serves.
 #[derive(Clone, Debug)]
@@ -100,10 +90,7 @@ pub fn desired(
         monitoring: resources::monitoring_secret(cluster, &resources::generate_password()),
         statefulset: resources::statefulset(cluster, &checksum, agent),
         config_map,
-        rw: ClientService {
-            routed: resources::rw_service(cluster, true),
-            held: resources::rw_service(cluster, false),
-        },
+        rw: resources::rw_service(cluster),
         services: [
             resources::ro_service(cluster),
             resources::any_service(cluster),
@@ -169,10 +156,7 @@ mod tests {
             .iter()
             .chain([&children.replication, &children.monitoring])
             .map(ResourceExt::name_any)
-            .chain([
-                children.config_map.name_any(),
-                children.rw.routed.name_any(),
-            ])
+            .chain([children.config_map.name_any(), children.rw.name_any()])
             .chain(children.services.iter().map(ResourceExt::name_any))
             .chain([
                 children.access.service_account.name_any(),

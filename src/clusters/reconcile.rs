@@ -101,6 +101,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // restore, the backups' records.
     let observed = restore::observe(pg, &cluster, ctx).await?;
     let held = observed.holds_clients();
+    route_rw(&cluster, &primary, !held, ctx).await?;
     let restore_recheck = observed.recheck();
     let mut children = children;
     if observed.holds_pods() {
@@ -236,9 +237,30 @@ async fn refuse_spec(
         true => Some(primary_step(pg, cluster, ctx).await?),
         false => None,
     };
+    if let Some(primary) = &primary {
+        // As the spec was when it was valid: clients wait while a restore has not finished.
+        let restoring = pg.spec.restore.is_some()
+            && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
+        route_rw(cluster, primary, !restoring, ctx).await?;
+    }
     let recheck = primary.as_ref().and_then(|p| p.recheck);
     report::invalid_spec(pg, cluster, message.to_owned(), primary, ctx).await?;
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// `-rw` follows the holder in the reconcile that found it (a failover's included), before any
+/// child is applied; `clients` false while a restore holds applications back.
+async fn route_rw(
+    cluster: &Cluster<'_>,
+    primary: &PrimaryState,
+    clients: bool,
+    ctx: &Context,
+) -> Result<()> {
+    let pods = ha::pods::cluster_pods(ctx, cluster);
+    let holder = primary.current.as_deref();
+    let force = primary.unrouted;
+    ha::routing::route(ctx, cluster, &pods, holder, clients, force).await?;
+    Ok(())
 }
 
 /// Waits (bounded) until every child cache has been filled by its first list.

@@ -24,6 +24,7 @@ pub mod pooler_tls;
 mod postgres_container;
 mod published_ca;
 pub mod restore_tls;
+pub mod rw_endpoints;
 mod secret_refs;
 mod secrets;
 mod services;
@@ -75,7 +76,10 @@ pub use secrets::{
     SSLMODE, STATUS_TOKEN_KEY, SUPERUSER_NAME, app_secret, generate_password, monitoring_secret,
     password_of, replication_secret, superuser_secret, with_ca,
 };
-pub use services::{CLIENTS_HELD_LABEL, any_service, headless_service, ro_service, rw_service};
+pub use services::{
+    RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, any_service, headless_service, moved_rw_service,
+    ro_service, rw_service,
+};
 pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};
 pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{Cluster, Component, POSTGRES_PORT, ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA};
+use super::{Cluster, Component, POSTGRES_PORT, ROLE_LABEL, ROLE_REPLICA};
 
 fn postgres_port() -> ServicePort {
     ServicePort {
@@ -18,9 +18,10 @@ fn postgres_port() -> ServicePort {
     }
 }
 
-/// A selector label no pod carries: the `-rw` Service selects nothing while it is set.
-pub const CLIENTS_HELD_LABEL: &str = "tusk.dev/clients";
-const CLIENTS_HELD_VALUE: &str = "held-until-restored";
+/// On `-rw`: its endpoints are the operator's EndpointSlice (`rw_endpoints`), not a selector's.
+/// A Service of an earlier Tusk lacks it: the routing step then moves it over (`ha::routing`).
+pub const RW_ROUTING_ANNOTATION: &str = "tusk.dev/endpoints";
+pub const RW_ROUTING_BY_OPERATOR: &str = "operator";
 
 /// The database pods of `cluster` that carry role label `role`.
 fn role_selector(cluster: &Cluster, role: &str) -> BTreeMap<String, String> {
@@ -29,41 +30,56 @@ fn role_selector(cluster: &Cluster, role: &str) -> BTreeMap<String, String> {
     selector
 }
 
-/// Service `<name>-rw`: routes to the pod labelled primary, which the operator labels only
-/// after handing it the primary Lease (and unlabels first when it takes the Lease away).
-/// Until a restore has finished (`clients` false) it selects no pod, so no application can
-/// write first; the restore Job reaches the primary by its own DNS name instead.
-pub fn rw_service(cluster: &Cluster, clients: bool) -> Service {
-    let mut selector = role_selector(cluster, ROLE_PRIMARY);
-    if !clients {
-        selector.insert(CLIENTS_HELD_LABEL.to_owned(), CLIENTS_HELD_VALUE.to_owned());
-    }
-    service(cluster, cluster.rw_service_name(), selector, false)
+/// Service `<name>-rw`, without a selector: the operator writes its EndpointSlice at each
+/// handover (`rw_endpoints`), so clients follow the Lease in one write instead of waiting for
+/// kube-controller-manager to notice a label (~15 s behind during a burst of new clusters).
+pub fn rw_service(cluster: &Cluster) -> Service {
+    let mut service = moved_rw_service(cluster);
+    service
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            RW_ROUTING_ANNOTATION.to_owned(),
+            RW_ROUTING_BY_OPERATOR.to_owned(),
+        );
+    service
+}
+
+/// [`rw_service`] without its annotation: what the move from a selector applies first, so
+/// that the annotation says the move (the old slices' removal) is done.
+pub fn moved_rw_service(cluster: &Cluster) -> Service {
+    service(cluster, cluster.rw_service_name(), None, false)
 }
 
 /// Service `<name>-ro`: the replicas, for read-only traffic that tolerates replication lag.
 pub fn ro_service(cluster: &Cluster) -> Service {
     let selector = role_selector(cluster, ROLE_REPLICA);
-    service(cluster, cluster.ro_service_name(), selector, false)
+    service(cluster, cluster.ro_service_name(), Some(selector), false)
 }
 
 /// Service `<name>-r`: every ready instance, primary or replica.
 pub fn any_service(cluster: &Cluster) -> Service {
     let selector = cluster.selector_labels(Component::Database);
-    service(cluster, cluster.any_service_name(), selector, false)
+    service(cluster, cluster.any_service_name(), Some(selector), false)
 }
 
 /// Headless Service `<name>-hl`: the StatefulSet's `serviceName`; lists pods before they are
 /// ready so that instances can find each other while starting.
 pub fn headless_service(cluster: &Cluster) -> Service {
     let selector = cluster.selector_labels(Component::Database);
-    service(cluster, cluster.headless_service_name(), selector, true)
+    service(
+        cluster,
+        cluster.headless_service_name(),
+        Some(selector),
+        true,
+    )
 }
 
 fn service(
     cluster: &Cluster,
     name: String,
-    selector: BTreeMap<String, String>,
+    selector: Option<BTreeMap<String, String>>,
     headless: bool,
 ) -> Service {
     Service {
@@ -72,7 +88,7 @@ fn service(
             type_: Some("ClusterIP".to_owned()),
             cluster_ip: headless.then(|| "None".to_owned()),
             publish_not_ready_addresses: headless.then_some(true),
-            selector: Some(selector),
+            selector,
             ports: Some(vec![postgres_port()]),
             ..ServiceSpec::default()
         }),
@@ -86,34 +102,25 @@ mod tests {
     use crate::resources::fixtures::*;
 
     #[test]
-    fn rw_service_selects_only_the_primary_pod() {
-        let pg = postgresql(MINIMAL);
-        let svc = rw_service(&Cluster::new(&pg).unwrap(), true);
-        assert_eq!(svc.metadata.name.as_deref(), Some("demo-rw"));
-        let spec = svc.spec.unwrap();
-        assert_eq!(spec.cluster_ip, None);
-        let selector = spec.selector.unwrap();
-        assert_eq!(selector["tusk.dev/role"], "primary");
-        assert_eq!(selector["tusk.dev/cluster"], "demo");
-        assert_eq!(selector["app.kubernetes.io/component"], "database");
-        assert_eq!(spec.ports.unwrap()[0].port, 5432);
-    }
-
-    #[test]
-    fn rw_service_routes_no_client_until_restored() {
+    fn rw_service_has_no_selector_and_says_who_routes_it() {
         let pg = postgresql(MINIMAL);
         let cluster = Cluster::new(&pg).unwrap();
-        let held = rw_service(&cluster, false).spec.unwrap().selector.unwrap();
-        assert_eq!(held[CLIENTS_HELD_LABEL], "held-until-restored");
-        let open = rw_service(&cluster, true).spec.unwrap().selector.unwrap();
-        assert!(!open.contains_key(CLIENTS_HELD_LABEL));
-        // No pod carries the label: the StatefulSet's pod template does not.
-        let agent = crate::resources::AgentSettings {
-            image: "agent".into(),
-        };
-        let sts = crate::resources::statefulset(&cluster, "checksum", &agent);
-        let labels = sts.spec.template.metadata.unwrap().labels.unwrap();
-        assert!(!labels.contains_key(CLIENTS_HELD_LABEL));
+        let svc = rw_service(&cluster);
+        assert_eq!(svc.metadata.name.as_deref(), Some("demo-rw"));
+        let annotations = svc.metadata.annotations.unwrap();
+        assert_eq!(annotations[RW_ROUTING_ANNOTATION], RW_ROUTING_BY_OPERATOR);
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.cluster_ip, None);
+        assert_eq!(
+            spec.selector, None,
+            "kube-controller-manager must not route it"
+        );
+        let port = &spec.ports.unwrap()[0];
+        // The EndpointSlice's port carries the same name: that is how kube-proxy pairs them.
+        assert_eq!((port.name.as_deref(), port.port), (Some("postgres"), 5432));
+        let moved = moved_rw_service(&cluster);
+        assert_eq!(moved.metadata.annotations, None);
+        assert_eq!(moved.spec.unwrap().selector, None);
         assert_eq!(cluster.primary_host(), "demo-0.demo-hl.prod.svc");
     }
 

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -31,7 +32,7 @@ use super::watch::{ChildWatches, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::ca_rotation::Lifetimes;
-use crate::resources::{AgentSettings, STATUS_PORT};
+use crate::resources::{AgentSettings, STATUS_PORT, rw_endpoints};
 
 /// The children a cluster owns. This is the one list: each entry is a field of [`Caches`], a
 /// watch started by [`watch_owned`] that triggers the owning cluster, and a cache
@@ -42,7 +43,9 @@ use crate::resources::{AgentSettings, STATUS_PORT};
 macro_rules! owned_children {
     (
         cached { $($(#[$doc:meta])* $field:ident: $kind:ty => $compact:expr,)* }
-        summarized { $($(#[$pdoc:meta])* $pfield:ident: $pkind:ty => $summary:ty,)* }
+        summarized {
+            $($(#[$pdoc:meta])* $pfield:ident: $pkind:ty => $summary:ty $(, only $narrow:expr)?;)*
+        }
     ) => {
         /// The watch caches: the clusters, their children and the Backups, fed by the same
         /// watches that trigger reconciles.
@@ -88,7 +91,9 @@ macro_rules! owned_children {
                 drivers.push(driver);
             )*
             $(
-                let ($pfield, driver) = watches.summarized::<$pkind, $summary>(owning_cluster);
+                let narrow: Option<&str> = None $(.or(Some($narrow)))?;
+                let ($pfield, driver) =
+                    watches.summarized::<$pkind, $summary>(owning_cluster, narrow);
                 drivers.push(driver);
             )*
             OwnedWatches { $($field,)* $($pfield,)* drivers }
@@ -123,19 +128,22 @@ owned_children! {
     }
     summarized {
         /// Read for readiness and the rollout too: packed, with generation and status beside.
-        statefulsets: StatefulSet => StatefulSetSummary,
+        statefulsets: StatefulSet => StatefulSetSummary;
         /// Credentials and certificates: owner and recorded annotations, never a value.
-        secrets: Secret => SecretFacts,
-        config_maps: ConfigMap => Packed,
-        services: Service => Packed,
+        secrets: Secret => SecretFacts;
+        config_maps: ConfigMap => Packed;
+        services: Service => Packed;
         /// The database pods' identity: account, Role, binding.
-        service_accounts: ServiceAccount => Packed,
-        roles: Role => Packed,
-        role_bindings: RoleBinding => Packed,
-        disruption_budgets: PodDisruptionBudget => Packed,
-        network_policies: NetworkPolicy => Packed,
+        service_accounts: ServiceAccount => Packed;
+        roles: Role => Packed;
+        role_bindings: RoleBinding => Packed;
+        disruption_budgets: PodDisruptionBudget => Packed;
+        network_policies: NetworkPolicy => Packed;
         /// With `spec.pooler`: the PgBouncer Deployment.
-        deployments: Deployment => Packed,
+        deployments: Deployment => Packed;
+        /// `-rw`'s EndpointSlice (not kube-controller-manager's slices of the other Services).
+        endpoint_slices: EndpointSlice => Packed,
+            only rw_endpoints::OPERATOR_SLICES;
     }
 }
 

@@ -132,10 +132,12 @@ impl ChildWatches<'_> {
 
     /// A watch of the children of kind `K` kept as summaries `V`: it keeps a [`SummaryStore`]
     /// current (nothing deserialized is kept) and queues the cluster of every touched object,
-    /// as [`Self::cached`] does.
+    /// as [`Self::cached`] does. `narrow` adds to the label selector (a kind of which other
+    /// controllers also label objects as the cluster's).
     pub fn summarized<K, V>(
         &self,
         trigger: fn(&K) -> Option<Trigger>,
+        narrow: Option<&str>,
     ) -> (SummaryStore<K, V>, BoxFuture<'static, ()>)
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -148,7 +150,15 @@ impl ChildWatches<'_> {
     {
         let (reader, mut writer) = summary_store();
         let triggers = self.triggers.clone();
-        let driver = watcher(self.scope.api(self.client), self.config.clone())
+        let mut config = self.config.clone();
+        if let Some(narrow) = narrow {
+            let selector = match config.label_selector.take() {
+                Some(common) => format!("{common},{narrow}"),
+                None => narrow.to_owned(),
+            };
+            config = config.labels(&selector);
+        }
+        let driver = watcher(self.scope.api(self.client), config)
             .default_backoff()
             .for_each(move |event| {
                 if let Ok(event) = event {

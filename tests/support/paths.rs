@@ -16,3 +16,5 @@ pub const ROLE_BINDINGS: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/p
 pub const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/prod/leases";
 pub const PODS: &str = "/api/v1/namespaces/prod/pods";
 pub const NETWORK_POLICIES: &str = "/apis/networking.k8s.io/v1/namespaces/prod/networkpolicies";
+/// `-rw`'s EndpointSlice, which the operator writes (the Service has no selector).
+pub const RW_SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices/demo-rw";

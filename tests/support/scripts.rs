@@ -1,6 +1,6 @@
 //! Request sequences more than one scenario expects.
 
-use super::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS, STATUS};
+use super::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS, RW_SLICE, STATUS};
 use super::verifier::Expect;
 use super::world::NS;
 
@@ -28,12 +28,11 @@ pub fn nightly_job_started() -> Vec<Expect> {
     ]
 }
 
-/// A restore that finished: clients routed first (the `-rw` Service, its Event), then the
-/// status, then the `Restored` and `Ready` Events.
+/// A restore that finished: clients routed first (`-rw`'s EndpointSlice names the primary),
+/// then the status, then the `Restored` and `Ready` Events.
 pub fn restore_finished() -> Vec<Expect> {
     vec![
-        Expect::apply(format!("/api/v1/namespaces/{NS}/services/demo-rw")),
-        Expect::event(NS),
+        Expect::apply(RW_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),

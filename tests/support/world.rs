@@ -5,6 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -15,9 +16,11 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
 use tusk::clusters::archiving::Archiving;
 use tusk::clusters::ha::PrimaryState;
+use tusk::clusters::ha::pods::is_ready;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
+use tusk::resources::rw_endpoints::{Primary, rw_endpoints};
 use tusk::resources::verifiers::Slot;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::packed::PackedStore;
@@ -82,6 +85,7 @@ pub struct Cache {
     pub disruption_budgets: Vec<PodDisruptionBudget>,
     pub network_policies: Vec<NetworkPolicy>,
     pub deployments: Vec<Deployment>,
+    pub endpoint_slices: Vec<EndpointSlice>,
     pub pods: Vec<Pod>,
     pub jobs: Vec<Job>,
     pub backups: Vec<Backup>,
@@ -145,7 +149,7 @@ impl Cache {
             ],
             config_maps: vec![config_map, resources::published_ca(&cluster, &server_ca)],
             services: vec![
-                resources::rw_service(&cluster, !restore_pending),
+                resources::rw_service(&cluster),
                 resources::ro_service(&cluster),
                 resources::any_service(&cluster),
                 resources::headless_service(&cluster),
@@ -160,6 +164,8 @@ impl Cache {
                 .into_iter()
                 .collect(),
             deployments: Vec::new(),
+            // No pods: `-rw` routes nowhere (and nowhere while a restore holds clients).
+            endpoint_slices: vec![rw_endpoints(&cluster, None, !restore_pending)],
             pods: Vec::new(),
             jobs: Vec::new(),
             backups: Vec::new(),
@@ -168,6 +174,28 @@ impl Cache {
 }
 
 impl Cache {
+    /// The database pods `pods`, with `-rw`'s EndpointSlice naming the one labelled primary (as
+    /// the reconcile that labelled it left it).
+    pub fn set_pods(&mut self, pg: &PostgreSQL, pods: Vec<Pod>) {
+        let cluster = Cluster::new(pg).expect("complete cluster");
+        let primary = pods.iter().find(|pod| {
+            pod.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("tusk.dev/role"))
+                == Some(&"primary".to_owned())
+        });
+        let routed = primary.and_then(|pod| {
+            Some(Primary {
+                pod: pod.metadata.name.as_deref()?,
+                ip: pod.status.as_ref()?.pod_ip.as_deref()?,
+                ready: is_ready(pod),
+            })
+        });
+        self.endpoint_slices = vec![rw_endpoints(&cluster, routed, true)];
+        self.pods = pods;
+    }
+
     /// ConfigMap `<name>-ca.crt` as the operator publishes `bundle`, in place of the cached one.
     pub fn publish_ca(&mut self, cluster: &Cluster, bundle: &str) {
         let name = cluster.published_ca_name();
@@ -296,6 +324,7 @@ pub fn plain_context(
         disruption_budgets: PackedStore::of(cache.disruption_budgets),
         network_policies: PackedStore::of(cache.network_policies),
         deployments: PackedStore::of(cache.deployments),
+        endpoint_slices: PackedStore::of(cache.endpoint_slices),
         pods: store_of(cache.pods).0,
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,

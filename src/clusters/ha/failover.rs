@@ -15,6 +15,7 @@ use kube::api::Api;
 use super::election::{Decision, InstanceStatus, candidate, decide, quorum, reports_needed};
 use super::lease;
 use super::pods::{known_instance_address, serves, set_role};
+use super::routing;
 use super::state::PrimaryState;
 use crate::crd::Failover;
 use crate::error::Result;
@@ -85,11 +86,16 @@ pub async fn watch_lost_primary(
                 }
             };
             let target = target.pod.clone();
-            // Out of `-rw` first: no client is routed to the old primary from here on.
+            // Out of `-rw` first: no client is routed to the old primary from here on (its
+            // label keeps it out of `-ro` too).
+            let unrouted = routing::route(ctx, cluster, pods, None, false, false);
             if let Some(old) = pods.iter().find(|p| p.name_any() == from) {
-                set_role(ctx, cluster, old, ROLE_REPLICA).await?;
+                futures::try_join!(unrouted, set_role(ctx, cluster, old, ROLE_REPLICA))?;
                 state.relabelled.push((from.clone(), ROLE_REPLICA));
+            } else {
+                unrouted.await?;
             }
+            state.unrouted = true;
             let record = Failover {
                 from,
                 to: target.clone(),

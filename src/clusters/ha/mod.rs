@@ -1,8 +1,8 @@
 //! High availability: who is primary, and keeping it so. The primary Lease decides (its holder
 //! is the only instance that may accept writes); the operator creates it once, hands it over
 //! when its holder is lost (`failover`) or asked to move (`switchover`), restarts pods replicas
-//! first (`rollout`), and labels every pod with its role, which routes the `-rw` and `-ro`
-//! Services. docs/src/design/replication.md is the contract with the instance managers.
+//! first (`rollout`), labels every pod with its role, which routes the `-ro` Service, and
+//! writes `-rw`'s EndpointSlice (`routing`). docs/src/design/replication.md is the contract with the instance managers.
 //!
 //! The decisions are pure and unit-tested on plain values (`election`, `switchover_plan`,
 //! `rollout_plan`); the other files are their I/O. This room imports nothing else from
@@ -15,6 +15,7 @@ pub mod lease;
 pub mod pods;
 mod rollout;
 pub mod rollout_plan;
+pub mod routing;
 pub mod state;
 pub mod switchover;
 pub mod switchover_plan;

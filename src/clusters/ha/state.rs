@@ -34,6 +34,10 @@ pub struct PrimaryState {
     pub system_identifier: Option<String>,
     /// The holder renewed without serving for too long and was asked to release: why.
     pub release_requested: Option<String>,
+    /// `-rw` was emptied by this reconcile before a handover: the cache does not show it yet,
+    /// so routing it again is sent whatever the cache says (a handover that lost its conflict
+    /// gives the holder back its clients at once).
+    pub unrouted: bool,
     /// Pods whose role label this reconcile already set, and to what (the cache does not show
     /// it yet).
     pub(super) relabelled: Vec<(String, &'static str)>,

@@ -48,6 +48,15 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["list", "watch", "create", "patch"]
+# -rw's EndpointSlice is the operator's (its Service has no selector): written at each
+# handover. Once per cluster of an earlier Tusk, what kube-controller-manager kept for -rw's
+# selector is deleted: its Endpoints and its slices (deletecollection, by their labels).
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list", "watch", "create", "patch", "deletecollection"]
+- apiGroups: [""]
+  resources: ["endpoints"]
+  verbs: ["delete"]
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["list", "watch", "create", "patch"]

@@ -1,0 +1,98 @@
+//! `-rw`'s routing: the operator writes its EndpointSlice from the Lease's holder
+//! (`resources::rw_endpoints`), so clients follow a handover in one write of the reconcile that
+//! made it. A selector left to kube-controller-manager followed the role label ~15 s late while
+//! that controller served a burst of new Services (docs/src/performance/failover.md).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+
+use super::pods::is_ready;
+use crate::error::{Error, Result};
+use crate::resources::rw_endpoints::{
+    MANAGED_BY, MANAGED_BY_LABEL, Primary, SERVICE_NAME_LABEL, rw_endpoints,
+};
+use crate::resources::{
+    Cluster, RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, moved_rw_service, rw_service,
+};
+use crate::runtime::Context;
+use crate::runtime::apply::{Change, apply_json, delete};
+
+/// Routes `-rw` to `holder`'s pod (its IP, ready as the pod is), or to nothing (no holder, no
+/// IP yet, or `clients` false while a restore holds applications back). Sent only when the
+/// cached slice differs, or always with `force` (this reconcile wrote it already, so the cache
+/// is behind); returns whether it was sent.
+pub async fn route(
+    ctx: &Context,
+    cluster: &Cluster<'_>,
+    pods: &[Arc<Pod>],
+    holder: Option<&str>,
+    clients: bool,
+    force: bool,
+) -> Result<bool> {
+    let pod = holder.and_then(|holder| pods.iter().find(|pod| pod.name_any() == holder));
+    let primary = pod.and_then(|pod| {
+        Some(Primary {
+            pod: pod.metadata.name.as_deref()?,
+            ip: pod.status.as_ref()?.pod_ip.as_deref()?,
+            ready: is_ready(pod),
+        })
+    });
+    let slice = rw_endpoints(cluster, primary, clients);
+    let ns = cluster.namespace;
+    let cached = match force {
+        true => None,
+        false => ctx
+            .caches
+            .endpoint_slices
+            .get(ns, &cluster.rw_service_name()),
+    };
+    let api: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
+    let change = apply_json(&api, cached, &slice).await?;
+    move_from_selector(ctx, cluster).await?;
+    Ok(change != Change::Unchanged)
+}
+
+/// A `-rw` Service of an earlier Tusk selects the primary by label: it loses its selector
+/// (after the slice above exists), then what kube-controller-manager kept for it goes — its
+/// Endpoints, which the mirroring controller would otherwise copy into a slice naming a primary
+/// of the past, and its slices — and only then does the Service get its annotation, so an
+/// interrupted move is taken up again on the next reconcile. A new cluster's Service is created
+/// without a selector: nothing to move.
+async fn move_from_selector(ctx: &Context, cluster: &Cluster<'_>) -> Result<()> {
+    let (ns, name) = (cluster.namespace, cluster.rw_service_name());
+    let Some(cached) = ctx.caches.services.get(ns, &name) else {
+        return Ok(());
+    };
+    let annotation = &cached["metadata"]["annotations"][RW_ROUTING_ANNOTATION];
+    if annotation.as_str() == Some(RW_ROUTING_BY_OPERATOR) {
+        return Ok(());
+    }
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
+    apply_json(&services, Some(cached), &moved_rw_service(cluster)).await?;
+    delete(&Api::<Endpoints>::namespaced(ctx.client.clone(), ns), &name).await?;
+    let foreign = ListParams::default().labels(&format!(
+        "{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}!={MANAGED_BY}"
+    ));
+    let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
+    if let Err(source) = slices
+        .delete_collection(&DeleteParams::background(), &foreign)
+        .await
+    {
+        return Err(Error::Delete {
+            kind: "EndpointSlice".to_owned(),
+            name: format!("{name}'s (kube-controller-manager's)"),
+            source,
+        });
+    }
+    // Sent whole: the cached copy (with its selector) is not what the server holds now.
+    apply_json(&services, None, &rw_service(cluster)).await?;
+    tracing::info!(
+        cluster = cluster.name,
+        "-rw is now routed by the operator's EndpointSlice"
+    );
+    Ok(())
+}

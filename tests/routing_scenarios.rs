@@ -1,0 +1,97 @@
+//! Mock-API scenarios pinning `-rw`'s routing: the operator's EndpointSlice follows the primary
+//! pod, and a `-rw` Service of an earlier Tusk (routed by a selector) moves over once, without
+//! leaving kube-controller-manager's objects naming a primary of the past.
+
+mod support;
+
+use serde_json::json;
+use support::paths::{RW_SLICE, SERVICES, STATUS};
+use support::replicas::pod;
+use support::run::scenario;
+use support::verifier::Expect;
+use support::world::*;
+use tusk::clusters::status::BackupSchedule;
+
+const SINGLE: &str = "storage: {size: 1Gi}";
+
+#[tokio::test]
+async fn a_primary_pod_with_a_new_ip_is_routed_at_its_new_address() {
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
+    // Recreated by the StatefulSet controller: same name, another IP.
+    cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.99")];
+    let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let slice = &seen[0].body;
+    assert_eq!(slice["endpoints"][0]["addresses"], json!(["10.0.0.99"]));
+    assert_eq!(slice["endpoints"][0]["conditions"]["ready"], true);
+    assert_eq!(
+        slice["ports"][0]["name"], "postgres",
+        "as the Service's port is named"
+    );
+    assert_eq!(
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "tusk.dev/operator",
+        "kube-controller-manager leaves it alone"
+    );
+}
+
+#[tokio::test]
+async fn an_unready_primary_is_listed_not_ready() {
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
+    cache.pods = vec![pod("demo-0", "primary", false, "10.0.0.10")];
+    let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
+    let (_, seen) = scenario(pg, cache, script).await;
+    let conditions = &seen[0].body["endpoints"][0]["conditions"];
+    assert_eq!(conditions["ready"], false);
+}
+
+#[tokio::test]
+async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
+    // As an earlier Tusk applied it: a selector on the primary's label, no annotation.
+    let old = cache
+        .services
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo-rw"))
+        .expect("the -rw Service");
+    old.metadata.annotations = None;
+    if let Some(spec) = old.spec.as_mut() {
+        let selector = [("tusk.dev/cluster", "demo"), ("tusk.dev/role", "primary")];
+        spec.selector = Some(
+            selector
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        );
+    }
+    let rw = format!("{SERVICES}/demo-rw");
+    let script = vec![
+        // The selector goes (the operator's slice already routes to the primary)...
+        Expect::apply(rw.clone()),
+        // ...then what kube-controller-manager kept for it: the Endpoints, and its slices.
+        Expect::delete("/api/v1/namespaces/prod/endpoints/demo-rw"),
+        Expect::delete("/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
+        // Only then the annotation that says the move is done.
+        Expect::apply(rw.clone()),
+        // The children's apply, against a cache that still shows the old Service.
+        Expect::apply(rw),
+        Expect::event(NS),
+        Expect::apply_status(STATUS),
+    ];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[0].body["spec"]["selector"], json!(null));
+    assert_eq!(seen[0].body["metadata"]["annotations"], json!(null));
+    let foreign = &seen[2].query;
+    assert!(
+        foreign.contains("kubernetes.io%2Fservice-name%3Ddemo-rw")
+            && foreign
+                .contains("endpointslice.kubernetes.io%2Fmanaged-by%21%3Dtusk.dev%2Foperator"),
+        "only -rw's slices that are not the operator's: {foreign}"
+    );
+    assert_eq!(
+        seen[3].body["metadata"]["annotations"]["tusk.dev/endpoints"],
+        "operator"
+    );
+}
