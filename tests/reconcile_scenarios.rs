@@ -8,8 +8,8 @@ use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::paths::{
-    CLUSTER, CONFIG_MAPS, CRONJOBS, LEASES, ROLE_BINDINGS, ROLES, RW_SLICE, SECRETS,
-    SERVICE_ACCOUNTS, SERVICES, STATEFULSETS, STATUS,
+    CLUSTER, CONFIG_MAPS, CRONJOBS, LEASES, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS,
+    SERVICES, STATEFULSETS, STATUS,
 };
 use support::read::{applied, condition, event_reason};
 use support::run::{scenario, scenario_result};
@@ -29,8 +29,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
             // The cleanup finalizer before any other child, so a deletion can never skip
             // backup.onDelete.
             Expect::patch_cluster(CLUSTER),
-            // `-rw`'s EndpointSlice, routing nowhere until ordinal 0 has an IP.
-            Expect::apply(RW_SLICE),
+            // No `-rw` EndpointSlice yet: it is written once the primary's pod serves.
             // The cluster's CA, then the server certificate it signs: created, not read first
             // (a create never overwrites; nothing is cached, so nothing is known to exist).
             Expect::create(SECRETS),
@@ -78,12 +77,6 @@ async fn create_from_empty_makes_exactly_these_calls() {
             {"op": "add", "path": "/metadata/finalizers", "value": ["tusk.dev/cleanup"]},
         ])
     );
-    // `-rw`'s EndpointSlice: its Service has no selector; no pod to route to yet.
-    assert_eq!(seen[2].body["endpoints"], json!([]));
-    assert_eq!(
-        seen[2].body["metadata"]["labels"]["kubernetes.io/service-name"],
-        "demo-rw"
-    );
     let seen = seen[2..].to_vec();
     for apply in seen.iter().filter(|s| s.method == Method::PATCH) {
         assert!(
@@ -115,7 +108,7 @@ async fn create_from_empty_makes_exactly_these_calls() {
     );
     // The credentials carry the CA the server certificate was signed with.
     let (ca, server) = (created("demo-ca"), created("demo-server-tls"));
-    assert_eq!(seen[1].body["metadata"]["name"], "demo-ca", "the CA first");
+    assert_eq!(seen[0].body["metadata"]["name"], "demo-ca", "the CA first");
     assert_eq!(secret["data"]["ca.crt"], ca["data"]["ca.crt"]);
     assert_eq!(
         secret["metadata"]["annotations"]["tusk.dev/ca-sha256"],

@@ -36,14 +36,24 @@ async fn a_primary_pod_with_a_new_ip_is_routed_at_its_new_address() {
 }
 
 #[tokio::test]
-async fn an_unready_primary_is_listed_not_ready() {
+async fn an_unready_primary_is_taken_out_and_a_new_cluster_gets_its_slice_once_it_serves() {
     let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
     cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     cache.pods = vec![pod("demo-0", "primary", false, "10.0.0.10")];
     let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
     let (_, seen) = scenario(pg, cache, script).await;
-    let conditions = &seen[0].body["endpoints"][0]["conditions"];
-    assert_eq!(conditions["ready"], false);
+    assert_eq!(
+        seen[0].body["endpoints"],
+        json!([]),
+        "kube-proxy routes to neither"
+    );
+
+    // A new cluster whose pod has an IP but does not serve yet: no slice is created empty.
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.endpoint_slices.clear();
+    cache.pods = vec![pod("demo-0", "primary", false, "10.0.0.10")];
+    let script = vec![Expect::apply_status(STATUS)];
+    scenario(pg, cache, script).await;
 }
 
 #[tokio::test]

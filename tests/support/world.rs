@@ -185,11 +185,11 @@ impl Cache {
                 .and_then(|l| l.get("tusk.dev/role"))
                 == Some(&"primary".to_owned())
         });
-        let routed = primary.and_then(|pod| {
+        let routed = primary.filter(|pod| is_ready(pod)).and_then(|pod| {
             Some(Primary {
                 pod: pod.metadata.name.as_deref()?,
                 ip: pod.status.as_ref()?.pod_ip.as_deref()?,
-                ready: is_ready(pod),
+                ready: true,
             })
         });
         self.endpoint_slices = vec![rw_endpoints(&cluster, routed, true)];

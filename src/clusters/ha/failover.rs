@@ -87,15 +87,18 @@ pub async fn watch_lost_primary(
             };
             let target = target.pod.clone();
             // Out of `-rw` first: no client is routed to the old primary from here on (its
-            // label keeps it out of `-ro` too).
-            let unrouted = routing::route(ctx, cluster, pods, None, false, false);
-            if let Some(old) = pods.iter().find(|p| p.name_any() == from) {
-                futures::try_join!(unrouted, set_role(ctx, cluster, old, ROLE_REPLICA))?;
-                state.relabelled.push((from.clone(), ROLE_REPLICA));
-            } else {
-                unrouted.await?;
-            }
-            state.unrouted = true;
+            // label keeps it out of `-ro` too). Usually a no-op: the reconcile that saw it
+            // unready already emptied the slice.
+            let unrouting = routing::route(ctx, cluster, pods, None, false, false);
+            state.unrouted = match pods.iter().find(|p| p.name_any() == from) {
+                Some(old) => {
+                    let relabel = set_role(ctx, cluster, old, ROLE_REPLICA);
+                    let (unrouted, ()) = futures::try_join!(unrouting, relabel)?;
+                    state.relabelled.push((from.clone(), ROLE_REPLICA));
+                    unrouted
+                }
+                None => unrouting.await?,
+            };
             let record = Failover {
                 from,
                 to: target.clone(),

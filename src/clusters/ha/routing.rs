@@ -21,8 +21,10 @@ use crate::resources::{
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, apply_json, delete};
 
-/// Routes `-rw` to `holder`'s pod (its IP, ready as the pod is), or to nothing (no holder, no
-/// IP yet, or `clients` false while a restore holds applications back). Sent only when the
+/// Routes `-rw` to `holder`'s pod while it is Ready, or to nothing (no holder, not Ready, or
+/// `clients` false while a restore holds applications back). A pod not Ready is left out rather
+/// than listed not ready: kube-proxy routes to neither, and a new cluster's slice is then
+/// written once, when its primary first serves (no slice is created empty). Sent only when the
 /// cached slice differs, or always with `force` (this reconcile wrote it already, so the cache
 /// is behind); returns whether it was sent.
 pub async fn route(
@@ -38,8 +40,9 @@ pub async fn route(
         Some(Primary {
             pod: pod.metadata.name.as_deref()?,
             ip: pod.status.as_ref()?.pod_ip.as_deref()?,
-            ready: is_ready(pod),
+            ready: true,
         })
+        .filter(|_| is_ready(pod))
     });
     let slice = rw_endpoints(cluster, primary, clients);
     let ns = cluster.namespace;
@@ -50,8 +53,15 @@ pub async fn route(
             .endpoint_slices
             .get(ns, &cluster.rw_service_name()),
     };
-    let api: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
-    let change = apply_json(&api, cached, &slice).await?;
+    let nowhere = slice.endpoints.as_ref().is_none_or(Vec::is_empty);
+    let change = match (&cached, nowhere, force) {
+        // No slice routes nowhere already: nothing to create yet.
+        (None, true, false) => Change::Unchanged,
+        _ => {
+            let api: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
+            apply_json(&api, cached, &slice).await?
+        }
+    };
     move_from_selector(ctx, cluster).await?;
     Ok(change != Change::Unchanged)
 }
