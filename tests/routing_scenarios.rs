@@ -105,3 +105,18 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
         "operator"
     );
 }
+
+#[tokio::test]
+async fn an_ipv6_slice_emptied_keeps_its_address_type() {
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "fd00::10")]);
+    assert_eq!(cache.endpoint_slices[0].address_type, "IPv6");
+    cache.pods = vec![pod("demo-0", "primary", false, "fd00::10")];
+    let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[0].body["endpoints"], json!([]));
+    assert_eq!(
+        seen[0].body["addressType"], "IPv6",
+        "immutable: the API server refuses a change"
+    );
+}

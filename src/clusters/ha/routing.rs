@@ -44,16 +44,20 @@ pub async fn route(
         })
         .filter(|_| is_ready(pod))
     });
-    let slice = rw_endpoints(cluster, primary, clients);
+    let mut slice = rw_endpoints(cluster, primary, clients);
     let ns = cluster.namespace;
-    let cached = match force {
-        true => None,
-        false => ctx
-            .caches
-            .endpoint_slices
-            .get(ns, &cluster.rw_service_name()),
-    };
+    let known = ctx
+        .caches
+        .endpoint_slices
+        .get(ns, &cluster.rw_service_name());
     let nowhere = slice.endpoints.as_ref().is_none_or(Vec::is_empty);
+    if let Some(family) = known.as_ref().and_then(|k| k["addressType"].as_str())
+        && nowhere
+    {
+        // `addressType` cannot change: an emptied slice keeps the family it was written with.
+        family.clone_into(&mut slice.address_type);
+    }
+    let cached = known.filter(|_| !force);
     let change = match (&cached, nowhere, force) {
         // No slice routes nowhere already: nothing to create yet.
         (None, true, false) => Change::Unchanged,
