@@ -30,7 +30,7 @@ async fn a_primary_pod_with_a_new_ip_is_routed_at_its_new_address() {
         "as the Service's port is named"
     );
     assert_eq!(
-        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "tusk.dev/operator",
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "operator.tusk.dev",
         "kube-controller-manager leaves it alone"
     );
 }
@@ -96,8 +96,7 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
     let foreign = &seen[2].query;
     assert!(
         foreign.contains("kubernetes.io%2Fservice-name%3Ddemo-rw")
-            && foreign
-                .contains("endpointslice.kubernetes.io%2Fmanaged-by%21%3Dtusk.dev%2Foperator"),
+            && foreign.contains("endpointslice.kubernetes.io%2Fmanaged-by%21%3Doperator.tusk.dev"),
         "only -rw's slices that are not the operator's: {foreign}"
     );
     assert_eq!(

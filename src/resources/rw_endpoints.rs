@@ -12,10 +12,10 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use super::{Cluster, Component, POSTGRES_PORT};
 
 /// `endpointslice.kubernetes.io/managed-by`: tells kube-controller-manager the slice is not its.
-pub const MANAGED_BY: &str = "tusk.dev/operator";
+pub const MANAGED_BY: &str = "operator.tusk.dev";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 /// The label selector of the slices Tusk writes (what the operator's watch of them narrows to).
-pub const OPERATOR_SLICES: &str = "endpointslice.kubernetes.io/managed-by=tusk.dev/operator";
+pub const OPERATOR_SLICES: &str = "endpointslice.kubernetes.io/managed-by=operator.tusk.dev";
 /// The label that ties a slice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -107,6 +107,31 @@ mod tests {
             (port.name.as_deref(), port.port),
             (Some("postgres"), Some(5432))
         );
+    }
+
+    /// What the API server checks of a label value (a `/` in one made every list of the
+    /// operator's slices a 400, so its caches never filled).
+    fn is_label_value(value: &str) -> bool {
+        let edge = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
+        value.len() <= 63
+            && edge(value.chars().next())
+            && edge(value.chars().last())
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    }
+
+    #[test]
+    fn every_label_value_and_the_watch_selector_are_valid() {
+        let pg = postgresql(MINIMAL);
+        let cluster = Cluster::new(&pg).unwrap();
+        let labels = rw_endpoints(&cluster, Some(HOLDER), true).metadata.labels;
+        for (key, value) in labels.unwrap() {
+            assert!(is_label_value(&value), "{key}={value}");
+        }
+        let (key, value) = OPERATOR_SLICES.split_once('=').unwrap();
+        assert_eq!((key, value), (MANAGED_BY_LABEL, MANAGED_BY));
+        assert!(!is_label_value("tusk.dev/operator"));
     }
 
     #[test]
