@@ -45,7 +45,10 @@ pub async fn apply_children(
     // Independent of each other, so sent together (the RoleBinding right after its Role): a
     // new cluster's eight take two round trips, not eight. The pods' account and its role exist
     // before the StatefulSet asks for them.
-    let services = std::iter::once(desired.rw)
+    // An earlier Tusk's `-rw` is moved by the routing step, which annotates it when done.
+    let rw = (!super::ha::routing::moving(ctx, cluster)).then_some(desired.rw);
+    let services = rw
+        .into_iter()
         .chain(desired.services)
         .map(|service| apply_packed(api(&client, ns), &caches.services, ns, service));
     let access = desired.access;

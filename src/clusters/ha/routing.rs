@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::Value;
 
 use super::pods::is_ready;
 use crate::error::{Error, Result};
@@ -70,23 +71,43 @@ pub async fn route(
     Ok(change != Change::Unchanged)
 }
 
-/// A `-rw` Service of an earlier Tusk selects the primary by label: it loses its selector
-/// (after the slice above exists), then what kube-controller-manager kept for it goes — its
-/// Endpoints, which the mirroring controller would otherwise copy into a slice naming a primary
-/// of the past, and its slices — and only then does the Service get its annotation, so an
-/// interrupted move is taken up again on the next reconcile. A new cluster's Service is created
-/// without a selector: nothing to move.
+/// Whether `-rw`'s Service is an earlier Tusk's, routed by a selector, and not yet moved to the
+/// operator's slice: the children's apply leaves it to [`route`] until the move has finished.
+pub fn moving(ctx: &Context, cluster: &Cluster<'_>) -> bool {
+    let cached = ctx
+        .caches
+        .services
+        .get(cluster.namespace, &cluster.rw_service_name());
+    cached.is_some_and(|service| !moved(&service))
+}
+
+fn moved(service: &Value) -> bool {
+    let annotation = &service["metadata"]["annotations"][RW_ROUTING_ANNOTATION];
+    annotation.as_str() == Some(RW_ROUTING_BY_OPERATOR)
+}
+
+/// A `-rw` Service of an earlier Tusk selects the primary by label. In one reconcile it loses
+/// its selector (the slice above exists already). In a later one — woken by that write's watch
+/// event, once the cache shows no selector, as kube-controller-manager's informers then very
+/// likely do too (deleting its slices while it still saw a selector would have them re-created)
+/// — what that controller kept goes: its Endpoints, which the mirroring controller would
+/// otherwise copy into a slice naming a primary of the past, and its slices. Only then does the
+/// Service get its annotation, so an interrupted move is taken up again. A new cluster's
+/// Service is created without a selector: nothing to move.
 async fn move_from_selector(ctx: &Context, cluster: &Cluster<'_>) -> Result<()> {
     let (ns, name) = (cluster.namespace, cluster.rw_service_name());
     let Some(cached) = ctx.caches.services.get(ns, &name) else {
         return Ok(());
     };
-    let annotation = &cached["metadata"]["annotations"][RW_ROUTING_ANNOTATION];
-    if annotation.as_str() == Some(RW_ROUTING_BY_OPERATOR) {
+    if moved(&cached) {
         return Ok(());
     }
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
-    apply_json(&services, Some(cached), &moved_rw_service(cluster)).await?;
+    let selector = cached["spec"]["selector"].as_object();
+    if selector.is_some_and(|selector| !selector.is_empty()) {
+        apply_json(&services, Some(cached), &moved_rw_service(cluster)).await?;
+        return Ok(());
+    }
     delete(&Api::<Endpoints>::namespaced(ctx.client.clone(), ns), &name).await?;
     let foreign = ListParams::default().labels(&format!(
         "{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}!={MANAGED_BY}"
