@@ -4,6 +4,7 @@
 
 mod support;
 
+use http::{Method, StatusCode};
 use serde_json::json;
 use support::paths::{RW_SLICE, SERVICES, STATUS};
 use support::replicas::pod;
@@ -13,6 +14,15 @@ use support::world::*;
 use tusk::clusters::status::BackupSchedule;
 
 const SINGLE: &str = "storage: {size: 1Gi}";
+
+/// A merge patch of `-rw`, answered with the Service as the server would return it.
+fn unselect_rw() -> Expect {
+    Expect::new(Method::PATCH, format!("{SERVICES}/demo-rw"), |_| {
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "demo-rw", "namespace": "prod", "resourceVersion": "2"}});
+        (StatusCode::OK, service)
+    })
+}
 
 #[tokio::test]
 async fn a_primary_pod_with_a_new_ip_is_routed_at_its_new_address() {
@@ -79,10 +89,19 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
     let rw = format!("{SERVICES}/demo-rw");
     // 1. The selector goes (the operator's slice already routes to the primary); the children's
     //    apply leaves the Service to the move.
-    let script = vec![Expect::apply(rw.clone()), Expect::apply_status(STATUS)];
+    let script = vec![unselect_rw(), Expect::apply_status(STATUS)];
     let (_, seen) = scenario(pg.clone(), cache.clone(), script).await;
-    assert_eq!(seen[0].body["spec"]["selector"], json!(null));
-    assert_eq!(seen[0].body["metadata"]["annotations"], json!(null));
+    // A merge patch, so a selector another field manager set goes too.
+    assert!(
+        !seen[0].query.contains("force"),
+        "not an apply: {}",
+        seen[0].query
+    );
+    assert_eq!(
+        seen[0].body,
+        json!({"metadata": {"annotations": {"tusk.dev/endpoints": null}},
+               "spec": {"selector": null}})
+    );
 
     // 2. A later reconcile, its cache showing no selector: what kube-controller-manager kept
     //    for it goes (the Endpoints, and its slices), and only then the annotation.
@@ -111,6 +130,25 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
         seen[2].body["metadata"]["annotations"]["tusk.dev/endpoints"],
         "operator"
     );
+}
+
+/// A selector added to a moved `-rw` by hand (kube-controller-manager would route to whatever it
+/// selects) is removed the same way, and what that controller made of it after.
+#[tokio::test]
+async fn a_selector_added_by_hand_is_removed() {
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
+    let rw = cache
+        .services
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo-rw"))
+        .expect("the -rw Service");
+    if let Some(spec) = rw.spec.as_mut() {
+        spec.selector = Some([("extra".to_owned(), "yes".to_owned())].into());
+    }
+    let script = vec![unselect_rw(), Expect::apply_status(STATUS)];
+    let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(seen[0].body["spec"], json!({"selector": null}));
 }
 
 #[tokio::test]

@@ -205,7 +205,8 @@ fn selector_of(service: &Service) -> std::collections::BTreeMap<String, String> 
 }
 
 /// Merges `change` into the selector of `<cluster>-rw` by hand and waits (up to `timeout`) for
-/// the operator to put its own selector back; returns that selector.
+/// the operator to put the selector back as it was (`-rw` has none: its EndpointSlice is the
+/// operator's); returns that selector.
 async fn rw_selector_reverted(
     ctx: &Ctx,
     cluster: &str,
@@ -231,8 +232,8 @@ async fn rw_selector_reverted(
     Ok(want)
 }
 
-/// Service.spec.selector is an atomic map: a key added by hand must be reverted like a changed
-/// value, or the Service selects no pod while the operator reports the cluster converged.
+/// A selector added to `-rw` by hand must go, or kube-controller-manager routes clients to
+/// whatever it selects while the operator reports the cluster converged.
 #[scenario]
 async fn selector_extra_key(ctx: Ctx) -> Result {
     let name = "sel";

@@ -77,8 +77,8 @@ pub use secrets::{
     password_of, replication_secret, superuser_secret, with_ca,
 };
 pub use services::{
-    RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, any_service, headless_service, moved_rw_service,
-    ro_service, rw_service,
+    RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, any_service, headless_service, ro_service,
+    rw_service,
 };
 pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};
 pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};

@@ -34,7 +34,7 @@ fn role_selector(cluster: &Cluster, role: &str) -> BTreeMap<String, String> {
 /// handover (`rw_endpoints`), so clients follow the Lease in one write instead of waiting for
 /// kube-controller-manager to notice a label (~15 s behind during a burst of new clusters).
 pub fn rw_service(cluster: &Cluster) -> Service {
-    let mut service = moved_rw_service(cluster);
+    let mut service = service(cluster, cluster.rw_service_name(), None, false);
     service
         .metadata
         .annotations
@@ -44,12 +44,6 @@ pub fn rw_service(cluster: &Cluster) -> Service {
             RW_ROUTING_BY_OPERATOR.to_owned(),
         );
     service
-}
-
-/// [`rw_service`] without its annotation: what the move from a selector applies first, so
-/// that the annotation says the move (the old slices' removal) is done.
-pub fn moved_rw_service(cluster: &Cluster) -> Service {
-    service(cluster, cluster.rw_service_name(), None, false)
 }
 
 /// Service `<name>-ro`: the replicas, for read-only traffic that tolerates replication lag.
@@ -118,9 +112,6 @@ mod tests {
         let port = &spec.ports.unwrap()[0];
         // The EndpointSlice's port carries the same name: that is how kube-proxy pairs them.
         assert_eq!((port.name.as_deref(), port.port), (Some("postgres"), 5432));
-        let moved = moved_rw_service(&cluster);
-        assert_eq!(moved.metadata.annotations, None);
-        assert_eq!(moved.spec.unwrap().selector, None);
         assert_eq!(cluster.primary_host(), "demo-0.demo-hl.prod.svc");
     }
 

@@ -16,11 +16,9 @@ use crate::error::{Error, Result};
 use crate::resources::rw_endpoints::{
     MANAGED_BY, MANAGED_BY_LABEL, Primary, SERVICE_NAME_LABEL, rw_endpoints,
 };
-use crate::resources::{
-    Cluster, RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, moved_rw_service, rw_service,
-};
+use crate::resources::{Cluster, RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, rw_service};
 use crate::runtime::Context;
-use crate::runtime::apply::{Change, apply_json, delete};
+use crate::runtime::apply::{Change, apply_json, delete, merge_patch};
 
 /// Routes `-rw` to `holder`'s pod while it is Ready, or to nothing (no holder, not Ready, or
 /// `clients` false while a restore holds applications back). A pod not Ready is left out rather
@@ -78,7 +76,7 @@ pub fn moving(ctx: &Context, cluster: &Cluster<'_>) -> bool {
         .caches
         .services
         .get(cluster.namespace, &cluster.rw_service_name());
-    cached.is_some_and(|service| !moved(&service))
+    cached.is_some_and(|service| !moved(&service) || has_selector(&service))
 }
 
 fn moved(service: &Value) -> bool {
@@ -86,8 +84,15 @@ fn moved(service: &Value) -> bool {
     annotation.as_str() == Some(RW_ROUTING_BY_OPERATOR)
 }
 
-/// A `-rw` Service of an earlier Tusk selects the primary by label. In one reconcile it loses
-/// its selector (the slice above exists already). In a later one — woken by that write's watch
+fn has_selector(service: &Value) -> bool {
+    let selector = service["spec"]["selector"].as_object();
+    selector.is_some_and(|selector| !selector.is_empty())
+}
+
+/// A `-rw` Service of an earlier Tusk selects the primary by label, and a selector added by hand
+/// would route to whatever it selects. In one reconcile the selector goes, whoever set it (a
+/// merge patch: the map is atomic, and a selector another manager set is not removed by an
+/// apply that leaves it out), and the annotation with it. In a later one — woken by that write's watch
 /// event, once the cache shows no selector, as kube-controller-manager's informers then very
 /// likely do too (deleting its slices while it still saw a selector would have them re-created)
 /// — what that controller kept goes: its Endpoints, which the mirroring controller would
@@ -99,13 +104,16 @@ async fn move_from_selector(ctx: &Context, cluster: &Cluster<'_>) -> Result<()> 
     let Some(cached) = ctx.caches.services.get(ns, &name) else {
         return Ok(());
     };
-    if moved(&cached) {
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
+    if has_selector(&cached) {
+        let unselect = serde_json::json!({
+            "metadata": {"annotations": {RW_ROUTING_ANNOTATION: null}},
+            "spec": {"selector": null},
+        });
+        merge_patch(&services, &name, &unselect).await?;
         return Ok(());
     }
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
-    let selector = cached["spec"]["selector"].as_object();
-    if selector.is_some_and(|selector| !selector.is_empty()) {
-        apply_json(&services, Some(cached), &moved_rw_service(cluster)).await?;
+    if moved(&cached) {
         return Ok(());
     }
     delete(&Api::<Endpoints>::namespaced(ctx.client.clone(), ns), &name).await?;
