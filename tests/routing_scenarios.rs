@@ -15,6 +15,22 @@ use tusk::clusters::status::BackupSchedule;
 
 const SINGLE: &str = "storage: {size: 1Gi}";
 
+/// A converged one-instance cluster whose `-rw` routes to its ready pod.
+fn routed_cluster() -> (tusk::PostgreSQL, Cache) {
+    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
+    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
+    (pg, cache)
+}
+
+/// The cached `-rw` Service, to change as someone else did.
+fn rw_of(cache: &mut Cache) -> &mut k8s_openapi::api::core::v1::Service {
+    cache
+        .services
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo-rw"))
+        .expect("the -rw Service")
+}
+
 /// A merge patch of `-rw`, answered with the Service as the server would return it.
 fn unselect_rw() -> Expect {
     Expect::new(Method::PATCH, format!("{SERVICES}/demo-rw"), |_| {
@@ -68,14 +84,9 @@ async fn an_unready_primary_is_taken_out_and_a_new_cluster_gets_its_slice_once_i
 
 #[tokio::test]
 async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
-    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
-    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
+    let (pg, mut cache) = routed_cluster();
     // As an earlier Tusk applied it: a selector on the primary's label, no annotation.
-    let old = cache
-        .services
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo-rw"))
-        .expect("the -rw Service");
+    let old = rw_of(&mut cache);
     old.metadata.annotations = None;
     if let Some(spec) = old.spec.as_mut() {
         let selector = [("tusk.dev/cluster", "demo"), ("tusk.dev/role", "primary")];
@@ -105,12 +116,7 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
 
     // 2. A later reconcile, its cache showing no selector: what kube-controller-manager kept
     //    for it goes (the Endpoints, and its slices), and only then the annotation.
-    let moved = cache
-        .services
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo-rw"))
-        .expect("the -rw Service");
-    if let Some(spec) = moved.spec.as_mut() {
+    if let Some(spec) = rw_of(&mut cache).spec.as_mut() {
         spec.selector = None;
     }
     let script = vec![
@@ -136,14 +142,8 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
 /// selects) is removed the same way, and what that controller made of it after.
 #[tokio::test]
 async fn a_selector_added_by_hand_is_removed() {
-    let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
-    cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
-    let rw = cache
-        .services
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo-rw"))
-        .expect("the -rw Service");
-    if let Some(spec) = rw.spec.as_mut() {
+    let (pg, mut cache) = routed_cluster();
+    if let Some(spec) = rw_of(&mut cache).spec.as_mut() {
         spec.selector = Some([("extra".to_owned(), "yes".to_owned())].into());
     }
     let script = vec![unselect_rw(), Expect::apply_status(STATUS)];
