@@ -19,13 +19,12 @@ pub const OPERATOR_SLICES: &str = "endpointslice.kubernetes.io/managed-by=operat
 /// The label that ties a slice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// The pod `-rw` routes to: the Lease holder, once it has an IP.
+/// The pod `-rw` routes to: the Lease holder, once it has an IP and is Ready (a pod not Ready
+/// is left out, not listed not ready: kube-proxy routes to neither).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Primary<'a> {
     pub pod: &'a str,
     pub ip: &'a str,
-    /// The pod is Ready: its manager reports the server serving as primary.
-    pub ready: bool,
 }
 
 /// EndpointSlice `<name>-rw`: the holder's address, or none (no holder yet, or `clients` false
@@ -45,8 +44,8 @@ pub fn rw_endpoints(cluster: &Cluster, primary: Option<Primary>, clients: bool) 
         .map(|p| Endpoint {
             addresses: vec![p.ip.to_owned()],
             conditions: Some(EndpointConditions {
-                ready: Some(p.ready),
-                serving: Some(p.ready),
+                ready: Some(true),
+                serving: Some(true),
                 terminating: Some(false),
             }),
             target_ref: Some(ObjectReference {
@@ -80,7 +79,6 @@ mod tests {
     const HOLDER: Primary = Primary {
         pod: "demo-1",
         ip: "10.244.0.5",
-        ready: true,
     };
 
     #[test]
@@ -153,21 +151,14 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_not_ready_is_listed_not_ready_and_ipv6_is_said() {
+    fn an_ipv6_holder_is_said() {
         let pg = postgresql(MINIMAL);
         let cluster = Cluster::new(&pg).unwrap();
         let primary = Primary {
             ip: "fd00::5",
-            ready: false,
             ..HOLDER
         };
         let slice = rw_endpoints(&cluster, Some(primary), true);
         assert_eq!(slice.address_type, "IPv6");
-        let endpoints = slice.endpoints.unwrap_or_default();
-        let conditions = endpoints[0].conditions.as_ref().unwrap();
-        assert_eq!(
-            (conditions.ready, conditions.serving),
-            (Some(false), Some(false))
-        );
     }
 }

@@ -189,7 +189,6 @@ impl Cache {
             Some(Primary {
                 pod: pod.metadata.name.as_deref()?,
                 ip: pod.status.as_ref()?.pod_ip.as_deref()?,
-                ready: true,
             })
         });
         self.endpoint_slices = vec![rw_endpoints(&cluster, routed, true)];

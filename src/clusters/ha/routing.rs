@@ -39,7 +39,6 @@ pub async fn route(
         Some(Primary {
             pod: pod.metadata.name.as_deref()?,
             ip: pod.status.as_ref()?.pod_ip.as_deref()?,
-            ready: true,
         })
         .filter(|_| is_ready(pod))
     });
