@@ -3,7 +3,7 @@
 # registry: base images from Debian packages (mmdebstrap), tagged with the names our Dockerfile
 # uses, then our two images from the Dockerfile itself, a PostgreSQL test stand-in and MinIO.
 #
-#   e2e/local/images.sh [base|tusk|postgres|pgbouncer|minio|all]...   (default: all)
+#   e2e/local/images.sh [base|tusk|postgres|postgres17|pgbouncer|minio|all]...   (default: all)
 #   e2e/local/images.sh load    # copy them into the node's containerd (k8s.io namespace)
 #
 # Every image carries the label tusk.inputs=<sha256 of what it is built from>; an image whose
@@ -21,6 +21,8 @@
 # TUSK_IMAGE_BINARIES=host builds our two images from binaries this host's cargo compiled
 # (Dockerfile BINARIES=prebuilt): minutes instead of the ~60 of a cold build in a container.
 # | localhost/tusk-test/postgres:15         | e2e/local/images/postgres (Debian's PostgreSQL 15)  |
+# | docker.io/library/debian:trixie-slim    | mmdebstrap --variant=minbase trixie                 |
+# | localhost/tusk-test/postgres:17         | e2e/local/images/postgres on trixie (PostgreSQL 17) |
 # | localhost/tusk-test/pgbouncer:e2e       | e2e/local/images/pgbouncer (Debian's pgbouncer)     |
 # | localhost/tusk-test/minio:e2e           | e2e/local/images/minio (binary from binaries.sh)    |
 # | localhost/tusk-test/pause:e2e           | the Debian base running sleep (the pod sandbox)     |
@@ -47,28 +49,30 @@ sha() { sha256sum | cut -c1-16; }
 timed() { local t=$SECONDS; "$@"; log "${TIMED_AS:-$1} took $((SECONDS - t))s"; }
 
 # rootfs NAME INCLUDES [HOOK...]: an mmdebstrap minbase tarball in $CACHE. Hooks are shell
-# snippets mmdebstrap runs with the root directory as $1.
+# snippets mmdebstrap runs with the root directory as $1. SUITE (default bookworm) picks Debian's.
 # shellcheck disable=SC2016
 rootfs() {
-  local name=$1 include=$2; shift 2
+  local name=$1 include=$2 suite=${SUITE:-$DEBIAN_SUITE}; shift 2
   local out="$CACHE/$name.tar"
   mmdebstrap --quiet --variant=minbase --include="$include" \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
     --customize-hook='rm -rf "$1"/usr/share/doc/* "$1"/usr/share/man/* "$1"/usr/share/locale/*' \
-    "$@" "$DEBIAN_SUITE" "$out.tmp.tar" >&2
+    "$@" "$suite" "$out.tmp.tar" >&2
   mv "$out.tmp.tar" "$out"
 }
 
+# base_debian [SUITE]: docker.io/library/debian:<suite>-slim.
 base_debian() {
-  local tag=docker.io/library/debian:bookworm-slim
-  local inputs; inputs=$(printf 'debian-v1 %s ca-certificates' "$DEBIAN_SUITE" | sha)
+  local suite=${1:-$DEBIAN_SUITE}
+  local tag=docker.io/library/debian:$suite-slim
+  local inputs; inputs=$(printf 'debian-v1 %s ca-certificates' "$suite" | sha)
   fresh "$tag" "$inputs" && return
   log "$tag from Debian packages"
-  rootfs debian ca-certificates
+  SUITE=$suite rootfs "debian-$suite" ca-certificates
   pm import --change "LABEL tusk.inputs=$inputs" --change 'CMD ["bash"]' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    "$CACHE/debian.tar" "$tag" >/dev/null
-  rm -f "$CACHE/debian.tar"
+    "$CACHE/debian-$suite.tar" "$tag" >/dev/null
+  rm -f "$CACHE/debian-$suite.tar"
 }
 
 # distroless/cc has glibc, libgcc, libssl and CA certificates, no shell needed by us; the
@@ -188,13 +192,22 @@ tusk_images() {
   if [[ -n $ctx ]]; then rm -rf "$ctx"; fi
 }
 
+# postgres_image [MAJOR]: the stand-in of postgres:<major> from the Debian suite that ships that
+# major (15: bookworm, the suite of every other image; 17: trixie, for major-version upgrades).
 postgres_image() {
-  local tag=localhost/tusk-test/postgres:15 dir="$here/images/postgres"
-  local debian; debian=$(pm image inspect --format '{{.Id}}' docker.io/library/debian:bookworm-slim)
-  local inputs; inputs=$( (cat "$dir"/*; echo "$debian") | sha)
+  local major=${1:-15} suite
+  case $major in
+    15) suite=bookworm ;;
+    17) suite=trixie; timed base_debian trixie ;;
+    *) log "no Debian suite here ships PostgreSQL $major"; return 1 ;;
+  esac
+  local tag=localhost/tusk-test/postgres:$major dir="$here/images/postgres"
+  local debian; debian=$(pm image inspect --format '{{.Id}}' "docker.io/library/debian:$suite-slim")
+  local inputs; inputs=$( (cat "$dir"/*; echo "$debian $major") | sha)
   fresh "$tag" "$inputs" && return
-  log "$tag (test stand-in) from Debian's postgresql-15"
-  pm build "${ULIMITS[@]}" --network=host --pull=never --label "tusk.inputs=$inputs" -t "$tag" "$dir" >&2
+  log "$tag (test stand-in) from Debian $suite's postgresql-$major"
+  pm build "${ULIMITS[@]}" --network=host --pull=never --label "tusk.inputs=$inputs" \
+    --build-arg "SUITE=$suite" --build-arg "PG_MAJOR=$major" -t "$tag" "$dir" >&2
 }
 
 pgbouncer_image() {
@@ -234,7 +247,8 @@ CF
 }
 
 IMAGES=(localhost/tusk-test/pause:e2e ghcr.io/tusk-operator/tusk:e2e ghcr.io/tusk-operator/backup-agent:e2e
-  localhost/tusk-test/postgres:15 localhost/tusk-test/minio:e2e localhost/tusk-test/pgbouncer:e2e)
+  localhost/tusk-test/postgres:15 localhost/tusk-test/postgres:17 localhost/tusk-test/minio:e2e
+  localhost/tusk-test/pgbouncer:e2e)
 
 # load: podman save -> ctr import into the node's containerd (namespace k8s.io), skipping images
 # whose podman id was loaded before (a stamp beside the socket).
@@ -258,10 +272,12 @@ for what in "$@"; do
   case $what in
     base) base; timed pause_image ;;
     tusk) tusk_images ;;
-    postgres) timed postgres_image ;;
+    postgres) timed postgres_image 15 ;;
+    postgres17) timed postgres_image 17 ;;
     pgbouncer) timed pgbouncer_image ;;
     minio) timed minio_image ;;
-    all) base; timed pause_image; timed postgres_image; timed pgbouncer_image; timed minio_image; tusk_images ;;
+    all) base; timed pause_image; timed postgres_image 15; timed postgres_image 17; timed pgbouncer_image
+      timed minio_image; tusk_images ;;
     load) timed load ;;
     *) log "unknown: $what"; exit 2 ;;
   esac
