@@ -64,6 +64,8 @@ scenarios() {
   export E2E_PLATFORM=node TUSK_E2E_L4=1 E2E_TIMEOUT=${E2E_TIMEOUT:-300}
   export TUSK_E2E_PG_IMAGE=${TUSK_E2E_PG_IMAGE:-localhost/tusk-test/postgres:15}
   export TUSK_E2E_PG_VERSION=${TUSK_E2E_PG_VERSION:-15}
+  export TUSK_E2E_PG_NEXT_IMAGE=${TUSK_E2E_PG_NEXT_IMAGE:-localhost/tusk-test/postgres:17}
+  export TUSK_E2E_PG_NEXT_VERSION=${TUSK_E2E_PG_NEXT_VERSION:-17}
   export TUSK_E2E_POOLER_IMAGE=${TUSK_E2E_POOLER_IMAGE:-localhost/tusk-test/pgbouncer:e2e}
   export E2E_SUMMARY="$TUSK_E2E_DIR/summary"
   export E2E_LEVELS=pods,node,own-control-plane,l4

@@ -122,6 +122,19 @@ impl Ctx {
         self.apply_in(&self.ns, yaml).await
     }
 
+    /// [`Self::apply`] with the newer major's image (`Settings::postgres_next`) in place of the
+    /// suite's: a cluster written for `"17"` runs that major wherever the official image cannot
+    /// be pulled, and the official image where it can.
+    pub async fn apply_next_major(&self, yaml: &str) -> Result<Vec<(String, String)>> {
+        apply_yaml(
+            &self.client,
+            Some(&self.ns),
+            yaml,
+            self.settings.postgres_next.as_ref(),
+        )
+        .await
+    }
+
     pub async fn apply_in(&self, ns: &str, yaml: &str) -> Result<Vec<(String, String)>> {
         apply_yaml(
             &self.client,

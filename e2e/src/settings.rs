@@ -36,6 +36,10 @@ pub struct Settings {
     /// official image cannot be pulled (the real node's test stand-in). Applied to every
     /// PostgreSQL the suite applies with one of the suite's versions.
     pub postgres: Option<PostgresImage>,
+    /// TUSK_E2E_PG_NEXT_IMAGE and TUSK_E2E_PG_NEXT_VERSION: a newer major's stand-in beside
+    /// [`Self::postgres`] (the real node's PostgreSQL 17, from another Debian suite), for the
+    /// scenarios that run a cluster on a second major. Unset: the official `postgres:17`.
+    pub postgres_next: Option<PostgresImage>,
 }
 
 /// A PostgreSQL image and its major, replacing the official images of [`SUITE_VERSIONS`].
@@ -92,6 +96,15 @@ impl Settings {
                     pooler: std::env::var("TUSK_E2E_POOLER_IMAGE")
                         .ok()
                         .filter(|image| !image.is_empty()),
+                }),
+            postgres_next: std::env::var("TUSK_E2E_PG_NEXT_IMAGE")
+                .ok()
+                .filter(|image| !image.is_empty())
+                .map(|image| PostgresImage {
+                    image,
+                    version: std::env::var("TUSK_E2E_PG_NEXT_VERSION")
+                        .unwrap_or_else(|_| SUITE_VERSIONS[0].to_string()),
+                    pooler: None,
                 }),
         }
     }

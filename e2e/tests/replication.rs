@@ -13,7 +13,7 @@ use tusk_e2e::faults::{
     Promotion, await_promotion, check_writes, kill_postmaster, rejoined, replayed,
     three_with_writer,
 };
-use tusk_e2e::replication::{current_primary, pod_sql};
+use tusk_e2e::replication::{Writer, current_primary, pod_sql, replicated};
 use tusk_e2e::switchover::{pod_event, request_switchover, switched_over};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
@@ -123,6 +123,48 @@ async fn ha_frozen_primary_fails_over(ctx: Ctx) -> Result {
         "{primary} frozen: {promoted} promoted {:.1}s after the freeze; write gap {:.2}s; 0 rows \
          lost; {primary} thawed, fenced and rejoined as a replica",
         at.duration_since(fault).as_secs_f64(),
+        gap.as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// The failover above on the newer major (PostgreSQL 17; the suite's other scenarios run 15 on
+/// the real node): the cluster initialises and streams on it, a frozen primary is replaced, the
+/// promoted replica takes the writes with none lost, and the old primary rewinds with 17's
+/// `pg_rewind` and rejoins. What a major-version upgrade lands on must work before an upgrade
+/// can land there.
+#[scenario]
+async fn ha_on_the_newer_major_fails_over_and_rejoins(ctx: Ctx) -> Result {
+    ctx.require_real_pods()?;
+    let name = "next";
+    ctx.apply_next_major(&replicated(name, 3).replace("\"18\"", "\"17\""))
+        .await?;
+    ctx.wait_ready(&[name]).await?;
+    let primary = current_primary(&ctx, name).await?.unwrap_or_default();
+    ensure!(
+        primary == "next-0",
+        "ordinal 0 initialises and holds the Lease, status says {primary:?}"
+    );
+    let major = pod_sql(
+        &ctx,
+        &primary,
+        "SELECT current_setting('server_version_num')::int / 10000",
+    )
+    .await?;
+    ensure!(major == "17", "{primary} runs PostgreSQL {major}, not 17");
+    let writer = Writer::start(&ctx, name).await?;
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
+    let fault = Instant::now();
+    ctx.platform.pod_freeze(&ctx.ns, &primary, true).await?;
+    let promotion = await_promotion(&ctx, name, &primary, writer, fault).await;
+    ctx.platform.pod_freeze(&ctx.ns, &primary, false).await?;
+    let Promotion {
+        pod: promoted, gap, ..
+    } = promotion?;
+    rejoined(&ctx, &primary).await?;
+    say(format!(
+        "PostgreSQL {major}: {primary} frozen, {promoted} promoted; write gap {:.2}s; 0 rows \
+         lost; {primary} rewound and rejoined as a replica",
         gap.as_secs_f64()
     ));
     Ok(())
