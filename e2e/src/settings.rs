@@ -86,28 +86,31 @@ impl Settings {
             s3_endpoint,
             gcs_endpoint: local_gcs(),
             repo: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),
-            postgres: std::env::var("TUSK_E2E_PG_IMAGE")
-                .ok()
-                .filter(|image| !image.is_empty())
-                .map(|image| PostgresImage {
-                    image,
-                    version: std::env::var("TUSK_E2E_PG_VERSION")
-                        .unwrap_or_else(|_| SUITE_VERSIONS[1].to_string()),
-                    pooler: std::env::var("TUSK_E2E_POOLER_IMAGE")
-                        .ok()
-                        .filter(|image| !image.is_empty()),
-                }),
-            postgres_next: std::env::var("TUSK_E2E_PG_NEXT_IMAGE")
-                .ok()
-                .filter(|image| !image.is_empty())
-                .map(|image| PostgresImage {
-                    image,
-                    version: std::env::var("TUSK_E2E_PG_NEXT_VERSION")
-                        .unwrap_or_else(|_| SUITE_VERSIONS[0].to_string()),
-                    pooler: None,
-                }),
+            postgres: PostgresImage::from_env("TUSK_E2E_PG", SUITE_VERSIONS[1]).map(|image| {
+                PostgresImage {
+                    pooler: non_empty_var("TUSK_E2E_POOLER_IMAGE"),
+                    ..image
+                }
+            }),
+            postgres_next: PostgresImage::from_env("TUSK_E2E_PG_NEXT", SUITE_VERSIONS[0]),
         }
     }
+}
+
+impl PostgresImage {
+    /// `<PREFIX>_IMAGE` and `<PREFIX>_VERSION` (default `version`), when the image is set.
+    fn from_env(prefix: &str, version: &str) -> Option<Self> {
+        Some(PostgresImage {
+            image: non_empty_var(&format!("{prefix}_IMAGE"))?,
+            version: std::env::var(format!("{prefix}_VERSION"))
+                .unwrap_or_else(|_| version.to_string()),
+            pooler: None,
+        })
+    }
+}
+
+fn non_empty_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
 }
 
 /// The MinIO of e2e/local/l4.sh: TUSK_E2E_MINIO_ENDPOINT, or what storage.sh recorded in the
