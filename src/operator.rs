@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::resources::ca_rotation::Lifetimes;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNOTATION};
 use crate::runtime::buckets::SecretBuckets;
+use crate::runtime::by_cluster::{backup_cluster, job_cluster};
 use crate::runtime::compact::compact_pod;
 use crate::runtime::context::watch_owned;
 use crate::runtime::instances::LeaseClock;
@@ -179,15 +180,22 @@ pub async fn run(
     };
     let (pods, pods_driver) =
         database_pods.cached_with_lane(compact_pod, labelled_cluster, lane, lane_triggers);
-    let (jobs, job_events, jobs_driver) = shared_watch(scope.api::<Job>(&client), children);
-    let (backups, backup_events, backups_driver) = shared_watch(
+    let (jobs, jobs_by_cluster, job_events, jobs_driver) =
+        shared_watch(scope.api::<Job>(&client), children, job_cluster);
+    let (backups, backups_by_cluster, backup_events, backups_driver) = shared_watch(
         scope.api::<Backup>(&client),
         watcher::Config::default().page_size(LIST_PAGE),
+        backup_cluster,
     );
 
     metrics.watch_clusters(cluster_reader.clone());
-    let (caches, mut drivers) =
-        Caches::new(cluster_reader.clone(), owned, pods, jobs, backups.clone());
+    let (caches, mut drivers) = Caches::new(
+        cluster_reader.clone(),
+        owned,
+        pods,
+        (jobs, jobs_by_cluster),
+        (backups.clone(), backups_by_cluster),
+    );
     metrics.watch_secrets(caches.secrets.clone());
     drivers.extend([pods_driver, jobs_driver.boxed(), backups_driver.boxed()]);
     let buckets = Arc::new(SecretBuckets::new(client.clone(), bucket_timeout));

@@ -18,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::ErrorBackoff;
 use super::buckets::Buckets;
+use super::by_cluster::ByCluster;
 use super::cluster_locks::ClusterLocks;
 use super::compact::compact_cronjob;
 use super::instance_reader::InstanceReader;
@@ -60,6 +61,9 @@ macro_rules! owned_children {
             pub jobs: Store<Job>,
             /// Every Backup in scope.
             pub backups: Store<Backup>,
+            /// The Jobs and the Backups of each cluster (see `by_cluster`).
+            pub jobs_by_cluster: ByCluster<Job>,
+            pub backups_by_cluster: ByCluster<Backup>,
         }
 
         impl Caches {
@@ -105,8 +109,8 @@ macro_rules! owned_children {
                 clusters: Store<PostgreSQL>,
                 owned: OwnedWatches,
                 pods: Store<Pod>,
-                jobs: Store<Job>,
-                backups: Store<Backup>,
+                (jobs, jobs_by_cluster): (Store<Job>, ByCluster<Job>),
+                (backups, backups_by_cluster): (Store<Backup>, ByCluster<Backup>),
             ) -> (Self, Vec<BoxFuture<'static, ()>>) {
                 let caches = Self {
                     clusters,
@@ -115,6 +119,8 @@ macro_rules! owned_children {
                     pods,
                     jobs,
                     backups,
+                    jobs_by_cluster,
+                    backups_by_cluster,
                 };
                 (caches, owned.drivers)
             }

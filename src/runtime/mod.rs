@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod backoff;
 pub mod buckets;
+pub mod by_cluster;
 pub mod cluster_locks;
 pub mod compact;
 pub mod conditions;

@@ -4,9 +4,9 @@
 use std::fmt::Debug;
 use std::future::Future;
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -14,6 +14,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
+use super::by_cluster::{ByCluster, ClusterOf, by_cluster};
 use super::summaries::{Summary, SummaryStore, summary_store};
 
 use crate::crd::PostgreSQL;
@@ -197,13 +198,16 @@ pub fn labelled_cluster<K: Resource>(object: &K) -> Option<Trigger> {
     Some(ObjectRef::new(cluster).within(namespace))
 }
 
-/// A watch of `K` whose cache and events are shared by both controllers. The returned future
-/// drives the watch and must be polled alongside them.
+/// A watch of `K` whose cache and events are shared by both controllers, with its objects
+/// indexed by the cluster `cluster_of` names. The returned future drives the watch and must be
+/// polled alongside them.
 pub fn shared_watch<K>(
     api: Api<K>,
     config: watcher::Config,
+    cluster_of: ClusterOf<K>,
 ) -> (
     Store<K>,
+    ByCluster<K>,
     ReflectHandle<K>,
     impl Future<Output = ()> + Send + 'static,
 )
@@ -211,6 +215,7 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store_shared(SHARED_BUFFER);
+    let (index, mut index_writer) = by_cluster(reader.clone(), cluster_of);
     // A shared store always hands out subscriptions.
     let handle = writer
         .subscribe()
@@ -218,13 +223,17 @@ where
     let driver = watcher(api, config)
         .default_backoff()
         .modify(drop_managed_fields)
+        .map_ok(move |event| {
+            index_writer.apply(&event);
+            event
+        })
         .reflect_shared(writer)
         .for_each(|event| async move {
             if let Err(e) = event {
                 warn!(error = %e, "watch error");
             }
         });
-    (reader, handle, driver)
+    (reader, index, handle, driver)
 }
 
 /// Signals every relist of a watch after its first list ends. kube's controller schedules each

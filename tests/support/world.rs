@@ -23,6 +23,7 @@ use tusk::metrics::Metrics;
 use tusk::resources::rw_endpoints::{Primary, rw_endpoints};
 use tusk::resources::verifiers::Slot;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
+use tusk::runtime::by_cluster::{ByCluster, backup_cluster, job_cluster};
 use tusk::runtime::packed::PackedStore;
 use tusk::runtime::secret_facts::SecretStore;
 use tusk::runtime::statefulset_summary::StatefulSetStore;
@@ -325,6 +326,8 @@ pub fn plain_context(
         deployments: PackedStore::of(cache.deployments),
         endpoint_slices: PackedStore::of(cache.endpoint_slices),
         pods: store_of(cache.pods).0,
+        jobs_by_cluster: ByCluster::of(store_of(cache.jobs.clone()).0, job_cluster),
+        backups_by_cluster: ByCluster::of(store_of(cache.backups.clone()).0, backup_cluster),
         jobs: store_of(cache.jobs).0,
         backups: store_of(cache.backups).0,
     };

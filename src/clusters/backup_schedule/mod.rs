@@ -10,7 +10,6 @@ pub mod verification;
 mod verify;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
 use self::freshness::Freshness;
 use self::summary::Summary;
@@ -42,13 +41,8 @@ pub async fn observe(
     ctx: &Context,
 ) -> Result<Observed> {
     let writes = scheduled_runs::record_scheduled_runs(cluster, ctx).await?;
-    let backups = ctx.caches.backups.state();
-    let own: Vec<&Backup> = backups
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|b| b.namespace().as_deref() == Some(cluster.namespace))
-        .filter(|b| b.spec.cluster.name == cluster.name)
-        .collect();
+    let backups = (ctx.caches.backups_by_cluster).objects(cluster.namespace, cluster.name);
+    let own: Vec<&Backup> = backups.iter().map(AsRef::as_ref).collect();
     let mut summary = summary::summarize(own.iter().copied(), cluster.name);
     let verifications = verify::schedule(cluster, &own, &mut summary, ctx).await?;
     let freshness = match &cluster.spec.backup {

@@ -61,11 +61,8 @@ pub fn scheduled_backup(job: &Job, cluster: &str, method: BackupMethod) -> Backu
 /// Returns the Backups created.
 pub async fn record_scheduled_runs(cluster: &Cluster<'_>, ctx: &Context) -> Result<Vec<Written>> {
     let ns = cluster.namespace;
-    let jobs = ctx.caches.jobs.state();
-    let mine = jobs
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|j| j.namespace().as_deref() == Some(ns));
+    let jobs = ctx.caches.jobs_by_cluster.objects(ns, cluster.name);
+    let mine = jobs.iter().map(AsRef::as_ref);
     let has_backup = |name: &str| cached(&ctx.caches.backups, ns, name).is_some();
     let todo = unrecorded_runs(mine, cluster.name, has_backup);
     let (backups, job_api): (Api<Backup>, Api<Job>) = (
