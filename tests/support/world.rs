@@ -311,6 +311,7 @@ pub fn plain_context(
     cache: Cache,
     bucket: MemoryBucket,
 ) -> Context {
+    let (jobs, backups) = (store_of(cache.jobs).0, store_of(cache.backups).0);
     let caches = Caches {
         clusters: store_of(vec![pg.clone()]).0,
         secrets: SecretStore::of(cache.secrets),
@@ -326,10 +327,10 @@ pub fn plain_context(
         deployments: PackedStore::of(cache.deployments),
         endpoint_slices: PackedStore::of(cache.endpoint_slices),
         pods: store_of(cache.pods).0,
-        jobs_by_cluster: ByCluster::of(store_of(cache.jobs.clone()).0, job_cluster),
-        backups_by_cluster: ByCluster::of(store_of(cache.backups.clone()).0, backup_cluster),
-        jobs: store_of(cache.jobs).0,
-        backups: store_of(cache.backups).0,
+        jobs_by_cluster: ByCluster::of(jobs.clone(), job_cluster),
+        backups_by_cluster: ByCluster::of(backups.clone(), backup_cluster),
+        jobs,
+        backups,
     };
     Context::new(
         client,
