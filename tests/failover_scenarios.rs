@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::paths::{PODS, RW_SLICE, STATUS};
+use support::paths::{PODS, RO_SLICE, RW_SLICE, STATUS};
 use support::read::event_reason;
 use support::replicas::{self, managers, three_instances, three_instances_of, three_pods};
 use support::verifier::{Expect, Seen};
@@ -28,8 +28,8 @@ fn lost_primary() -> (PostgreSQL, Cache) {
 }
 
 /// The calls of a failover from demo-0 to `to`: demo-0 loses its label (`-rw` routes nowhere
-/// already: its pod is not ready), the Lease is handed over, `to` is labelled and `-rw` routes
-/// to it, then the status and two Events.
+/// already: its pod is not ready), the Lease is handed over, `to` is labelled, `-rw` routes to
+/// it and `-ro` no longer does, then the status and two Events.
 fn handover_to(to: &str) -> Vec<Expect> {
     vec![
         read_lease(),
@@ -37,6 +37,7 @@ fn handover_to(to: &str) -> Vec<Expect> {
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/{to}")),
         Expect::apply(RW_SLICE),
+        Expect::apply(RO_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
@@ -101,8 +102,12 @@ async fn a_lost_primary_is_replaced_by_the_most_advanced_replica_after_its_lease
     let routed = &seen[4].body["endpoints"][0];
     assert_eq!(routed["addresses"], serde_json::json!(["10.0.0.12"]));
     assert_eq!(routed["targetRef"]["name"], "demo-2");
-    assert_eq!(event_reason(&seen[6]), "FailedOver");
-    let status = &seen[5].body["status"];
+    // `-ro` drops the new primary in the same reconcile: no read-only client lands on it.
+    let readers = &seen[5].body["endpoints"];
+    assert_eq!(readers.as_array().map(Vec::len), Some(1), "{readers}");
+    assert_eq!(readers[0]["targetRef"]["name"], "demo-1");
+    assert_eq!(event_reason(&seen[7]), "FailedOver");
+    let status = &seen[6].body["status"];
     assert_eq!(status["currentPrimary"], "demo-2");
     assert_eq!(status["lastFailover"]["from"], "demo-0");
     assert_eq!(status["lastFailover"]["to"], "demo-2");
@@ -132,16 +137,17 @@ async fn a_handover_whose_status_was_not_written_is_recorded_from_the_lease() {
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-2")),
         Expect::apply(RW_SLICE),
+        Expect::apply(RO_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
     ];
     let (_, seen) = reconcile(&pg, cache, &clock, script).await;
     assert_eq!(seen[3].body["endpoints"][0]["targetRef"]["name"], "demo-2");
-    let status = &seen[4].body["status"];
+    let status = &seen[5].body["status"];
     assert_eq!(status["currentPrimary"], "demo-2");
     assert_eq!(status["lastFailover"], record);
-    let reasons: Vec<_> = seen[5..].iter().map(event_reason).collect();
+    let reasons: Vec<_> = seen[6..].iter().map(event_reason).collect();
     assert!(reasons.contains(&"FailedOver"), "{reasons:?}");
 }
 
@@ -196,10 +202,11 @@ async fn preferred_durability_promotes_the_one_answering_replica_where_required_
              replication: {{synchronous: {{number: 1, durability: {durability}}}}}"
         );
         let (pg, mut cache) = three_instances_of(&spec, 2);
-        cache.set_pods(&pg, three_pods(false));
-        if let Some(status) = cache.pods[2].status.as_mut() {
+        let mut pods = three_pods(false);
+        if let Some(status) = pods[2].status.as_mut() {
             status.pod_ip = None;
         }
+        cache.set_pods(&pg, pods);
         let clock = Arc::new(LeaseClock::default());
         reconcile(&pg, cache.clone(), &clock, watch_only()).await;
         tokio::time::advance(Duration::from_secs(7)).await;
@@ -214,8 +221,8 @@ async fn preferred_durability_promotes_the_one_answering_replica_where_required_
         let script = handover_to("demo-1");
         let (_, seen) = reconcile(&pg, cache, &clock, script).await;
         assert_eq!(seen[2].body["spec"]["holderIdentity"], "demo-1");
-        assert_eq!(seen[5].body["status"]["currentPrimary"], "demo-1");
-        assert_eq!(event_reason(&seen[6]), "FailedOver");
+        assert_eq!(seen[6].body["status"]["currentPrimary"], "demo-1");
+        assert_eq!(event_reason(&seen[7]), "FailedOver");
     }
 }
 

@@ -13,7 +13,7 @@ use http::{Method, StatusCode};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use support::memory_store::MemoryBucket;
-use support::paths::{LEASES, PODS, RW_SLICE, STATEFULSETS, STATUS};
+use support::paths::{LEASES, PODS, RO_SLICE, RW_SLICE, STATEFULSETS, STATUS};
 use support::read::event_reason;
 use support::replicas::{self, Managers, managers, replica, three_instances_of, three_pods};
 use support::verifier::{self, Expect, Seen};
@@ -115,8 +115,10 @@ async fn a_refused_child_apply_does_not_hold_up_the_failover() {
         Expect::apply(format!("{PODS}/demo-0")),
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/demo-2")),
-        // `-rw` routes to the new primary before the refused child fails the reconcile.
+        // `-rw` routes to the new primary before the refused child fails the reconcile, and
+        // `-ro` stops routing to it.
         Expect::apply(RW_SLICE),
+        Expect::apply(RO_SLICE),
         refused(Method::PATCH, sts),
         Expect::event(NS),
         Expect::apply_status(STATUS),
@@ -179,6 +181,7 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
         replicas::write_lease(),
         Expect::apply(format!("{PODS}/demo-2")),
         Expect::apply(RW_SLICE),
+        Expect::apply(RO_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),
@@ -194,7 +197,7 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
     assert_eq!(seen[2].body["spec"]["holderIdentity"], "demo-2");
     // Routed with the spec invalid too: the refusal is no reason to keep clients away.
     assert_eq!(seen[4].body["endpoints"][0]["targetRef"]["name"], "demo-2");
-    let status = &seen[5].body["status"];
+    let status = &seen[6].body["status"];
     assert_eq!(status["currentPrimary"], "demo-2");
     assert_eq!(status["systemIdentifier"], "7401");
     let ready = status["conditions"]
@@ -203,7 +206,7 @@ async fn an_invalid_spec_does_not_turn_failover_off() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(ready["reason"], "InvalidSpec", "still reported");
-    let reasons: Vec<_> = seen[6..].iter().map(event_reason).collect();
+    let reasons: Vec<_> = seen[7..].iter().map(event_reason).collect();
     assert_eq!(reasons, ["InvalidSpec", "FailedOver"]);
 }
 
@@ -219,6 +222,7 @@ async fn the_role_labels_follow_the_lease_when_the_status_missed_a_handover() {
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-2")),
         Expect::apply(RW_SLICE),
+        Expect::apply(RO_SLICE),
         Expect::apply_status(STATUS),
     ];
     let (result, seen) = reconcile(
@@ -242,7 +246,20 @@ async fn the_role_labels_follow_the_lease_when_the_status_missed_a_handover() {
         seen[3].body["endpoints"][0]["addresses"],
         json!(["10.0.0.12"])
     );
-    assert_eq!(seen[4].body["status"]["currentPrimary"], "demo-2");
+    let readers = seen[4].body["endpoints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let readers: Vec<_> = readers
+        .iter()
+        .map(|e| e["targetRef"]["name"].clone())
+        .collect();
+    assert_eq!(
+        readers,
+        [json!("demo-0"), json!("demo-1")],
+        "the rejoined one reads"
+    );
+    assert_eq!(seen[5].body["status"]["currentPrimary"], "demo-2");
 }
 
 #[tokio::test(start_paused = true)]

@@ -208,7 +208,11 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
         "{endpoints}"
     );
     assert_eq!(endpoints[0]["targetRef"]["name"], "demo-0");
-    let status = &seen[1].body;
+    assert_eq!(
+        seen[1].body["endpoints"], *endpoints,
+        "-r: the one instance"
+    );
+    let status = &seen[2].body;
     assert_eq!(condition(status, "Restored")["status"], "True");
     assert_eq!(condition(status, "Ready")["status"], "True");
     assert_eq!(status["status"]["restoredFrom"]["backupId"], "nightly");
@@ -216,8 +220,8 @@ async fn a_finished_restore_is_recorded_once_and_then_the_cluster_is_ready() {
         status["status"]["restoredFrom"]["location"],
         "s3://backups/p/prod/shop/nightly/"
     );
-    assert_eq!(seen[2].body["reason"], "Restored");
-    assert_eq!(seen[3].body["reason"], "Ready");
+    assert_eq!(seen[3].body["reason"], "Restored");
+    assert_eq!(seen[4].body["reason"], "Ready");
 }
 
 #[tokio::test]

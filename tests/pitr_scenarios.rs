@@ -85,7 +85,7 @@ async fn a_point_in_time_restore_is_recorded_once_the_database_serves() {
     let (result, seen) = run(pg, cache, MemoryBucket::default(), script).await;
     result.expect("reconciled");
     assert_eq!(seen[0].body["endpoints"][0]["addresses"][0], "10.0.0.10");
-    let status = &seen[1].body;
+    let status = &seen[2].body;
     assert_eq!(condition(status, "Restored")["status"], "True");
     assert_eq!(condition(status, "Ready")["status"], "True");
     assert_eq!(status["status"]["restoredFrom"]["backupId"], "base1");

@@ -64,14 +64,12 @@ async fn the_highest_outdated_replica_restarts_first() {
 #[tokio::test]
 async fn nothing_restarts_while_an_instance_is_unready() {
     let (pg, mut cache) = rolling(&[2]);
-    // demo-2 came back on the new revision but is not ready yet.
-    if let Some(conditions) = cache.pods[2]
-        .status
-        .as_mut()
-        .and_then(|s| s.conditions.as_mut())
-    {
+    // demo-2 came back on the new revision but is not ready yet (and so not routed).
+    let mut pods = cache.pods.clone();
+    if let Some(conditions) = pods[2].status.as_mut().and_then(|s| s.conditions.as_mut()) {
         conditions[0].status = "False".into();
     }
+    cache.set_pods(&pg, pods);
     let clock = Arc::new(LeaseClock::default());
     let managers = managers("0/5000000", "0/5000000");
     let script = vec![

@@ -1,19 +1,38 @@
-//! Mock-API scenarios pinning `-rw`'s routing: the operator's EndpointSlice follows the primary
-//! pod, and a `-rw` Service of an earlier Tusk (routed by a selector) moves over once, without
-//! leaving kube-controller-manager's objects naming a primary of the past.
+//! Mock-API scenarios pinning the client Services' routing: the operator's EndpointSlices follow
+//! the primary pod (`-rw`) and the instances' readiness (`-ro`, `-r`), and a Service of an
+//! earlier Tusk (routed by a selector) moves over once, without leaving kube-controller-manager's
+//! objects naming pods of the past.
 
 mod support;
 
 use http::{Method, StatusCode};
 use serde_json::json;
-use support::paths::{RW_SLICE, SERVICES, STATUS};
-use support::replicas::pod;
+use std::sync::Arc;
+use support::paths::{ANY_SLICE, RO_SLICE, RW_SLICE, SERVICES, STATUS};
+
+use serde_json::Value;
+use support::replicas::{self, pod, three_instances, three_pods};
 use support::run::scenario;
-use support::verifier::Expect;
+use support::verifier::{Expect, Seen};
 use support::world::*;
 use tusk::clusters::status::BackupSchedule;
+use tusk::runtime::instances::LeaseClock;
 
 const SINGLE: &str = "storage: {size: 1Gi}";
+
+/// The Lease, held by demo-0.
+fn holder() -> Expect {
+    replicas::read_lease(Some("demo-0"), json!({}))
+}
+
+/// One reconcile of a three-instance cluster whose replicas are level with the primary.
+async fn three(pg: &tusk::PostgreSQL, cache: Cache, script: Vec<Expect>) -> Vec<Seen> {
+    let clock = Arc::new(LeaseClock::default());
+    let managers = replicas::managers("0/5000000", "0/5000000");
+    replicas::reconcile(pg, cache, &clock, managers, script)
+        .await
+        .1
+}
 
 /// A converged one-instance cluster whose `-rw` routes to its ready pod.
 fn routed_cluster() -> (tusk::PostgreSQL, Cache) {
@@ -46,8 +65,16 @@ async fn a_primary_pod_with_a_new_ip_is_routed_at_its_new_address() {
     cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     // Recreated by the StatefulSet controller: same name, another IP.
     cache.pods = vec![pod("demo-0", "primary", true, "10.0.0.99")];
-    let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
+    let script = vec![
+        Expect::apply(RW_SLICE),
+        Expect::apply(ANY_SLICE),
+        Expect::apply_status(STATUS),
+    ];
     let (_, seen) = scenario(pg, cache, script).await;
+    assert_eq!(
+        seen[1].body["endpoints"], seen[0].body["endpoints"],
+        "-r too"
+    );
     let slice = &seen[0].body;
     assert_eq!(slice["endpoints"][0]["addresses"], json!(["10.0.0.99"]));
     assert_eq!(slice["endpoints"][0]["conditions"]["ready"], true);
@@ -66,13 +93,19 @@ async fn an_unready_primary_is_taken_out_and_a_new_cluster_gets_its_slice_once_i
     let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
     cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "10.0.0.10")]);
     cache.pods = vec![pod("demo-0", "primary", false, "10.0.0.10")];
-    let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
+    let script = vec![
+        Expect::apply(RW_SLICE),
+        Expect::apply(ANY_SLICE),
+        Expect::apply_status(STATUS),
+    ];
     let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(
-        seen[0].body["endpoints"],
-        json!([]),
-        "kube-proxy routes to neither"
-    );
+    for slice in &seen[..2] {
+        assert_eq!(
+            slice.body["endpoints"],
+            json!([]),
+            "kube-proxy routes to neither"
+        );
+    }
 
     // A new cluster whose pod has an IP but does not serve yet: no slice is created empty.
     let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
@@ -157,11 +190,122 @@ async fn an_ipv6_slice_emptied_keeps_its_address_type() {
     cache.set_pods(&pg, vec![pod("demo-0", "primary", true, "fd00::10")]);
     assert_eq!(cache.endpoint_slices[0].address_type, "IPv6");
     cache.pods = vec![pod("demo-0", "primary", false, "fd00::10")];
-    let script = vec![Expect::apply(RW_SLICE), Expect::apply_status(STATUS)];
+    let script = vec![
+        Expect::apply(RW_SLICE),
+        Expect::apply(ANY_SLICE),
+        Expect::apply_status(STATUS),
+    ];
     let (_, seen) = scenario(pg, cache, script).await;
-    assert_eq!(seen[0].body["endpoints"], json!([]));
-    assert_eq!(
-        seen[0].body["addressType"], "IPv6",
-        "immutable: the API server refuses a change"
+    for slice in &seen[..2] {
+        assert_eq!(slice.body["endpoints"], json!([]));
+        assert_eq!(
+            slice.body["addressType"], "IPv6",
+            "immutable: the API server refuses a change"
+        );
+    }
+}
+
+/// An earlier Tusk's `-ro` and `-r` selected by label, and kube-controller-manager routed them:
+/// they move over as `-rw` did, while the operator's slices already route.
+#[tokio::test]
+async fn selector_routed_readers_move_to_the_operators_slices_once() {
+    let (pg, mut cache) = three_instances(3);
+    cache.set_pods(&pg, three_pods(true));
+    let selected = |role: Option<&str>| {
+        let mut selector = std::collections::BTreeMap::from([
+            ("app.kubernetes.io/instance".to_owned(), "demo".to_owned()),
+            (
+                "app.kubernetes.io/component".to_owned(),
+                "database".to_owned(),
+            ),
+        ]);
+        if let Some(role) = role {
+            selector.insert("tusk.dev/role".to_owned(), role.to_owned());
+        }
+        selector
+    };
+    for (name, role) in [("demo-ro", Some("replica")), ("demo-r", None)] {
+        let service = (cache.services.iter_mut())
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+            .expect("the Service");
+        service.metadata.annotations = None;
+        if let Some(spec) = service.spec.as_mut() {
+            spec.selector = Some(selected(role));
+        }
+    }
+    let unselect = |name: &str| {
+        let path = format!("{SERVICES}/{name}");
+        Expect::new(Method::PATCH, path, move |_| {
+            (
+                StatusCode::OK,
+                json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "x", "namespace": "prod", "resourceVersion": "2"}}),
+            )
+        })
+    };
+    // 1. The selectors go; the children's apply leaves both Services to the move.
+    let script = vec![
+        holder(),
+        unselect("demo-ro"),
+        unselect("demo-r"),
+        Expect::apply_status(STATUS),
+    ];
+    three(&pg, cache.clone(), script).await;
+
+    // 2. No selector in the cache: kube-controller-manager's objects go, then the annotation.
+    for service in &mut cache.services {
+        if let Some(spec) = service.spec.as_mut().filter(|s| s.cluster_ip.is_none()) {
+            spec.selector = None;
+        }
+    }
+    let mut script = vec![holder()];
+    for name in ["demo-ro", "demo-r"] {
+        script.extend([
+            Expect::delete(format!("/api/v1/namespaces/prod/endpoints/{name}")),
+            Expect::delete("/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
+            Expect::apply(format!("{SERVICES}/{name}")),
+        ]);
+    }
+    script.push(Expect::apply_status(STATUS));
+    let seen = three(&pg, cache, script).await;
+    assert!(
+        seen[5].query.contains("service-name%3Ddemo-r%2C"),
+        "{}",
+        seen[5].query
     );
+    for applied in [&seen[3], &seen[6]] {
+        assert_eq!(
+            applied.body["metadata"]["annotations"]["tusk.dev/endpoints"],
+            "operator"
+        );
+        assert_eq!(applied.body["spec"].get("selector"), None);
+    }
+}
+
+/// A replica that stops being Ready leaves `-ro` and `-r` in the reconcile that sees it; the
+/// primary's `-rw` is not written.
+#[tokio::test]
+async fn an_unready_replica_leaves_the_readers_slices() {
+    let (pg, mut cache) = three_instances(2);
+    cache.set_pods(&pg, three_pods(true));
+    let mut pods = three_pods(true);
+    pods[1] = pod("demo-1", "replica", false, "10.0.0.11");
+    cache.pods = pods;
+    let script = vec![
+        holder(),
+        Expect::apply(RO_SLICE),
+        Expect::apply(ANY_SLICE),
+        Expect::apply_status(STATUS),
+        Expect::event(NS),
+    ];
+    let seen = three(&pg, cache, script).await;
+    let names = |slice: &Value| {
+        let endpoints = slice["endpoints"].as_array().cloned().unwrap_or_default();
+        endpoints
+            .iter()
+            .map(|e| e["targetRef"]["name"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&seen[1].body), [json!("demo-2")]);
+    assert_eq!(names(&seen[2].body), [json!("demo-0"), json!("demo-2")]);
 }

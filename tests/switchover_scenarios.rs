@@ -12,7 +12,7 @@ use http::Method;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use support::paths::{CLUSTER, PODS, RW_SLICE, STATUS};
+use support::paths::{CLUSTER, PODS, RO_SLICE, RW_SLICE, STATUS};
 use support::read::event_reason;
 use support::replicas::{self, Managers, managers, read_lease, three_instances, three_pods};
 use support::verifier::{Expect, Seen};
@@ -129,6 +129,7 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
         Expect::apply(format!("{PODS}/demo-0")),
         Expect::apply(format!("{PODS}/demo-1")),
         Expect::apply(RW_SLICE),
+        Expect::apply(RO_SLICE),
         Expect::apply_status(STATUS),
         clear_request(),
         Expect::event(NS),
@@ -147,17 +148,19 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
         "primary"
     );
     assert_eq!(seen[4].body["endpoints"][0]["targetRef"]["name"], "demo-1");
-    let status = &seen[5].body["status"];
+    // The new primary leaves `-ro` in the same reconcile (demo-0 is not Ready: not in it).
+    assert_eq!(seen[5].body["endpoints"][0]["targetRef"]["name"], "demo-2");
+    let status = &seen[6].body["status"];
     assert_eq!(status["currentPrimary"], "demo-1");
     assert_eq!(status["targetPrimary"], Value::Null);
     assert_eq!(status["lastFailover"]["reason"], "Switchover");
     assert_eq!(status["lastFailover"]["from"], "demo-0");
-    assert_eq!(seen[6].method, Method::PATCH);
+    assert_eq!(seen[7].method, Method::PATCH);
     assert_eq!(
-        seen[6].body["metadata"]["annotations"][REQUEST],
+        seen[7].body["metadata"]["annotations"][REQUEST],
         Value::Null
     );
-    assert_eq!(event_reason(&seen[7]), "SwitchedOver");
+    assert_eq!(event_reason(&seen[8]), "SwitchedOver");
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
-//! `-rw`'s routing against a real API server and kube-controller-manager: the operator's
-//! EndpointSlice names the primary's pod, and a `-rw` Service of an earlier Tusk (routed by a
-//! selector, with kube-controller-manager's slice) moves over without leaving a slice behind.
+//! The client Services' routing against a real API server and kube-controller-manager: the
+//! operator's EndpointSlices name the primary's pod (`-rw`) and the serving instances (`-ro`,
+//! `-r`), and Services of an earlier Tusk (routed by selectors, with kube-controller-manager's
+//! slices) move over without leaving a slice behind.
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -35,8 +36,20 @@ async fn slices_of(ctx: &Ctx, service: &str) -> Result<Vec<(String, Vec<String>)
         .collect())
 }
 
+/// Whether `slices` are the operator's only, naming exactly `ips` (no slice at all when there is
+/// nothing to name: an empty one is never created).
+fn only_ours(slices: &[(String, Vec<String>)], ips: &[String]) -> bool {
+    let ours = slices.iter().all(|(by, _)| by == "operator.tusk.dev");
+    let named: Vec<&String> = slices.iter().flat_map(|(_, a)| a).collect();
+    ours && slices.len() <= 1
+        && named.len() == ips.len()
+        && ips.iter().all(|ip| named.contains(&ip))
+}
+
 #[scenario]
-async fn rw_is_routed_by_the_operators_slice_and_a_selector_moves_over(ctx: Ctx) -> Result {
+async fn client_services_are_routed_by_the_operators_slices_and_selectors_move_over(
+    ctx: Ctx,
+) -> Result {
     let name = "routed";
     ctx.apply(&cluster(name, None)).await?;
     ctx.wait_ready(&[name]).await?;
@@ -48,59 +61,74 @@ async fn rw_is_routed_by_the_operators_slice_and_a_selector_moves_over(ctx: Ctx)
         .and_then(|s| s.pod_ip)
         .unwrap_or_default();
     ensure!(!ip.is_empty(), "{name}-0 has no IP");
-    let rw = format!("{name}-rw");
-    let only_ours = |slices: &[(String, Vec<String>)]| {
-        slices.len() == 1 && slices[0].0 == "operator.tusk.dev" && slices[0].1 == [ip.clone()]
-    };
-    until("-rw's slice to name the primary", ctx.timeout(), || async {
-        let slices = slices_of(&ctx, &rw).await?;
-        Ok(Check::when(only_ours(&slices), format!("{slices:?}")))
-    })
-    .await?;
+    // One instance: `-rw` and `-r` name it, `-ro` nothing.
+    let routed = [
+        (format!("{name}-rw"), vec![ip.clone()], Some("primary")),
+        (format!("{name}-ro"), vec![], Some("replica")),
+        (format!("{name}-r"), vec![ip.clone()], None),
+    ];
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ctx.ns);
-    let service = services.get(&rw).await?;
-    let spec = service.spec.clone().unwrap_or_default();
-    ensure!(
-        spec.selector.is_none(),
-        "-rw has a selector: {:?}",
-        spec.selector
-    );
-    say(format!(
-        "{rw}: no selector, one slice (the operator's) naming {ip}"
-    ));
-
-    // As an earlier Tusk applied it, under the operator's own field manager: a selector on the
-    // primary's label and no annotation. kube-controller-manager then gives it a slice.
-    let earlier = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": rw, "namespace": ctx.ns, "labels": service.labels(),
-                     "ownerReferences": service.owner_references()},
-        "spec": {"type": "ClusterIP", "ports": spec.ports,
-                 "selector": {"tusk.dev/cluster": name, "tusk.dev/role": "primary"}},
-    });
-    let params = PatchParams::apply("tusk-operator").force();
-    services
-        .patch(&rw, &params, &Patch::Apply(&earlier))
+    for (service, ips, _) in &routed {
+        until(&format!("{service}'s slices"), ctx.timeout(), || async {
+            let slices = slices_of(&ctx, service).await?;
+            Ok(Check::when(only_ours(&slices, ips), format!("{slices:?}")))
+        })
         .await?;
-    say(format!(
-        "{rw} put back as an earlier Tusk left it (selector, no annotation)"
-    ));
-    until("the move to finish", ctx.timeout(), || async {
-        let service = services.get(&rw).await?;
-        let annotated = service
-            .annotations()
-            .get("tusk.dev/endpoints")
-            .is_some_and(|v| v == "operator");
-        let selector = service.spec.and_then(|s| s.selector);
-        let slices = slices_of(&ctx, &rw).await?;
-        Ok(Check::when(
-            annotated && selector.is_none() && only_ours(&slices),
-            format!("annotated {annotated}, selector {selector:?}, slices {slices:?}"),
-        ))
-    })
-    .await?;
-    say(format!(
-        "{rw} moved: selector removed, kube-controller-manager's slice deleted, annotated"
-    ));
+        let spec = services.get(service).await?.spec.unwrap_or_default();
+        ensure!(
+            spec.selector.is_none(),
+            "{service} has a selector: {:?}",
+            spec.selector
+        );
+        say(format!(
+            "{service}: no selector, the operator's slice names {ips:?}"
+        ));
+    }
+
+    // As an earlier Tusk applied them, under the operator's own field manager: selectors on the
+    // cluster's (and the role's) labels, no annotation. kube-controller-manager then gives each
+    // a slice.
+    let params = PatchParams::apply("tusk-operator").force();
+    for (service, _, role) in &routed {
+        let current = services.get(service).await?;
+        let spec = current.spec.clone().unwrap_or_default();
+        let mut selector = json!({"tusk.dev/cluster": name});
+        if let Some(role) = role {
+            selector["tusk.dev/role"] = json!(role);
+        }
+        let earlier = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "namespace": ctx.ns, "labels": current.labels(),
+                         "ownerReferences": current.owner_references()},
+            "spec": {"type": "ClusterIP", "ports": spec.ports, "selector": selector},
+        });
+        services
+            .patch(service, &params, &Patch::Apply(&earlier))
+            .await?;
+    }
+    say("-rw, -ro, -r put back as an earlier Tusk left them (selectors, no annotation)");
+    for (service, ips, _) in &routed {
+        until(
+            &format!("{service}'s move to finish"),
+            ctx.timeout(),
+            || async {
+                let current = services.get(service).await?;
+                let annotated = current
+                    .annotations()
+                    .get("tusk.dev/endpoints")
+                    .is_some_and(|v| v == "operator");
+                let selector = current.spec.and_then(|s| s.selector);
+                let slices = slices_of(&ctx, service).await?;
+                Ok(Check::when(
+                    annotated && selector.is_none() && only_ours(&slices, ips),
+                    format!("annotated {annotated}, selector {selector:?}, slices {slices:?}"),
+                ))
+            },
+        )
+        .await?;
+        say(format!(
+            "{service} moved: selector removed, kube-controller-manager's slice deleted, annotated"
+        ));
+    }
     Ok(())
 }

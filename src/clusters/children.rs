@@ -45,11 +45,11 @@ pub async fn apply_children(
     // Independent of each other, so sent together (the RoleBinding right after its Role): a
     // new cluster's eight take two round trips, not eight. The pods' account and its role exist
     // before the StatefulSet asks for them.
-    // An earlier Tusk's `-rw` is moved by the routing step, which annotates it when done.
-    let rw = (!super::ha::routing::moving(ctx, cluster)).then_some(desired.rw);
-    let services = rw
-        .into_iter()
-        .chain(desired.services)
+    // An earlier Tusk's client Service, routed by a selector, is moved by the routing step,
+    // which annotates it when done.
+    let services = (desired.clients.into_iter())
+        .filter(|service| !super::ha::routing::moving(ctx, cluster, &service.name_any()))
+        .chain([desired.headless])
         .map(|service| apply_packed(api(&client, ns), &caches.services, ns, service));
     let access = desired.access;
     let (roles, bindings) = (&caches.roles, &caches.role_bindings);

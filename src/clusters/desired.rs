@@ -21,10 +21,10 @@ pub struct Desired {
     /// The status token of the instance managers' ports: created only when absent.
     pub monitoring: Secret,
     pub config_map: ConfigMap,
-    /// The `-rw` Service: no selector (its EndpointSlice is written by `ha::routing`).
-    pub rw: Service,
-    /// The `-ro`, `-r` and headless Services.
-    pub services: [Service; 3],
+    /// `-rw`, `-ro`, `-r`: no selector (their EndpointSlices are written by `ha::routing`).
+    pub clients: [Service; 3],
+    /// The headless Service: the pods' DNS names.
+    pub headless: Service,
     /// The database pods' identity: what their instance managers may do with the API.
     pub access: InstanceAccess,
     pub statefulset: StatefulSet,
@@ -90,12 +90,8 @@ pub fn desired(
         monitoring: resources::monitoring_secret(cluster, &resources::generate_password()),
         statefulset: resources::statefulset(cluster, &checksum, agent),
         config_map,
-        rw: resources::rw_service(cluster),
-        services: [
-            resources::ro_service(cluster),
-            resources::any_service(cluster),
-            resources::headless_service(cluster),
-        ],
+        clients: resources::client_services(cluster),
+        headless: resources::headless_service(cluster),
         access: InstanceAccess {
             service_account: resources::instance_service_account(cluster),
             role: resources::instance_role(cluster),
@@ -156,8 +152,9 @@ mod tests {
             .iter()
             .chain([&children.replication, &children.monitoring])
             .map(ResourceExt::name_any)
-            .chain([children.config_map.name_any(), children.rw.name_any()])
-            .chain(children.services.iter().map(ResourceExt::name_any))
+            .chain([children.config_map.name_any()])
+            .chain(children.clients.iter().map(ResourceExt::name_any))
+            .chain([children.headless.name_any()])
             .chain([
                 children.access.service_account.name_any(),
                 children.access.role.name_any(),

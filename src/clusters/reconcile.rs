@@ -101,7 +101,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // restore, the backups' records.
     let observed = restore::observe(pg, &cluster, ctx).await?;
     let held = observed.holds_clients();
-    route_rw(&cluster, &primary, !held, ctx).await?;
+    route_clients(&cluster, &primary, !held, ctx).await?;
     let restore_recheck = observed.recheck();
     let mut children = children;
     if observed.holds_pods() {
@@ -241,7 +241,7 @@ async fn refuse_spec(
         // As the spec was when it was valid: clients wait while a restore has not finished.
         let restoring = pg.spec.restore.is_some()
             && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
-        route_rw(cluster, primary, !restoring, ctx).await?;
+        route_clients(cluster, primary, !restoring, ctx).await?;
     }
     let recheck = primary.as_ref().and_then(|p| p.recheck);
     report::invalid_spec(pg, cluster, message.to_owned(), primary, ctx).await?;
@@ -249,8 +249,9 @@ async fn refuse_spec(
 }
 
 /// `-rw` follows the holder in the reconcile that found it (a failover's included), before any
-/// child is applied; `clients` false while a restore holds applications back.
-async fn route_rw(
+/// child is applied, then `-ro` and `-r` follow the instances; `clients` false while a restore
+/// holds applications back.
+async fn route_clients(
     cluster: &Cluster<'_>,
     primary: &PrimaryState,
     clients: bool,
@@ -260,7 +261,7 @@ async fn route_rw(
     let holder = primary.current.as_deref();
     let force = primary.unrouted;
     ha::routing::route(ctx, cluster, &pods, holder, clients, force).await?;
-    Ok(())
+    ha::routing::route_readers(ctx, cluster, &pods, holder, clients).await
 }
 
 /// Waits (bounded) until every child cache has been filled by its first list.

@@ -12,6 +12,7 @@ mod config;
 mod cronjob;
 pub mod declared;
 mod disruption;
+pub mod endpoints;
 mod hba;
 pub mod hba_rules;
 mod image;
@@ -24,7 +25,6 @@ pub mod pooler_tls;
 mod postgres_container;
 mod published_ca;
 pub mod restore_tls;
-pub mod rw_endpoints;
 mod secret_refs;
 mod secrets;
 mod services;
@@ -77,8 +77,8 @@ pub use secrets::{
     password_of, replication_secret, superuser_secret, with_ca,
 };
 pub use services::{
-    RW_ROUTING_ANNOTATION, RW_ROUTING_BY_OPERATOR, any_service, headless_service, ro_service,
-    rw_service,
+    ROUTED_BY_OPERATOR, ROUTING_ANNOTATION, any_service, client_services, headless_service,
+    ro_service, rw_service,
 };
 pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};
 pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};

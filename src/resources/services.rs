@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{Cluster, Component, POSTGRES_PORT, ROLE_LABEL, ROLE_REPLICA};
+use super::{Cluster, Component, POSTGRES_PORT};
 
 fn postgres_port() -> ServicePort {
     ServicePort {
@@ -18,44 +18,48 @@ fn postgres_port() -> ServicePort {
     }
 }
 
-/// On `-rw`: its endpoints are the operator's EndpointSlice (`rw_endpoints`), not a selector's.
-/// A Service of an earlier Tusk lacks it: the routing step then moves it over (`ha::routing`).
-pub const RW_ROUTING_ANNOTATION: &str = "tusk.dev/endpoints";
-pub const RW_ROUTING_BY_OPERATOR: &str = "operator";
+/// On `-rw`, `-ro` and `-r`: their endpoints are the operator's EndpointSlices (`endpoints`),
+/// not a selector's. A Service of an earlier Tusk lacks it: the routing step then moves it over
+/// (`ha::routing`).
+pub const ROUTING_ANNOTATION: &str = "tusk.dev/endpoints";
+pub const ROUTED_BY_OPERATOR: &str = "operator";
 
-/// The database pods of `cluster` that carry role label `role`.
-fn role_selector(cluster: &Cluster, role: &str) -> BTreeMap<String, String> {
-    let mut selector = cluster.selector_labels(Component::Database);
-    selector.insert(ROLE_LABEL.to_owned(), role.to_owned());
-    selector
-}
-
-/// Service `<name>-rw`, without a selector: the operator writes its EndpointSlice at each
-/// handover (`rw_endpoints`), so clients follow the Lease in one write instead of waiting for
-/// kube-controller-manager to notice a label (~15 s behind during a burst of new clusters).
-pub fn rw_service(cluster: &Cluster) -> Service {
-    let mut service = service(cluster, cluster.rw_service_name(), None, false);
+/// A client Service without a selector: the operator writes its EndpointSlice (`endpoints`),
+/// so it follows a handover or a replica's readiness in one write instead of waiting for
+/// kube-controller-manager to notice a label (~15 s behind during a burst of new clusters), and
+/// only the pods the operator chooses serve.
+fn routed_service(cluster: &Cluster, name: String) -> Service {
+    let mut service = service(cluster, name, None, false);
     service
         .metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
-        .insert(
-            RW_ROUTING_ANNOTATION.to_owned(),
-            RW_ROUTING_BY_OPERATOR.to_owned(),
-        );
+        .insert(ROUTING_ANNOTATION.to_owned(), ROUTED_BY_OPERATOR.to_owned());
     service
+}
+
+/// Service `<name>-rw`: the primary.
+pub fn rw_service(cluster: &Cluster) -> Service {
+    routed_service(cluster, cluster.rw_service_name())
 }
 
 /// Service `<name>-ro`: the replicas, for read-only traffic that tolerates replication lag.
 pub fn ro_service(cluster: &Cluster) -> Service {
-    let selector = role_selector(cluster, ROLE_REPLICA);
-    service(cluster, cluster.ro_service_name(), Some(selector), false)
+    routed_service(cluster, cluster.ro_service_name())
 }
 
 /// Service `<name>-r`: every ready instance, primary or replica.
 pub fn any_service(cluster: &Cluster) -> Service {
-    let selector = cluster.selector_labels(Component::Database);
-    service(cluster, cluster.any_service_name(), Some(selector), false)
+    routed_service(cluster, cluster.any_service_name())
+}
+
+/// The client Services, each routed by the operator: `-rw`, `-ro`, `-r`.
+pub fn client_services(cluster: &Cluster) -> [Service; 3] {
+    [
+        rw_service(cluster),
+        ro_service(cluster),
+        any_service(cluster),
+    ]
 }
 
 /// Headless Service `<name>-hl`: the StatefulSet's `serviceName`; lists pods before they are
@@ -96,38 +100,25 @@ mod tests {
     use crate::resources::fixtures::*;
 
     #[test]
-    fn rw_service_has_no_selector_and_says_who_routes_it() {
+    fn client_services_have_no_selector_and_say_who_routes_them() {
         let pg = postgresql(MINIMAL);
         let cluster = Cluster::new(&pg).unwrap();
-        let svc = rw_service(&cluster);
-        assert_eq!(svc.metadata.name.as_deref(), Some("demo-rw"));
-        let annotations = svc.metadata.annotations.unwrap();
-        assert_eq!(annotations[RW_ROUTING_ANNOTATION], RW_ROUTING_BY_OPERATOR);
-        let spec = svc.spec.unwrap();
-        assert_eq!(spec.cluster_ip, None);
-        assert_eq!(
-            spec.selector, None,
-            "kube-controller-manager must not route it"
-        );
-        let port = &spec.ports.unwrap()[0];
-        // The EndpointSlice's port carries the same name: that is how kube-proxy pairs them.
-        assert_eq!((port.name.as_deref(), port.port), (Some("postgres"), 5432));
+        let names = client_services(&cluster).map(|svc| {
+            let annotations = svc.metadata.annotations.unwrap();
+            assert_eq!(annotations[ROUTING_ANNOTATION], ROUTED_BY_OPERATOR);
+            let spec = svc.spec.unwrap();
+            assert_eq!(spec.cluster_ip, None);
+            assert_eq!(
+                spec.selector, None,
+                "kube-controller-manager must not route it"
+            );
+            let port = &spec.ports.unwrap()[0];
+            // The EndpointSlice's port carries the same name: that is how kube-proxy pairs them.
+            assert_eq!((port.name.as_deref(), port.port), (Some("postgres"), 5432));
+            svc.metadata.name.unwrap()
+        });
+        assert_eq!(names, ["demo-rw", "demo-ro", "demo-r"]);
         assert_eq!(cluster.primary_host(), "demo-0.demo-hl.prod.svc");
-    }
-
-    #[test]
-    fn ro_selects_the_replicas_and_r_every_instance() {
-        let pg = postgresql(MINIMAL);
-        let cluster = Cluster::new(&pg).unwrap();
-        let ro = ro_service(&cluster);
-        assert_eq!(ro.metadata.name.as_deref(), Some("demo-ro"));
-        let selector = ro.spec.unwrap().selector.unwrap();
-        assert_eq!(selector["tusk.dev/role"], "replica");
-        let any = any_service(&cluster);
-        assert_eq!(any.metadata.name.as_deref(), Some("demo-r"));
-        let selector = any.spec.unwrap().selector.unwrap();
-        assert!(!selector.contains_key("tusk.dev/role"));
-        assert_eq!(selector["app.kubernetes.io/component"], "database");
     }
 
     #[test]

@@ -33,7 +33,7 @@ use super::watch::{ChildWatches, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::ca_rotation::Lifetimes;
-use crate::resources::{AgentSettings, STATUS_PORT, rw_endpoints};
+use crate::resources::{AgentSettings, STATUS_PORT, endpoints};
 
 /// The children a cluster owns. This is the one list: each entry is a field of [`Caches`], a
 /// watch started by [`watch_owned`] that triggers the owning cluster, and a cache
@@ -149,7 +149,7 @@ owned_children! {
         deployments: Deployment => Packed;
         /// `-rw`'s EndpointSlice (not kube-controller-manager's slices of the other Services).
         endpoint_slices: EndpointSlice => Packed,
-            only rw_endpoints::OPERATOR_SLICES;
+            only endpoints::OPERATOR_SLICES;
     }
 }
 

@@ -18,3 +18,5 @@ pub const PODS: &str = "/api/v1/namespaces/prod/pods";
 pub const NETWORK_POLICIES: &str = "/apis/networking.k8s.io/v1/namespaces/prod/networkpolicies";
 /// `-rw`'s EndpointSlice, which the operator writes (the Service has no selector).
 pub const RW_SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices/demo-rw";
+pub const RO_SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices/demo-ro";
+pub const ANY_SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices/demo-r";

@@ -1,6 +1,6 @@
 //! Request sequences more than one scenario expects.
 
-use super::paths::{BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS, RW_SLICE, STATUS};
+use super::paths::{ANY_SLICE, BACKUPS, CLUSTER, CRONJOBS, JOBS, NIGHTLY_STATUS, RW_SLICE, STATUS};
 use super::verifier::Expect;
 use super::world::NS;
 
@@ -28,11 +28,12 @@ pub fn nightly_job_started() -> Vec<Expect> {
     ]
 }
 
-/// A restore that finished: clients routed first (`-rw`'s EndpointSlice names the primary),
-/// then the status, then the `Restored` and `Ready` Events.
+/// A restore that finished: clients routed first (`-rw`'s and `-r`'s EndpointSlices name the
+/// primary), then the status, then the `Restored` and `Ready` Events.
 pub fn restore_finished() -> Vec<Expect> {
     vec![
         Expect::apply(RW_SLICE),
+        Expect::apply(ANY_SLICE),
         Expect::apply_status(STATUS),
         Expect::event(NS),
         Expect::event(NS),

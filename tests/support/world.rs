@@ -20,7 +20,7 @@ use tusk::clusters::ha::pods::is_ready;
 use tusk::clusters::status::{self, BackupSchedule, Outcome, Readiness, RestoreProgress};
 use tusk::crd::CLEANUP_FINALIZER;
 use tusk::metrics::Metrics;
-use tusk::resources::rw_endpoints::{Primary, rw_endpoints};
+use tusk::resources::endpoints::{Instance, client_slices, routes};
 use tusk::resources::verifiers::Slot;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::by_cluster::{ByCluster, backup_cluster, job_cluster};
@@ -149,12 +149,10 @@ impl Cache {
                 ),
             ],
             config_maps: vec![config_map, resources::published_ca(&cluster, &server_ca)],
-            services: vec![
-                resources::rw_service(&cluster),
-                resources::ro_service(&cluster),
-                resources::any_service(&cluster),
-                resources::headless_service(&cluster),
-            ],
+            services: resources::client_services(&cluster)
+                .into_iter()
+                .chain([resources::headless_service(&cluster)])
+                .collect(),
             statefulsets: vec![statefulset],
             cronjobs,
             service_accounts: vec![resources::instance_service_account(&cluster)],
@@ -165,8 +163,8 @@ impl Cache {
                 .into_iter()
                 .collect(),
             deployments: Vec::new(),
-            // No pods: `-rw` routes nowhere (and nowhere while a restore holds clients).
-            endpoint_slices: vec![rw_endpoints(&cluster, None, !restore_pending)],
+            // No pods: the client Services route nowhere.
+            endpoint_slices: client_slices(&cluster, &routes(&[], None, !restore_pending)).into(),
             pods: Vec::new(),
             jobs: Vec::new(),
             backups: Vec::new(),
@@ -175,24 +173,29 @@ impl Cache {
 }
 
 impl Cache {
-    /// The database pods `pods`, with `-rw`'s EndpointSlice naming the one labelled primary (as
-    /// the reconcile that labelled it left it).
+    /// The database pods `pods`, with the client Services' EndpointSlices routing them (`-rw`
+    /// to the Ready one labelled primary), as the reconcile that labelled them left them.
     pub fn set_pods(&mut self, pg: &PostgreSQL, pods: Vec<Pod>) {
         let cluster = Cluster::new(pg).expect("complete cluster");
-        let primary = pods.iter().find(|pod| {
-            pod.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("tusk.dev/role"))
-                == Some(&"primary".to_owned())
-        });
-        let routed = primary.filter(|pod| is_ready(pod)).and_then(|pod| {
-            Some(Primary {
-                pod: pod.metadata.name.as_deref()?,
-                ip: pod.status.as_ref()?.pod_ip.as_deref()?,
+        let label = |pod: &Pod| {
+            (pod.metadata.labels.as_ref()).and_then(|l| l.get("tusk.dev/role").cloned())
+        };
+        let holder = pods
+            .iter()
+            .find(|pod| label(pod).as_deref() == Some("primary"))
+            .and_then(|pod| pod.metadata.name.clone());
+        let instances: Vec<Instance> = pods
+            .iter()
+            .filter_map(|pod| {
+                Some(Instance {
+                    pod: pod.metadata.name.as_deref()?,
+                    ip: pod.status.as_ref()?.pod_ip.as_deref(),
+                    ready: is_ready(pod),
+                })
             })
-        });
-        self.endpoint_slices = vec![rw_endpoints(&cluster, routed, true)];
+            .collect();
+        let routes = routes(&instances, holder.as_deref(), true);
+        self.endpoint_slices = client_slices(&cluster, &routes).into();
         self.pods = pods;
     }
 
