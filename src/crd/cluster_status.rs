@@ -23,6 +23,11 @@ pub struct PostgreSQLStatus {
     /// The pod that holds the primary Lease: the only instance that accepts writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_primary: Option<String>,
+    /// The set of instances that serves: the StatefulSet whose pods are `<set>-<ordinal>` and
+    /// whose Lease is `<set>-primary`. Absent: the cluster's name. A major-version upgrade
+    /// brings up another set beside it and hands over to it at the cut-over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_set: Option<String>,
     /// The instance a switchover in progress hands the Lease to (requested with the
     /// `tusk.dev/switchover-to` annotation); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,7 +11,7 @@ use super::{Cluster, Component};
 /// would only block node drains without protecting anything.
 pub fn disruption_budget(cluster: &Cluster) -> Option<PodDisruptionBudget> {
     (cluster.spec.instances > 1).then(|| PodDisruptionBudget {
-        metadata: cluster.child_meta(cluster.statefulset_name(), Component::Database),
+        metadata: cluster.child_meta(cluster.name.to_owned(), Component::Database),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(LabelSelector {

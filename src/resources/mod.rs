@@ -155,6 +155,10 @@ pub struct Cluster<'a> {
     pub spec: &'a PostgreSQLSpec,
     /// The primary as the status last recorded it (`status.currentPrimary`).
     pub primary: Option<&'a str>,
+    /// The serving set of instances (`status.instanceSet`, else the cluster's name): the
+    /// StatefulSet, its pods `<set>-<ordinal>` and its Lease `<set>-primary`. Every other child
+    /// (Secrets, ConfigMaps, Services, the CA) is the cluster's and named after it.
+    pub instance_set: &'a str,
     owner: OwnerReference,
 }
 
@@ -179,14 +183,16 @@ impl<'a> Cluster<'a> {
             .as_deref()
             .ok_or(incomplete("namespace"))?;
         let owner = pg.controller_owner_ref(&()).ok_or(incomplete("uid"))?;
+        let name = pg.metadata.name.as_deref().ok_or(incomplete("name"))?;
+        let status = pg.status.as_ref();
         Ok(Self {
-            name: pg.metadata.name.as_deref().ok_or(incomplete("name"))?,
+            name,
             namespace,
             spec: &pg.spec,
-            primary: pg
-                .status
-                .as_ref()
-                .and_then(|s| s.current_primary.as_deref()),
+            primary: status.and_then(|s| s.current_primary.as_deref()),
+            instance_set: status
+                .and_then(|s| s.instance_set.as_deref())
+                .unwrap_or(name),
             owner,
         })
     }
@@ -261,8 +267,9 @@ impl<'a> Cluster<'a> {
     pub fn headless_service_name(&self) -> String {
         format!("{}-hl", self.name)
     }
+    /// The serving set's StatefulSet: the set's name.
     pub fn statefulset_name(&self) -> String {
-        self.name.to_owned()
+        self.instance_set.to_owned()
     }
     pub fn cronjob_name(&self) -> String {
         backup_cronjob_name(self.name)
@@ -314,9 +321,10 @@ impl<'a> Cluster<'a> {
     pub fn any_service_name(&self) -> String {
         format!("{}-r", self.name)
     }
-    /// Lease `<name>-primary`: its holder is the only instance that may run as primary.
+    /// Lease `<set>-primary` (`<name>-primary` for a cluster's first set): its holder is the
+    /// only instance of the set that may run as primary.
     pub fn lease_name(&self) -> String {
-        format!("{}-primary", self.name)
+        format!("{}-primary", self.instance_set)
     }
     /// Deployment, ServiceAccount, Role and RoleBinding `<name>-pooler`.
     pub fn pooler_name(&self) -> String {
@@ -347,9 +355,12 @@ impl<'a> Cluster<'a> {
         let instances = self.spec.instances.max(1);
         primary_ordinal.map_or(instances, |ordinal| instances.max(ordinal + 1))
     }
-    /// Ordinal of a database pod of this cluster, from its name.
+    /// Ordinal of a database pod of the serving set, from its name.
     pub fn ordinal(&self, pod: &str) -> Option<i32> {
-        pod.strip_prefix(self.name)?.strip_prefix('-')?.parse().ok()
+        pod.strip_prefix(self.instance_set)?
+            .strip_prefix('-')?
+            .parse()
+            .ok()
     }
     /// Names of the database pods, ordinal 0 first.
     pub fn pod_names(&self) -> Vec<String> {
@@ -417,6 +428,9 @@ pub(crate) mod fixtures {
     /// Nightly backups to MinIO; shared with the mock-API scenarios in tests/.
     pub const WITH_S3_BACKUP: &str = include_str!("../../tests/fixtures/with-s3-backup.yaml");
 }
+
+#[cfg(test)]
+mod instance_set_tests;
 
 #[cfg(test)]
 mod tests {

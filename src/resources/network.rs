@@ -87,7 +87,7 @@ pub fn network_policy(cluster: &Cluster, operator_namespace: &str) -> Option<Net
     ];
     ingress.extend(scrapers.map(|from| rule(from, &[STATUS_PORT])));
     Some(NetworkPolicy {
-        metadata: cluster.child_meta(cluster.statefulset_name(), Component::Database),
+        metadata: cluster.child_meta(cluster.name.to_owned(), Component::Database),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(selector(cluster.selector_labels(Component::Database))),
             policy_types: Some(vec!["Ingress".to_owned()]),
