@@ -1,5 +1,6 @@
 //! The contract between the operator and the instance managers (`tusk-instance`), written
-//! once: the primary Lease's annotations, the `/status` body and the roles Tusk logs in as. docs/src/design/replication.md explains
+//! once: the primary Lease's annotations, the `/status` body, the roles Tusk logs in as and the
+//! upgrade preflight's answer. docs/src/design/replication.md explains
 //! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
 //! against it, so an operator and a manager of different releases still understand each other.
 
@@ -7,6 +8,7 @@ pub mod declared;
 pub mod lease;
 pub mod roles;
 pub mod status;
+pub mod upgrade;
 
 pub use status::{InstanceStatus, Lsns, PostgresState, Role};
 
@@ -72,6 +74,17 @@ mod tests {
         assert!(!status.is_running_replica());
         status.in_recovery = None;
         assert!(status.is_running_replica(), "a manager that does not say");
+    }
+
+    #[test]
+    fn the_upgrade_preflight_round_trips_as_the_contract_writes_it() {
+        let sample = &contract()["upgradePreflight"];
+        assert_eq!(sample["path"], upgrade::PREFLIGHT_PATH);
+        let body = sample["body"].clone();
+        let preflight: upgrade::UpgradePreflight =
+            serde_json::from_value(body.clone()).expect("the sample decodes");
+        assert_eq!(preflight.refusals().len(), 3);
+        assert_eq!(serde_json::to_value(&preflight).ok(), Some(body));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
+use tusk_contract::upgrade::PREFLIGHT_PATH;
 
 use crate::archiver::Archiver;
 use crate::context::Context;
@@ -82,6 +83,7 @@ pub async fn serve(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/archive/check", post(archive_check))
+        .route(PREFLIGHT_PATH, get(upgrade_preflight))
         .with_state(App {
             ctx,
             archiver,
@@ -126,6 +128,21 @@ async fn archive_check(State(app): State<App>, headers: HeaderMap) -> Response {
             StatusCode::ACCEPTED.into_response()
         }
         None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// What the databases hold that an online major-version upgrade cannot carry: asked by the
+/// operator before such an upgrade starts. 503 with the reason when the server cannot answer.
+async fn upgrade_preflight(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !app.token.admits(&headers) {
+        return refused();
+    }
+    match crate::upgrade_preflight::preflight(&app.ctx).await {
+        Ok(preflight) => {
+            let body = serde_json::to_string(&preflight).unwrap_or_else(|_| "{}".into());
+            ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n")).into_response(),
     }
 }
 

@@ -47,5 +47,6 @@ pub mod status_tls;
 pub mod streaming_clock;
 pub mod supervisor;
 pub mod tls_reload;
+pub mod upgrade_preflight;
 pub mod wal_push;
 pub mod watchdog;

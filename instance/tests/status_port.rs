@@ -55,7 +55,7 @@ fn the_status_port_is_tls_only_verified_and_needs_the_token_except_for_probes() 
     assert_eq!(code, 200);
     assert!(body.contains("tusk_instance_"), "{body}");
 
-    for path in ["/status", "/metrics"] {
+    for path in ["/status", "/metrics", "/upgrade/preflight"] {
         assert_eq!(
             curl(&https(path), Some(&ca), None).0,
             401,
