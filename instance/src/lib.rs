@@ -47,6 +47,7 @@ pub mod status_tls;
 pub mod streaming_clock;
 pub mod supervisor;
 pub mod tls_reload;
+pub mod upgrade;
 pub mod upgrade_preflight;
 pub mod wal_push;
 pub mod watchdog;
