@@ -1,6 +1,6 @@
 //! The contract between the operator and the instance managers (`tusk-instance`), written
 //! once: the primary Lease's annotations, the `/status` body, the roles Tusk logs in as and the
-//! upgrade preflight's answer. docs/src/design/replication.md explains
+//! online upgrade's preflight and the old primary's steps. docs/src/design/replication.md explains
 //! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
 //! against it, so an operator and a manager of different releases still understand each other.
 
@@ -9,6 +9,7 @@ pub mod lease;
 pub mod roles;
 pub mod status;
 pub mod upgrade;
+pub mod upgrade_source;
 
 pub use status::{InstanceStatus, Lsns, PostgresState, Role};
 
@@ -85,6 +86,36 @@ mod tests {
             serde_json::from_value(body.clone()).expect("the sample decodes");
         assert_eq!(preflight.refusals().len(), 3);
         assert_eq!(serde_json::to_value(&preflight).ok(), Some(body));
+    }
+
+    #[test]
+    fn the_upgrade_source_steps_round_trip_as_the_contract_writes_them() {
+        let sample = &contract()["upgradeSource"];
+        let paths = &sample["paths"];
+        assert_eq!(paths["publish"], upgrade_source::PUBLISH_PATH);
+        assert_eq!(paths["freeze"], upgrade_source::FREEZE_PATH);
+        assert_eq!(paths["confirmed"], upgrade_source::CONFIRMED_PATH);
+        assert_eq!(paths["thaw"], upgrade_source::THAW_PATH);
+        assert_eq!(paths["unpublish"], upgrade_source::UNPUBLISH_PATH);
+        let published: upgrade_source::Published =
+            serde_json::from_value(sample["published"].clone()).expect("published decodes");
+        assert_eq!(published.databases[0].slot, "tusk_upgrade_16384");
+        assert_eq!(
+            serde_json::to_value(&published).ok().as_ref(),
+            Some(&sample["published"])
+        );
+        let frozen: upgrade_source::Frozen =
+            serde_json::from_value(sample["frozen"].clone()).expect("frozen decodes");
+        let request: upgrade_source::ConfirmRequest =
+            serde_json::from_value(sample["confirmRequest"].clone()).expect("request decodes");
+        assert_eq!(frozen.lsn, request.lsn);
+        let confirmation: upgrade_source::Confirmation =
+            serde_json::from_value(sample["confirmation"].clone()).expect("answer decodes");
+        assert!(!confirmation.confirmed());
+        assert_eq!(
+            serde_json::to_value(&confirmation).ok().as_ref(),
+            Some(&sample["confirmation"])
+        );
     }
 
     #[test]

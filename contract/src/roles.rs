@@ -14,6 +14,10 @@ pub const POOLER_USER: &str = "tusk_pooler";
 pub const POOLER_SCHEMA: &str = "tusk_pooler";
 /// Reads every database for logical backups.
 pub const BACKUP_USER: &str = "tusk_backup";
+/// The new major's side of an online upgrade reads the old primary through it: its roles
+/// (`pg_authid`, for the password verifiers), schema and rows, and subscribes. Made by the old
+/// primary's manager when the copy starts and dropped when it ends; certificate only.
+pub const UPGRADE_USER: &str = "tusk_upgrade";
 
 /// Where the database pods find the declared passwords' SCRAM verifiers (Secret
 /// `<name>-verifiers`), one file per role the manager keeps at its declared password.

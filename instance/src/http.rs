@@ -5,10 +5,13 @@
 //! role the Lease gives) stay open for the kubelet's probes. No request opens a connection to
 //! the server: reports come from the monitor's cached facts. `POST /archive/check` (with the
 //! token) asks for the continuity check a base backup's history file would have asked for.
+//! `GET /upgrade/preflight` and the old primary's steps of an online upgrade (`POST
+//! /upgrade/…`, `tusk_contract::upgrade_source`) need the token too.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +19,7 @@ use axum::routing::{get, post};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tusk_contract::upgrade::PREFLIGHT_PATH;
+use tusk_contract::upgrade_source;
 
 use crate::archiver::Archiver;
 use crate::context::Context;
@@ -84,6 +88,11 @@ pub async fn serve(
         .route("/metrics", get(metrics))
         .route("/archive/check", post(archive_check))
         .route(PREFLIGHT_PATH, get(upgrade_preflight))
+        .route(upgrade_source::PUBLISH_PATH, post(upgrade_publish))
+        .route(upgrade_source::FREEZE_PATH, post(upgrade_freeze))
+        .route(upgrade_source::CONFIRMED_PATH, post(upgrade_confirmed))
+        .route(upgrade_source::THAW_PATH, post(upgrade_thaw))
+        .route(upgrade_source::UNPUBLISH_PATH, post(upgrade_unpublish))
         .with_state(App {
             ctx,
             archiver,
@@ -144,6 +153,58 @@ async fn upgrade_preflight(State(app): State<App>, headers: HeaderMap) -> Respon
         }
         Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n")).into_response(),
     }
+}
+
+/// One of the old primary's steps of an online upgrade: only the manager that holds the Lease
+/// and runs a primary takes it (409 otherwise); 503 with the reason when it fails. Its answer,
+/// if any, as JSON.
+async fn source_step<F, T>(app: &App, headers: &HeaderMap, step: F) -> Response
+where
+    F: AsyncFnOnce(&Context) -> Result<T, Error>,
+    T: serde::Serialize,
+{
+    if !app.token.admits(headers) {
+        return refused();
+    }
+    let report = app.report().await;
+    let holder = report.lease_holder.as_deref() == Some(app.ctx.me());
+    if report.role != tusk_contract::Role::Primary || !holder {
+        let message = "not the primary: an upgrade's source steps run on the Lease's holder\n";
+        return (StatusCode::CONFLICT, message).into_response();
+    }
+    match step(&app.ctx).await {
+        Ok(answer) => {
+            let body = serde_json::to_string(&answer).unwrap_or_else(|_| "null".into());
+            ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n")).into_response(),
+    }
+}
+
+async fn upgrade_publish(State(app): State<App>, headers: HeaderMap) -> Response {
+    source_step(&app, &headers, crate::upgrade_source::publish).await
+}
+
+async fn upgrade_freeze(State(app): State<App>, headers: HeaderMap) -> Response {
+    source_step(&app, &headers, crate::upgrade_source::freeze).await
+}
+
+async fn upgrade_confirmed(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: upgrade_source::ConfirmRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => return (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response(),
+    };
+    let lsn = request.lsn;
+    let step = async |ctx: &Context| crate::upgrade_source::confirmed(ctx, &lsn).await;
+    source_step(&app, &headers, step).await
+}
+
+async fn upgrade_thaw(State(app): State<App>, headers: HeaderMap) -> Response {
+    source_step(&app, &headers, crate::upgrade_source::thaw).await
+}
+
+async fn upgrade_unpublish(State(app): State<App>, headers: HeaderMap) -> Response {
+    source_step(&app, &headers, crate::upgrade_source::unpublish).await
 }
 
 async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {

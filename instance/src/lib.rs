@@ -49,5 +49,6 @@ pub mod supervisor;
 pub mod tls_reload;
 pub mod upgrade;
 pub mod upgrade_preflight;
+pub mod upgrade_source;
 pub mod wal_push;
 pub mod watchdog;

@@ -6,35 +6,13 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
 use tusk_instance::error::Error;
-use tusk_instance::upgrade::{Runner, Server, conninfo_value, slot_name, source, target};
-
-/// Runs the tools directly (the manager's reaper would reap the harness's children too).
-struct Direct;
-
-impl Runner for Direct {
-    async fn run(&self, mut cmd: Command, tool: &str) -> Result<String, Error> {
-        let out = tokio::task::spawn_blocking(move || cmd.output())
-            .await
-            .map_err(|e| Error::State(format!("{tool}: {e}")))?
-            .map_err(Error::io(format!("starting {tool}")))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(Error::Tool {
-                tool: tool.to_owned(),
-                status: out.status,
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            })
-        }
-    }
-}
+use tusk_instance::upgrade::{Direct, Server, conninfo_value, slot_name, source, target};
 
 /// The superuser's way to `cluster`'s primary over verified TLS.
 fn server(cluster: &mut Cluster) -> Server {

@@ -11,7 +11,9 @@
 /// password alone once created slots in an ordinary session); `tusk_rewind` serves a former
 /// primary's rewind from database `postgres`; `tusk_backup` reads for dumps; both present the
 /// replication role's certificate (any of the CA's, as its name is not theirs); `tusk_pooler`
-/// (the pooler's password lookup) presents its own certificate and nothing else. The superuser
+/// (the pooler's password lookup) presents its own certificate and nothing else, and so does
+/// `tusk_upgrade` (a new major's side reading the old primary during an online upgrade; a
+/// logical replication connection names its database, so `all` matches it). The superuser
 /// logs in over the network only with `superuser_access`, or with Tusk's CA for a restore's
 /// short-lived certificate.
 ///
@@ -28,8 +30,8 @@ pub fn render_hba(certificates: bool, superuser_access: bool, extra: &[String]) 
     } else {
         ("scram-sha-256", "scram-sha-256")
     };
-    // The pooler's lookup role has no password: the certificate the operator issues it is
-    // its only credential, so without Tusk's CA it cannot log in at all.
+    // The pooler's lookup role and the upgrade role have no password: the certificate the
+    // operator issues each is its only credential, so without Tusk's CA they cannot log in.
     let pooler = if certificates { "cert" } else { "reject" };
     let superuser = match (superuser_access, certificates) {
         (true, _) => "scram-sha-256",
@@ -47,8 +49,9 @@ pub fn render_hba(certificates: bool, superuser_access: bool, extra: &[String]) 
          hostssl   all         tusk_rewind      all  reject\n\
          hostssl   all         tusk_backup      all  {borrowed}\n\
          hostssl   all         tusk_pooler      all  {pooler}\n\
+         hostssl   all         tusk_upgrade     all  {pooler}\n\
          hostssl   all         postgres         all  {superuser}\n\
-         hostssl   replication postgres,tusk_rewind,tusk_backup,tusk_pooler all reject\n"
+         hostssl   replication postgres,tusk_rewind,tusk_backup,tusk_pooler,tusk_upgrade all reject\n"
     );
     if !extra.is_empty() {
         hba.push_str("# spec.pgHba\n");

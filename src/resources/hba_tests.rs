@@ -84,6 +84,23 @@ fn each_machine_role_gets_in_only_where_its_work_is() {
         method(&hba, "replication", "tusk_backup").as_deref(),
         Some("reject")
     );
+    // An online upgrade's reads and subscriptions: by certificate alone, into any database
+    // (a logical replication connection names its database), never physical replication.
+    for database in ["postgres", "app"] {
+        assert_eq!(
+            method(&hba, database, "tusk_upgrade").as_deref(),
+            Some("cert")
+        );
+    }
+    assert_eq!(
+        method(&hba, "replication", "tusk_upgrade").as_deref(),
+        Some("reject")
+    );
+    assert_eq!(
+        method(&render_hba(false, false, &[]), "app", "tusk_upgrade").as_deref(),
+        Some("reject"),
+        "no password to fall back on"
+    );
     // Applications: a password over TLS; no replication.
     assert_eq!(method(&hba, "app", "app").as_deref(), Some("scram-sha-256"));
     assert_eq!(method(&hba, "replication", "app"), None);
@@ -129,7 +146,13 @@ fn rules_from_the_spec_apply_to_other_roles_and_never_to_the_superuser_or_tusks(
     for (certificates, superuser) in [(true, false), (false, false), (true, true)] {
         let plain = render_hba(certificates, superuser, &[]);
         let with = render_hba(certificates, superuser, &extra);
-        for user in ["postgres", "tusk_replication", "tusk_rewind", "tusk_backup"] {
+        for user in [
+            "postgres",
+            "tusk_replication",
+            "tusk_rewind",
+            "tusk_backup",
+            "tusk_upgrade",
+        ] {
             for database in ["app", "postgres", "replication"] {
                 assert_eq!(
                     method(&with, database, user),

@@ -17,10 +17,14 @@ pub struct TlsFiles {
     /// server Secret carries them.
     pub replication_cert: PathBuf,
     pub replication_key: PathBuf,
+    /// The upgrade role's (`tusk_upgrade`), as an online upgrade's new side presents it.
+    pub upgrade_cert: PathBuf,
+    pub upgrade_key: PathBuf,
 }
 
 /// Writes `ca.crt`, `tls.crt` and `tls.key` (0600; the keys of a `kubernetes.io/tls` Secret),
-/// and `replication.crt` and `replication.key` (0600) into `dir` and returns their paths.
+/// `replication.crt` and `replication.key`, and `upgrade.crt` and `upgrade.key` (keys 0600)
+/// into `dir` and returns their paths.
 /// `extra_names` are DNS names added to `localhost` and 127.0.0.1.
 pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
     let ca_key = KeyPair::generate().expect("CA key");
@@ -49,14 +53,15 @@ pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
         .push(DnType::CommonName, "localhost");
     let cert = server.signed_by(&key, &issuer).expect("server certificate");
 
-    let replication_key = KeyPair::generate().expect("replication key");
-    let mut replication = CertificateParams::default();
-    replication
-        .distinguished_name
-        .push(DnType::CommonName, "tusk_replication");
-    let replication_cert = replication
-        .signed_by(&replication_key, &issuer)
-        .expect("replication certificate");
+    let client = |role: &str| {
+        let key = KeyPair::generate().expect("client key");
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, role);
+        let cert = params.signed_by(&key, &issuer).expect("client certificate");
+        (cert, key)
+    };
+    let (replication_cert, replication_key) = client("tusk_replication");
+    let (upgrade_cert, upgrade_key) = client("tusk_upgrade");
 
     let files = TlsFiles {
         ca: dir.join("ca.crt"),
@@ -64,6 +69,8 @@ pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
         key: dir.join("tls.key"),
         replication_cert: dir.join("replication.crt"),
         replication_key: dir.join("replication.key"),
+        upgrade_cert: dir.join("upgrade.crt"),
+        upgrade_key: dir.join("upgrade.key"),
     };
     std::fs::write(&files.ca, ca_cert.pem()).expect("write ca.crt");
     std::fs::write(&files.cert, cert.pem()).expect("write tls.crt");
@@ -71,8 +78,10 @@ pub fn issue(dir: &Path, extra_names: &[&str]) -> TlsFiles {
     std::fs::write(&files.replication_cert, replication_cert.pem()).expect("replication.crt");
     std::fs::write(&files.replication_key, replication_key.serialize_pem())
         .expect("replication.key");
+    std::fs::write(&files.upgrade_cert, upgrade_cert.pem()).expect("upgrade.crt");
+    std::fs::write(&files.upgrade_key, upgrade_key.serialize_pem()).expect("upgrade.key");
     use std::os::unix::fs::PermissionsExt;
-    for key in [&files.key, &files.replication_key] {
+    for key in [&files.key, &files.replication_key, &files.upgrade_key] {
         std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).expect("chmod key");
     }
     files

@@ -9,6 +9,7 @@
 //! `sslrootcert`) say and which the subscription itself needs in the same form.
 
 pub mod source;
+pub mod source_access;
 pub mod target;
 
 use std::future::Future;
@@ -41,6 +42,27 @@ impl Runner for crate::reaper::Reaper {
     }
 }
 
+/// Runs the tools directly, for a caller that is not PID 1 (tests): the manager's reaper would
+/// reap the caller's other children too.
+pub struct Direct;
+
+impl Runner for Direct {
+    async fn run(&self, mut cmd: Command, tool: &str) -> Result<String, Error> {
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .map_err(|e| Error::State(format!("{tool}: {e}")))?
+            .map_err(Error::io(format!("starting {tool}")))?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        Err(Error::Tool {
+            tool: tool.to_owned(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+}
+
 /// A server as the tools reach it: a libpq connection string without `dbname`, and where the
 /// PostgreSQL programs are.
 #[derive(Clone, Debug)]
@@ -70,8 +92,8 @@ impl Server {
         }
     }
 
-    /// One statement in `database` (its own transaction: `ALTER SYSTEM` refuses a block), as
-    /// rows of fields (unit and record separators between them: a name may hold `|` or a
+    /// One statement in `database` (its own transaction: `ALTER SYSTEM` refuses a block; several
+    /// statements share one), as rows of fields (unit and record separators between them: a name may hold `|` or a
     /// newline). Tusk's own sessions write even on a server [`source::freeze`] made read-only.
     pub async fn query(
         &self,
@@ -91,7 +113,7 @@ impl Server {
     ) -> Result<Vec<Vec<String>>, Error> {
         let mut cmd = self.program("psql");
         if session == Session::Tusk {
-            cmd.env("PGOPTIONS", "-c default_transaction_read_only=off");
+            cmd.env("PGOPTIONS", TUSK_SESSION);
         }
         cmd.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
             .args(["-F", FIELD, "-R", RECORD, "-d"])
@@ -109,13 +131,18 @@ impl Server {
         file: &std::path::Path,
     ) -> Result<(), Error> {
         let mut cmd = self.program("psql");
-        cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
+        cmd.env("PGOPTIONS", TUSK_SESSION)
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
             .arg(self.to(database))
             .arg("-f")
             .arg(file);
         runner.run(cmd, "psql").await.map(drop)
     }
 }
+
+/// Tusk's own sessions: writing even on a server [`source::freeze`] made read-only, and past
+/// the guard against schema changes (`source_access`).
+const TUSK_SESSION: &str = "-c default_transaction_read_only=off -c tusk.upgrade=on";
 
 /// Whose defaults a session takes: Tusk's own, or a client's (what [`source::freeze`] checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -98,15 +98,35 @@ pub async fn confirmed(
     slots: &[String],
     lsn: &str,
 ) -> Result<bool, Error> {
+    Ok(behind(runner, server, slots, lsn).await?.is_empty())
+}
+
+/// The slots of `slots` not yet confirmed past `lsn` (a missing one too).
+pub async fn behind(
+    runner: &impl Runner,
+    server: &Server,
+    slots: &[String],
+    lsn: &str,
+) -> Result<Vec<String>, Error> {
     let names: Vec<String> = slots.iter().map(|s| literal(s)).collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
     let sql = format!(
-        "SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ({}) \
+        "SELECT slot_name FROM pg_replication_slots WHERE slot_name IN ({}) \
          AND confirmed_flush_lsn >= {}::pg_lsn",
         names.join(", "),
         literal(lsn)
     );
-    let count = single(server.query(runner, "postgres", &sql).await?);
-    Ok(count == slots.len().to_string())
+    let past: Vec<String> = (server.query(runner, "postgres", &sql).await?)
+        .into_iter()
+        .filter_map(|row| row.into_iter().next())
+        .collect();
+    Ok(slots
+        .iter()
+        .filter(|s| !past.contains(s))
+        .cloned()
+        .collect())
 }
 
 /// The sequences of `database` that have been used, as (qualified name, last value).
@@ -133,25 +153,28 @@ pub async fn sequences(
 }
 
 /// Removes what [`publish`] made and the slots the subscriptions left (an inactive slot keeps
-/// WAL for ever): a cancelled upgrade leaves nothing behind.
+/// WAL for ever): a cancelled upgrade leaves nothing behind. Returns the slots still in use (a
+/// subscriber still connected), which are left.
 pub async fn unpublish(
     runner: &impl Runner,
     server: &Server,
     databases: &[Database],
-) -> Result<(), Error> {
+) -> Result<Vec<String>, Error> {
     for db in databases {
         let drop = format!("DROP PUBLICATION IF EXISTS {PUBLICATION}");
         server.query(runner, &db.name, &drop).await?;
     }
-    server
-        .query(
-            runner,
-            "postgres",
-            "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots \
-             WHERE slot_name LIKE 'tusk\\_upgrade\\_%' AND NOT active",
-        )
-        .await
-        .map(drop)
+    let ours = "slot_name LIKE 'tusk\\_upgrade\\_%'";
+    let drop = format!(
+        "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots \
+         WHERE {ours} AND NOT active"
+    );
+    server.query(runner, "postgres", &drop).await?;
+    let left = format!("SELECT slot_name FROM pg_replication_slots WHERE {ours} ORDER BY 1");
+    Ok((server.query(runner, "postgres", &left).await?)
+        .into_iter()
+        .filter_map(|row| row.into_iter().next())
+        .collect())
 }
 
 /// The one value of a one-row, one-column answer ("" when there is none).

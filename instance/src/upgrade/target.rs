@@ -6,13 +6,16 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use tusk_contract::roles::UPGRADE_USER;
+
 use super::source::single;
 use super::{Database, PUBLICATION, Runner, SUBSCRIPTION, Server, ident, literal, slot_name};
 use crate::error::Error;
 
 /// The old primary's roles (attributes, password verifiers, memberships) onto the new side.
-/// Roles the new side has already (its bootstrap made the superuser and the roles Tusk
-/// manages) are altered rather than created; tablespaces are not carried.
+/// Roles the new side has already are altered rather than created, except the superuser and
+/// Tusk's own roles (`tusk_*`), which the new side's bootstrap made from the cluster's Secrets
+/// and are left as they are; tablespaces are not carried.
 pub async fn copy_roles(
     runner: &impl Runner,
     source: &Server,
@@ -38,29 +41,65 @@ pub async fn copy_roles(
     target.run_file(runner, "postgres", &dump).await
 }
 
-/// `dump` without the `CREATE ROLE` of a role in `existing` (its `ALTER ROLE` stays).
+/// `dump` without the `CREATE ROLE` of a role in `existing` (its `ALTER ROLE` stays) and
+/// without any `CREATE`/`ALTER ROLE` of, or membership granted to, a role the new side manages
+/// itself (the upgrade role is the old side's alone).
 fn without_existing_roles(dump: &str, existing: &BTreeSet<String>) -> String {
     dump.lines()
         .filter(|line| {
-            let role = line
-                .strip_prefix("CREATE ROLE ")
-                .and_then(|rest| rest.strip_suffix(';'))
-                .map(unquote);
-            role.is_none_or(|role| !existing.contains(&role))
+            if let Some(role) = subject(line, "CREATE ROLE ") {
+                return !existing.contains(&role) && !managed(&role);
+            }
+            if let Some(role) = subject(line, "ALTER ROLE ") {
+                return !managed(&role);
+            }
+            grantee(line).is_none_or(|role| !managed(&role))
         })
         .map(|line| format!("{line}\n"))
         .collect()
 }
 
-fn unquote(ident: &str) -> String {
-    match ident.strip_prefix('"').and_then(|i| i.strip_suffix('"')) {
-        Some(quoted) => quoted.replace("\"\"", "\""),
-        None => ident.to_owned(),
-    }
+/// The role a `CREATE ROLE` or `ALTER ROLE` line of pg_dumpall is about.
+fn subject(line: &str, statement: &str) -> Option<String> {
+    let rest = line.strip_prefix(statement)?;
+    let (ident, _) = match rest.strip_prefix('"') {
+        // A quoted name ends at a quote not doubled.
+        Some(quoted) => {
+            let mut name = String::new();
+            let mut chars = quoted.chars().peekable();
+            while let Some(c) = chars.next() {
+                match (c, chars.peek()) {
+                    ('"', Some('"')) => {
+                        chars.next();
+                        name.push('"');
+                    }
+                    ('"', _) => return Some(name),
+                    _ => name.push(c),
+                }
+            }
+            return None;
+        }
+        None => rest.split_once([' ', ';'])?,
+    };
+    Some(ident.to_owned())
+}
+
+/// The role a membership line of pg_dumpall (`GRANT a TO b …;`) grants to.
+fn grantee(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("GRANT ")?;
+    let (_, to) = rest.split_once(" TO ")?;
+    subject(to, "")
+}
+
+/// The superuser and Tusk's own roles: made by the new side's bootstrap from the cluster's
+/// Secrets, never taken from the old side.
+fn managed(role: &str) -> bool {
+    role == "postgres" || role.starts_with("tusk_")
 }
 
 /// `db`'s schema onto the new side (the database created first, with its owner), unless its
-/// subscription exists there already (the schema came before it).
+/// subscription exists there already (the schema came before it). The old side's guard against
+/// schema changes is dropped after the restore (pg_dump restores event triggers last).
 pub async fn copy_schema(
     runner: &impl Runner,
     source: &Server,
@@ -94,7 +133,23 @@ pub async fn copy_schema(
     .arg("-f")
     .arg(&dump);
     runner.run(cmd, "pg_dump").await?;
-    target.run_file(runner, &db.name, &dump).await
+    let schema = std::fs::read_to_string(&dump).map_err(Error::io(format!("reading {dump:?}")))?;
+    std::fs::write(&dump, without_upgrade_grants(&schema))
+        .map_err(Error::io(format!("writing {dump:?}")))?;
+    target.run_file(runner, &db.name, &dump).await?;
+    // The old side's guard against schema changes came along: it is not the new side's.
+    super::source_access::unguard(runner, target, &db.name).await
+}
+
+/// `schema` without the grants to the upgrade role: pg_dump carries the changed privileges of
+/// system catalogs too (its `SELECT` on `pg_authid`), and the role is the old side's alone.
+fn without_upgrade_grants(schema: &str) -> String {
+    let to_upgrade_role = format!(" TO {UPGRADE_USER};");
+    schema
+        .lines()
+        .filter(|line| !(line.starts_with("GRANT ") && line.ends_with(&to_upgrade_role)))
+        .map(|line| format!("{line}\n"))
+        .collect()
 }
 
 async fn subscribed(runner: &impl Runner, target: &Server, db: &str) -> Result<bool, Error> {
@@ -190,21 +245,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_upgrade_roles_grants_stay_on_the_old_side() {
+        let schema = "CREATE TABLE public.t (id integer);\n\
+                      GRANT SELECT ON TABLE pg_catalog.pg_authid TO tusk_upgrade;\n\
+                      GRANT SELECT ON TABLE public.t TO reader;\n";
+        assert_eq!(
+            without_upgrade_grants(schema),
+            "CREATE TABLE public.t (id integer);\n\
+             GRANT SELECT ON TABLE public.t TO reader;\n"
+        );
+    }
+
+    #[test]
     fn roles_the_new_side_has_are_altered_not_created() {
         let dump = "SET default_transaction_read_only = off;\n\
                     CREATE ROLE postgres;\n\
-                    ALTER ROLE postgres WITH SUPERUSER;\n\
+                    ALTER ROLE postgres WITH SUPERUSER PASSWORD 'old';\n\
+                    CREATE ROLE tusk_replication;\n\
+                    ALTER ROLE tusk_replication WITH REPLICATION PASSWORD 'old';\n\
                     CREATE ROLE \"Report\"\"ers\";\n\
+                    ALTER ROLE \"Report\"\"ers\" WITH LOGIN;\n\
                     CREATE ROLE shop;\n\
-                    ALTER ROLE shop WITH LOGIN;\n";
-        let existing = BTreeSet::from(["postgres".to_owned(), "Report\"ers".to_owned()]);
+                    ALTER ROLE shop WITH LOGIN;\n\
+                    GRANT pg_monitor TO tusk_monitoring GRANTED BY postgres;\n\
+                    GRANT pg_read_all_data TO tusk_upgrade GRANTED BY postgres;\n\
+                    GRANT shop TO \"Report\"\"ers\" GRANTED BY postgres;\n";
+        let existing = BTreeSet::from([
+            "postgres".to_owned(),
+            "tusk_replication".to_owned(),
+            "Report\"ers".to_owned(),
+        ]);
         let kept = without_existing_roles(dump, &existing);
         assert_eq!(
             kept,
             "SET default_transaction_read_only = off;\n\
-             ALTER ROLE postgres WITH SUPERUSER;\n\
+             ALTER ROLE \"Report\"\"ers\" WITH LOGIN;\n\
              CREATE ROLE shop;\n\
-             ALTER ROLE shop WITH LOGIN;\n"
+             ALTER ROLE shop WITH LOGIN;\n\
+             GRANT shop TO \"Report\"\"ers\" GRANTED BY postgres;\n"
+        );
+        assert_eq!(
+            grantee("GRANT pg_read_all_data TO tusk_upgrade WITH INHERIT TRUE GRANTED BY x;"),
+            Some("tusk_upgrade".into())
+        );
+        assert_eq!(
+            subject("ALTER ROLE x SET a = 1;", "ALTER ROLE "),
+            Some("x".into())
+        );
+        assert_eq!(
+            subject("CREATE ROLE \"a b\";", "CREATE ROLE "),
+            Some("a b".into())
         );
     }
 }

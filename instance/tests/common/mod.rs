@@ -116,6 +116,8 @@ impl Cluster {
             &tls.key,
             &tls.replication_cert,
             &tls.replication_key,
+            &tls.upgrade_cert,
+            &tls.upgrade_key,
         ] {
             chown(file);
         }
@@ -133,6 +135,7 @@ impl Cluster {
              hostssl postgres tusk_rewind 127.0.0.1/32 scram-sha-256 clientcert=verify-ca\n\
              hostssl all tusk_rewind 127.0.0.1/32 reject\n\
              hostssl all tusk_backup 127.0.0.1/32 scram-sha-256 clientcert=verify-ca\n\
+             hostssl all tusk_upgrade 127.0.0.1/32 cert\n\
              host all all 127.0.0.1/32 scram-sha-256\n\
              hostssl replication tusk_replication 127.0.0.1/32 scram-sha-256 \
              clientcert=verify-full\n",

@@ -82,6 +82,21 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `POST path` with the status token and `body` (JSON): the status code and the answer's body.
+pub fn http_post(port: u16, path: &str, body: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "60", "-X", "POST"])
+        .args(["-H", &format!("Authorization: Bearer {STATUS_TOKEN}")])
+        .args(["-H", "Content-Type: application/json", "--data", body])
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (answer, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), answer.to_owned())
+}
+
 /// A free port below the ephemeral range: an ephemeral one (what binding port 0 gives) can be
 /// taken meanwhile by any outgoing connection (pg_basebackup's, say), and then the postmaster
 /// cannot listen on it. Never the same port twice in one process: the tests of a binary run in
