@@ -1,6 +1,6 @@
 //! The contract between the operator and the instance managers (`tusk-instance`), written
 //! once: the primary Lease's annotations, the `/status` body, the roles Tusk logs in as and the
-//! online upgrade's preflight and the old primary's steps. docs/src/design/replication.md explains
+//! online upgrade's preflight and both sides' steps. docs/src/design/replication.md explains
 //! the protocol; `tests/contracts/instance.json` pins the wire format, and both sides test
 //! against it, so an operator and a manager of different releases still understand each other.
 
@@ -10,6 +10,7 @@ pub mod roles;
 pub mod status;
 pub mod upgrade;
 pub mod upgrade_source;
+pub mod upgrade_target;
 
 pub use status::{InstanceStatus, Lsns, PostgresState, Role};
 
@@ -116,6 +117,30 @@ mod tests {
             serde_json::to_value(&confirmation).ok().as_ref(),
             Some(&sample["confirmation"])
         );
+    }
+
+    #[test]
+    fn the_upgrade_target_steps_round_trip_as_the_contract_writes_them() {
+        let sample = &contract()["upgradeTarget"];
+        let paths = &sample["paths"];
+        assert_eq!(paths["copy"], upgrade_target::COPY_PATH);
+        assert_eq!(paths["progress"], upgrade_target::PROGRESS_PATH);
+        assert_eq!(paths["finish"], upgrade_target::FINISH_PATH);
+        for (key, done) in [("copying", false), ("following", true)] {
+            let progress: upgrade_target::CopyProgress =
+                serde_json::from_value(sample[key].clone()).expect("progress decodes");
+            assert_eq!(progress.synchronized(), done, "{key}");
+            assert_eq!(
+                serde_json::to_value(&progress).ok().as_ref(),
+                Some(&sample[key])
+            );
+        }
+        let request: upgrade_target::CopyRequest =
+            serde_json::from_value(sample["copyRequest"].clone()).expect("request decodes");
+        assert_eq!(request.databases[0].name, "app");
+        let finished: upgrade_target::Finished =
+            serde_json::from_value(sample["finished"].clone()).expect("finished decodes");
+        assert_eq!(finished.sequences, 3);
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! role the Lease gives) stay open for the kubelet's probes. No request opens a connection to
 //! the server: reports come from the monitor's cached facts. `POST /archive/check` (with the
 //! token) asks for the continuity check a base backup's history file would have asked for.
-//! `GET /upgrade/preflight` and the old primary's steps of an online upgrade (`POST
-//! /upgrade/…`, `tusk_contract::upgrade_source`) need the token too.
+//! `GET /upgrade/preflight` and both sides' steps of an online upgrade (`/upgrade/…`,
+//! `tusk_contract::upgrade_source` and `upgrade_target`) need the token too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tusk_contract::upgrade::PREFLIGHT_PATH;
-use tusk_contract::upgrade_source;
+use tusk_contract::{upgrade_source, upgrade_target};
 
 use crate::archiver::Archiver;
 use crate::context::Context;
@@ -35,6 +35,8 @@ struct App {
     state: SharedState,
     observed: watch::Receiver<Observation>,
     token: StatusToken,
+    /// An online upgrade's copy onto this (new) side.
+    copy: Arc<crate::upgrade_target::Copy>,
 }
 
 /// How long a request waits for the monitor's first answer from a postmaster just started.
@@ -93,12 +95,16 @@ pub async fn serve(
         .route(upgrade_source::CONFIRMED_PATH, post(upgrade_confirmed))
         .route(upgrade_source::THAW_PATH, post(upgrade_thaw))
         .route(upgrade_source::UNPUBLISH_PATH, post(upgrade_unpublish))
+        .route(upgrade_target::COPY_PATH, post(upgrade_copy))
+        .route(upgrade_target::PROGRESS_PATH, get(upgrade_progress))
+        .route(upgrade_target::FINISH_PATH, post(upgrade_finish))
         .with_state(App {
             ctx,
             archiver,
             state,
             observed,
             token,
+            copy: Arc::default(),
         });
     tokio::spawn(crate::status_accept::accept(listener, acceptor, app));
     Ok(())
@@ -155,10 +161,10 @@ async fn upgrade_preflight(State(app): State<App>, headers: HeaderMap) -> Respon
     }
 }
 
-/// One of the old primary's steps of an online upgrade: only the manager that holds the Lease
-/// and runs a primary takes it (409 otherwise); 503 with the reason when it fails. Its answer,
-/// if any, as JSON.
-async fn source_step<F, T>(app: &App, headers: &HeaderMap, step: F) -> Response
+/// One of an online upgrade's steps, on either side: only the manager that holds its set's
+/// Lease and runs a primary takes it (409 otherwise); 503 with the reason when it fails. Its
+/// answer, if any, as JSON.
+async fn primary_step<F, T>(app: &App, headers: &HeaderMap, step: F) -> Response
 where
     F: AsyncFnOnce(&Context) -> Result<T, Error>,
     T: serde::Serialize,
@@ -169,7 +175,7 @@ where
     let report = app.report().await;
     let holder = report.lease_holder.as_deref() == Some(app.ctx.me());
     if report.role != tusk_contract::Role::Primary || !holder {
-        let message = "not the primary: an upgrade's source steps run on the Lease's holder\n";
+        let message = "not the primary: an upgrade's steps run on the Lease's holder\n";
         return (StatusCode::CONFLICT, message).into_response();
     }
     match step(&app.ctx).await {
@@ -182,29 +188,65 @@ where
 }
 
 async fn upgrade_publish(State(app): State<App>, headers: HeaderMap) -> Response {
-    source_step(&app, &headers, crate::upgrade_source::publish).await
+    primary_step(&app, &headers, crate::upgrade_source::publish).await
 }
 
 async fn upgrade_freeze(State(app): State<App>, headers: HeaderMap) -> Response {
-    source_step(&app, &headers, crate::upgrade_source::freeze).await
+    primary_step(&app, &headers, crate::upgrade_source::freeze).await
 }
 
 async fn upgrade_confirmed(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     let request: upgrade_source::ConfirmRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
-        Err(error) => return (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response(),
+        Err(error) => return bad_request(error),
     };
     let lsn = request.lsn;
     let step = async |ctx: &Context| crate::upgrade_source::confirmed(ctx, &lsn).await;
-    source_step(&app, &headers, step).await
+    primary_step(&app, &headers, step).await
 }
 
 async fn upgrade_thaw(State(app): State<App>, headers: HeaderMap) -> Response {
-    source_step(&app, &headers, crate::upgrade_source::thaw).await
+    primary_step(&app, &headers, crate::upgrade_source::thaw).await
 }
 
 async fn upgrade_unpublish(State(app): State<App>, headers: HeaderMap) -> Response {
-    source_step(&app, &headers, crate::upgrade_source::unpublish).await
+    primary_step(&app, &headers, crate::upgrade_source::unpublish).await
+}
+
+fn bad_request(error: serde_json::Error) -> Response {
+    (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
+}
+
+async fn upgrade_copy(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: upgrade_target::CopyRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => return bad_request(error),
+    };
+    let (ctx, copy) = (app.ctx.clone(), app.copy.clone());
+    let step = async move |_: &Context| {
+        crate::upgrade_target::start(&ctx, &copy, request);
+        Ok::<_, Error>(())
+    };
+    let mut answer = primary_step(&app, &headers, step).await;
+    if answer.status() == StatusCode::OK {
+        *answer.status_mut() = StatusCode::ACCEPTED;
+    }
+    answer
+}
+
+async fn upgrade_progress(State(app): State<App>, headers: HeaderMap) -> Response {
+    let copy = app.copy.clone();
+    let step = async move |ctx: &Context| crate::upgrade_target::progress(ctx, &copy).await;
+    primary_step(&app, &headers, step).await
+}
+
+async fn upgrade_finish(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: upgrade_target::CopyRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => return bad_request(error),
+    };
+    let step = async |ctx: &Context| crate::upgrade_target::finish(ctx, &request).await;
+    primary_step(&app, &headers, step).await
 }
 
 async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {

@@ -50,5 +50,6 @@ pub mod tls_reload;
 pub mod upgrade;
 pub mod upgrade_preflight;
 pub mod upgrade_source;
+pub mod upgrade_target;
 pub mod wal_push;
 pub mod watchdog;

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::upgrade::{Database, Server, conninfo_value, slot_name, source, source_access};
 
 /// The local server as the PostgreSQL programs reach it: the superuser on the socket (peer).
-fn local(ctx: &Context) -> Server {
+pub fn local(ctx: &Context) -> Server {
     Server {
         conninfo: format!(
             "host={} port={} user=postgres",

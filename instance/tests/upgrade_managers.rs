@@ -1,0 +1,137 @@
+//! An online upgrade driven through the two managers alone, as the operator will drive it: the
+//! old primary's manager publishes, freezes, confirms and unpublishes; the new side's manager
+//! copies in the background (reaching the old primary as `tusk_upgrade` with the certificate
+//! mounted beside its CA), reports its progress and finishes. No SQL from the test but its
+//! writes and checks.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tusk_contract::upgrade_source::{
+    CONFIRMED_PATH, Confirmation, FREEZE_PATH, Frozen, PUBLISH_PATH, Published, THAW_PATH,
+    UNPUBLISH_PATH,
+};
+use tusk_contract::upgrade_target::{
+    COPY_PATH, CopyProgress, CopyRequest, CopyState, FINISH_PATH, Finished, PROGRESS_PATH,
+};
+
+fn sql(member: &Instance, db: &str, sql: &str) -> String {
+    member
+        .psql_as("postgres", SUPERUSER_PASSWORD, db, sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .trim()
+        .to_owned()
+}
+
+fn post<T: serde::de::DeserializeOwned>(member: &Instance, path: &str, body: &str) -> T {
+    let (code, answer) = http_post(member.status_port, path, body);
+    assert_eq!(code, 200, "{path}: {answer}");
+    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{path}: {e}: {answer}"))
+}
+
+fn progress(member: &Instance) -> CopyProgress {
+    let answer = http_get(member.status_port, PROGRESS_PATH).expect("progress answered");
+    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("progress: {e}: {answer}"))
+}
+
+#[test]
+fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
+    let mut old = Cluster::with_settings(&["demo-0"], "wal_level = logical\n");
+    old.set_lease("demo-0", true);
+    old.member("demo-0").start();
+    old.member("demo-0")
+        .wait_ready_as("primary", Duration::from_secs(90));
+    let mut new = single_primary();
+    let primary = old.member("demo-0");
+    sql(
+        primary,
+        "appdb",
+        "CREATE TABLE items (id bigserial PRIMARY KEY, note text);
+         INSERT INTO items (note) SELECT 'before' FROM generate_series(1, 1000);",
+    );
+    let published: Published = post(primary, PUBLISH_PATH, "");
+    let request = CopyRequest {
+        host: "127.0.0.1".into(),
+        port: primary.port,
+        databases: published.databases,
+    };
+    let body = serde_json::to_string(&request).expect("request");
+
+    // Without the upgrade certificate the copy fails, and says why.
+    let (old_tls, new_tls) = (old.dir.path().join("tls"), new.dir.path().join("tls"));
+    for file in ["upgrade.crt", "upgrade.key"] {
+        std::fs::remove_file(new_tls.join(file)).expect("the new side's own, unused");
+    }
+    let target = new.member("demo-0");
+    let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
+    assert_eq!(code, 202, "{answer}");
+    wait_for("the copy to fail", Duration::from_secs(30), || {
+        progress(target).state == CopyState::Failed
+    });
+    let failed = progress(target);
+    assert!(
+        (failed.message.as_deref()).is_some_and(|m| m.contains("upgrade certificate")),
+        "{failed:?}"
+    );
+
+    // One cluster's CA in a real upgrade: here the new side also trusts the old side's CA and
+    // holds its upgrade certificate, beside its own CA, as the server Secret will carry it.
+    let both = [
+        std::fs::read_to_string(new_tls.join("ca.crt")).expect("new CA"),
+        std::fs::read_to_string(old_tls.join("ca.crt")).expect("old CA"),
+    ]
+    .concat();
+    std::fs::write(new_tls.join("ca.crt"), both).expect("CA bundle");
+    for file in ["upgrade.crt", "upgrade.key"] {
+        std::fs::copy(old_tls.join(file), new_tls.join(file)).expect("upgrade certificate");
+        chown(&new_tls.join(file));
+    }
+    let target = new.member("demo-0");
+    let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
+    assert_eq!(code, 202, "{answer}");
+    wait_for("every table copied", Duration::from_secs(120), || {
+        progress(target).synchronized()
+    });
+    let (code, _) = http_post(target.status_port, COPY_PATH, &body);
+    assert_eq!(code, 202, "asked again while following: left as it is");
+    assert_eq!(progress(target).state, CopyState::Following);
+
+    let primary = old.member("demo-0");
+    sql(primary, "appdb", "INSERT INTO items (note) VALUES ('last')");
+    let frozen: Frozen = post(primary, FREEZE_PATH, "");
+    let confirm = format!(r#"{{"lsn": "{}"}}"#, frozen.lsn);
+    wait_for("the new side to confirm", Duration::from_secs(60), || {
+        post::<Confirmation>(primary, CONFIRMED_PATH, &confirm).confirmed()
+    });
+    let target = new.member("demo-0");
+    let finished: Finished = post(target, FINISH_PATH, &body);
+    assert_eq!(finished.sequences, 1, "items_id_seq");
+    assert_eq!(sql(target, "appdb", "SELECT count(*) FROM items"), "1001");
+    assert_eq!(
+        sql(
+            target,
+            "appdb",
+            "INSERT INTO items (note) VALUES ('new') RETURNING id"
+        ),
+        "1002"
+    );
+    assert_eq!(
+        sql(target, "appdb", "SELECT count(*) FROM pg_subscription"),
+        "0",
+        "detached"
+    );
+
+    let primary = old.member("demo-0");
+    let _: () = post(primary, UNPUBLISH_PATH, "");
+    let _: () = post(primary, THAW_PATH, "");
+    assert_eq!(
+        sql(
+            primary,
+            "postgres",
+            "SELECT count(*) FROM pg_replication_slots"
+        ),
+        "0"
+    );
+}
