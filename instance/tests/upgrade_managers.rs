@@ -88,7 +88,29 @@ fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
         std::fs::copy(old_tls.join(file), new_tls.join(file)).expect("upgrade certificate");
         chown(&new_tls.join(file));
     }
+    // A restore that fails leaves nothing behind (one transaction), and the copy runs again.
     let target = new.member("demo-0");
+    sql(target, "appdb", "CREATE TABLE items (id int)");
+    let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
+    assert_eq!(code, 202, "{answer}");
+    wait_for("the restore to fail", Duration::from_secs(30), || {
+        progress(target).state == CopyState::Failed
+    });
+    let failed = progress(target);
+    assert!(
+        (failed.message.as_deref()).is_some_and(|m| m.contains("already exists")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        sql(
+            target,
+            "appdb",
+            "SELECT count(*) FROM pg_class WHERE relname = 'items_id_seq'"
+        ),
+        "0",
+        "nothing of the failed restore"
+    );
+    sql(target, "appdb", "DROP TABLE items");
     let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
     assert_eq!(code, 202, "{answer}");
     wait_for("every table copied", Duration::from_secs(120), || {
@@ -118,9 +140,14 @@ fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
         "1002"
     );
     assert_eq!(
-        sql(target, "appdb", "SELECT count(*) FROM pg_subscription"),
-        "0",
-        "detached"
+        sql(
+            target,
+            "appdb",
+            "SELECT count(*) FROM pg_subscription UNION ALL \
+             SELECT count(*) FROM pg_namespace WHERE nspname = 'tusk_upgrade'"
+        ),
+        "0\n0",
+        "detached, and the schema copy's mark gone"
     );
 
     let primary = old.member("demo-0");

@@ -123,7 +123,8 @@ impl Server {
         Ok(rows(&out))
     }
 
-    /// Runs the SQL file `file` in `database`, stopping at the first error.
+    /// Runs the SQL file `file` in `database` as one transaction: a failure leaves nothing of
+    /// it behind, so the step that wrote it can simply run again.
     pub async fn run_file(
         &self,
         runner: &impl Runner,
@@ -132,7 +133,14 @@ impl Server {
     ) -> Result<(), Error> {
         let mut cmd = self.program("psql");
         cmd.env("PGOPTIONS", TUSK_SESSION)
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
+            .args([
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "--single-transaction",
+                "-d",
+            ])
             .arg(self.to(database))
             .arg("-f")
             .arg(file);

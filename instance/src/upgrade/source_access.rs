@@ -16,8 +16,9 @@ use tusk_contract::upgrade_source::DDL_REFUSED;
 use super::{Database, Runner, Server, ident, literal};
 use crate::error::Error;
 
-/// The schema of the guard's functions, in every database; the new side drops it with the
-/// event triggers after its schema copy (pg_dump carries both).
+/// The schema of the guard's functions, in every database. pg_dump carries it and the event
+/// triggers to the new side: the triggers are dropped in the restore's transaction, the schema
+/// stays there as the mark of a schema copied until the new side finishes.
 pub const GUARD_SCHEMA: &str = "tusk_upgrade";
 const GUARD_DDL: &str = "tusk_upgrade_ddl";
 const GUARD_DROP: &str = "tusk_upgrade_drop";
@@ -104,14 +105,22 @@ async fn guard(runner: &impl Runner, server: &Server, db: &str) -> Result<(), Er
     server.query(runner, db, &sql).await.map(|_| ())
 }
 
-/// Removes the guard from `db` (on the old side when the copy ends or is cancelled; on the new
-/// side right after its schema copy brought the guard along).
+/// The guard's event triggers dropped (its schema stays): how the new side's schema copy ends,
+/// in the restore's own transaction.
+pub fn drop_triggers() -> String {
+    format!(
+        "DROP EVENT TRIGGER IF EXISTS {}; DROP EVENT TRIGGER IF EXISTS {};\n",
+        ident(GUARD_DDL),
+        ident(GUARD_DROP)
+    )
+}
+
+/// Removes the guard from `db`: on the old side when the copy ends or is cancelled, on the new
+/// side when it finishes (there the schema left by the copy marked the schema as copied).
 pub async fn unguard(runner: &impl Runner, server: &Server, db: &str) -> Result<(), Error> {
     let sql = format!(
-        "DROP EVENT TRIGGER IF EXISTS {}; DROP EVENT TRIGGER IF EXISTS {}; \
-         DROP SCHEMA IF EXISTS {} CASCADE;",
-        ident(GUARD_DDL),
-        ident(GUARD_DROP),
+        "{}DROP SCHEMA IF EXISTS {} CASCADE;",
+        drop_triggers(),
         ident(GUARD_SCHEMA)
     );
     server.query(runner, db, &sql).await.map(|_| ())

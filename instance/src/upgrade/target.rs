@@ -9,6 +9,7 @@ use std::path::Path;
 use tusk_contract::roles::UPGRADE_USER;
 
 use super::source::single;
+use super::source_access;
 use super::{Database, PUBLICATION, Runner, SUBSCRIPTION, Server, ident, literal, slot_name};
 use crate::error::Error;
 
@@ -98,8 +99,8 @@ fn managed(role: &str) -> bool {
 }
 
 /// `db`'s schema onto the new side (the database created first, with its owner), unless its
-/// subscription exists there already (the schema came before it). The old side's guard against
-/// schema changes is dropped after the restore (pg_dump restores event triggers last).
+/// subscription exists there already or the schema was restored before. The restore is one
+/// transaction, so a failed one leaves nothing and runs again.
 pub async fn copy_schema(
     runner: &impl Runner,
     source: &Server,
@@ -118,7 +119,7 @@ pub async fn copy_schema(
             ident(&db.owner)
         );
         target.query(runner, "postgres", &create).await?;
-    } else if subscribed(runner, target, &db.name).await? {
+    } else if subscribed(runner, target, &db.name).await? || copied(runner, target, db).await? {
         return Ok(());
     }
     let dump = scratch.join(format!("schema-{}.sql", db.oid));
@@ -134,11 +135,20 @@ pub async fn copy_schema(
     .arg(&dump);
     runner.run(cmd, "pg_dump").await?;
     let schema = std::fs::read_to_string(&dump).map_err(Error::io(format!("reading {dump:?}")))?;
-    std::fs::write(&dump, without_upgrade_grants(&schema))
-        .map_err(Error::io(format!("writing {dump:?}")))?;
-    target.run_file(runner, &db.name, &dump).await?;
-    // The old side's guard against schema changes came along: it is not the new side's.
-    super::source_access::unguard(runner, target, &db.name).await
+    // The old side's guard against schema changes came along: its triggers are not the new
+    // side's, and go in the same transaction.
+    let restore = without_upgrade_grants(&schema) + &source_access::drop_triggers();
+    std::fs::write(&dump, restore).map_err(Error::io(format!("writing {dump:?}")))?;
+    target.run_file(runner, &db.name, &dump).await
+}
+
+/// Whether `db`'s schema was restored here: the guard's schema came with it, in one transaction.
+async fn copied(runner: &impl Runner, target: &Server, db: &Database) -> Result<bool, Error> {
+    let sql = format!(
+        "SELECT count(*) FROM pg_namespace WHERE nspname = {}",
+        literal(source_access::GUARD_SCHEMA)
+    );
+    Ok(single(target.query(runner, &db.name, &sql).await?) != "0")
 }
 
 /// `schema` without the grants to the upgrade role: pg_dump carries the changed privileges of
@@ -225,10 +235,11 @@ pub async fn carry_sequences(
 }
 
 /// Detaches and drops `db`'s subscription without reaching the old primary (fenced by then):
-/// its slot stays there, with the old instances that are retired.
+/// its slot stays there, with the old instances that are retired. The schema copy's mark goes
+/// too.
 pub async fn finish(runner: &impl Runner, target: &Server, db: &str) -> Result<(), Error> {
     if !subscribed(runner, target, db).await? {
-        return Ok(());
+        return source_access::unguard(runner, target, db).await;
     }
     for sql in [
         format!("ALTER SUBSCRIPTION {SUBSCRIPTION} DISABLE"),
@@ -237,7 +248,7 @@ pub async fn finish(runner: &impl Runner, target: &Server, db: &str) -> Result<(
     ] {
         target.query(runner, db, &sql).await?;
     }
-    Ok(())
+    source_access::unguard(runner, target, db).await
 }
 
 #[cfg(test)]
