@@ -1,0 +1,202 @@
+//! An online major-version upgrade, decided: a pure function of what the operator recorded in
+//! the status (`UpgradeRecord`) and what it reads this reconcile (the old primary's preflight
+//! and confirmation, the new side's readiness and copy progress). The I/O — the managers'
+//! endpoints (`tusk_contract::upgrade_source`, `upgrade_target`), the new instance set's
+//! objects, the Lease — is the caller's; docs/src/design/major-upgrades.md has the protocol.
+//!
+//! Every step can be taken again (an operator restart resumes from the recorded phase), and
+//! before the switch every path ends with the old major serving, unchanged: a cancel, a
+//! refusal, a cut-over that took too long (thawed, copied on, frozen again later). The switch
+//! — the old set's Lease fenced, `status.instanceSet` naming the new set — is the point of no
+//! return, so the plan takes it only after the new side confirmed the frozen old primary's
+//! final position.
+
+use std::time::Duration;
+
+use tusk_contract::upgrade::UpgradePreflight;
+use tusk_contract::upgrade_target::{CopyProgress, CopyState};
+
+/// How long the old primary may stay frozen waiting for the new side's confirmation: the
+/// write gap's bound. Past it the old primary is thawed and the cut-over tried again later.
+pub const CUT_OVER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where an upgrade is, as `status.upgrade.phase` records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Asking the old primary what logical replication cannot carry.
+    Preflight,
+    /// The new set is created and its primary is coming up.
+    Provisioning,
+    /// Published, copying, then following the old primary.
+    Copying,
+    /// The old primary frozen at `UpgradeRecord::frozen_lsn`: the write gap.
+    CuttingOver,
+    /// The new set serves; the old one is kept for `keepOldFor`, then deleted.
+    Retiring,
+    /// Undoing an upgrade before its switch.
+    Cancelling,
+}
+
+/// What the status records of an upgrade in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpgradeRecord {
+    pub from: u32,
+    pub to: u32,
+    pub phase: Phase,
+    /// The new instance set (`<name>-v<to>`).
+    pub new_set: String,
+    /// The old primary's final position, once frozen.
+    pub frozen_lsn: Option<String>,
+    /// How long the record has been in its phase (the operator's clock).
+    pub in_phase: Duration,
+}
+
+/// What this reconcile read.
+#[derive(Clone, Debug, Default)]
+pub struct Observed<'a> {
+    /// `spec.version`.
+    pub declared: u32,
+    /// The serving set's major.
+    pub serving: u32,
+    pub preflight: Option<&'a UpgradePreflight>,
+    /// The new set's primary holds its Lease and is ready.
+    pub new_primary_ready: bool,
+    pub copy: Option<&'a CopyProgress>,
+    /// Whether the old primary answered that every slot is past `frozen_lsn`.
+    pub confirmed: Option<bool>,
+    /// A failover happened on either side since the copy started: a logical slot does not
+    /// survive it before PostgreSQL 17, so the copy starts over.
+    pub failed_over: bool,
+    /// `keepOldFor` has passed since the switch.
+    pub keep_old_elapsed: bool,
+}
+
+/// The next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// No upgrade asked, none in progress.
+    Idle,
+    /// Record a new upgrade in phase `Preflight`.
+    Start { from: u32, to: u32, new_set: String },
+    /// Nothing to do until something changes: say what is awaited.
+    Wait(String),
+    /// The databases hold what logical replication cannot carry: say so (condition and Event)
+    /// and ask again later, after the user fixed it.
+    Refuse(Vec<String>),
+    /// Roll the old set with `wal_level = logical` (a restart), then ask the preflight again.
+    EnableLogicalWal,
+    /// Create the new set (StatefulSet, Lease, the upgrade certificate in the server Secret);
+    /// phase `Provisioning`.
+    Provision,
+    /// Publish on the old primary and start the copy on the new one; phase `Copying` (also
+    /// after a failed copy: every step is idempotent).
+    Copy,
+    /// Freeze the old primary and record its final position; phase `CuttingOver`.
+    Freeze,
+    /// The confirmation took too long: thaw the old primary (it serves on) and copy on.
+    Thaw,
+    /// Carry the sequences and detach on the new side, then fence the old set's Lease and
+    /// name the new set in `status.instanceSet` (the client slices follow); phase `Retiring`.
+    Switch,
+    /// Scale the old set to zero and, after `keepOldFor`, delete it and its claims; the record
+    /// ends.
+    Retire { delete: bool },
+    /// Thaw, unpublish and delete the new set; the record ends. `why` for the Event.
+    Cancel { why: String },
+}
+
+/// Decides the next step for cluster `name`.
+pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step {
+    let Some(record) = record else {
+        return start(name, seen);
+    };
+    let switched = record.phase == Phase::Retiring;
+    if !switched && record.phase != Phase::Cancelling {
+        if seen.declared != record.to {
+            return Step::Cancel {
+                why: format!(
+                    "spec.version is {} now: the upgrade from {} to {} is cancelled before its \
+                     switch, {} serving unchanged",
+                    seen.declared, record.from, record.to, record.from
+                ),
+            };
+        }
+        if seen.failed_over && matches!(record.phase, Phase::Copying | Phase::CuttingOver) {
+            return Step::Cancel {
+                why: "a failover during the copy: the logical slots are gone, the copy starts \
+                      over"
+                    .into(),
+            };
+        }
+    }
+    match record.phase {
+        Phase::Preflight => preflight(seen),
+        Phase::Provisioning if seen.new_primary_ready => Step::Copy,
+        Phase::Provisioning => Step::Wait(format!("the new set {}'s primary", record.new_set)),
+        Phase::Copying => copying(seen.copy),
+        Phase::CuttingOver => cutting_over(record, seen),
+        Phase::Retiring => Step::Retire {
+            delete: seen.keep_old_elapsed,
+        },
+        Phase::Cancelling => Step::Cancel {
+            why: "cancelling".into(),
+        },
+    }
+}
+
+fn start(name: &str, seen: &Observed) -> Step {
+    if seen.declared <= seen.serving {
+        // A lower version is refused at apply (CEL on the transition); nothing to do either way.
+        return Step::Idle;
+    }
+    Step::Start {
+        from: seen.serving,
+        to: seen.declared,
+        new_set: format!("{name}-v{}", seen.declared),
+    }
+}
+
+fn preflight(seen: &Observed) -> Step {
+    let Some(preflight) = seen.preflight else {
+        return Step::Wait("the old primary's preflight".into());
+    };
+    let refusals = preflight.refusals();
+    if !refusals.is_empty() {
+        return Step::Refuse(refusals);
+    }
+    if preflight.needs_logical_wal() {
+        return Step::EnableLogicalWal;
+    }
+    Step::Provision
+}
+
+fn copying(copy: Option<&CopyProgress>) -> Step {
+    match copy {
+        // Not asked yet (the new primary's manager restarted), or failed: asked again.
+        None => Step::Copy,
+        Some(copy) if matches!(copy.state, CopyState::Idle | CopyState::Failed) => Step::Copy,
+        Some(copy) if copy.synchronized() => Step::Freeze,
+        Some(copy) => {
+            let (done, all) = copy
+                .databases
+                .iter()
+                .fold((0, 0), |(d, a), db| (d + db.synchronized, a + db.tables));
+            Step::Wait(format!("the copy: {done} of {all} tables"))
+        }
+    }
+}
+
+fn cutting_over(record: &UpgradeRecord, seen: &Observed) -> Step {
+    if record.frozen_lsn.is_none() {
+        return Step::Freeze;
+    }
+    match seen.confirmed {
+        Some(true) => Step::Switch,
+        _ if record.in_phase > CUT_OVER_TIMEOUT => Step::Thaw,
+        _ => Step::Wait("the new side to confirm the final position".into()),
+    }
+}
+
+#[cfg(test)]
+#[path = "upgrade_plan_tests.rs"]
+mod tests;
