@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::http::{Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
@@ -23,12 +23,15 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
-use super::instances::{InstanceAddress, StatusSource};
+use super::instances::{InstanceAddress, StatusSource, UpgradeAnswer, UpgradeRequest};
 use crate::resources::{STATUS_TOKEN_KEY, tls};
 use tusk_contract::InstanceStatus;
 
 /// One second: an instance that cannot answer that fast is not a promotion candidate.
 const TIMEOUT: Duration = Duration::from_secs(1);
+/// An upgrade's step runs SQL before it answers (a freeze waits for the server's reload, an
+/// unpublish for walsenders to exit): longer, and still bounded.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a cluster's CA and token are used before being read again.
 const ACCESS_TTL: Duration = Duration::from_secs(300);
 /// Clusters remembered at most (the ones failing over, switching or archiving); more start
@@ -188,7 +191,7 @@ impl InstanceReader {
             .map_err(|_| Failure::Unanswered)?;
         let (tls, token) = self.verified(address, tcp).await?;
         let request = Request::post("/archive/check");
-        match send(tls, request, &address.server_name, Some(&token))
+        match send(tls, request, &address.server_name, Some(&token), None)
             .await?
             .status()
         {
@@ -197,14 +200,52 @@ impl InstanceReader {
             _ => Err(Failure::Unanswered),
         }
     }
+
+    /// An upgrade's request to the manager at `address` (TLS, the token): its status and body.
+    async fn upgrade(
+        &self,
+        address: &InstanceAddress,
+        request: &UpgradeRequest,
+    ) -> Result<UpgradeAnswer, Failure> {
+        if !address.tls {
+            return Err(Failure::Unanswered);
+        }
+        let tcp = TcpStream::connect((address.ip.as_str(), self.port))
+            .await
+            .map_err(|_| Failure::Unanswered)?;
+        let (tls, token) = self.verified(address, tcp).await?;
+        let builder = match request.body {
+            Some(_) => Request::post(request.path),
+            None => Request::get(request.path),
+        };
+        let body = request.body.clone();
+        let response = send(tls, builder, &address.server_name, Some(&token), body).await?;
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED {
+            return Err(Failure::Refused);
+        }
+        let body = (response.into_body().collect().await).map_err(|_| Failure::Unanswered)?;
+        Ok(UpgradeAnswer {
+            status: status.as_u16(),
+            body: String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+        })
+    }
+
+    /// Forgets the cluster's access after a refusal by TLS or token: read again next time.
+    fn forget(&self, address: &InstanceAddress) {
+        let key = (address.namespace.clone(), address.cluster.clone());
+        self.remembered().remove(&key);
+    }
 }
 
-/// Sends `request` (no body) on an open connection with the host and the token; the response.
+/// Sends `request` (with `body` as JSON, if any) on an open connection with the host and the
+/// token; the response.
 async fn send<S>(
     io: S,
     request: hyper::http::request::Builder,
     host: &str,
     token: Option<&str>,
+    body: Option<String>,
 ) -> Result<hyper::Response<hyper::body::Incoming>, Failure>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -217,8 +258,11 @@ where
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
+    if body.is_some() {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+    }
     let request = request
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .map_err(|_| Failure::Unanswered)?;
     sender
         .send_request(request)
@@ -231,7 +275,7 @@ async fn get<S>(io: S, host: &str, token: Option<&str>) -> Result<InstanceStatus
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let response = send(io, Request::get("/status"), host, token).await?;
+    let response = send(io, Request::get("/status"), host, token, None).await?;
     match response.status() {
         StatusCode::OK => {}
         StatusCode::UNAUTHORIZED => return Err(Failure::Refused),
@@ -251,8 +295,22 @@ impl StatusSource for InstanceReader {
         match tokio::time::timeout(TIMEOUT, self.read(address)).await {
             Ok(Ok(report)) => Some(report),
             Ok(Err(Failure::Refused)) => {
-                let key = (address.namespace.clone(), address.cluster.clone());
-                self.remembered().remove(&key);
+                self.forget(address);
+                None
+            }
+            Ok(Err(Failure::Unanswered)) | Err(_) => None,
+        }
+    }
+
+    async fn upgrade_request(
+        &self,
+        address: &InstanceAddress,
+        request: &UpgradeRequest,
+    ) -> Option<UpgradeAnswer> {
+        match tokio::time::timeout(UPGRADE_TIMEOUT, self.upgrade(address, request)).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err(Failure::Refused)) => {
+                self.forget(address);
                 None
             }
             Ok(Err(Failure::Unanswered)) | Err(_) => None,

@@ -9,12 +9,12 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::*;
+use crate::runtime::instances::{UpgradeAnswer, UpgradeRequest};
 
 const TOKEN: &str = "the-token";
 
-/// A server with the certificate in `dir` (names `localhost`) answering one request: the
-/// report of `demo-1` when the token is presented, else 401. Returns its port.
-async fn server(dir: &Path) -> u16 {
+/// TLS with the certificate in `dir`.
+fn acceptor(dir: &Path) -> TlsAcceptor {
     let cert = std::fs::read(dir.join("tls.crt")).unwrap();
     let key = std::fs::read(dir.join("tls.key")).unwrap();
     let chain = CertificateDer::pem_slice_iter(&cert)
@@ -28,7 +28,13 @@ async fn server(dir: &Path) -> u16 {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .unwrap();
-    let acceptor = TlsAcceptor::from(Arc::new(config));
+    TlsAcceptor::from(Arc::new(config))
+}
+
+/// A server with the certificate in `dir` (names `localhost`) answering one request: the
+/// report of `demo-1` when the token is presented, else 401. Returns its port.
+async fn server(dir: &Path) -> u16 {
+    let acceptor = acceptor(dir);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -179,4 +185,79 @@ async fn a_report_of_another_pod_or_a_pod_without_tls_is_not_taken() {
             .await
             .is_some()
     );
+}
+
+/// A server (certificate in `dir`) answering each request with its request line and body when
+/// the token is presented, else 401. Returns its port.
+async fn echo_server(dir: &Path) -> u16 {
+    let acceptor = acceptor(dir);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let Ok(mut tls) = acceptor.accept(tcp).await else {
+                continue;
+            };
+            let mut seen = Vec::new();
+            let mut chunk = vec![0; 4096];
+            // The head, then as many bytes as it announces.
+            let (head, body) = loop {
+                let n = tls.read(&mut chunk).await.unwrap_or(0);
+                seen.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&seen).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length = (head.lines())
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .and_then(|l| l.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length || n == 0 {
+                        break (format!("{head}\r\n"), body.to_owned());
+                    }
+                }
+                if n == 0 {
+                    break (text, String::new());
+                }
+            };
+            let response = if head.contains(&format!("authorization: Bearer {TOKEN}\r\n")) {
+                let line = head.lines().next().unwrap_or_default();
+                let answer = format!("{line}|{body}");
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                )
+            } else {
+                "HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    .to_owned()
+            };
+            let _ = tls.write_all(response.as_bytes()).await;
+            let _ = tls.shutdown().await;
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn an_upgrade_request_carries_its_method_path_and_body_with_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tusk_testkit::tls::issue(dir.path(), &["demo-1.demo-hl.prod.svc"]);
+    let port = echo_server(dir.path()).await;
+    let reader = reader(port, &files.ca, TOKEN);
+    let at = address("demo-1.demo-hl.prod.svc");
+    let body = r#"{"lsn":"0/3000148"}"#.to_owned();
+    let post = UpgradeRequest::post("/upgrade/confirmed", body.clone());
+    let answer = reader.upgrade_request(&at, &post).await;
+    assert_eq!(
+        answer,
+        Some(UpgradeAnswer {
+            status: 200,
+            body: format!("POST /upgrade/confirmed HTTP/1.1|{body}")
+        })
+    );
+    let get = UpgradeRequest::get("/upgrade/progress");
+    let answer = reader.upgrade_request(&at, &get).await.map(|a| a.body);
+    assert_eq!(answer.as_deref(), Some("GET /upgrade/progress HTTP/1.1|"));
+    // A wrong token is refused, and the access forgotten (read again from the API next time).
+    let wrong = self::reader(port, &files.ca, "not-the-token");
+    assert_eq!(wrong.upgrade_request(&at, &get).await, None);
+    assert!(wrong.remembered().is_empty());
 }

@@ -135,6 +135,45 @@ pub trait StatusSource: Send + Sync {
     async fn ask_archive_check(&self, _address: &InstanceAddress) -> bool {
         false
     }
+
+    /// One of an online upgrade's requests to the manager at `address`
+    /// (`tusk_contract::upgrade`, `upgrade_source`, `upgrade_target`); `None` when it does not
+    /// answer in time. Sources without managers answer nothing.
+    async fn upgrade_request(
+        &self,
+        _address: &InstanceAddress,
+        _request: &UpgradeRequest,
+    ) -> Option<UpgradeAnswer> {
+        None
+    }
+}
+
+/// An online upgrade's request: `GET path` without a body, `POST path` with one (JSON, possibly
+/// empty).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpgradeRequest {
+    pub path: &'static str,
+    pub body: Option<String>,
+}
+
+impl UpgradeRequest {
+    pub fn get(path: &'static str) -> Self {
+        UpgradeRequest { path, body: None }
+    }
+
+    pub fn post(path: &'static str, body: String) -> Self {
+        UpgradeRequest {
+            path,
+            body: Some(body),
+        }
+    }
+}
+
+/// A manager's answer: its status code and body (JSON when it succeeded, the reason when not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpgradeAnswer {
+    pub status: u16,
+    pub body: String,
 }
 
 #[cfg(test)]
