@@ -20,22 +20,7 @@ use tusk_contract::upgrade_target::{CopyProgress, CopyState};
 /// write gap's bound. Past it the old primary is thawed and the cut-over tried again later.
 pub const CUT_OVER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Where an upgrade is, as `status.upgrade.phase` records it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Asking the old primary what logical replication cannot carry.
-    Preflight,
-    /// The new set is created and its primary is coming up.
-    Provisioning,
-    /// Published, copying, then following the old primary.
-    Copying,
-    /// The old primary frozen at `UpgradeRecord::frozen_lsn`: the write gap.
-    CuttingOver,
-    /// The new set serves; the old one is kept for `keepOldFor`, then deleted.
-    Retiring,
-    /// Undoing an upgrade before its switch.
-    Cancelling,
-}
+pub use crate::crd::UpgradePhase as Phase;
 
 /// What the status records of an upgrade in progress.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,6 +28,9 @@ pub struct PostgreSQLStatus {
     /// brings up another set beside it and hands over to it at the cut-over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_set: Option<String>,
+    /// A major-version upgrade in progress; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<super::UpgradeStatus>,
     /// The instance a switchover in progress hands the Lease to (requested with the
     /// `tusk.dev/switchover-to` annotation); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,6 +16,7 @@ mod replication;
 mod restore_target;
 mod rules;
 mod tls;
+mod upgrade_status;
 mod verification;
 mod wal_archive;
 
@@ -44,6 +45,7 @@ pub use postgresql::{
 pub use replication::{Durability, Replication, Synchronous};
 pub use restore_target::RestoreTarget;
 pub use tls::TlsSpec;
+pub use upgrade_status::{UpgradePhase, UpgradeStatus};
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,
     VerifiedBackup, VerifyPolicy, failed_check_reason, last_verified, verify_request,

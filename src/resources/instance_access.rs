@@ -43,7 +43,8 @@ pub fn instance_role(cluster: &Cluster) -> Role {
             PolicyRule {
                 api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
                 resources: Some(vec!["leases".to_owned()]),
-                resource_names: Some(vec![cluster.lease_name()]),
+                // Each set's own, during an upgrade.
+                resource_names: Some(cluster.lease_names()),
                 // Watched by name: a change of holder or a switchover reaches the manager at
                 // once rather than at its next read.
                 verbs: ["get", "list", "watch", "update"]

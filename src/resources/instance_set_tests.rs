@@ -65,3 +65,89 @@ fn another_set_names_the_statefulset_its_pods_and_its_lease_and_nothing_else() {
     let names = tls::server_names(&cluster, "cluster.local");
     assert!(names.iter().any(|n| n == "demo-v17-0.demo-hl"), "{names:?}");
 }
+
+/// A cluster whose spec asks for 17 while an upgrade from 15 is in `phase`, serving `serving`.
+fn upgrading(phase: crate::crd::UpgradePhase, serving: Option<&str>) -> PostgreSQL {
+    let mut pg = postgresql(
+        "version: \"17\"\ninstances: 3\nreplication: {synchronous: {number: 1}}\n\
+         storage: {size: 1Gi}",
+    );
+    pg.status = Some(crate::crd::PostgreSQLStatus {
+        instance_set: serving.map(str::to_owned),
+        upgrade: Some(crate::crd::UpgradeStatus {
+            from: 15,
+            to: 17,
+            phase,
+            phase_since: None,
+            new_set: "demo-v17".into(),
+            from_image: "registry.example/postgres:15".into(),
+            frozen_lsn: None,
+            message: None,
+        }),
+        ..Default::default()
+    });
+    pg
+}
+
+fn image(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> Option<String> {
+    let pod = sts.spec.template.spec.as_ref()?;
+    pod.containers[0].image.clone()
+}
+
+#[test]
+fn during_an_upgrade_the_old_set_keeps_its_image_and_the_new_set_has_its_own_pods_and_lease() {
+    let pg = upgrading(crate::crd::UpgradePhase::Copying, None);
+    let cluster = Cluster::new(&pg).unwrap();
+    let agent = AgentSettings {
+        image: "ghcr.io/tusk/backup-agent:test".into(),
+    };
+    // The serving set: as before the upgrade, on the old image, its selector unchanged.
+    let old = statefulset(&cluster, "checksum", &agent);
+    assert_eq!(old.metadata.name.as_deref(), Some("demo"));
+    assert_eq!(image(&old).as_deref(), Some("registry.example/postgres:15"));
+    let selector = old.spec.selector.match_labels.clone();
+    assert!(!selector.unwrap().contains_key(INSTANCE_SET_LABEL));
+    // The new set: the spec's image, its own pods, label, selector and Lease.
+    let new = statefulset(&cluster.set("demo-v17"), "checksum", &agent);
+    assert_eq!(new.metadata.name.as_deref(), Some("demo-v17"));
+    assert_eq!(
+        image(&new).as_deref(),
+        Some("docker.io/library/postgres:17")
+    );
+    let spec = new.spec;
+    let selector = spec.selector.match_labels.unwrap();
+    assert_eq!(
+        selector.get(INSTANCE_SET_LABEL).map(String::as_str),
+        Some("demo-v17")
+    );
+    let template = spec.template;
+    let labels = template.metadata.unwrap().labels.unwrap();
+    assert!(selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let env = template.spec.unwrap().containers[0].env.clone().unwrap();
+    let lease = env.iter().find(|e| e.name == "TUSK_LEASE").unwrap();
+    assert_eq!(lease.value.as_deref(), Some("demo-v17-primary"));
+    // Both sets' pods are named by the certificate, reach their Lease, and count as standbys.
+    let names = tls::server_names(&cluster, "cluster.local");
+    for pod in ["demo-2.demo-hl", "demo-v17-2.demo-hl"] {
+        assert!(names.iter().any(|n| n == pod), "{pod}: {names:?}");
+    }
+    let role = instance_role(&cluster);
+    let leases = role.rules.unwrap()[0].resource_names.clone().unwrap();
+    assert_eq!(leases, ["demo-primary", "demo-v17-primary"]);
+    let standbys = config::synchronous_standby_names(&cluster).unwrap();
+    assert!(
+        standbys.contains("\"demo-1\"") && standbys.contains("\"demo-v17-1\""),
+        "{standbys}"
+    );
+}
+
+#[test]
+fn after_the_switch_only_the_new_set_is_named_and_it_runs_the_specs_image() {
+    let pg = upgrading(crate::crd::UpgradePhase::Retiring, Some("demo-v17"));
+    let cluster = Cluster::new(&pg).unwrap();
+    assert_eq!(cluster.sets(), ["demo-v17"]);
+    assert_eq!(cluster.postgres_image(), "docker.io/library/postgres:17");
+    let names = tls::server_names(&cluster, "cluster.local");
+    assert!(!names.iter().any(|n| n == "demo-0.demo-hl"), "{names:?}");
+    assert_eq!(cluster.lease_names(), ["demo-v17-primary"]);
+}

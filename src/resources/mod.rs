@@ -17,6 +17,7 @@ mod hba;
 pub mod hba_rules;
 mod image;
 mod instance_access;
+mod instance_set;
 mod network;
 mod pod;
 mod point_in_time;
@@ -95,6 +96,11 @@ pub const STATUS_TLS_LABEL: &str = "tusk.dev/status-tls";
 
 /// Label every child carries with the name of its cluster.
 pub const CLUSTER_LABEL: &str = "tusk.dev/cluster";
+/// Label on the pods of a set not named after its cluster (an upgrade's new set), in its
+/// StatefulSet's selector too: two StatefulSets of one cluster must not select each other's
+/// pods. The set named after the cluster keeps the selector it always had (selectors are
+/// immutable).
+pub const INSTANCE_SET_LABEL: &str = "tusk.dev/instance-set";
 /// Value of `app.kubernetes.io/managed-by` on every child.
 pub const MANAGED_BY: &str = "tusk-operator";
 
@@ -159,6 +165,12 @@ pub struct Cluster<'a> {
     /// StatefulSet, its pods `<set>-<ordinal>` and its Lease `<set>-primary`. Every other child
     /// (Secrets, ConfigMaps, Services, the CA) is the cluster's and named after it.
     pub instance_set: &'a str,
+    /// A major-version upgrade's new set beside the serving one (`status.upgrade`), until the
+    /// switch: its pods are named in the server certificate and may use their own Lease.
+    pub incoming_set: Option<&'a str>,
+    /// The image the serving set runs when it is not the spec's: during an upgrade, until the
+    /// switch, the spec names the new major's.
+    pub serving_image: Option<&'a str>,
     owner: OwnerReference,
 }
 
@@ -185,6 +197,7 @@ impl<'a> Cluster<'a> {
         let owner = pg.controller_owner_ref(&()).ok_or(incomplete("uid"))?;
         let name = pg.metadata.name.as_deref().ok_or(incomplete("name"))?;
         let status = pg.status.as_ref();
+        let upgrade = status.and_then(|s| s.upgrade.as_ref());
         Ok(Self {
             name,
             namespace,
@@ -193,6 +206,10 @@ impl<'a> Cluster<'a> {
             instance_set: status
                 .and_then(|s| s.instance_set.as_deref())
                 .unwrap_or(name),
+            incoming_set: upgrade.and_then(|u| u.incoming_set()),
+            serving_image: upgrade
+                .filter(|u| u.incoming_set().is_some())
+                .map(|u| u.from_image.as_str()),
             owner,
         })
     }
@@ -267,10 +284,6 @@ impl<'a> Cluster<'a> {
     pub fn headless_service_name(&self) -> String {
         format!("{}-hl", self.name)
     }
-    /// The serving set's StatefulSet: the set's name.
-    pub fn statefulset_name(&self) -> String {
-        self.instance_set.to_owned()
-    }
     pub fn cronjob_name(&self) -> String {
         backup_cronjob_name(self.name)
     }
@@ -321,11 +334,6 @@ impl<'a> Cluster<'a> {
     pub fn any_service_name(&self) -> String {
         format!("{}-r", self.name)
     }
-    /// Lease `<set>-primary` (`<name>-primary` for a cluster's first set): its holder is the
-    /// only instance of the set that may run as primary.
-    pub fn lease_name(&self) -> String {
-        format!("{}-primary", self.instance_set)
-    }
     /// Deployment, ServiceAccount, Role and RoleBinding `<name>-pooler`.
     pub fn pooler_name(&self) -> String {
         format!("{}-pooler", self.name)
@@ -346,27 +354,6 @@ impl<'a> Cluster<'a> {
     /// ServiceAccount, Role and RoleBinding `<name>-instance` of the database pods.
     pub fn instance_account_name(&self) -> String {
         format!("{}-instance", self.name)
-    }
-    /// How many pods the StatefulSet keeps: `spec.instances`, unless the primary sits on an
-    /// ordinal that lowering `instances` removes — then up to it, until a switchover has moved
-    /// the primary to a kept ordinal (scale-down never takes the primary's pod).
-    pub fn kept_pods(&self) -> i32 {
-        let primary_ordinal = self.primary.and_then(|pod| self.ordinal(pod));
-        let instances = self.spec.instances.max(1);
-        primary_ordinal.map_or(instances, |ordinal| instances.max(ordinal + 1))
-    }
-    /// Ordinal of a database pod of the serving set, from its name.
-    pub fn ordinal(&self, pod: &str) -> Option<i32> {
-        pod.strip_prefix(self.instance_set)?
-            .strip_prefix('-')?
-            .parse()
-            .ok()
-    }
-    /// Names of the database pods, ordinal 0 first.
-    pub fn pod_names(&self) -> Vec<String> {
-        (0..self.spec.instances.max(1))
-            .map(|ordinal| format!("{}-{ordinal}", self.statefulset_name()))
-            .collect()
     }
     /// The domain under which every database pod has its own DNS name, `<pod>.<domain>`.
     pub fn peer_domain(&self) -> String {

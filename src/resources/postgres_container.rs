@@ -7,9 +7,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::archive::{manager_store, wal_archiving};
 use super::config::{CONFIG_DIR, TLS_DIR};
-use super::image::{
-    DATA_MOUNT, INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, PGDATA, POSTGRES_PORT, postgres_image,
-};
+use super::image::{DATA_MOUNT, INSTANCE_MANAGER, INSTANCE_MANAGER_DIR, PGDATA, POSTGRES_PORT};
 use super::pod::{
     mount, plain_env, pod_field_env, restricted_container_security, secret_env, tcp_port,
 };
@@ -97,7 +95,7 @@ pub fn postgres_container(cluster: &Cluster) -> Container {
     }
     Container {
         name: "postgres".to_owned(),
-        image: Some(postgres_image(spec)),
+        image: Some(cluster.postgres_image()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         command: Some(vec![INSTANCE_MANAGER.to_owned(), "run".to_owned()]),
         env: Some(env),

@@ -26,7 +26,7 @@ pub const CONFIG_CHECKSUM_ANNOTATION: &str = "tusk.dev/config-checksum";
 /// the image the instance manager is copied from.
 pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettings) -> StatefulSet {
     let spec = cluster.spec;
-    let selector = cluster.selector_labels(Component::Database);
+    let selector = cluster.set_selector_labels();
     let volume_claim = PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some("data".to_owned()),
@@ -168,7 +168,7 @@ fn pod_template(
     }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(status_tls(cluster.labels(Component::Database))),
+            labels: Some(status_tls(set_labels(cluster))),
             annotations: Some(BTreeMap::from([(
                 CONFIG_CHECKSUM_ANNOTATION.to_owned(),
                 config_checksum.to_owned(),
@@ -191,6 +191,13 @@ fn pod_template(
             ..PodSpec::default()
         }),
     }
+}
+
+/// The pods' labels: the database pods', and the set's where its selector has it.
+fn set_labels(cluster: &Cluster) -> BTreeMap<String, String> {
+    let mut labels = cluster.labels(Component::Database);
+    labels.extend(cluster.set_selector_labels());
+    labels
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ pub struct Pem {
 }
 
 /// Every DNS name a client may use for this cluster: `-rw`, `-ro`, `-r` and each possible pod's
-/// `<pod>.<headless>`, each as `x`, `x.<ns>`, `x.<ns>.svc` and `x.<ns>.svc.<domain>`; then
+/// `<pod>.<headless>` (of each set, during an upgrade), each as `x`, `x.<ns>`, `x.<ns>.svc` and `x.<ns>.svc.<domain>`; then
 /// `localhost`. All ordinals a spec may reach are named, so scaling up needs no new certificate.
 pub fn server_names(cluster: &Cluster, domain: &str) -> Vec<String> {
     let ns = cluster.namespace;
@@ -157,8 +157,11 @@ pub fn server_names(cluster: &Cluster, domain: &str) -> Vec<String> {
         cluster.ro_service_name(),
         cluster.any_service_name(),
     ];
-    let pods = (0..MAX_INSTANCES)
-        .map(|ordinal| format!("{}-{ordinal}.{headless}", cluster.statefulset_name()));
+    // The serving set's pods, and an upgrade's new set's beside them.
+    let headless = &headless;
+    let pods = (cluster.sets().into_iter()).flat_map(|set| {
+        (0..MAX_INSTANCES).map(move |ordinal| format!("{set}-{ordinal}.{headless}"))
+    });
     services
         .into_iter()
         .chain(pods)

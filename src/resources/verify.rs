@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::agent::{AgentPod, job_spec};
-use super::image::{POSTGRES_UID, postgres_image};
+use super::image::POSTGRES_UID;
 use super::pod::{plain_env, restricted_container_security, restricted_pod_security};
 use super::{AgentSettings, Cluster, Component, Layout, store_environment};
 use crate::crd::{Destination, VERIFY_ANNOTATION};
@@ -97,7 +97,7 @@ pub fn verify_job(
         // The stock image's `postgres` user: initdb refuses root and the files must be its own.
         pod.security_context = Some(restricted_pod_security(POSTGRES_UID, false));
         for container in &mut pod.containers {
-            container.image = Some(postgres_image(cluster.spec));
+            container.image = Some(cluster.postgres_image());
             container.command = Some(vec![format!("{AGENT_BIN_DIR}/backup-agent")]);
             container.resources = Some(resources());
         }

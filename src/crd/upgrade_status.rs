@@ -1,0 +1,56 @@
+//! `status.upgrade`: a major-version upgrade in progress, as the operator records it so that a
+//! restart resumes it (docs/src/design/major-upgrades.md).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A major-version upgrade in progress.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeStatus {
+    /// The major serving when the upgrade started.
+    pub from: u32,
+    /// The major `spec.version` asked for.
+    pub to: u32,
+    pub phase: UpgradePhase,
+    /// When the upgrade entered its phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<Time>,
+    /// The new set of instances (`<name>-v<to>`).
+    pub new_set: String,
+    /// The image the old set runs: the spec names the new one from the upgrade's start.
+    pub from_image: String,
+    /// The old primary's final WAL position, once frozen for the cut-over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_lsn: Option<String>,
+    /// What the upgrade waits for, or why it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Where an upgrade is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum UpgradePhase {
+    /// Asking the old primary what logical replication cannot carry.
+    Preflight,
+    /// The new set is created and its primary is coming up.
+    Provisioning,
+    /// Published, copying, then following the old primary.
+    Copying,
+    /// The old primary frozen at `frozenLsn`: the write gap.
+    CuttingOver,
+    /// The new set serves; the old one is kept for `spec.upgrade.keepOldFor`, then deleted.
+    Retiring,
+    /// Undoing an upgrade before its switch.
+    Cancelling,
+}
+
+impl UpgradeStatus {
+    /// The new set while it exists beside the serving one (from its creation until the switch,
+    /// or until a cancel has deleted it): its pods need the server certificate's names and
+    /// their Lease.
+    pub fn incoming_set(&self) -> Option<&str> {
+        (self.phase != UpgradePhase::Retiring).then_some(self.new_set.as_str())
+    }
+}
