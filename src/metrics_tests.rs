@@ -114,6 +114,7 @@ fn each_clusters_server_certificate_expiry_is_exported_and_leaves_with_its_secre
     let issued = tls::ServerCertificates {
         server: pem.clone(),
         replication: pem,
+        upgrade: None,
     };
     let secret = tls::server_secret(&cluster, &issued, "ca", not_after);
     // Secrets without a recorded expiry (passwords, the CA) have no series.

@@ -63,6 +63,7 @@ fn every_family() -> Metrics {
     let issued = tusk::resources::tls::ServerCertificates {
         server: pem.clone(),
         replication: pem,
+        upgrade: None,
     };
     let server = tusk::resources::tls::server_secret(&tusk_cluster, &issued, "ca", not_after);
     metrics.record_certificate_expiry([&server]);

@@ -14,7 +14,7 @@ use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
 use crate::resources::ca_rotation::{self, CaState};
 use crate::resources::verifiers::Slot;
-use crate::resources::{self, Cluster, brought_tls, pooler_tls, tls};
+use crate::resources::{self, Cluster, brought_tls, pooler_tls, tls, upgrade_tls};
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, Written, apply, apply_json, create};
 use crate::runtime::watch::owning_cluster;
@@ -242,10 +242,12 @@ async fn ensure_certificates(
     let lifetimes = &ctx.certificate_lifetimes;
     let (ca_name, server_name) = (cluster.ca_secret_name(), cluster.server_tls_secret_name());
     let now = time::OffsetDateTime::now_utc();
-    // What a server Secret needs: not due for renewal, and made with the CA bundle stored now
-    // (a CA issued anew while the server's rewrite failed must still reach the server).
+    // What a server Secret needs: not due for renewal, made with the CA bundle stored now (a CA
+    // issued anew while the server's rewrite failed must still reach the server), and with the
+    // upgrade certificate (and the new set's names) exactly while an upgrade's new set exists.
     let current = |server: &Secret, ca_fingerprint: Option<&str>| {
         !tls::server_renewal_due(server, now, lifetimes)
+            && upgrade_tls::upgrade_certificate_current(cluster, server)
             && ca_fingerprint.is_some()
             && tls::recorded_ca(server) == ca_fingerprint
     };
@@ -361,6 +363,7 @@ async fn issue_server(
     let issued = tls::ServerCertificates {
         server: tls::issue_server(cluster, &ctx.cluster_domain, &ca.signer, validity)?,
         replication: tls::issue_replication(cluster, &ca.signer, validity)?,
+        upgrade: upgrade_tls::issue_upgrade(cluster, &ca.signer, validity)?,
     };
     let secret = tls::server_secret(cluster, &issued, &ca.bundle(), validity.until);
     let change = if !exists && create(api, &secret).await? == Change::Created {

@@ -224,6 +224,7 @@ fn the_status_shows_the_server_expiry_and_the_next_step() {
     let issued = tls::ServerCertificates {
         server: issue_server(&cluster, "cluster.local", &state.signer, validity).unwrap(),
         replication: tls::issue_replication(&cluster, &state.signer, validity).unwrap(),
+        upgrade: None,
     };
     let server = tls::server_secret(&cluster, &issued, &state.bundle(), validity.until);
     let times = certificate_times(Some(&server), Some(&ca)).unwrap();

@@ -151,3 +151,44 @@ fn after_the_switch_only_the_new_set_is_named_and_it_runs_the_specs_image() {
     assert!(!names.iter().any(|n| n == "demo-0.demo-hl"), "{names:?}");
     assert_eq!(cluster.lease_names(), ["demo-v17-primary"]);
 }
+
+#[test]
+fn the_server_secret_carries_the_upgrade_certificate_exactly_while_the_new_set_exists() {
+    let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+    let lifetimes = tls::Lifetimes::default();
+    let plain = postgresql("instances: 3\nstorage: {size: 1Gi}");
+    for (pg, during) in [
+        (upgrading(crate::crd::UpgradePhase::Copying, None), true),
+        (
+            upgrading(crate::crd::UpgradePhase::Retiring, Some("demo-v17")),
+            false,
+        ),
+        (plain, false),
+    ] {
+        let cluster = Cluster::new(&pg).unwrap();
+        let ca = tls::issue_ca(&cluster, now, &lifetimes).unwrap();
+        let validity = tls::Validity::leaf(now, &lifetimes, now + lifetimes.ca);
+        let issued = tls::ServerCertificates {
+            server: tls::issue_server(&cluster, "cluster.local", &ca, validity).unwrap(),
+            replication: tls::issue_replication(&cluster, &ca, validity).unwrap(),
+            upgrade: upgrade_tls::issue_upgrade(&cluster, &ca, validity).unwrap(),
+        };
+        assert_eq!(issued.upgrade.is_some(), during);
+        let secret = tls::server_secret(&cluster, &issued, &ca.cert, validity.until);
+        assert_eq!(upgrade_tls::carries_upgrade_certificate(&secret), during);
+        assert!(upgrade_tls::upgrade_certificate_current(&cluster, &secret));
+        if let Some(upgrade) = &issued.upgrade {
+            let (_, pem) = x509_parser::pem::parse_x509_pem(upgrade.cert.as_bytes()).unwrap();
+            let cert = pem.parse_x509().unwrap();
+            let name = cert.subject().iter_common_name().next().unwrap();
+            assert_eq!(name.as_str().unwrap(), "tusk_upgrade");
+        }
+    }
+    // A Secret issued before the upgrade started is due again, and one issued during it after.
+    let during = upgrading(crate::crd::UpgradePhase::Copying, None);
+    let before = k8s_openapi::api::core::v1::Secret::default();
+    assert!(!upgrade_tls::upgrade_certificate_current(
+        &Cluster::new(&during).unwrap(),
+        &before
+    ));
+}

@@ -32,6 +32,7 @@ mod services;
 mod statefulset;
 pub mod storage;
 pub mod tls;
+pub mod upgrade_tls;
 pub mod verifiers;
 mod verify;
 

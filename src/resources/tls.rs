@@ -30,6 +30,10 @@ pub const CA_KEY: &str = "ca.key";
 /// (mounted with it; renewed with it). Standbys present it; `pg_hba.conf` requires it.
 pub const REPLICATION_CRT: &str = "replication.crt";
 pub const REPLICATION_KEY: &str = "replication.key";
+/// The upgrade role's certificate and key, while an upgrade's new set exists (`upgrade_tls`);
+/// the instance manager reads them beside the CA (`tusk-instance`'s `upgrade_target`).
+pub const UPGRADE_CRT: &str = "upgrade.crt";
+pub const UPGRADE_KEY: &str = "upgrade.key";
 /// The role the replication certificate names (its common name, which `clientcert=verify-full`
 /// matches against the user name).
 pub use tusk_contract::roles::REPLICATION_USER;
@@ -137,6 +141,8 @@ pub enum TlsError {
 pub struct ServerCertificates {
     pub server: Pem,
     pub replication: Pem,
+    /// The upgrade role's, while an upgrade's new set exists (`upgrade_tls`).
+    pub upgrade: Option<Pem>,
 }
 
 /// A certificate and its private key, both PEM.
@@ -295,7 +301,7 @@ pub fn issue_client(
 
 /// A certificate for clients only, naming `role` as its common name (what PostgreSQL compares
 /// with the user name).
-fn client_leaf(
+pub(super) fn client_leaf(
     cluster: &Cluster,
     ca: &Pem,
     role: &str,
@@ -402,8 +408,8 @@ pub(super) fn data(entries: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
         .collect()
 }
 
-/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt` and the replication role's
-/// certificate), mounted by the database pods, its certificate's expiry `not_after` and its
+/// Secret `<name>-server-tls` (`kubernetes.io/tls`, plus `ca.crt`, the replication role's
+/// certificate and, during an upgrade, the upgrade role's), mounted by the database pods, its certificate's expiry `not_after` and its
 /// CA's fingerprint in annotations.
 pub fn server_secret(
     cluster: &Cluster,
@@ -412,12 +418,16 @@ pub fn server_secret(
     not_after: OffsetDateTime,
 ) -> Secret {
     let metadata = cluster.child_meta(cluster.server_tls_secret_name(), Component::Credentials);
+    let upgrade = issued.upgrade.as_ref();
     let entries = [
         (TLS_CRT, issued.server.cert.as_str()),
         (TLS_KEY, &issued.server.key),
         (CA_CRT, ca_cert),
         (REPLICATION_CRT, &issued.replication.cert),
         (REPLICATION_KEY, &issued.replication.key),
+        // Empty values are left out (`leaf_secret`): no upgrade, no keys.
+        (UPGRADE_CRT, upgrade.map_or("", |pem| pem.cert.as_str())),
+        (UPGRADE_KEY, upgrade.map_or("", |pem| pem.key.as_str())),
     ];
     leaf_secret(metadata, &entries, ca_cert, not_after)
 }

@@ -24,6 +24,7 @@ fn issued(cluster: &Cluster, ca: &Pem) -> ServerCertificates {
     ServerCertificates {
         server: issue_server(cluster, "cluster.local", ca, validity()).unwrap(),
         replication: issue_replication(cluster, ca, validity()).unwrap(),
+        upgrade: crate::resources::upgrade_tls::issue_upgrade(cluster, ca, validity()).unwrap(),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::resources::ca_rotation::CA_NEXT_STEP_ANNOTATION;
 use crate::resources::tls::{
     self, CA_FINGERPRINT_ANNOTATION, NOT_AFTER_ANNOTATION, REPLICATION_CRT,
 };
+use crate::resources::upgrade_tls::{self, UPGRADE_CRT};
 use crate::resources::verifiers::{Slot, password_digest};
 
 /// The facts kept of one Secret.
@@ -34,6 +35,8 @@ pub struct SecretFacts {
     ca_sha256: Option<Box<str>>,
     /// Whether it holds [`REPLICATION_CRT`] (a server Secret issued before it did not).
     replication_certificate: bool,
+    /// Whether it holds the upgrade role's certificate (a server Secret during an upgrade).
+    upgrade_certificate: bool,
     /// A credentials Secret's: the digest of its `password` ([`password_digest`]), so a
     /// changed password is noticed without reading the Secret (never the password itself).
     password_sha256: Option<Box<str>>,
@@ -61,6 +64,7 @@ impl Summary<Secret> for SecretFacts {
                 && annotation(CA_NEXT_STEP_ANNOTATION).is_some(),
             ca_sha256: annotation(CA_FINGERPRINT_ANNOTATION),
             replication_certificate: tls::carries_replication_certificate(secret),
+            upgrade_certificate: upgrade_tls::carries_upgrade_certificate(secret),
             password_sha256: (secret.data.as_ref())
                 .and_then(|data| data.get("password"))
                 .map(|password| password_digest(&password.0).into()),
@@ -98,9 +102,17 @@ impl SecretFacts {
                 owner_references: owner.map(|owner| vec![owner]),
                 ..ObjectMeta::default()
             },
-            data: self
-                .replication_certificate
-                .then(|| BTreeMap::from([(REPLICATION_CRT.to_owned(), ByteString(Vec::new()))])),
+            data: {
+                let keys = [
+                    (self.replication_certificate, REPLICATION_CRT),
+                    (self.upgrade_certificate, UPGRADE_CRT),
+                ];
+                let data: BTreeMap<String, ByteString> = (keys.into_iter())
+                    .filter(|(held, _)| *held)
+                    .map(|(_, key)| (key.to_owned(), ByteString(Vec::new())))
+                    .collect();
+                (!data.is_empty()).then_some(data)
+            },
             ..Secret::default()
         }
     }
@@ -191,6 +203,24 @@ mod tests {
         );
         assert!(store.get("prod", "db-app").is_none());
         assert_eq!(store.certificates().len(), 1);
+    }
+
+    #[test]
+    fn a_cached_server_secret_says_whether_it_carries_the_upgrade_certificate() {
+        let mut stored = server_secret();
+        let store = SecretStore::of([stored.clone()]);
+        let cached = store.get("prod", "db-server-tls").unwrap();
+        assert!(!upgrade_tls::carries_upgrade_certificate(&cached));
+        let data = stored.data.as_mut().unwrap();
+        data.insert(UPGRADE_CRT.into(), ByteString(b"cert".to_vec()));
+        let store = SecretStore::of([stored]);
+        let cached = store.get("prod", "db-server-tls").unwrap();
+        assert!(upgrade_tls::carries_upgrade_certificate(&cached));
+        assert!(tls::carries_replication_certificate(&cached));
+        assert!(
+            cached.data.unwrap()[UPGRADE_CRT].0.is_empty(),
+            "never its value"
+        );
     }
 
     #[test]

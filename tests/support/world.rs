@@ -116,6 +116,7 @@ impl Cache {
         let issued = tls::ServerCertificates {
             server: pem("server"),
             replication: pem("replication"),
+            upgrade: None,
         };
         let server = tls::server_secret(
             &cluster,
