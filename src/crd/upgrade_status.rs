@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeStatus {
     /// The major serving when the upgrade started.
-    pub from: u32,
+    pub from: i32,
     /// The major `spec.version` asked for.
-    pub to: u32,
+    pub to: i32,
     pub phase: UpgradePhase,
     /// When the upgrade entered its phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]

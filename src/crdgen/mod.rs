@@ -20,3 +20,35 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
     serde_saphyr::to_string(crd)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `format` in the schemas is one the API server knows: it warns at install about
+    /// any other (`uint32` from a `u32` field did), and the install scripts treat a warning as
+    /// a failure.
+    #[test]
+    fn every_schema_format_is_one_the_api_server_recognises() {
+        const KNOWN: &[&str] = &[
+            "int32",
+            "int64",
+            "float",
+            "double",
+            "byte",
+            "date",
+            "date-time",
+            "duration",
+            "int-or-string",
+            "password",
+        ];
+        for (file, crd) in all() {
+            let yaml = to_yaml(&crd).expect("renders");
+            for line in yaml.lines() {
+                if let Some(format) = line.trim().strip_prefix("format: ") {
+                    assert!(KNOWN.contains(&format), "{file}: format {format}");
+                }
+            }
+        }
+    }
+}
