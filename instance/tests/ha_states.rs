@@ -124,11 +124,19 @@ fn a_standby_whose_wal_is_gone_is_cloned_again_and_streams() {
     let marker = replica.pgdata.join("tusk-test-before-the-gap");
     std::fs::write(&marker, "demo-1 before the gap").unwrap();
     replica.start();
-    let repaired = wait_for("demo-1 streams again", Duration::from_secs(180), || {
-        replica.status().is_some_and(|s| {
-            s["walReceiver"] == "streaming" && s["ready"] == true && s["role"] == "replica"
-        })
-    });
+    // Repaired means cloned again, then streaming: before the repair its WAL receiver can
+    // report `streaming` for the moment between connecting and being told the segment is gone
+    // (a CI run passed that moment for the repair and then waited 30 s for a row in vain).
+    let repaired = wait_for(
+        "demo-1 cloned again and streaming",
+        Duration::from_secs(180),
+        || {
+            !marker.exists()
+                && replica.status().is_some_and(|s| {
+                    s["walReceiver"] == "streaming" && s["ready"] == true && s["role"] == "replica"
+                })
+        },
+    );
     eprintln!("a standby without its WAL was repaired in {repaired:?}");
     let sql = "SELECT count(*) FROM t WHERE v = 'after the gap'";
     wait_for_value(replica, sql, "1", Duration::from_secs(30));
