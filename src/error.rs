@@ -64,6 +64,14 @@ pub enum Error {
     #[error(transparent)]
     BorrowedSecret(#[from] crate::resources::BorrowedSecret),
 
+    /// A major-version upgrade's request to an instance manager failed or went unanswered.
+    #[error("major-version upgrade: {step} on {pod}: {reason}")]
+    Upgrade {
+        step: &'static str,
+        pod: String,
+        reason: String,
+    },
+
     #[error("{0}")]
     Invariant(String),
 }
@@ -106,6 +114,7 @@ impl Error {
             Self::Tls(crate::resources::tls::TlsError::ForeignCa { .. }) => "SecretNotAllowed",
             Self::Tls(_) => "CertificateFailed",
             Self::BorrowedSecret(_) => "SecretNotAllowed",
+            Self::Upgrade { .. } => "UpgradeStepFailed",
             Self::Invariant(_) => "InternalError",
         }
     }

@@ -208,8 +208,9 @@ async fn invalid_specs(ctx: Ctx) -> Result {
         .generation;
     let updates = [
         (
+            // Below the serving major, whichever major the suite runs.
             "spec.version",
-            serde_json::json!({"spec": {"version": "17"}}),
+            serde_json::json!({"spec": {"version": "14"}}),
         ),
         (
             "spec.restore",

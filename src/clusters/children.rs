@@ -80,8 +80,15 @@ pub async fn apply_children(
     }
     let applied = apply(&api(&client, ns), existing, desired_statefulset).await?;
     writes.extend(Written::of(applied.object.as_ref(), applied.change));
+    if let Some(incoming) = desired.incoming {
+        // A major-version upgrade's new set: created once, then kept as built.
+        let existing = caches.statefulsets.object(ns, &incoming.name_any());
+        let applied = apply(&api(&client, ns), existing, incoming).await?;
+        writes.extend(Written::of(applied.object.as_ref(), applied.change));
+    }
     let statefulset = applied.object;
-    let name = cluster.statefulset_name();
+    // Both are the cluster's, named after it whichever set serves.
+    let name = cluster.name.to_owned();
     let (budget, policy) = futures::try_join!(
         apply_optional(
             ns,

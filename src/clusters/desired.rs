@@ -28,6 +28,8 @@ pub struct Desired {
     /// The database pods' identity: what their instance managers may do with the API.
     pub access: InstanceAccess,
     pub statefulset: StatefulSet,
+    /// A major-version upgrade's new set, while it is wanted beside the serving one.
+    pub incoming: Option<StatefulSet>,
     /// With more than one instance: at most one of them down for a drain.
     pub disruption_budget: Option<PodDisruptionBudget>,
     /// With `spec.networkPolicy`: ingress only from what needs it.
@@ -89,6 +91,8 @@ pub fn desired(
         replication: resources::replication_secret(cluster, &resources::generate_password()),
         monitoring: resources::monitoring_secret(cluster, &resources::generate_password()),
         statefulset: resources::statefulset(cluster, &checksum, agent),
+        incoming: (cluster.incoming_set)
+            .map(|set| resources::statefulset(&cluster.set(set), &checksum, agent)),
         config_map,
         clients: resources::client_services(cluster),
         headless: resources::headless_service(cluster),

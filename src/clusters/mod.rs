@@ -33,7 +33,7 @@ pub mod restore_certificate;
 pub mod restore_window;
 pub mod status;
 pub mod storage;
-pub mod upgrade_plan;
+pub mod upgrade;
 pub mod validate;
 
 pub use reconcile::{error_policy, reconcile, retry_delay};

@@ -22,6 +22,7 @@ use super::ha::{self, PrimaryState};
 use super::report;
 use super::restore;
 use super::status::{BackupSchedule, Outcome};
+use super::upgrade;
 use super::validate::validate;
 use crate::crd::PostgreSQL;
 use crate::error::{Error, Result};
@@ -129,6 +130,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let (declared, declared_writes) = declared::hand_over(&cluster, &primary, ctx).await?;
     writes.extend(declared_writes);
     let declared_recheck = declared::status(&pg.spec.roles, &pg.spec.databases, &declared).recheck;
+    let upgrade = Box::pin(upgrade::step(pg, &cluster, &primary, ctx)).await;
     phases.mark("observe");
 
     // Report: the writes, the status, then what was found.
@@ -150,6 +152,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
         primary: Box::new(primary),
         archiving: Box::new(archiving),
         declared: Box::new(declared),
+        upgrade: Box::new(upgrade.clone()),
     };
     report::update_status(pg, &cluster, &outcome, ctx).await?;
     if request_done {
@@ -164,6 +167,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let next = check_owed.map_or(next, |soon| next.min(soon));
     let next = restore_recheck.map_or(next, |soon| next.min(soon));
     let next = declared_recheck.map_or(next, |soon| next.min(soon));
+    let next = upgrade.recheck.map_or(next, |soon| next.min(soon));
     // A Secret the user brings is not watched: its renewals reach the credentials by this.
     let next = match cluster.user_server_secret() {
         Some(_) => next.min(USER_SECRET_RECHECK),

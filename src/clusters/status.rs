@@ -79,6 +79,7 @@ pub enum Outcome {
         primary: Box<PrimaryState>,
         archiving: Box<Archiving>,
         declared: Box<Declared>,
+        upgrade: Box<super::upgrade::Progress>,
     },
     CleanupBlocked {
         reason: &'static str,
@@ -99,6 +100,9 @@ pub fn compute(
     let was_up =
         conditions::is_true(&status.conditions, READY) || status.phase == Some(Phase::Degraded);
     status.observed_generation = generation;
+    // What the serving set runs: the next reconcile tells an upgrade from it.
+    status.version = i32::try_from(cluster.serving_major).ok();
+    status.image = Some(cluster.postgres_image());
     status.endpoint = Some(format!("{}:{POSTGRES_PORT}", cluster.rw_host()));
     status.secrets = Some(SecretNames {
         app: cluster.app_secret_name(),
@@ -136,6 +140,7 @@ pub fn compute(
             primary,
             archiving,
             declared,
+            upgrade,
         } => {
             let serving = readiness.ready && restore.allows_ready();
             // Only once applied: a change of `instances` is also what makes the primary step
@@ -185,6 +190,7 @@ pub fn compute(
             set_declared(&mut status, cluster, declared, generation, now);
             set_restore(&mut status, restore, generation, now);
             set_backups(&mut status, backups, generation, now);
+            super::upgrade::apply_to(&mut status, upgrade, generation, now);
             (ready, Some(backup_condition(*backup)))
         }
     };
@@ -352,6 +358,7 @@ mod tests {
             primary: Box::default(),
             archiving: Box::new(Archiving::NotConfigured),
             declared: Box::new(Declared::Nothing),
+            upgrade: Box::default(),
         }
     }
 

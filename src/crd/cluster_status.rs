@@ -28,6 +28,13 @@ pub struct PostgreSQLStatus {
     /// brings up another set beside it and hands over to it at the cut-over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_set: Option<String>,
+    /// The PostgreSQL major the serving set runs: `spec.version` above it starts a
+    /// major-version upgrade, which moves it at the switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i32>,
+    /// The image the serving set runs: an upgrade's old set keeps it until the switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// A major-version upgrade in progress; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<super::UpgradeStatus>,
@@ -66,7 +73,8 @@ pub struct PostgreSQLStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verified_backup: Option<super::VerifiedBackup>,
     /// The database system identifier, as the first primary recorded it on the Lease: the
-    /// cluster has bootstrapped. Never cleared; an instance with other data never serves.
+    /// cluster has bootstrapped. Never cleared (a major-version upgrade's switch replaces it
+    /// with the new set's); an instance with other data never serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_identifier: Option<String>,
     /// What a point-in-time restore of this cluster can reach (with `spec.backup.walArchive`

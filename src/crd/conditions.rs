@@ -24,3 +24,8 @@ pub const CONTINUOUS_ARCHIVING: &str = "ContinuousArchiving";
 /// A PostgreSQL with `spec.roles` or `spec.databases`: every declared object is kept as declared
 /// on the primary (False while one is pending or failed, with the reason).
 pub const DECLARED: &str = "Declared";
+
+/// A major-version upgrade: True while one moves (its phase as the reason), False once refused,
+/// cancelled or done (`UpgradeRefused`, `UpgradeCancelled`, `Upgraded`). Absent on a cluster
+/// never upgraded.
+pub const UPGRADING: &str = "Upgrading";

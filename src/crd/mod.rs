@@ -16,6 +16,7 @@ mod replication;
 mod restore_target;
 mod rules;
 mod tls;
+mod upgrade_spec;
 mod upgrade_status;
 mod verification;
 mod wal_archive;
@@ -45,6 +46,7 @@ pub use postgresql::{
 pub use replication::{Durability, Replication, Synchronous};
 pub use restore_target::RestoreTarget;
 pub use tls::TlsSpec;
+pub use upgrade_spec::{UpgradeMethod, UpgradeSpec};
 pub use upgrade_status::{UpgradePhase, UpgradeStatus};
 pub use verification::{
     SCHEDULED_VERIFY_PREFIX, VERIFY_ANNOTATION, Verification, VerificationCheck, VerificationPhase,

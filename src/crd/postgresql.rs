@@ -40,7 +40,8 @@ pub const MAX_INSTANCES: i32 = 9;
     printcolumn(name = "Last Backup", type_ = "date", json_path = ".status.lastSuccessfulBackup.completedAt"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("self.metadata.name.size() <= 45").message("metadata.name must be at most 45 characters, so that the names of its StatefulSet pods, Services and backup Jobs stay valid"),
-    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must start with a letter and contain only lowercase letters, digits and '-', because Service names are derived from it")
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must start with a letter and contain only lowercase letters, digits and '-', because Service names are derived from it"),
+    validation = Rule::new("self.spec.version == oldSelf.spec.version || (has(oldSelf.status) && has(oldSelf.status.version) && int(self.spec.version) >= oldSelf.status.version)").message("spec.version can only rise above the major the cluster serves (status.version; a major-version upgrade), or come back to it to cancel an upgrade before its cut-over: a major is never downgraded, and it cannot change before the operator has recorded the serving major")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.roles) || self.roles.all(r, r.name != (has(self.bootstrap) && has(self.bootstrap.owner) ? self.bootstrap.owner : 'app'))").message("spec.roles may not declare the bootstrap owner: its password is the <name>-app Secret's"))]
@@ -48,9 +49,10 @@ pub const MAX_INSTANCES: i32 = 9;
 #[x_kube(validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("spec.restore can only be set when the cluster is created"))]
 #[x_kube(validation = Rule::new("!has(self.replication) || !has(self.replication.synchronous) || self.replication.synchronous.number < self.instances").message("spec.replication.synchronous.number must be less than spec.instances: the primary cannot wait for more replicas than the cluster has"))]
 pub struct PostgreSQLSpec {
-    /// PostgreSQL major version. Changing it on an existing cluster is not supported.
+    /// PostgreSQL major version. Increasing it upgrades the cluster online, with a write pause
+    /// of seconds (`spec.upgrade`, docs/src/cluster/upgrades.md); lowering it back to the major
+    /// still serving cancels an upgrade before its cut-over.
     #[serde(default)]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.version cannot be changed: major upgrades need a dump and restore into a new cluster"))]
     pub version: PostgresVersion,
 
     /// Container image to run instead of the official `postgres:<version>` image. It must be
@@ -163,6 +165,9 @@ pub struct PostgreSQLSpec {
     /// them. docs/src/cluster/pooler.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooler: Option<super::PoolerSpec>,
+    /// How an increase of `spec.version` is carried out (docs/src/cluster/upgrades.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<super::UpgradeSpec>,
 }
 
 /// At most 64 parameters of at most 1 KiB each: bounds that keep the CEL rules over the map

@@ -17,10 +17,16 @@ pub struct UpgradeStatus {
     /// When the upgrade entered its phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_since: Option<Time>,
+    /// The set serving when the upgrade started: retired after the switch.
+    pub from_set: String,
     /// The new set of instances (`<name>-v<to>`).
     pub new_set: String,
     /// The image the old set runs: the spec names the new one from the upgrade's start.
     pub from_image: String,
+    /// The old primary the copy reads from: a failover of the old set ends the copy (its
+    /// logical slots do not survive one before PostgreSQL 17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_from: Option<String>,
     /// The old primary's final WAL position, once frozen for the cut-over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen_lsn: Option<String>,
@@ -47,10 +53,17 @@ pub enum UpgradePhase {
 }
 
 impl UpgradeStatus {
-    /// The new set while it exists beside the serving one (from its creation until the switch,
-    /// or until a cancel has deleted it): its pods need the server certificate's names and
-    /// their Lease.
+    /// The new set while it is wanted beside the serving one (from its provisioning until the
+    /// switch; a cancel deletes it): its StatefulSet is applied, its pods need the server
+    /// certificate's names and their Lease.
     pub fn incoming_set(&self) -> Option<&str> {
-        (self.phase != UpgradePhase::Retiring).then_some(self.new_set.as_str())
+        use UpgradePhase::*;
+        matches!(self.phase, Provisioning | Copying | CuttingOver).then_some(self.new_set.as_str())
+    }
+
+    /// Whether the serving set is still the old one (the switch has not happened): it keeps
+    /// [`Self::from_image`].
+    pub fn before_switch(&self) -> bool {
+        self.phase != UpgradePhase::Retiring
     }
 }

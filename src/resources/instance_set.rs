@@ -13,6 +13,7 @@ impl<'a> Cluster<'a> {
             instance_set: set,
             incoming_set: None,
             serving_image: None,
+            serving_major: self.spec.version.major(),
             primary: None,
             ..self.clone()
         }

@@ -172,7 +172,40 @@ pub struct Cluster<'a> {
     /// The image the serving set runs when it is not the spec's: during an upgrade, until the
     /// switch, the spec names the new major's.
     pub serving_image: Option<&'a str>,
+    /// The major the serving set runs ([`serving_major`]).
+    pub serving_major: u32,
     owner: OwnerReference,
+}
+
+/// The image the serving set keeps when it is not the spec's: an upgrade's old set until the
+/// switch (`status.upgrade.fromImage`), and, in the reconcile that first sees `spec.version`
+/// above the recorded serving major, the recorded image (`status.image`) — the spec names the
+/// new major's image from that edit on, and the serving set must never roll onto it.
+fn serving_image(pg: &PostgreSQL) -> Option<&str> {
+    let status = pg.status.as_ref()?;
+    if let Some(upgrade) = status.upgrade.as_ref().filter(|u| u.before_switch()) {
+        return Some(&upgrade.from_image);
+    }
+    let serving = status.version?;
+    let declared = i32::try_from(pg.spec.version.major()).ok()?;
+    (declared > serving).then_some(status.image.as_deref()?)
+}
+
+/// The major the serving set runs: an upgrade's `from` until the switch, else the recorded
+/// `status.version` while `spec.version` is above it (the upgrade has not started), else
+/// `spec.version` (a new cluster, or one recorded before Tusk recorded the major).
+fn serving_major(pg: &PostgreSQL) -> u32 {
+    let declared = pg.spec.version.major();
+    let Some(status) = pg.status.as_ref() else {
+        return declared;
+    };
+    let recorded = match status.upgrade.as_ref().filter(|u| u.before_switch()) {
+        Some(upgrade) => Some(upgrade.from),
+        None => status.version,
+    };
+    recorded
+        .and_then(|major| u32::try_from(major).ok())
+        .map_or(declared, |major| major.min(declared))
 }
 
 /// The cluster object lacks what every child needs to point back at it.
@@ -208,9 +241,8 @@ impl<'a> Cluster<'a> {
                 .and_then(|s| s.instance_set.as_deref())
                 .unwrap_or(name),
             incoming_set: upgrade.and_then(|u| u.incoming_set()),
-            serving_image: upgrade
-                .filter(|u| u.incoming_set().is_some())
-                .map(|u| u.from_image.as_str()),
+            serving_image: serving_image(pg),
+            serving_major: serving_major(pg),
             owner,
         })
     }

@@ -67,7 +67,7 @@ pub fn verify_job(
     // The throwaway server is reached on a socket in its scratch directory: the pod gets no
     // connection settings and no credentials of the source cluster.
     let (mut env, mut volumes, mut mounts) = store_environment(&Layout::of(cluster), destination);
-    let major = cluster.spec.version.major();
+    let major = cluster.serving_major;
     env.extend([
         plain_env("TUSK_BACKUP_ID", backup_id),
         plain_env("TUSK_SCRATCH_DIR", SCRATCH_DIR),

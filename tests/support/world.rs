@@ -268,6 +268,7 @@ pub fn status_for(
         // The Lease exists and ordinal 0 holds it.
         primary: Box::new(PrimaryState::held_by("demo-0")),
         archiving: Box::new(Archiving::NotConfigured),
+        upgrade: Box::default(),
         declared: Box::default(),
     };
     status::compute(

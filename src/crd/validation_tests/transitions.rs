@@ -40,11 +40,31 @@ fn restore_cannot_be_added_or_changed_after_creation() {
     );
     assert_refused(&messages(&other, &restored), "spec.restore is immutable");
     assert_eq!(messages(&restored, &restored), Vec::<String>::new());
-    let upgraded = pg(json!({"version": "17", "storage": storage()}));
+}
+
+#[test]
+fn the_version_rises_above_the_serving_major_or_returns_to_it_and_never_goes_below() {
+    let at = |version: &str, serving: Option<i32>| {
+        let status = serving.map_or(Value::Null, |major| json!({"version": major}));
+        let spec = json!({"version": version, "storage": storage()});
+        fixtures::postgresql("prod", "demo", spec, status)
+    };
+    let refused = "spec.version can only rise above the major the cluster serves";
+    // Upgrades, skipping a major or not, and a cancel back to the serving major.
+    for (new, old) in [("16", "15"), ("17", "15"), ("15", "17"), ("16", "17")] {
+        let changed = update_messages(&at(new, Some(15)), &at(old, Some(15)));
+        assert_eq!(changed, Vec::<String>::new(), "{old} -> {new}");
+    }
+    // Below the serving major, or before the operator recorded it.
     assert_refused(
-        &messages(&upgraded, &plain),
-        "spec.version cannot be changed",
+        &update_messages(&at("14", Some(15)), &at("15", Some(15))),
+        refused,
     );
+    assert_refused(
+        &update_messages(&at("15", Some(17)), &at("17", Some(17))),
+        refused,
+    );
+    assert_refused(&update_messages(&at("17", None), &at("15", None)), refused);
 }
 
 #[test]

@@ -57,12 +57,14 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: [""]
   resources: ["endpoints"]
   verbs: ["delete"]
+# A major-version upgrade deletes the retired (or cancelled) instance set, its claims and its
+# Lease (src/clusters/upgrade/sets.rs).
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "patch"]
+  verbs: ["get", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
   verbs: ["list", "watch", "create", "patch", "delete"]
@@ -89,7 +91,7 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 # grant them to the instances' and a pooler's Roles (on that one Lease).
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["get", "list", "watch", "create", "update"]
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
 # With spec.pooler: the PgBouncer Deployment, deleted when the field goes.
 - apiGroups: ["apps"]
   resources: ["deployments"]

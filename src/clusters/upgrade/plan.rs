@@ -183,5 +183,5 @@ fn cutting_over(record: &UpgradeRecord, seen: &Observed) -> Step {
 }
 
 #[cfg(test)]
-#[path = "upgrade_plan_tests.rs"]
+#[path = "plan_tests.rs"]
 mod tests;

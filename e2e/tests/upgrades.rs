@@ -1,0 +1,198 @@
+//! A major-version upgrade as a user takes it (docs/src/cluster/upgrades.md): `spec.version`
+//! raised on a replicated cluster under a writer through `-rw`; the operator copies it into a
+//! new set of instances on the new major and cuts over. Every acknowledged row is on the new
+//! major, the application's Secret is unchanged, the old set and its volumes go after
+//! `keepOldForSeconds`, and the new set fails over like any cluster.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::Api;
+use kube::api::DeleteParams;
+use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
+
+/// The majors of the scenario: the suite's (the real node's 15 stand-in, applied as "18") and
+/// the newer one (its 17 stand-in); with the official images, 17 and 18.
+fn majors(ctx: &Ctx) -> (String, serde_json::Value) {
+    match (&ctx.settings.postgres, &ctx.settings.postgres_next) {
+        (Some(_), Some(next)) => (
+            "18".into(),
+            serde_json::json!({"version": next.version, "image": next.image}),
+        ),
+        _ => ("17".into(), serde_json::json!({"version": "18"})),
+    }
+}
+
+fn spec(version: &str) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: PostgreSQL
+metadata: {{name: up}}
+spec:
+  version: \"{version}\"
+  instances: 2
+  storage: {{size: 1Gi}}
+  parameters: {{wal_level: logical}}
+  replication: {{synchronous: {{number: 1, durability: required}}}}
+  upgrade: {{keepOldForSeconds: 15}}
+"
+    )
+}
+
+async fn app_uri(ctx: &Ctx) -> Result<Vec<u8>> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let secret = secrets.get("up-app").await?;
+    let uri = (secret.data.and_then(|mut d| d.remove("uri"))).context("uri in up-app")?;
+    Ok(uri.0)
+}
+
+/// The server's major on `pod`.
+async fn major(ctx: &Ctx, pod: &str) -> Result<String> {
+    let version = pod_sql(ctx, pod, "SHOW server_version_num").await?;
+    Ok(version.chars().take(2).collect())
+}
+
+#[scenario]
+async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a_row(
+    ctx: Ctx,
+) -> Result {
+    ctx.require_real_pods()?;
+    let (version, raise) = majors(&ctx);
+    let new_set = format!("up-v{}", raise["version"].as_str().unwrap_or_default());
+    ctx.apply(&spec(&version)).await?;
+    ctx.wait_ready(&["up"]).await?;
+    let old_primary = current_primary(&ctx, "up").await?.context("a primary")?;
+    let from = major(&ctx, &old_primary).await?;
+    let uri = app_uri(&ctx).await?;
+    pod_sql(
+        &ctx,
+        &old_primary,
+        "CREATE TABLE numbered (id bigserial PRIMARY KEY, note text); \
+         INSERT INTO numbered (note) SELECT 'before' FROM generate_series(1, 100)",
+    )
+    .await?;
+
+    let writer = Writer::start(&ctx, "up").await?;
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
+    let raised = Instant::now();
+    ctx.merge_patch_postgresql_in(&ctx.ns, "up", serde_json::json!({"spec": raise}))
+        .await?;
+    let upgraded = until("the upgrade to end", Duration::from_secs(600), || async {
+        let pg = ctx.postgresql_in(&ctx.ns, "up").await?;
+        let status = pg.status.unwrap_or_default();
+        let upgrading = (status.conditions.iter())
+            .find(|c| c.type_ == "Upgrading")
+            .map(|c| format!("{} {}: {}", c.status, c.reason, c.message));
+        let done = status.upgrade.is_none()
+            && status.instance_set.as_deref() == Some(new_set.as_str())
+            && upgrading
+                .as_deref()
+                .is_some_and(|u| u.starts_with("False Upgraded"));
+        Ok(Check::when(
+            done,
+            format!("{:?}; Upgrading {upgrading:?}", status.upgrade),
+        ))
+    })
+    .await;
+    let acks = writer.stop();
+    upgraded?;
+    let took = raised.elapsed();
+
+    let new_primary = current_primary(&ctx, "up").await?.context("a primary")?;
+    ensure!(
+        new_primary.starts_with(&format!("{new_set}-")),
+        "the primary after the upgrade is {new_primary}, not one of {new_set}"
+    );
+    let to = major(&ctx, &new_primary).await?;
+    ensure!(from != to, "the primary runs {to}, as before the upgrade");
+    let present = pod_sql(
+        &ctx,
+        &new_primary,
+        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
+    )
+    .await?;
+    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
+    let missing = lost(&acks, &present);
+    ensure!(
+        missing.is_empty(),
+        "acknowledged rows missing on {to}: {missing:?}"
+    );
+    ensure!(acks.len() > 10, "the writer wrote {} rows", acks.len());
+    let next_id = pod_sql(
+        &ctx,
+        &new_primary,
+        "INSERT INTO numbered (note) VALUES ('after') RETURNING id",
+    )
+    .await?;
+    ensure!(
+        next_id == "101",
+        "the sequence continued at {next_id}, not 101"
+    );
+    ensure!(app_uri(&ctx).await? == uri, "the app Secret's uri changed");
+    let gap = write_gap(&acks, raised).unwrap_or_default();
+
+    // The old set is gone with its volumes.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let statefulsets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    until(
+        "the old set and its claims deleted",
+        ctx.timeout(),
+        || async {
+            let sts = statefulsets.get_opt("up").await?.is_some();
+            let mut kept = Vec::new();
+            for claim in ["data-up-0", "data-up-1"] {
+                if claims
+                    .get_opt(claim)
+                    .await?
+                    .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+                {
+                    kept.push(claim);
+                }
+            }
+            Ok(Check::when(
+                !sts && kept.is_empty(),
+                format!("StatefulSet up: {sts}, claims {kept:?}"),
+            ))
+        },
+    )
+    .await?;
+
+    // The new set fails over like any cluster.
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let failed = Instant::now();
+    pods.delete(&new_primary, &DeleteParams::default().grace_period(0))
+        .await?;
+    until("a failover on the new major", ctx.timeout(), || async {
+        let now = current_primary(&ctx, "up").await?;
+        let moved = now.as_deref().is_some_and(|p| p != new_primary);
+        Ok(Check::when(moved, format!("primary {now:?}")))
+    })
+    .await?;
+    let after = current_primary(&ctx, "up").await?.context("a primary")?;
+    until(
+        "the promoted primary to take a write",
+        ctx.timeout(),
+        || async {
+            let written = pod_sql(
+                &ctx,
+                &after,
+                "INSERT INTO numbered (note) VALUES ('failed over') RETURNING id",
+            )
+            .await;
+            Ok(Check::when(written.is_ok(), format!("{written:?}")))
+        },
+    )
+    .await?;
+    say(format!(
+        "{from} -> {to} online, 2 instances, durability required: {} acknowledged rows, 0 lost; \
+         longest write gap {:.2} s; spec.version raised to old set deleted {:.0} s; the app \
+         Secret unchanged; failover on {to} to {after} in {:.1} s",
+        acks.len(),
+        gap.as_secs_f64(),
+        took.as_secs_f64(),
+        failed.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}

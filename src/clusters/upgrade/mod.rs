@@ -1,0 +1,197 @@
+//! An online major-version upgrade, carried out (docs/src/design/major-upgrades.md). Each
+//! reconcile reads only what the recorded phase needs (the old primary's preflight, the new
+//! set's Lease and copy progress, the confirmation of the frozen position), asks
+//! [`plan::plan`] for the next step and takes it ([`steps`]). What it returns is written with
+//! the status: the record (`status.upgrade`), the switch, the `Upgrading` condition.
+//!
+//! A manager that does not answer never fails the reconcile (the database serves on and its
+//! Ready condition must not say otherwise): the record says what failed and the step is taken
+//! again a few seconds later.
+
+mod calls;
+pub mod plan;
+mod record;
+mod sets;
+mod steps;
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use self::calls::Manager;
+use self::plan::{Observed, Phase};
+pub use self::record::{Progress, Switched, apply_to};
+use super::ha::PrimaryState;
+use super::ha::pods::{cluster_pods, is_ready, known_instance_address};
+use crate::crd::{PostgreSQL, UpgradeStatus};
+use crate::resources::Cluster;
+use crate::runtime::Context;
+
+/// The upgrade's step of this reconcile; `primary` is the serving set's primary step.
+pub async fn step(
+    pg: &PostgreSQL,
+    cluster: &Cluster<'_>,
+    primary: &PrimaryState,
+    ctx: &Context,
+) -> Progress {
+    let recorded = pg.status.as_ref().and_then(|s| s.upgrade.as_ref());
+    let declared = cluster.spec.version.major();
+    if recorded.is_none() && declared <= cluster.serving_major {
+        return Progress::default();
+    }
+    let now = Timestamp::now();
+    let run = Run {
+        pg,
+        cluster,
+        ctx,
+        old_primary: primary.current.as_deref(),
+        recorded,
+        now,
+    };
+    let record = recorded.map(|r| record::view(r, now));
+    let (observed, failure) = match run.observe(recorded, declared).await {
+        Ok(observed) => (observed, None),
+        Err(error) => (Observations::none(declared, cluster), Some(error)),
+    };
+    let step = plan::plan(cluster.name, record.as_ref(), &observed.seen());
+    if let Some(error) = failure {
+        // What the plan needs could not be read: nothing is taken on a guess.
+        return run.failed(&error.to_string());
+    }
+    Box::pin(run.take(step)).await
+}
+
+/// What one reconcile of an upgrade works with.
+struct Run<'a> {
+    pg: &'a PostgreSQL,
+    cluster: &'a Cluster<'a>,
+    ctx: &'a Context,
+    /// The serving set's Lease holder.
+    old_primary: Option<&'a str>,
+    recorded: Option<&'a UpgradeStatus>,
+    now: Timestamp,
+}
+
+/// What was read for the plan, owned (the plan borrows it).
+struct Observations {
+    declared: u32,
+    serving: u32,
+    preflight: Option<tusk_contract::upgrade::UpgradePreflight>,
+    new_primary_ready: bool,
+    copy: Option<tusk_contract::upgrade_target::CopyProgress>,
+    confirmed: Option<bool>,
+    failed_over: bool,
+    keep_old_elapsed: bool,
+}
+
+impl Observations {
+    fn none(declared: u32, cluster: &Cluster<'_>) -> Self {
+        Observations {
+            declared,
+            serving: cluster.serving_major,
+            preflight: None,
+            new_primary_ready: false,
+            copy: None,
+            confirmed: None,
+            failed_over: false,
+            keep_old_elapsed: false,
+        }
+    }
+
+    fn seen(&self) -> Observed<'_> {
+        Observed {
+            declared: self.declared,
+            serving: self.serving,
+            preflight: self.preflight.as_ref(),
+            new_primary_ready: self.new_primary_ready,
+            copy: self.copy.as_ref(),
+            confirmed: self.confirmed,
+            failed_over: self.failed_over,
+            keep_old_elapsed: self.keep_old_elapsed,
+        }
+    }
+}
+
+impl Run<'_> {
+    async fn observe(
+        &self,
+        recorded: Option<&UpgradeStatus>,
+        declared: u32,
+    ) -> crate::error::Result<Observations> {
+        let mut seen = Observations::none(declared, self.cluster);
+        let Some(recorded) = recorded else {
+            return Ok(seen);
+        };
+        seen.failed_over = recorded.copy_from.as_deref().is_some_and(|from| {
+            matches!(recorded.phase, Phase::Copying | Phase::CuttingOver)
+                && self.old_primary != Some(from)
+        });
+        match recorded.phase {
+            Phase::Preflight => seen.preflight = Some(self.old()?.preflight().await?),
+            Phase::Provisioning => seen.new_primary_ready = self.new_primary().await?.is_some(),
+            Phase::Copying if !seen.failed_over => {
+                // Not ready or not answering: asked to copy again, which it answers once up.
+                seen.copy = match self.new_primary().await? {
+                    Some(new) => new.progress().await.ok(),
+                    None => None,
+                };
+            }
+            Phase::CuttingOver if !seen.failed_over => {
+                if let Some(lsn) = &recorded.frozen_lsn {
+                    let confirmation = self.old()?.confirmed(lsn).await?;
+                    seen.confirmed = Some(confirmation.confirmed());
+                }
+            }
+            Phase::Retiring => {
+                let since = record::view(recorded, self.now).in_phase;
+                seen.keep_old_elapsed = since >= self.keep_old_for();
+            }
+            _ => {}
+        }
+        Ok(seen)
+    }
+
+    /// How long the old set is kept, stopped, after the switch (`spec.upgrade`).
+    fn keep_old_for(&self) -> Duration {
+        crate::crd::UpgradeSpec::keep_old_for(self.cluster.spec.upgrade.as_ref())
+    }
+
+    /// The serving set's primary's manager.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the error every reconcile step returns; the async steps return it unboxed too"
+    )]
+    fn old(&self) -> crate::error::Result<Manager<'_>> {
+        let holder = self.old_primary.unwrap_or_default();
+        self.manager(self.cluster, holder)
+            .ok_or_else(|| crate::error::Error::Upgrade {
+                step: "reaching the old primary",
+                pod: holder.to_owned(),
+                reason: "it has no address yet".into(),
+            })
+    }
+
+    /// The new set's primary's manager, once its pod is ready.
+    async fn new_primary(&self) -> crate::error::Result<Option<Manager<'_>>> {
+        let Some(recorded) = self.recorded else {
+            return Ok(None);
+        };
+        let set = self.cluster.set(&recorded.new_set);
+        let Some(holder) = sets::ensure_lease(&set, self.ctx).await? else {
+            return Ok(None);
+        };
+        let pods = cluster_pods(self.ctx, &set);
+        let ready = pods.iter().any(|p| p.name_any() == holder && is_ready(p));
+        Ok(ready.then(|| self.manager(&set, &holder)).flatten())
+    }
+
+    fn manager(&self, set: &Cluster<'_>, pod: &str) -> Option<Manager<'_>> {
+        let pods = cluster_pods(self.ctx, set);
+        let pod = pods.iter().find(|p| p.name_any() == pod)?;
+        Some(Manager {
+            ctx: self.ctx,
+            address: known_instance_address(self.ctx, set, pod)?,
+        })
+    }
+}

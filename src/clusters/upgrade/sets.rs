@@ -1,0 +1,72 @@
+//! The instance sets' objects an upgrade creates and removes beyond the StatefulSet the
+//! children step applies (`desired.incoming`): the new set's Lease, the old set's Lease
+//! emptied at the switch (its primary fences), and a set removed — scaled to zero while kept,
+//! deleted with its claims and Lease when it goes.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::Api;
+
+use crate::clusters::ha::lease;
+use crate::clusters::packed_apply::api;
+use crate::error::{Error, Result};
+use crate::resources::Cluster;
+use crate::resources::storage::claim_names;
+use crate::runtime::Context;
+use crate::runtime::apply::{delete, merge_patch};
+
+/// The set's Lease, held by its ordinal 0 (created once: a Lease the set's primary renews is
+/// left alone); returns its holder.
+pub async fn ensure_lease(set: &Cluster<'_>, ctx: &Context) -> Result<Option<String>> {
+    let leases: Api<Lease> = api(&ctx.client, set.namespace);
+    let (lease, _) = lease::ensure(&leases, set).await?;
+    Ok(lease::holder(&lease))
+}
+
+/// The set's Lease emptied: its holder stops renewing and fences (no holder, no primary), so
+/// no write lands on the old major once the new one takes them. Retried on a conflict with a
+/// renewal.
+pub async fn vacate_lease(set: &Cluster<'_>, ctx: &Context) -> Result<()> {
+    let leases: Api<Lease> = api(&ctx.client, set.namespace);
+    let name = set.lease_name();
+    for _ in 0..5 {
+        let mut read = lease::read(&leases, &name).await?;
+        if lease::holder(&read).is_none() {
+            return Ok(());
+        }
+        read.spec.get_or_insert_default().holder_identity = None;
+        if lease::replace(&leases, &name, &read).await? {
+            return Ok(());
+        }
+    }
+    Err(Error::Invariant(format!(
+        "Lease {name}: five conflicting writes while emptying it for the upgrade's switch; \
+         retrying"
+    )))
+}
+
+/// The set's StatefulSet scaled to zero: its pods stop, its claims stay.
+pub async fn scale_to_zero(set: &Cluster<'_>, ctx: &Context) -> Result<bool> {
+    let name = set.statefulset_name();
+    let current = ctx.caches.statefulsets.object(set.namespace, &name);
+    if current.is_none_or(|s| s.spec.replicas == Some(0)) {
+        return Ok(false);
+    }
+    let statefulsets: Api<StatefulSet> = api(&ctx.client, set.namespace);
+    let patch = serde_json::json!({ "spec": { "replicas": 0 } });
+    merge_patch(&statefulsets, &name, &patch).await?;
+    Ok(true)
+}
+
+/// The set removed: its StatefulSet (its pods with it), its claims and its Lease.
+pub async fn remove(set: &Cluster<'_>, ctx: &Context) -> Result<()> {
+    let statefulsets: Api<StatefulSet> = api(&ctx.client, set.namespace);
+    delete(&statefulsets, &set.statefulset_name()).await?;
+    let claims: Api<PersistentVolumeClaim> = api(&ctx.client, set.namespace);
+    for claim in claim_names(set) {
+        delete(&claims, &claim).await?;
+    }
+    let leases: Api<Lease> = api(&ctx.client, set.namespace);
+    delete(&leases, &set.lease_name()).await
+}
