@@ -80,8 +80,10 @@ pub async fn apply_children(
     }
     let applied = apply(&api(&client, ns), existing, desired_statefulset).await?;
     writes.extend(Written::of(applied.object.as_ref(), applied.change));
-    if let Some(incoming) = desired.incoming {
-        // A major-version upgrade's new set: created once, then kept as built.
+    if let Some((config_map, incoming)) = desired.incoming {
+        // A major-version upgrade's new set, with its own configuration.
+        let config_map = apply_packed(api(&client, ns), &caches.config_maps, ns, config_map);
+        writes.extend(config_map.await?);
         let existing = caches.statefulsets.object(ns, &incoming.name_any());
         let applied = apply(&api(&client, ns), existing, incoming).await?;
         writes.extend(Written::of(applied.object.as_ref(), applied.change));

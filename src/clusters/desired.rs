@@ -28,8 +28,9 @@ pub struct Desired {
     /// The database pods' identity: what their instance managers may do with the API.
     pub access: InstanceAccess,
     pub statefulset: StatefulSet,
-    /// A major-version upgrade's new set, while it is wanted beside the serving one.
-    pub incoming: Option<StatefulSet>,
+    /// A major-version upgrade's new set, while it is wanted beside the serving one: its own
+    /// ConfigMap and StatefulSet.
+    pub incoming: Option<(ConfigMap, StatefulSet)>,
     /// With more than one instance: at most one of them down for a drain.
     pub disruption_budget: Option<PodDisruptionBudget>,
     /// With `spec.networkPolicy`: ingress only from what needs it.
@@ -74,6 +75,17 @@ pub struct BackupCronJob {
     pub suspended_by_user: bool,
 }
 
+/// An upgrade's new set: its ConfigMap, and its StatefulSet rolled by that ConfigMap alone.
+fn incoming_set(
+    set: &Cluster,
+    agent: &AgentSettings,
+) -> Result<(ConfigMap, StatefulSet), ParameterError> {
+    let config_map = resources::config_map(set)?;
+    let checksum = resources::config_checksum(&config_map);
+    let statefulset = resources::statefulset(set, &checksum, agent);
+    Ok((config_map, statefulset))
+}
+
 /// Builds every child of `cluster`; refuses parameters that postgresql.conf cannot hold safely.
 /// `operator_namespace` is where the operator's pods run (a NetworkPolicy admits them).
 pub fn desired(
@@ -91,8 +103,10 @@ pub fn desired(
         replication: resources::replication_secret(cluster, &resources::generate_password()),
         monitoring: resources::monitoring_secret(cluster, &resources::generate_password()),
         statefulset: resources::statefulset(cluster, &checksum, agent),
-        incoming: (cluster.incoming_set)
-            .map(|set| resources::statefulset(&cluster.set(set), &checksum, agent)),
+        incoming: match cluster.incoming_set {
+            Some(set) => Some(incoming_set(&cluster.set(set), agent)?),
+            None => None,
+        },
         config_map,
         clients: resources::client_services(cluster),
         headless: resources::headless_service(cluster),

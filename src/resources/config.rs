@@ -42,10 +42,10 @@ pub fn synchronous_standby_names(cluster: &Cluster) -> Option<String> {
     if !synchronous.is_required() {
         return None;
     }
-    // During an upgrade both sets' members: each primary's standbys are only ever its own
-    // set's, so one list serves both.
-    let names: Vec<String> = (cluster.sets().into_iter())
-        .flat_map(|set| (0..MAX_INSTANCES).map(move |ordinal| format!("\"{set}-{ordinal}\"")))
+    // The set's own members: an upgrade's new set has its own ConfigMap.
+    let set = cluster.instance_set;
+    let names: Vec<String> = (0..MAX_INSTANCES)
+        .map(|ordinal| format!("\"{set}-{ordinal}\""))
         .collect();
     Some(format!("ANY {} ({})", synchronous.number, names.join(", ")))
 }

@@ -53,13 +53,13 @@ fn another_set_names_the_statefulset_its_pods_and_its_lease_and_nothing_else() {
         .unwrap();
     let lease = env.iter().find(|e| e.name == "TUSK_LEASE").unwrap();
     assert_eq!(lease.value.as_deref(), Some("demo-v17-primary"));
-    // The cluster's children keep the cluster's name.
+    // The cluster's children keep the cluster's name; the configuration is the set's.
     assert_eq!(cluster.headless_service_name(), "demo-hl");
     assert_eq!(
         rw_service(&cluster).metadata.name.as_deref(),
         Some("demo-rw")
     );
-    assert_eq!(cluster.config_map_name(), "demo-config");
+    assert_eq!(cluster.config_map_name(), "demo-v17-config");
     let budget = disruption_budget(&cluster).unwrap();
     assert_eq!(budget.metadata.name.as_deref(), Some("demo"));
     let names = tls::server_names(&cluster, "cluster.local");
@@ -128,7 +128,8 @@ fn during_an_upgrade_the_old_set_keeps_its_image_and_the_new_set_has_its_own_pod
     let env = template.spec.unwrap().containers[0].env.clone().unwrap();
     let lease = env.iter().find(|e| e.name == "TUSK_LEASE").unwrap();
     assert_eq!(lease.value.as_deref(), Some("demo-v17-primary"));
-    // Both sets' pods are named by the certificate, reach their Lease, and count as standbys.
+    // Both sets' pods are named by the certificate and reach their Lease; each set's
+    // configuration is its own, so the serving set's never changes (which would restart it).
     let names = tls::server_names(&cluster, "cluster.local");
     for pod in ["demo-2.demo-hl", "demo-v17-2.demo-hl"] {
         assert!(names.iter().any(|n| n == pod), "{pod}: {names:?}");
@@ -136,10 +137,43 @@ fn during_an_upgrade_the_old_set_keeps_its_image_and_the_new_set_has_its_own_pod
     let role = instance_role(&cluster);
     let leases = role.rules.unwrap()[0].resource_names.clone().unwrap();
     assert_eq!(leases, ["demo-primary", "demo-v17-primary"]);
-    let standbys = config::synchronous_standby_names(&cluster).unwrap();
+    let before = postgresql(
+        "version: \"15\"\ninstances: 3\nreplication: {synchronous: {number: 1}}\n\
+         storage: {size: 1Gi}",
+    );
+    let serving = config::config_map(&cluster).unwrap();
+    assert_eq!(
+        serving,
+        config::config_map(&Cluster::new(&before).unwrap()).unwrap()
+    );
+    let incoming = config::config_map(&cluster.set("demo-v17")).unwrap();
+    assert_eq!(incoming.metadata.name.as_deref(), Some("demo-v17-config"));
+    let standbys = |cm: &k8s_openapi::api::core::v1::ConfigMap| {
+        let conf = cm.data.as_ref().unwrap()["postgresql.conf"].clone();
+        conf.lines()
+            .find(|l| l.starts_with("synchronous_standby_names"))
+            .unwrap()
+            .to_owned()
+    };
     assert!(
-        standbys.contains("\"demo-1\"") && standbys.contains("\"demo-v17-1\""),
-        "{standbys}"
+        standbys(&serving).contains("\"demo-1\""),
+        "{}",
+        standbys(&serving)
+    );
+    assert!(
+        !standbys(&serving).contains("demo-v17"),
+        "{}",
+        standbys(&serving)
+    );
+    assert!(
+        standbys(&incoming).contains("\"demo-v17-1\""),
+        "{}",
+        standbys(&incoming)
+    );
+    assert!(
+        !standbys(&incoming).contains("\"demo-1\""),
+        "{}",
+        standbys(&incoming)
     );
 }
 
@@ -193,4 +227,26 @@ fn the_server_secret_carries_the_upgrade_certificate_exactly_while_the_new_set_e
         &Cluster::new(&during).unwrap(),
         &before
     ));
+}
+
+#[test]
+fn a_version_raised_before_the_upgrade_is_recorded_never_rolls_the_serving_set() {
+    let mut pg = postgresql("version: \"17\"\ninstances: 2\nstorage: {size: 1Gi}");
+    // A cluster recorded before Tusk recorded the serving major: the spec is the truth (the
+    // CRD refuses a change of spec.version until the major is recorded).
+    assert_eq!(Cluster::new(&pg).unwrap().serving_major, 17);
+    pg.status = Some(crate::crd::PostgreSQLStatus {
+        version: Some(15),
+        image: Some("registry.example/postgres:15".into()),
+        ..Default::default()
+    });
+    let cluster = Cluster::new(&pg).unwrap();
+    assert_eq!(cluster.serving_major, 15);
+    assert_eq!(cluster.postgres_image(), "registry.example/postgres:15");
+    assert_eq!(cluster.sets(), ["demo"]);
+    // Once the serving major is the spec's, the spec's image serves (a minor update rolls).
+    pg.status.as_mut().unwrap().version = Some(17);
+    let cluster = Cluster::new(&pg).unwrap();
+    assert_eq!(cluster.postgres_image(), "docker.io/library/postgres:17");
+    assert_eq!(cluster.serving_major, 17);
 }

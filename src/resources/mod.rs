@@ -308,8 +308,11 @@ impl<'a> Cluster<'a> {
     pub fn verifiers_secret_name(&self) -> String {
         tusk_contract::roles::verifiers_secret_name(self.name)
     }
+    /// The set's ConfigMap (`<set>-config`): an upgrade's new set has its own, so that its
+    /// `synchronous_standby_names` never changes the serving set's configuration (a change
+    /// there restarts every pod).
     pub fn config_map_name(&self) -> String {
-        format!("{}-config", self.name)
+        format!("{}-config", self.instance_set)
     }
     pub fn rw_service_name(&self) -> String {
         format!("{}-rw", self.name)

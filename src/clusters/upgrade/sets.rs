@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use kube::api::Api;
 
 use crate::clusters::ha::lease;
@@ -59,10 +59,13 @@ pub async fn scale_to_zero(set: &Cluster<'_>, ctx: &Context) -> Result<bool> {
     Ok(true)
 }
 
-/// The set removed: its StatefulSet (its pods with it), its claims and its Lease.
+/// The set removed: its StatefulSet (its pods with it), its ConfigMap, its claims and its
+/// Lease.
 pub async fn remove(set: &Cluster<'_>, ctx: &Context) -> Result<()> {
     let statefulsets: Api<StatefulSet> = api(&ctx.client, set.namespace);
     delete(&statefulsets, &set.statefulset_name()).await?;
+    let config_maps: Api<ConfigMap> = api(&ctx.client, set.namespace);
+    delete(&config_maps, &set.config_map_name()).await?;
     let claims: Api<PersistentVolumeClaim> = api(&ctx.client, set.namespace);
     for claim in claim_names(set) {
         delete(&claims, &claim).await?;

@@ -48,6 +48,10 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["list", "watch", "create", "patch"]
+# A major-version upgrade deletes the retired (or cancelled) set's own ConfigMap.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["delete"]
 # -rw's EndpointSlice is the operator's (its Service has no selector): written at each
 # handover. Once per cluster of an earlier Tusk, what kube-controller-manager kept for -rw's
 # selector is deleted: its Endpoints and its slices (deletecollection, by their labels).
