@@ -7,9 +7,8 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::Api;
-use kube::api::DeleteParams;
 use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
@@ -32,7 +31,7 @@ kind: PostgreSQL
 metadata: {{name: up}}
 spec:
   version: \"{version}\"
-  instances: 2
+  instances: 3
   storage: {{size: 1Gi}}
   parameters: {{wal_level: logical}}
   replication: {{synchronous: {{number: 1, durability: required}}}}
@@ -142,7 +141,7 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
         || async {
             let sts = statefulsets.get_opt("up").await?.is_some();
             let mut kept = Vec::new();
-            for claim in ["data-up-0", "data-up-1"] {
+            for claim in ["data-up-0", "data-up-1", "data-up-2"] {
                 if claims
                     .get_opt(claim)
                     .await?
@@ -159,40 +158,42 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
     )
     .await?;
 
-    // The new set fails over like any cluster.
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    // The new set fails over like any cluster: its primary frozen (as on a hung node), a
+    // replica of the new major promoted, writes taken.
     let failed = Instant::now();
-    pods.delete(&new_primary, &DeleteParams::default().grace_period(0))
-        .await?;
-    until("a failover on the new major", ctx.timeout(), || async {
+    ctx.platform.pod_freeze(&ctx.ns, &new_primary, true).await?;
+    let promoted = until("a failover on the new major", ctx.timeout(), || async {
         let now = current_primary(&ctx, "up").await?;
         let moved = now.as_deref().is_some_and(|p| p != new_primary);
-        Ok(Check::when(moved, format!("primary {now:?}")))
+        Ok(match now {
+            Some(pod) if moved => Check::Done(pod),
+            _ => Check::Pending(format!("primary {now:?}")),
+        })
     })
-    .await?;
-    let after = current_primary(&ctx, "up").await?.context("a primary")?;
+    .await;
+    ctx.platform
+        .pod_freeze(&ctx.ns, &new_primary, false)
+        .await?;
+    let after = promoted?;
+    let failover = failed.elapsed();
     until(
         "the promoted primary to take a write",
         ctx.timeout(),
         || async {
-            let written = pod_sql(
-                &ctx,
-                &after,
-                "INSERT INTO numbered (note) VALUES ('failed over') RETURNING id",
-            )
-            .await;
+            let sql = "INSERT INTO numbered (note) VALUES ('failed over') RETURNING id";
+            let written = pod_sql(&ctx, &after, sql).await;
             Ok(Check::when(written.is_ok(), format!("{written:?}")))
         },
     )
     .await?;
     say(format!(
-        "{from} -> {to} online, 2 instances, durability required: {} acknowledged rows, 0 lost; \
+        "{from} -> {to} online, 3 instances, durability required: {} acknowledged rows, 0 lost; \
          longest write gap {:.2} s; spec.version raised to old set deleted {:.0} s; the app \
          Secret unchanged; failover on {to} to {after} in {:.1} s",
         acks.len(),
         gap.as_secs_f64(),
         took.as_secs_f64(),
-        failed.elapsed().as_secs_f64()
+        failover.as_secs_f64()
     ));
     Ok(())
 }

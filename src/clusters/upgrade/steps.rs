@@ -68,7 +68,7 @@ impl Run<'_> {
             }
             Step::Refuse(reasons) => Ok(self.refused(&recorded, reasons.join("; ")).await),
             Step::EnableLogicalWal => {
-                let why = "wal_level is replica: set spec.postgresql.parameters.wal_level to \
+                let why = "wal_level is replica: set spec.parameters.wal_level to \
                            logical (each instance restarts once) and the upgrade goes on"
                     .to_owned();
                 Ok(self.refused(&recorded, why).await)
