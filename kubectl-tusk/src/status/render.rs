@@ -18,6 +18,13 @@ pub fn render(s: &Summary) -> String {
         "PostgreSQL {}/{}: {}, {}/{} instances ready, PostgreSQL {}\n",
         s.namespace, s.name, s.phase, s.ready_instances, s.instances, s.version
     );
+    if let Some(u) = &s.upgrade {
+        let _ = writeln!(
+            out,
+            "Upgrading from PostgreSQL {} to {}: {} for {}: {}",
+            u.from, u.to, u.phase, u.age, u.message
+        );
+    }
     table(
         &mut out,
         "Conditions",

@@ -34,7 +34,11 @@ pub struct Fetched {
 pub struct Summary {
     pub name: String,
     pub namespace: String,
+    /// The major serving (`status.version`; the spec's before the operator recorded it).
     pub version: u32,
+    /// A major-version upgrade in progress (`status.upgrade`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeLine>,
     pub phase: String,
     pub ready_instances: i32,
     pub instances: i32,
@@ -50,6 +54,16 @@ pub struct Summary {
     pub schedule: Option<Schedule>,
     pub verification: Option<VerificationLine>,
     pub warnings: Vec<Warning>,
+}
+
+/// A major-version upgrade as one line: from, to, the phase and for how long.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct UpgradeLine {
+    pub from: i32,
+    pub to: i32,
+    pub phase: String,
+    pub age: String,
+    pub message: String,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -137,7 +151,16 @@ pub fn summarize(fetched: &Fetched, now: Timestamp) -> Summary {
     Summary {
         name: pg.name_any(),
         namespace: pg.namespace().unwrap_or_default(),
-        version: pg.spec.version.major(),
+        version: (status.version)
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or_else(|| pg.spec.version.major()),
+        upgrade: status.upgrade.as_ref().map(|u| UpgradeLine {
+            from: u.from,
+            to: u.to,
+            phase: format!("{:?}", u.phase),
+            age: (u.phase_since.as_ref()).map_or_else(String::new, |t| age(t.0)),
+            message: u.message.clone().unwrap_or_default(),
+        }),
         phase: status
             .phase
             .map_or_else(|| "Unknown".to_owned(), |p| format!("{p:?}")),

@@ -211,3 +211,29 @@ fn the_pooler_is_listed_with_its_mode_and_its_service() {
         "{text}"
     );
 }
+
+#[test]
+fn an_upgrade_in_progress_shows_the_serving_major_and_the_phase() {
+    let mut fetched = fetched();
+    assert!(!render(&summarize(&fetched, now())).contains("Upgrading from"));
+    fetched.pg.spec.version = value(json!("17"));
+    fetched.pg.status = fetched.pg.status.take().map(|mut status| {
+        status.version = Some(15);
+        status.upgrade = Some(value(json!({
+            "from": 15, "to": 17, "phase": "Copying", "phaseSince": "2026-11-24T11:59:20Z",
+            "fromSet": "shop", "newSet": "shop-v17", "fromImage": "postgres:15",
+            "message": "copying every database from shop-0 into shop-v17-0"
+        })));
+        status
+    });
+    let summary = summarize(&fetched, now());
+    assert_eq!(summary.version, 15, "the serving major, not the spec's");
+    let text = render(&summary);
+    assert!(
+        text.contains(
+            "Upgrading from PostgreSQL 15 to 17: Copying for 40s: copying every database from \
+             shop-0 into shop-v17-0"
+        ),
+        "{text}"
+    );
+}
