@@ -197,3 +197,104 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
     ));
     Ok(())
 }
+
+/// The `Upgrading` condition as `status reason: message`.
+async fn upgrading(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
+    let pg = ctx.postgresql_in(&ctx.ns, cluster).await?;
+    let conditions = pg.status.map(|s| s.conditions).unwrap_or_default();
+    Ok((conditions.iter())
+        .find(|c| c.type_ == "Upgrading")
+        .map(|c| format!("{} {}: {}", c.status, c.reason, c.message)))
+}
+
+/// What logical replication cannot carry is refused before anything starts — no new set, the
+/// old instances untouched — and setting `spec.version` back cancels the refused upgrade.
+#[scenario]
+async fn an_upgrade_the_copy_cannot_carry_is_refused_with_the_table_and_cancelled_by_the_version(
+    ctx: Ctx,
+) -> Result {
+    ctx.require_real_pods()?;
+    let (version, raise) = majors(&ctx);
+    let manifest = spec(&version)
+        .replace("name: up}", "name: keyless}")
+        .replace("instances: 3", "instances: 1")
+        .replace(
+            "  replication: {synchronous: {number: 1, durability: required}}\n",
+            "",
+        );
+    ctx.apply(&manifest).await?;
+    ctx.wait_ready(&["keyless"]).await?;
+    let before = ctx.postgresql_in(&ctx.ns, "keyless").await?;
+    let declared = serde_json::to_value(before.spec.version)?;
+    let serving = before.status.and_then(|s| s.version);
+    let uid = ctx.pod_state("keyless-0").await?.uid;
+    pod_sql(
+        &ctx,
+        "keyless-0",
+        "CREATE TABLE notes (body text); INSERT INTO notes VALUES ('x')",
+    )
+    .await?;
+
+    ctx.merge_patch_postgresql_in(&ctx.ns, "keyless", serde_json::json!({"spec": raise}))
+        .await?;
+    let refused = until("the upgrade refused", ctx.timeout(), || async {
+        let now = upgrading(&ctx, "keyless").await?;
+        Ok(match now {
+            Some(line) if line.starts_with("False UpgradeRefused") => Check::Done(line),
+            other => Check::Pending(format!("Upgrading {other:?}")),
+        })
+    })
+    .await?;
+    ensure!(
+        refused.contains("notes") && refused.contains("REPLICA IDENTITY FULL"),
+        "the refusal does not name the table and the fix: {refused}"
+    );
+    let statefulsets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let new_set = format!("keyless-v{}", raise["version"].as_str().unwrap_or_default());
+    ensure!(
+        statefulsets.get_opt(&new_set).await?.is_none(),
+        "{new_set} exists although the upgrade was refused"
+    );
+    ensure!(
+        ctx.pod_state("keyless-0").await?.uid == uid,
+        "keyless-0 was replaced by a refused upgrade"
+    );
+
+    ctx.merge_patch_postgresql_in(
+        &ctx.ns,
+        "keyless",
+        serde_json::json!({"spec": {"version": declared, "image": before.spec.image}}),
+    )
+    .await?;
+    let cancelled = until("the refused upgrade cancelled", ctx.timeout(), || async {
+        let pg = ctx.postgresql_in(&ctx.ns, "keyless").await?;
+        let status = pg.status.unwrap_or_default();
+        let line = upgrading(&ctx, "keyless").await?;
+        let done = status.upgrade.is_none()
+            && line
+                .as_deref()
+                .is_some_and(|l| l.starts_with("False UpgradeCancelled"));
+        Ok(match line {
+            Some(line) if done => Check::Done((line, status.version)),
+            other => Check::Pending(format!("{:?}; Upgrading {other:?}", status.upgrade)),
+        })
+    })
+    .await?;
+    ensure!(
+        cancelled.1 == serving,
+        "status.version is {:?} after the cancel, was {serving:?}",
+        cancelled.1
+    );
+    pod_sql(
+        &ctx,
+        "keyless-0",
+        "CREATE TABLE after_cancel (id int PRIMARY KEY)",
+    )
+    .await?;
+    ensure!(
+        ctx.pod_state("keyless-0").await?.uid == uid,
+        "keyless-0 was replaced by the cancel"
+    );
+    say(format!("refused: {}; cancelled: {}", refused, cancelled.0));
+    Ok(())
+}
