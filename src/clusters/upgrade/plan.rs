@@ -99,11 +99,7 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
     if !switched && record.phase != Phase::Cancelling {
         if seen.declared != record.to {
             return Step::Cancel {
-                why: format!(
-                    "spec.version is {} now: the upgrade from {} to {} is cancelled before its \
-                     switch, {} serving unchanged",
-                    seen.declared, record.from, record.to, record.from
-                ),
+                why: format!("spec.version is {} now", seen.declared),
             };
         }
         if seen.failed_over && matches!(record.phase, Phase::Copying | Phase::CuttingOver) {
