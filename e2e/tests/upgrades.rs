@@ -65,6 +65,9 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
     let old_primary = current_primary(&ctx, "up").await?.context("a primary")?;
     let from = major(&ctx, &old_primary).await?;
     let uri = app_uri(&ctx).await?;
+    let system_before = (ctx.postgresql_in(&ctx.ns, "up").await?.status)
+        .and_then(|s| s.system_identifier)
+        .context("the system identifier recorded")?;
     pod_sql(
         &ctx,
         &old_primary,
@@ -130,6 +133,20 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
         "the sequence continued at {next_id}, not 101"
     );
     ensure!(app_uri(&ctx).await? == uri, "the app Secret's uri changed");
+    // The new major is a new system: its identifier is what the archive and the cleanup follow.
+    let system_after =
+        (ctx.postgresql_in(&ctx.ns, "up").await?.status).and_then(|s| s.system_identifier);
+    let on_disk = pod_sql(
+        &ctx,
+        &new_primary,
+        "SELECT system_identifier FROM pg_control_system()",
+    )
+    .await?;
+    ensure!(
+        system_after.as_deref() == Some(on_disk.as_str()) && on_disk != system_before,
+        "status.systemIdentifier after the upgrade is {system_after:?}; {new_primary} has \
+         {on_disk}, the old system {system_before}"
+    );
     let gap = write_gap(&acks, raised).unwrap_or_default();
 
     // The old set is gone with its volumes.

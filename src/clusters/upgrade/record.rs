@@ -32,6 +32,9 @@ pub struct Switched {
     pub image: String,
     /// The new set's Lease holder.
     pub primary: Option<String>,
+    /// The new system's identifier, as its first primary recorded it on its Lease: what the
+    /// archive's WAL prefix and the bucket cleanup follow from the switch on.
+    pub system_identifier: Option<String>,
 }
 
 /// The record as the plan reads it, its time in phase by `now`.
@@ -72,8 +75,9 @@ pub fn apply_to(
         status.version = Some(switched.version);
         status.image = Some(switched.image.clone());
         status.current_primary.clone_from(&switched.primary);
-        // The new set's own, which its first primary recorded on its Lease.
-        status.system_identifier = None;
+        status
+            .system_identifier
+            .clone_from(&switched.system_identifier);
         status.instance_states.clear();
     }
     if let Some((up, reason, message)) = &progress.condition {
@@ -119,7 +123,7 @@ mod tests {
     }
 
     #[test]
-    fn the_switch_moves_the_serving_set_major_image_and_primary_and_forgets_the_old_system() {
+    fn the_switch_moves_the_serving_set_major_image_primary_and_system() {
         let mut status = PostgreSQLStatus {
             current_primary: Some("demo-0".into()),
             system_identifier: Some("7000000000000000001".into()),
@@ -135,6 +139,7 @@ mod tests {
                 version: 17,
                 image: "postgres:17".into(),
                 primary: Some("demo-v17-0".into()),
+                system_identifier: Some("7000000000000000017".into()),
             }),
             condition: Some((true, "Retiring", "serving on 17".into())),
             recheck: None,
@@ -147,7 +152,10 @@ mod tests {
             (status.version, status.image.as_deref()),
             (Some(17), Some("postgres:17"))
         );
-        assert_eq!(status.system_identifier, None);
+        assert_eq!(
+            status.system_identifier.as_deref(),
+            Some("7000000000000000017")
+        );
         assert_eq!(status.upgrade.map(|u| u.phase), Some(Phase::Retiring));
         let upgrading = status.conditions.iter().find(|c| c.type_ == UPGRADING);
         assert_eq!(upgrading.map(|c| c.reason.as_str()), Some("Retiring"));

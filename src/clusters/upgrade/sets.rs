@@ -24,6 +24,13 @@ pub async fn ensure_lease(set: &Cluster<'_>, ctx: &Context) -> Result<Option<Str
     Ok(lease::holder(&lease))
 }
 
+/// The database system identifier the set's first primary recorded on its Lease.
+pub async fn system_identifier(set: &Cluster<'_>, ctx: &Context) -> Result<Option<String>> {
+    let leases: Api<Lease> = api(&ctx.client, set.namespace);
+    let read = lease::read(&leases, &set.lease_name()).await?;
+    Ok(lease::system_identifier(&read))
+}
+
 /// The set's Lease emptied: its holder stops renewing and fences (no holder, no primary), so
 /// no write lands on the old major once the new one takes them. Retried on a conflict with a
 /// renewal.

@@ -191,6 +191,8 @@ impl Run<'_> {
         };
         let published = self.old()?.publish().await?;
         let finished = new.finish(&self.copy_request(published.databases)).await?;
+        let new_set = self.cluster.set(&recorded.new_set);
+        let system_identifier = sets::system_identifier(&new_set, self.ctx).await?;
         sets::vacate_lease(self.cluster, self.ctx).await?;
         let gap = super::record::view(&recorded, self.now).in_phase;
         let note = format!(
@@ -209,6 +211,7 @@ impl Run<'_> {
             version: recorded.to,
             image: crate::resources::postgres_image(self.cluster.spec),
             primary: Some(new.address.pod.clone()),
+            system_identifier,
         };
         let mut record = in_phase(recorded, Phase::Retiring, self.now);
         record.message = Some(note);
