@@ -5,6 +5,7 @@
 //! watches — through convergence, a rest window, a restart at rest, and deleting everything.
 
 pub mod census;
+pub mod cluster_ips;
 pub mod fleet;
 pub mod operators;
 pub mod process;
@@ -78,9 +79,13 @@ impl Stand {
     /// Runs the script that manages the operator's process (kill, start).
     async fn script(&self, command: &str) -> Result {
         let (script, args) = self.under_test.script();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("local")
-            .join(script);
+        // The repository bench-scale.sh runs from; the build's own only as a fallback (a copied
+        // binary may outlive the checkout it was built in).
+        let repo = std::env::var_os("TUSK_REPO").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+            Into::into,
+        );
+        let script = repo.join("e2e/local").join(script);
         let out = tokio::process::Command::new(&script)
             .args(args)
             .arg(command)
@@ -140,6 +145,11 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         must,
     )?;
     say(format!("children: {}", census.look()));
+    // Every Service exists now, so the burst's allocations are all in the log.
+    let cluster_ips = cluster_ips::Allocations::read(&stand.dir.join("logs/kube-apiserver.log"))
+        .inspect(|found| say(format!("ClusterIPs allocated by the API server: {found}")))
+        .inspect_err(|e| say(format!("ClusterIP allocations not read: {e}")))
+        .ok();
     let all_ready = reached(
         census
             .until("every cluster ready", start, plan.ready_timeout, |c| {
@@ -172,7 +182,7 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
     tokio::time::sleep(restart_wait).await;
     let restarted = stand.usage()?;
     say(format!(
-        "RSS settled {} KiB (anonymous {}), restart peak {} / later {} KiB; writes at rest {}, after the restart {}",
+        "RSS settled {} KiB (anonymous {}), restart peak {} / later {} KiB; writes at rest {}, after the restart {} (through every cluster in {restart_settled:.1?})",
         settled.rss_kib,
         settled.anon_kib,
         restarted.peak_kib,
@@ -197,6 +207,7 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         clusters: n,
         namespaces: plan.fleet.namespaces,
         children_created,
+        cluster_ips,
         all_ready,
         ready_timeout: plan.ready_timeout,
         reached,
