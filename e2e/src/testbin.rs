@@ -5,9 +5,13 @@ use std::path::{Path, PathBuf};
 
 use crate::{Context, Result, fail};
 
-/// The repository root.
+/// The repository root: `$TUSK_REPO` (set by scripts that run a copied binary, which may
+/// outlive the checkout it was built in), else the one this crate was built in.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    std::env::var_os("TUSK_REPO").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        Into::into,
+    )
 }
 
 /// The binary of `tool` (a name scripts/testbin.sh knows) from `$variable`, else from

@@ -79,13 +79,7 @@ impl Stand {
     /// Runs the script that manages the operator's process (kill, start).
     async fn script(&self, command: &str) -> Result {
         let (script, args) = self.under_test.script();
-        // The repository bench-scale.sh runs from; the build's own only as a fallback (a copied
-        // binary may outlive the checkout it was built in).
-        let repo = std::env::var_os("TUSK_REPO").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
-            Into::into,
-        );
-        let script = repo.join("e2e/local").join(script);
+        let script = crate::testbin::repo().join("e2e/local").join(script);
         let out = tokio::process::Command::new(&script)
             .args(args)
             .arg(command)
