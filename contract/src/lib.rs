@@ -117,6 +117,17 @@ mod tests {
             serde_json::to_value(&confirmation).ok().as_ref(),
             Some(&sample["confirmation"])
         );
+        let unpublish: upgrade_source::UnpublishRequest =
+            serde_json::from_value(sample["unpublishRequest"].clone()).expect("request decodes");
+        assert_eq!(unpublish.subscriber.as_deref(), Some("7438201947391834112"));
+        assert_eq!(
+            serde_json::to_value(&unpublish).ok().as_ref(),
+            Some(&sample["unpublishRequest"])
+        );
+        // An operator that names no subscriber sends `null` or nothing: both read as none.
+        let none: Option<upgrade_source::UnpublishRequest> =
+            serde_json::from_str("null").expect("null decodes");
+        assert!(none.and_then(|r| r.subscriber).is_none());
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub const CONFIRMED_PATH: &str = "/upgrade/confirmed";
 /// Undoes the freeze: an upgrade cancelled before its cut-over.
 pub const THAW_PATH: &str = "/upgrade/thaw";
 /// Removes the publications, the slots the subscriptions left, the DDL guard and the role.
+/// Body [`UnpublishRequest`] (or none).
 pub const UNPUBLISH_PATH: &str = "/upgrade/unpublish";
 
 /// What a DDL statement on the old primary is told while the copy runs.
@@ -39,6 +40,18 @@ pub struct PublishedDatabase {
     pub oid: u32,
     pub owner: String,
     pub slot: String,
+}
+
+/// What an unpublish removes beyond the upgrade's own slots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnpublishRequest {
+    /// The new side's system identifier: the table synchronisation slots its subscriptions
+    /// made (`pg_<subscription>_sync_<table>_<system identifier>`) are dropped too. A copy
+    /// cancelled while tables were still being synchronised leaves them when the new side is
+    /// deleted without dropping its subscriptions, and an inactive slot keeps WAL for ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscriber: Option<String>,
 }
 
 /// The final WAL position of the frozen primary: what every subscription must confirm.

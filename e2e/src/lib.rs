@@ -33,6 +33,7 @@ pub mod sql;
 pub mod summary;
 pub mod switchover;
 pub mod testbin;
+pub mod upgrades;
 pub mod verification;
 pub mod wait;
 

@@ -154,7 +154,7 @@ async fn upgrade_mechanism_carries_a_written_database_from_15_to_17(ctx: Ctx) ->
         cut.as_secs_f64(),
         acks.len()
     ));
-    source::unpublish(&Direct, &from, &databases).await?;
+    source::unpublish(&Direct, &from, &databases, None).await?;
     source::thaw(&Direct, &from).await?;
     Ok(())
 }

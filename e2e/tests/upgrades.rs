@@ -10,19 +10,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::Api;
 use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
+use tusk_e2e::upgrades::{major, majors, upgrading};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
-
-/// The majors of the scenario: the suite's (the real node's 15 stand-in, applied as "18") and
-/// the newer one (its 17 stand-in); with the official images, 17 and 18.
-fn majors(ctx: &Ctx) -> (String, serde_json::Value) {
-    match (&ctx.settings.postgres, &ctx.settings.postgres_next) {
-        (Some(_), Some(next)) => (
-            "18".into(),
-            serde_json::json!({"version": next.version, "image": next.image}),
-        ),
-        _ => ("17".into(), serde_json::json!({"version": "18"})),
-    }
-}
 
 fn spec(version: &str) -> String {
     format!(
@@ -45,12 +34,6 @@ async fn app_uri(ctx: &Ctx) -> Result<Vec<u8>> {
     let secret = secrets.get("up-app").await?;
     let uri = (secret.data.and_then(|mut d| d.remove("uri"))).context("uri in up-app")?;
     Ok(uri.0)
-}
-
-/// The server's major on `pod`.
-async fn major(ctx: &Ctx, pod: &str) -> Result<String> {
-    let version = pod_sql(ctx, pod, "SHOW server_version_num").await?;
-    Ok(version.chars().take(2).collect())
 }
 
 #[scenario]
@@ -213,15 +196,6 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
         failover.as_secs_f64()
     ));
     Ok(())
-}
-
-/// The `Upgrading` condition as `status reason: message`.
-async fn upgrading(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
-    let pg = ctx.postgresql_in(&ctx.ns, cluster).await?;
-    let conditions = pg.status.map(|s| s.conditions).unwrap_or_default();
-    Ok((conditions.iter())
-        .find(|c| c.type_ == "Upgrading")
-        .map(|c| format!("{} {}: {}", c.status, c.reason, c.message)))
 }
 
 /// What logical replication cannot carry is refused before anything starts — no new set, the

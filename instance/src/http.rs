@@ -209,8 +209,19 @@ async fn upgrade_thaw(State(app): State<App>, headers: HeaderMap) -> Response {
     primary_step(&app, &headers, crate::upgrade_source::thaw).await
 }
 
-async fn upgrade_unpublish(State(app): State<App>, headers: HeaderMap) -> Response {
-    primary_step(&app, &headers, crate::upgrade_source::unpublish).await
+async fn upgrade_unpublish(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    // No body, or `null`, from an operator that names no subscriber.
+    let request: Option<upgrade_source::UnpublishRequest> = match body.trim_ascii() {
+        [] => None,
+        body => match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(error) => return bad_request(error),
+        },
+    };
+    let subscriber = request.and_then(|r| r.subscriber);
+    let step =
+        async |ctx: &Context| crate::upgrade_source::unpublish(ctx, subscriber.as_deref()).await;
+    primary_step(&app, &headers, step).await
 }
 
 fn bad_request(error: serde_json::Error) -> Response {

@@ -73,14 +73,15 @@ pub async fn thaw(ctx: &Context) -> Result<(), Error> {
 const SLOTS_RELEASED: Duration = Duration::from_secs(10);
 
 /// The guard, the role (its sessions ended), the publications and every slot the subscriptions
-/// left: nothing of the upgrade stays on the old primary.
-pub async fn unpublish(ctx: &Context) -> Result<(), Error> {
+/// left, those of the new side's table synchronisation too when `subscriber` names its system:
+/// nothing of the upgrade stays on the old primary.
+pub async fn unpublish(ctx: &Context, subscriber: Option<&str>) -> Result<(), Error> {
     let (server, runner) = (local(ctx), &*ctx.reaper);
     let databases = source::databases(runner, &server).await?;
     source_access::revoke(runner, &server, &databases).await?;
     let deadline = tokio::time::Instant::now() + SLOTS_RELEASED;
     loop {
-        let left = source::unpublish(runner, &server, &databases).await?;
+        let left = source::unpublish(runner, &server, &databases, subscriber).await?;
         if left.is_empty() {
             return Ok(());
         }

@@ -215,7 +215,7 @@ fn an_online_copy_carries_every_acknowledged_row_roles_and_sequences() {
     // undone: as a cancelled upgrade leaves it.
     runtime
         .block_on(async {
-            source::unpublish(&Direct, &from, &databases).await?;
+            source::unpublish(&Direct, &from, &databases, None).await?;
             source::thaw(&Direct, &from).await
         })
         .unwrap_or_else(|e| panic!("unpublish: {e}"));

@@ -205,8 +205,36 @@ fn the_old_primarys_steps_publish_guard_freeze_confirm_and_leave_nothing_behind(
 
     // Nothing of the upgrade stays on the old side, and it writes again once thawed.
     let primary = old.member("demo-0");
+    // What a copy cancelled mid-way leaves: a table synchronisation slot of the new side
+    // (named after its system identifier), beside one of another subscriber.
+    let theirs = "pg_99_sync_16384_7000000000000000002";
+    for slot in ["pg_99_sync_16384_7000000000000000001", theirs] {
+        sql(
+            primary,
+            "appdb",
+            &format!("SELECT 1 FROM pg_create_logical_replication_slot('{slot}', 'pgoutput')"),
+        );
+    }
+    let _: () = post(
+        primary,
+        UNPUBLISH_PATH,
+        r#"{"subscriber":"7000000000000000001"}"#,
+    );
     let _: () = post(primary, UNPUBLISH_PATH, "");
-    let _: () = post(primary, UNPUBLISH_PATH, "");
+    assert_eq!(
+        sql(
+            primary,
+            "postgres",
+            "SELECT string_agg(slot_name, ',') FROM pg_replication_slots WHERE slot_name LIKE 'pg\\_%'"
+        ),
+        theirs,
+        "the new side's synchronisation slot dropped, another subscriber's kept"
+    );
+    sql(
+        primary,
+        "postgres",
+        &format!("SELECT pg_drop_replication_slot('{theirs}')"),
+    );
     let _: () = post(primary, THAW_PATH, "");
     for (db, check) in [
         (

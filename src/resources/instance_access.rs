@@ -20,6 +20,13 @@ pub use tusk_contract::lease::{
     holder_address,
 };
 
+/// On a set's Lease emptied by an upgrade's switch: the set that serves from then on. Written in
+/// the same write that empties the holder, after the new side finished, so that a reconcile
+/// that did not record the switch (the operator restarted, the status write lost) finds it
+/// there: no failover of the fenced set, the switch completed without asking it again. The
+/// operator's alone (the managers only see an empty holder and fence).
+pub const UPGRADE_SWITCHED_TO_ANNOTATION: &str = "tusk.dev/upgrade-switched-to";
+
 /// How long a Lease holder may go without renewing before the operator hands the Lease on (the
 /// contract's, as the Lease API spells it).
 pub const LEASE_DURATION_SECONDS: i32 = tusk_contract::lease::DURATION_SECONDS as i32;

@@ -62,8 +62,8 @@ pub use image::{
 pub use instance_access::{
     FINAL_LSN_ANNOTATION, HOLDER_ADDRESS_ANNOTATION, LAST_FAILOVER_ANNOTATION,
     LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION,
-    SWITCHOVER_LEASE_ANNOTATIONS, SWITCHOVER_STARTED_ANNOTATION, holder_address, initial_lease,
-    instance_role, instance_role_binding, instance_service_account,
+    SWITCHOVER_LEASE_ANNOTATIONS, SWITCHOVER_STARTED_ANNOTATION, UPGRADE_SWITCHED_TO_ANNOTATION,
+    holder_address, initial_lease, instance_role, instance_role_binding, instance_service_account,
 };
 pub use network::{OPERATOR_POD_LABEL, network_policy};
 pub use point_in_time::{PointInTime, point_in_time};

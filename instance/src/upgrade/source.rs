@@ -153,18 +153,21 @@ pub async fn sequences(
 }
 
 /// Removes what [`publish`] made and the slots the subscriptions left (an inactive slot keeps
-/// WAL for ever): a cancelled upgrade leaves nothing behind. Returns the slots still in use (a
-/// subscriber still connected), which are left.
+/// WAL for ever): a cancelled upgrade leaves nothing behind. `subscriber`, the new side's
+/// system identifier, names the table synchronisation slots its subscriptions made, which a
+/// copy cancelled mid-way leaves too; a slot of any other subscriber is never touched. Returns
+/// the slots still in use (a subscriber still connected), which are left.
 pub async fn unpublish(
     runner: &impl Runner,
     server: &Server,
     databases: &[Database],
+    subscriber: Option<&str>,
 ) -> Result<Vec<String>, Error> {
     for db in databases {
         let drop = format!("DROP PUBLICATION IF EXISTS {PUBLICATION}");
         server.query(runner, &db.name, &drop).await?;
     }
-    let ours = "slot_name LIKE 'tusk\\_upgrade\\_%'";
+    let ours = ours(subscriber)?;
     let drop = format!(
         "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots \
          WHERE {ours} AND NOT active"
@@ -177,10 +180,49 @@ pub async fn unpublish(
         .collect())
 }
 
+/// The condition on `pg_replication_slots` naming the upgrade's slots: its own
+/// (`tusk_upgrade_<database oid>`) and, given the subscriber's system identifier (digits
+/// only, or refused), the table synchronisation slots its subscriptions name after it.
+fn ours(subscriber: Option<&str>) -> Result<String, Error> {
+    let own = "slot_name LIKE 'tusk\\_upgrade\\_%'".to_owned();
+    let Some(system) = subscriber else {
+        return Ok(own);
+    };
+    if system.is_empty() || !system.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::State(format!(
+            "{system:?} is not a system identifier"
+        )));
+    }
+    Ok(format!(
+        "({own} OR slot_name ~ '^pg_[0-9]+_sync_[0-9]+_{system}$')"
+    ))
+}
+
 /// The one value of a one-row, one-column answer ("" when there is none).
 pub(super) fn single(rows: Vec<Vec<String>>) -> String {
     rows.into_iter()
         .next()
         .and_then(|row| row.into_iter().next())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_synchronisation_slots_are_named_by_the_subscribers_system_identifier_only() {
+        assert_eq!(
+            ours(None).ok(),
+            Some("slot_name LIKE 'tusk\\_upgrade\\_%'".into())
+        );
+        let named = ours(Some("7438201947")).unwrap_or_default();
+        assert!(
+            named.ends_with("'^pg_[0-9]+_sync_[0-9]+_7438201947$')"),
+            "{named}"
+        );
+        for refused in ["", "74x", "1' OR true --"] {
+            assert!(ours(Some(refused)).is_err(), "{refused:?}");
+        }
+    }
 }

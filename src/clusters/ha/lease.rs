@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 
 use crate::resources::{
     Cluster, HOLDER_ADDRESS_ANNOTATION, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION,
-    SWITCHOVER_LEASE_ANNOTATIONS, holder_address, initial_lease,
+    SWITCHOVER_LEASE_ANNOTATIONS, UPGRADE_SWITCHED_TO_ANNOTATION, holder_address, initial_lease,
 };
 use crate::runtime::apply::{Change, FIELD_MANAGER, Written, create};
 
@@ -185,6 +185,11 @@ pub fn release_requested(lease: &Lease) -> Option<String> {
 /// Whether a switchover is recorded on the Lease.
 pub fn switchover_recorded(lease: &Lease) -> bool {
     annotation(lease, SWITCHOVER_ANNOTATION).is_some()
+}
+
+/// The set an upgrade's switch emptied this Lease for, if it did.
+pub fn switched_to(lease: &Lease) -> Option<String> {
+    annotation(lease, UPGRADE_SWITCHED_TO_ANNOTATION)
 }
 
 /// The Lease's member list, as the operator last wrote it.

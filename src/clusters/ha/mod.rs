@@ -84,9 +84,14 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
     if status.is_some_and(|s| s.instances != cluster.spec.instances) {
         lease = Some(lease::sync_members(cluster, &leases, lease.take()).await?);
     }
+    // Emptied by an upgrade's switch that the status has not recorded yet: the set is fenced
+    // for good, so nothing is handed on, restarted or switched over; the upgrade completes it.
+    let fenced_for_upgrade = lease.as_ref().and_then(lease::switched_to).is_some();
     let bootstrapped = state.system_identifier.is_some() || pg.has_served();
     let next = match state.current.as_deref() {
-        Some(primary) if bootstrapped => rollout::next(cluster, ctx, &pods, primary).await,
+        Some(primary) if bootstrapped && !fenced_for_upgrade => {
+            rollout::next(cluster, ctx, &pods, primary).await
+        }
         _ => Move::Idle,
     };
     let planned = match &next {
@@ -94,7 +99,7 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
         _ => None,
     };
     let switching = match &lease {
-        Some(lease) if bootstrapped => {
+        Some(lease) if bootstrapped && !fenced_for_upgrade => {
             let advanced = switchover::advance(pg, cluster, ctx, &pods, lease, planned);
             Box::pin(advanced).await?.fold_into(&mut state)
         }
@@ -103,6 +108,7 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
     if let Some(lease) = lease
         && bootstrapped
         && !switching
+        && !fenced_for_upgrade
         && replicated
         && !serves(&pods, state.current.as_deref())
     {

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use tusk_contract::upgrade::{PREFLIGHT_PATH, UpgradePreflight};
 use tusk_contract::upgrade_source::{
     CONFIRMED_PATH, ConfirmRequest, Confirmation, FREEZE_PATH, Frozen, PUBLISH_PATH, Published,
-    THAW_PATH, UNPUBLISH_PATH,
+    THAW_PATH, UNPUBLISH_PATH, UnpublishRequest,
 };
 use tusk_contract::upgrade_target::{
     COPY_PATH, CopyProgress, CopyRequest, FINISH_PATH, Finished, PROGRESS_PATH,
@@ -50,8 +50,10 @@ impl Manager<'_> {
         self.post("thaw", THAW_PATH, &()).await
     }
 
-    pub async fn unpublish(&self) -> Result<serde_json::Value> {
-        self.post("unpublish", UNPUBLISH_PATH, &()).await
+    /// `subscriber`: the new side's system identifier, whose table synchronisation slots go too.
+    pub async fn unpublish(&self, subscriber: Option<String>) -> Result<serde_json::Value> {
+        let request = UnpublishRequest { subscriber };
+        self.post("unpublish", UNPUBLISH_PATH, &request).await
     }
 
     pub async fn copy(&self, request: &CopyRequest) -> Result<serde_json::Value> {

@@ -81,6 +81,7 @@ struct Observations {
     new_primary_ready: bool,
     copy: Option<tusk_contract::upgrade_target::CopyProgress>,
     confirmed: Option<bool>,
+    fenced_for_switch: bool,
     failed_over: bool,
     keep_old_elapsed: bool,
 }
@@ -94,6 +95,7 @@ impl Observations {
             new_primary_ready: false,
             copy: None,
             confirmed: None,
+            fenced_for_switch: false,
             failed_over: false,
             keep_old_elapsed: false,
         }
@@ -107,6 +109,7 @@ impl Observations {
             new_primary_ready: self.new_primary_ready,
             copy: self.copy.as_ref(),
             confirmed: self.confirmed,
+            fenced_for_switch: self.fenced_for_switch,
             failed_over: self.failed_over,
             keep_old_elapsed: self.keep_old_elapsed,
         }
@@ -137,8 +140,13 @@ impl Run<'_> {
                     None => None,
                 };
             }
-            Phase::CuttingOver if !seen.failed_over => {
-                if let Some(lsn) = &recorded.frozen_lsn {
+            Phase::CuttingOver => {
+                // Read first: once fenced, the old primary answers nothing any more.
+                seen.fenced_for_switch =
+                    sets::fenced_for(self.cluster, &recorded.new_set, self.ctx).await?;
+                if let Some(lsn) = (recorded.frozen_lsn.as_ref())
+                    .filter(|_| !seen.fenced_for_switch && !seen.failed_over)
+                {
                     let confirmation = self.old()?.confirmed(lsn).await?;
                     seen.confirmed = Some(confirmation.confirmed());
                 }

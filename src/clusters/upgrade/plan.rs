@@ -49,6 +49,9 @@ pub struct Observed<'a> {
     pub copy: Option<&'a CopyProgress>,
     /// Whether the old primary answered that every slot is past `frozen_lsn`.
     pub confirmed: Option<bool>,
+    /// The old set's Lease was emptied for the switch to the new set: the new side had
+    /// finished, and a reconcile since did not record the switch.
+    pub fenced_for_switch: bool,
     /// A failover happened on either side since the copy started: a logical slot does not
     /// survive it before PostgreSQL 17, so the copy starts over.
     pub failed_over: bool,
@@ -82,7 +85,8 @@ pub enum Step {
     Thaw,
     /// Carry the sequences and detach on the new side, then fence the old set's Lease and
     /// name the new set in `status.instanceSet` (the client slices follow); phase `Retiring`.
-    Switch,
+    /// `fenced`: the Lease was emptied for it already, only the record is left to write.
+    Switch { fenced: bool },
     /// Scale the old set to zero and, after `keepOldFor`, delete it and its claims; the record
     /// ends.
     Retire { delete: bool },
@@ -95,6 +99,10 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
     let Some(record) = record else {
         return start(name, seen);
     };
+    if record.phase == Phase::CuttingOver && seen.fenced_for_switch {
+        // Past the point of no return: the old primary is fenced for good, nothing cancels.
+        return Step::Switch { fenced: true };
+    }
     let switched = record.phase == Phase::Retiring;
     if !switched && record.phase != Phase::Cancelling {
         if seen.declared != record.to {
@@ -172,7 +180,7 @@ fn cutting_over(record: &UpgradeRecord, seen: &Observed) -> Step {
         return Step::Freeze;
     }
     match seen.confirmed {
-        Some(true) => Step::Switch,
+        Some(true) => Step::Switch { fenced: false },
         _ if record.in_phase > CUT_OVER_TIMEOUT => Step::Thaw,
         _ => Step::Wait("the new side to confirm the final position".into()),
     }

@@ -176,12 +176,15 @@ fn the_switch_waits_for_the_confirmation_and_a_slow_one_thaws_the_old_primary() 
         confirmed: Some(true),
         ..seen()
     };
-    assert_eq!(plan("demo", Some(&frozen), &confirmed), Step::Switch);
+    assert_eq!(
+        plan("demo", Some(&frozen), &confirmed),
+        Step::Switch { fenced: false }
+    );
     frozen.in_phase = CUT_OVER_TIMEOUT + Duration::from_secs(1);
     assert_eq!(plan("demo", Some(&frozen), &behind), Step::Thaw);
     assert_eq!(
         plan("demo", Some(&frozen), &confirmed),
-        Step::Switch,
+        Step::Switch { fenced: false },
         "confirmed is confirmed, however late"
     );
 }
@@ -240,4 +243,29 @@ fn a_failover_during_the_copy_starts_it_over() {
         plan("demo", None, &failed_over),
         Step::Start { .. }
     ));
+}
+
+#[test]
+fn a_switch_fenced_but_not_recorded_is_completed_whatever_else_was_read() {
+    let mut frozen = record(Phase::CuttingOver);
+    frozen.frozen_lsn = Some("0/3000148".into());
+    frozen.in_phase = CUT_OVER_TIMEOUT + Duration::from_secs(60);
+    // The old primary fenced (no confirmation), the version changed back, its holder gone:
+    // none of it undoes a switch whose Lease write went through.
+    let fenced = Observed {
+        fenced_for_switch: true,
+        declared: 15,
+        failed_over: true,
+        ..seen()
+    };
+    assert_eq!(
+        plan("demo", Some(&frozen), &fenced),
+        Step::Switch { fenced: true }
+    );
+    frozen.frozen_lsn = None;
+    assert_eq!(
+        plan("demo", Some(&frozen), &fenced),
+        Step::Switch { fenced: true },
+        "the record read before the freeze's status write landed"
+    );
 }

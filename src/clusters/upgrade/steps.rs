@@ -105,7 +105,7 @@ impl Run<'_> {
                 record.frozen_lsn = None;
                 Ok(self.moved(record, MOVING))
             }
-            Step::Switch => self.switch(recorded).await,
+            Step::Switch { fenced } => self.switch(recorded, fenced).await,
             Step::Retire { delete } => self.retire(recorded, delete).await,
             Step::Cancel { why } => self.cancel(recorded, why).await,
         }
@@ -177,8 +177,10 @@ impl Run<'_> {
     }
 
     /// The point of no return: the sequences carried and the copy detached, the old set's
-    /// Lease emptied (its primary fences), the new set named as the serving one.
-    async fn switch(&self, recorded: UpgradeStatus) -> Result<Progress> {
+    /// Lease emptied (its primary fences), the new set named as the serving one. `fenced`: the
+    /// Lease was emptied by an earlier reconcile, after the new side finished, and only the
+    /// record is left (the old primary no longer answers).
+    async fn switch(&self, recorded: UpgradeStatus, fenced: bool) -> Result<Progress> {
         let Some(new) = self.new_primary().await? else {
             let message = "waiting for the new set's primary to finish".to_owned();
             return Ok(self.moved(
@@ -189,18 +191,22 @@ impl Run<'_> {
                 CUTTING_OVER,
             ));
         };
-        let published = self.old()?.publish().await?;
-        let finished = new.finish(&self.copy_request(published.databases)).await?;
+        let carried = if fenced {
+            "sequences carried before the old set was fenced".to_owned()
+        } else {
+            let published = self.old()?.publish().await?;
+            let finished = new.finish(&self.copy_request(published.databases)).await?;
+            sets::fence_for_switch(self.cluster, &recorded.new_set, self.ctx).await?;
+            format!("{} sequences carried", finished.sequences)
+        };
         let new_set = self.cluster.set(&recorded.new_set);
         let system_identifier = sets::system_identifier(&new_set, self.ctx).await?;
-        sets::vacate_lease(self.cluster, self.ctx).await?;
         let gap = super::record::view(&recorded, self.now).in_phase;
         let note = format!(
-            "PostgreSQL {} serves from {} ({} sequences carried; writes paused for {:.1} s); \
-             {} is kept, stopped, for {} s",
+            "PostgreSQL {} serves from {} ({carried}; writes paused for {:.1} s); {} is kept, \
+             stopped, for {} s",
             recorded.to,
             new.address.pod,
-            finished.sequences,
             gap.as_secs_f64(),
             recorded.from_set,
             self.keep_old_for().as_secs()
@@ -247,8 +253,12 @@ impl Run<'_> {
     async fn cancel(&self, recorded: UpgradeStatus, why: String) -> Result<Progress> {
         let old = self.old()?;
         old.thaw().await?;
-        old.unpublish().await?;
-        sets::remove(&self.cluster.set(&recorded.new_set), self.ctx).await?;
+        // The new side's identifier names the slots its table synchronisation left; a new side
+        // that never bootstrapped has none (the copy starts once its primary serves).
+        let new_set = self.cluster.set(&recorded.new_set);
+        let subscriber = sets::system_identifier_if_any(&new_set, self.ctx).await?;
+        old.unpublish(subscriber).await?;
+        sets::remove(&new_set, self.ctx).await?;
         let note = format!(
             "the upgrade from {} to {} is undone, {} serving unchanged: {why}",
             recorded.from, recorded.to, recorded.from

@@ -1,0 +1,243 @@
+//! An online major-version upgrade through the faults its page lists
+//! (docs/src/cluster/upgrades.md, "Cancelling, and what a failure leaves"), on one replicated
+//! cluster under a writer through `-rw`: cancelled by `spec.version` while copying (the old
+//! major serves on, its publication, slots and upgrade role gone, the new set deleted); raised
+//! again, the new side's primary killed while copying; the operator killed as the cut-over
+//! begins. The cluster ends on exactly one major with every acknowledged row.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::Api;
+use kube::api::DeleteParams;
+use tusk::crd::UpgradePhase;
+use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
+use tusk_e2e::upgrades::{major, majors, upgrading};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
+
+const CLUSTER: &str = "faults";
+
+fn spec(version: &str) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: PostgreSQL
+metadata: {{name: {CLUSTER}}}
+spec:
+  version: \"{version}\"
+  instances: 2
+  storage: {{size: 1Gi}}
+  parameters: {{wal_level: logical}}
+  upgrade: {{keepOldForSeconds: 15}}
+"
+    )
+}
+
+/// Waits for the upgrade's record to reach `phase` (polled every 250 ms: the cut-over's phase
+/// lasts about a second); returns its message.
+async fn reached(ctx: &Ctx, phase: UpgradePhase, timeout: Duration) -> Result<String> {
+    until(format!("the upgrade in {phase:?}"), timeout, || async {
+        let pg = ctx.postgresql_in(&ctx.ns, CLUSTER).await?;
+        let record = pg.status.and_then(|s| s.upgrade);
+        Ok(match record {
+            Some(r) if r.phase == phase => Check::Done(r.message.unwrap_or_default()),
+            other => Check::Pending(format!("{:?}", other.map(|r| (r.phase, r.message)))),
+        })
+    })
+    .await
+}
+
+/// Waits for `Upgrading` to turn False with `reason` and the record to end.
+async fn ended(ctx: &Ctx, reason: &str, timeout: Duration) -> Result<String> {
+    let prefix = format!("False {reason}");
+    until(format!("the upgrade {reason}"), timeout, || async {
+        let pg = ctx.postgresql_in(&ctx.ns, CLUSTER).await?;
+        let record = pg.status.and_then(|s| s.upgrade);
+        let line = upgrading(ctx, CLUSTER).await?;
+        Ok(match line {
+            Some(line) if record.is_none() && line.starts_with(&prefix) => Check::Done(line),
+            other => Check::Pending(format!("{record:?}; Upgrading {other:?}")),
+        })
+    })
+    .await
+}
+
+/// Waits until StatefulSet `set` and its claims are gone (or going).
+async fn set_gone(ctx: &Ctx, set: &str) -> Result {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let statefulsets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    until(
+        format!("{set} and its claims deleted"),
+        ctx.timeout(),
+        || async {
+            let sts = statefulsets.get_opt(set).await?.is_some();
+            let mut kept = Vec::new();
+            for ordinal in 0..2 {
+                let claim = format!("data-{set}-{ordinal}");
+                let live = claims.get_opt(&claim).await?;
+                if live.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                    kept.push(claim);
+                }
+            }
+            Ok(Check::when(
+                !sts && kept.is_empty(),
+                format!("StatefulSet {set}: {sts}, claims {kept:?}"),
+            ))
+        },
+    )
+    .await
+}
+
+/// What the cancel must leave on the old primary: no logical slot, publication or upgrade
+/// role, and schema changes allowed again.
+async fn nothing_left_of_the_copy(ctx: &Ctx, primary: &str) -> Result {
+    let sql = "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_type = 'logical') \
+               || ',' || (SELECT count(*) FROM pg_publication) \
+               || ',' || (SELECT count(*) FROM pg_roles WHERE rolname = 'tusk_upgrade')";
+    // A slot goes once its walsender has (the new side's subscription is dropped first).
+    until(
+        "the copy's slots, publication and role gone",
+        ctx.timeout(),
+        || async {
+            let left = pod_sql(ctx, primary, sql).await?;
+            Ok(Check::when(
+                left == "0,0,0",
+                format!("slots,publications,roles: {left}"),
+            ))
+        },
+    )
+    .await?;
+    pod_sql(
+        ctx,
+        primary,
+        "CREATE TABLE after_cancel (id int PRIMARY KEY)",
+    )
+    .await?;
+    Ok(())
+}
+
+#[scenario]
+async fn an_upgrade_cancelled_then_faulted_mid_copy_and_at_the_cut_over_ends_on_one_major_with_every_row(
+    ctx: Ctx,
+) -> Result {
+    ctx.require_real_pods()?;
+    let (version, raise) = majors(&ctx);
+    let new_set = format!(
+        "{CLUSTER}-v{}",
+        raise["version"].as_str().unwrap_or_default()
+    );
+    ctx.apply(&spec(&version)).await?;
+    ctx.wait_ready(&[CLUSTER]).await?;
+    let before = ctx.postgresql_in(&ctx.ns, CLUSTER).await?;
+    let back = serde_json::json!({"spec": {
+        "version": serde_json::to_value(before.spec.version)?,
+        "image": before.spec.image,
+    }});
+    let old_primary = current_primary(&ctx, CLUSTER).await?.context("a primary")?;
+    let from = major(&ctx, &old_primary).await?;
+    // Forty tables: the copy's table synchronisation (two workers at a time) lasts seconds,
+    // long enough to act on while it runs.
+    pod_sql(
+        &ctx,
+        &old_primary,
+        "DO $$ BEGIN FOR i IN 1..40 LOOP EXECUTE format('CREATE TABLE t%s (id int PRIMARY KEY, \
+         v text); INSERT INTO t%s SELECT g, md5(g::text) FROM generate_series(1, 2000) g', i, i); \
+         END LOOP; END $$",
+    )
+    .await?;
+    let writer = Writer::start(&ctx, CLUSTER).await?;
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
+
+    // 1. Cancelled by the version while copying.
+    ctx.merge_patch_postgresql_in(&ctx.ns, CLUSTER, serde_json::json!({"spec": raise}))
+        .await?;
+    let copying = reached(&ctx, UpgradePhase::Copying, ctx.timeout()).await?;
+    let slots = "SELECT coalesce(string_agg(slot_name, ', '), 'none') FROM pg_replication_slots \
+                 WHERE slot_type = 'logical'";
+    let slots = pod_sql(&ctx, &old_primary, slots).await?;
+    ctx.merge_patch_postgresql_in(&ctx.ns, CLUSTER, back.clone())
+        .await?;
+    let cancelled = ended(&ctx, "UpgradeCancelled", ctx.timeout()).await?;
+    set_gone(&ctx, &new_set).await?;
+    nothing_left_of_the_copy(&ctx, &old_primary).await?;
+    ensure!(
+        major(&ctx, &old_primary).await? == from,
+        "{old_primary} no longer runs {from} after the cancel"
+    );
+    say(format!(
+        "cancelled while copying ({copying}; logical slots on {old_primary}: {slots}): \
+         {cancelled}; no slot, publication or upgrade role left there, DDL taken again"
+    ));
+
+    // 2. Raised again at once; the new side's primary killed while it copies.
+    ctx.merge_patch_postgresql_in(&ctx.ns, CLUSTER, serde_json::json!({"spec": raise}))
+        .await?;
+    let copying = reached(&ctx, UpgradePhase::Copying, Duration::from_secs(600)).await?;
+    let new_primary = format!("{new_set}-0");
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let killed_uid = ctx.pod_state(&new_primary).await?.uid;
+    pods.delete(&new_primary, &DeleteParams::default().grace_period(0))
+        .await?;
+    say(format!("killed {new_primary} while copying ({copying})"));
+
+    // 3. The operator killed as soon as the cut-over is recorded.
+    let cutting = reached(&ctx, UpgradePhase::CuttingOver, Duration::from_secs(600)).await?;
+    let frozen = Instant::now();
+    ctx.platform.operator_kill().await?;
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let old_lease = leases.get(&format!("{CLUSTER}-primary")).await?;
+    let holder = old_lease.spec.and_then(|s| s.holder_identity);
+    let phase = (ctx.postgresql_in(&ctx.ns, CLUSTER).await?.status)
+        .and_then(|s| s.upgrade)
+        .map(|r| r.phase);
+    say(format!(
+        "killed the operator at the cut-over ({cutting}): the record in {phase:?}, the old \
+         set's Lease held by {holder:?}"
+    ));
+    ensure!(
+        ctx.pod_state(&new_primary).await?.uid != killed_uid,
+        "{new_primary} was not replaced after the kill"
+    );
+    ctx.platform.operator_start(ctx.timeout()).await?;
+    let upgraded = ended(&ctx, "Upgraded", Duration::from_secs(600)).await;
+    let acks = writer.stop();
+    let upgraded = upgraded?;
+
+    // Exactly one major: the new set serves, the old one is gone with its claims.
+    let serving = current_primary(&ctx, CLUSTER).await?.context("a primary")?;
+    ensure!(
+        serving.starts_with(&format!("{new_set}-")),
+        "the primary after the upgrade is {serving}, not one of {new_set}"
+    );
+    let to = major(&ctx, &serving).await?;
+    ensure!(to != from, "the primary runs {to}, as before the upgrade");
+    set_gone(&ctx, CLUSTER).await?;
+    let present = pod_sql(
+        &ctx,
+        &serving,
+        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
+    )
+    .await?;
+    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
+    let missing = lost(&acks, &present);
+    ensure!(
+        missing.is_empty(),
+        "acknowledged rows missing on {to}: {missing:?}"
+    );
+    ensure!(acks.len() > 10, "the writer wrote {} rows", acks.len());
+    let copied = pod_sql(&ctx, &serving, "SELECT count(*) FROM t40").await?;
+    ensure!(
+        copied == "2000",
+        "t40 holds {copied} rows on {to}, not 2000"
+    );
+    let gap = write_gap(&acks, frozen).unwrap_or_default();
+    say(format!(
+        "{from} -> {to} through a cancel, the new primary killed mid-copy and the operator \
+         killed at the cut-over: {upgraded}; {} acknowledged rows, 0 lost; longest write gap \
+         from the cut-over on {:.1} s (the operator's restart included)",
+        acks.len(),
+        gap.as_secs_f64()
+    ));
+    Ok(())
+}
