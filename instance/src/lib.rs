@@ -21,6 +21,7 @@ pub mod error;
 pub mod events;
 pub mod follow;
 pub mod http;
+pub mod in_place;
 pub mod install;
 pub mod machine_roles;
 pub mod metrics;

@@ -34,6 +34,28 @@ enum Command {
         #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
         socket_dir: PathBuf,
     },
+    /// Copy this image's PostgreSQL installation under DEST, mirrored at its own paths, with
+    /// the libraries it links in DEST/deps (the old image's init container of an in-place
+    /// upgrade).
+    OldInstallation {
+        dest: PathBuf,
+        /// The installation's programs; `pg_config` on PATH names them otherwise.
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+    },
+    /// Upgrade the stopped PGDATA in place (`pg_upgrade --link`) from the installation OLD holds
+    /// to this image's; with --check, only `pg_upgrade --check`, changing nothing.
+    UpgradeInPlace {
+        #[arg(long)]
+        old: PathBuf,
+        #[arg(long, env = "PGDATA", default_value = "/var/lib/postgresql/data")]
+        pgdata: PathBuf,
+        /// This image's programs; `pg_config` on PATH names them otherwise.
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+        #[arg(long)]
+        check: bool,
+    },
     /// Run as PID 1 of a pooler pod: PgBouncer routed to the primary the Lease names.
     Pooler(Box<tusk_instance::pooler::PoolerArgs>),
     /// Started by `run` itself: stops the primary's postmaster if `run` stalls (watchdog.rs).
@@ -88,6 +110,26 @@ async fn main() -> std::process::ExitCode {
         Command::Run(args) => tusk_instance::supervisor::run(*args).await,
         Command::Watchdog => tusk_instance::watchdog::watch(),
         Command::Pooler(args) => tusk_instance::pooler::run(*args).await,
+        Command::OldInstallation { dest, bin_dir } => {
+            tusk_instance::in_place::installation::Installation::here(bin_dir.as_deref())
+                .and_then(|installation| installation.copy_to(&dest))
+        }
+        Command::UpgradeInPlace {
+            old,
+            pgdata,
+            bin_dir,
+            check,
+        } => {
+            let request = tusk_instance::in_place::run::Request {
+                old_root: &old,
+                new_bin: bin_dir.as_deref(),
+                pgdata: &pgdata,
+                check_only: check,
+            };
+            tusk_instance::in_place::run::upgrade(&request).map(|outcome| {
+                tracing::info!(?outcome, "upgrade in place");
+            })
+        }
         Command::WalPush { .. } | Command::WalFetch { .. } => Ok(()),
     };
     match result {
