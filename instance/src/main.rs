@@ -55,6 +55,10 @@ enum Command {
         bin_dir: Option<PathBuf>,
         #[arg(long)]
         check: bool,
+        /// Where to write the outcome as JSON (the new system's identifier, or the error):
+        /// the Job's termination message, which the operator reads.
+        #[arg(long)]
+        report: Option<PathBuf>,
     },
     /// Run as PID 1 of a pooler pod: PgBouncer routed to the primary the Lease names.
     Pooler(Box<tusk_instance::pooler::PoolerArgs>),
@@ -119,6 +123,7 @@ async fn main() -> std::process::ExitCode {
             pgdata,
             bin_dir,
             check,
+            report,
         } => {
             let request = tusk_instance::in_place::run::Request {
                 old_root: &old,
@@ -126,9 +131,11 @@ async fn main() -> std::process::ExitCode {
                 pgdata: &pgdata,
                 check_only: check,
             };
-            tusk_instance::in_place::run::upgrade(&request).map(|outcome| {
-                tracing::info!(?outcome, "upgrade in place");
-            })
+            let outcome = tusk_instance::in_place::run::upgrade(&request);
+            if let Some(path) = &report {
+                tusk_instance::in_place::run::report(path, &pgdata, &outcome);
+            }
+            outcome.map(|outcome| tracing::info!(?outcome, "upgrade in place"))
         }
         Command::WalPush { .. } | Command::WalFetch { .. } => Ok(()),
     };

@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeSpec {
-    /// `online` (the only method so far): a new set of instances on the new major, filled by
-    /// logical replication while the old one serves, then a cut-over of seconds.
+    /// `online` (the default): a new set of instances on the new major, filled by logical
+    /// replication while the old one serves, then a cut-over of seconds. `inPlace`: every
+    /// instance stopped, `pg_upgrade --link` on the primary's volume, the replicas cloned
+    /// again: no second set of volumes, and the database down for the whole upgrade.
     #[serde(default)]
     pub method: UpgradeMethod,
     /// How long the old instances are kept after the cut-over, stopped, with their volumes: a
@@ -27,12 +29,19 @@ pub enum UpgradeMethod {
     /// Logical replication into a new set of instances; the old one serves until the cut-over.
     #[default]
     Online,
+    /// `pg_upgrade --link` of the stopped primary's volume; the replicas cloned again.
+    InPlace,
 }
 
 /// `keepOldForSeconds` when unset.
 pub const DEFAULT_KEEP_OLD_FOR_SECONDS: i64 = 600;
 
 impl UpgradeSpec {
+    /// The method of `spec` (online when unset).
+    pub fn method(spec: Option<&Self>) -> UpgradeMethod {
+        spec.map(|s| s.method).unwrap_or_default()
+    }
+
     /// How long the old set is kept after the switch.
     pub fn keep_old_for(spec: Option<&Self>) -> std::time::Duration {
         let seconds = spec

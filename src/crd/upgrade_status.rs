@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::UpgradeMethod;
+
 /// A major-version upgrade in progress.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -27,6 +29,12 @@ pub struct UpgradeStatus {
     /// logical slots do not survive one before PostgreSQL 17).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy_from: Option<String>,
+    /// `inPlace` or `online` (absent: online, the only method of older records).
+    #[serde(default, skip_serializing_if = "is_online")]
+    pub method: UpgradeMethod,
+    /// In place: the primary whose volume `pg_upgrade` upgrades.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
     /// The old primary's final WAL position, once frozen for the cut-over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen_lsn: Option<String>,
@@ -50,6 +58,12 @@ pub enum UpgradePhase {
     Retiring,
     /// Undoing an upgrade before its switch.
     Cancelling,
+    /// In place: every instance of the set stopping (a clean shutdown).
+    Stopping,
+    /// In place: the Job running `pg_upgrade --link` on the primary's volume.
+    Linking,
+    /// In place: upgraded; the set starts on the new major, its replicas cloned again.
+    Starting,
 }
 
 impl UpgradeStatus {
@@ -64,6 +78,26 @@ impl UpgradeStatus {
     /// Whether the serving set is still the old one (the switch has not happened): it keeps
     /// [`Self::from_image`].
     pub fn before_switch(&self) -> bool {
-        self.phase != UpgradePhase::Retiring
+        !matches!(self.phase, UpgradePhase::Retiring | UpgradePhase::Starting)
     }
+
+    /// In place, while the set must not run: stopping, or its primary's volume being upgraded.
+    /// Nothing fails it over meanwhile.
+    pub fn set_stopped(&self) -> bool {
+        matches!(self.phase, UpgradePhase::Stopping | UpgradePhase::Linking)
+    }
+
+    /// In place, from the stop until the upgraded primary serves: the HA step leaves the set
+    /// alone (no failover to a replica that holds the old major, or nothing).
+    pub fn holds_ha(&self) -> bool {
+        self.method == UpgradeMethod::InPlace
+            && matches!(
+                self.phase,
+                UpgradePhase::Stopping | UpgradePhase::Linking | UpgradePhase::Starting
+            )
+    }
+}
+
+fn is_online(method: &UpgradeMethod) -> bool {
+    *method == UpgradeMethod::Online
 }

@@ -14,6 +14,7 @@ impl<'a> Cluster<'a> {
             incoming_set: None,
             serving_image: None,
             serving_major: self.spec.version.major(),
+            stopped_for_upgrade: false,
             primary: None,
             ..self.clone()
         }

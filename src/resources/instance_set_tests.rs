@@ -83,6 +83,8 @@ fn upgrading(phase: crate::crd::UpgradePhase, serving: Option<&str>) -> PostgreS
             new_set: "demo-v17".into(),
             copy_from: None,
             from_image: "registry.example/postgres:15".into(),
+            method: crate::crd::UpgradeMethod::Online,
+            pod: None,
             frozen_lsn: None,
             message: None,
         }),

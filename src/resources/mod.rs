@@ -16,6 +16,7 @@ pub mod endpoints;
 mod hba;
 pub mod hba_rules;
 mod image;
+mod in_place_job;
 mod instance_access;
 mod instance_set;
 mod network;
@@ -59,6 +60,7 @@ pub use hba::render_hba;
 pub use image::{
     DATA_MOUNT, INSTANCE_MANAGER, PGDATA, POSTGRES_PORT, default_image, postgres_image,
 };
+pub use in_place_job::{InPlaceRun, UPGRADE_CONTAINER, in_place_job, in_place_job_name};
 pub use instance_access::{
     FINAL_LSN_ANNOTATION, HOLDER_ADDRESS_ANNOTATION, LAST_FAILOVER_ANNOTATION,
     LEASE_DURATION_SECONDS, MEMBERS_ANNOTATION, SWITCHOVER_ANNOTATION, SWITCHOVER_FROM_ANNOTATION,
@@ -137,6 +139,8 @@ pub enum Component {
     /// The read-only pooler's pods: a component of their own, so the primary's pooler
     /// Service and Deployment never select them.
     PoolerReadOnly,
+    /// An in-place upgrade's Job.
+    Upgrade,
 }
 
 impl Component {
@@ -150,6 +154,7 @@ impl Component {
             Self::Verify => "verify",
             Self::Pooler => "pooler",
             Self::PoolerReadOnly => "pooler-ro",
+            Self::Upgrade => "upgrade",
         }
     }
 }
@@ -174,6 +179,9 @@ pub struct Cluster<'a> {
     pub serving_image: Option<&'a str>,
     /// The major the serving set runs ([`serving_major`]).
     pub serving_major: u32,
+    /// An in-place upgrade stopped the set (`status.upgrade`): its StatefulSet has no pods
+    /// until the primary's volume is upgraded, or the upgrade failed.
+    pub stopped_for_upgrade: bool,
     owner: OwnerReference,
 }
 
@@ -243,6 +251,7 @@ impl<'a> Cluster<'a> {
             incoming_set: upgrade.and_then(|u| u.incoming_set()),
             serving_image: serving_image(pg),
             serving_major: serving_major(pg),
+            stopped_for_upgrade: upgrade.is_some_and(|u| u.set_stopped()),
             owner,
         })
     }

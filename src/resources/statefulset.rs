@@ -54,7 +54,11 @@ pub fn statefulset(cluster: &Cluster, config_checksum: &str, agent: &AgentSettin
     StatefulSet {
         metadata: cluster.child_meta(cluster.statefulset_name(), Component::Database),
         spec: StatefulSetSpec {
-            replicas: Some(cluster.kept_pods()),
+            replicas: Some(if cluster.stopped_for_upgrade {
+                0
+            } else {
+                cluster.kept_pods()
+            }),
             service_name: Some(cluster.headless_service_name()),
             selector: LabelSelector {
                 match_labels: Some(selector),

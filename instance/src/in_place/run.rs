@@ -135,6 +135,30 @@ pub fn upgrade(request: &Request) -> Result<Outcome, Error> {
     Ok(Outcome::Upgraded { from, to })
 }
 
+/// Writes `outcome` to `path` as JSON for the operator (a Job's termination message, at most
+/// 4 KiB): `systemIdentifier` (PGDATA's, after an upgrade) or `error`. Best effort: the exit
+/// status says the same.
+pub fn report(path: &Path, pgdata: &Path, outcome: &Result<Outcome, Error>) {
+    let json = match outcome {
+        Ok(outcome) => serde_json::json!({
+            "outcome": format!("{outcome:?}"),
+            "systemIdentifier": crate::pgdata::system_identifier(pgdata),
+        }),
+        Err(error) => {
+            // The end of the message names the failed check (and pg_upgrade's list).
+            let said = error.to_string();
+            let keep = said.len().saturating_sub(3500);
+            let start = (keep..said.len())
+                .find(|i| said.is_char_boundary(*i))
+                .unwrap_or(0);
+            serde_json::json!({ "error": &said[start..] })
+        }
+    };
+    if let Err(e) = std::fs::write(path, json.to_string()) {
+        tracing::warn!(error = %e, path = %path.display(), "writing the upgrade's report");
+    }
+}
+
 /// `<pgdata>.<suffix>`, beside it on the same volume.
 fn sibling(pgdata: &Path, suffix: &str) -> PathBuf {
     let name = pgdata

@@ -86,7 +86,10 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
     }
     // Emptied by an upgrade's switch that the status has not recorded yet: the set is fenced
     // for good, so nothing is handed on, restarted or switched over; the upgrade completes it.
-    let fenced_for_upgrade = lease.as_ref().and_then(lease::switched_to).is_some();
+    // Or stopped by an in-place upgrade, until its upgraded primary serves: no replica holds
+    // the new system to fail over to, and the stop is the upgrade's.
+    let held_in_place = (status.and_then(|s| s.upgrade.as_ref())).is_some_and(|u| u.holds_ha());
+    let fenced_for_upgrade = held_in_place || lease.as_ref().and_then(lease::switched_to).is_some();
     let bootstrapped = state.system_identifier.is_some() || pg.has_served();
     let next = match state.current.as_deref() {
         Some(primary) if bootstrapped && !fenced_for_upgrade => {

@@ -9,6 +9,8 @@
 //! again a few seconds later.
 
 mod calls;
+mod in_place;
+mod in_place_plan;
 pub mod plan;
 mod record;
 mod sets;
@@ -52,7 +54,7 @@ pub async fn step(
     let record = recorded.map(|r| record::view(r, now));
     let (observed, failure) = match run.observe(recorded, declared).await {
         Ok(observed) => (observed, None),
-        Err(error) => (Observations::none(declared, cluster), Some(error)),
+        Err(error) => (Observations::none(declared, cluster, pg), Some(error)),
     };
     let step = plan::plan(cluster.name, record.as_ref(), &observed.seen());
     if let Some(error) = failure {
@@ -84,11 +86,21 @@ struct Observations {
     fenced_for_switch: bool,
     failed_over: bool,
     keep_old_elapsed: bool,
+    method: plan::Method,
+    failed_at_this_generation: bool,
+    set_pods: usize,
+    job: Option<plan::JobOutcome>,
+    primary_serving: bool,
 }
 
 impl Observations {
-    fn none(declared: u32, cluster: &Cluster<'_>) -> Self {
+    fn none(declared: u32, cluster: &Cluster<'_>, pg: &PostgreSQL) -> Self {
         Observations {
+            method: crate::crd::UpgradeSpec::method(cluster.spec.upgrade.as_ref()),
+            failed_at_this_generation: failed_at_this_generation(pg),
+            set_pods: 0,
+            job: None,
+            primary_serving: false,
             declared,
             serving: cluster.serving_major,
             preflight: None,
@@ -112,8 +124,24 @@ impl Observations {
             fenced_for_switch: self.fenced_for_switch,
             failed_over: self.failed_over,
             keep_old_elapsed: self.keep_old_elapsed,
+            method: self.method,
+            failed_at_this_generation: self.failed_at_this_generation,
+            set_pods: self.set_pods,
+            job: self.job.clone(),
+            primary_serving: self.primary_serving,
         }
     }
+}
+
+/// Whether `Upgrading` says an in-place upgrade failed at the spec's current generation.
+fn failed_at_this_generation(pg: &PostgreSQL) -> bool {
+    let conditions = pg.status.as_ref().map(|s| s.conditions.as_slice());
+    (conditions.unwrap_or_default().iter()).any(|c| {
+        c.type_ == crate::crd::conditions::UPGRADING
+            && c.reason == "UpgradeFailed"
+            && c.observed_generation.is_some()
+            && c.observed_generation == pg.metadata.generation
+    })
 }
 
 impl Run<'_> {
@@ -122,7 +150,7 @@ impl Run<'_> {
         recorded: Option<&UpgradeStatus>,
         declared: u32,
     ) -> crate::error::Result<Observations> {
-        let mut seen = Observations::none(declared, self.cluster);
+        let mut seen = Observations::none(declared, self.cluster, self.pg);
         let Some(recorded) = recorded else {
             return Ok(seen);
         };
@@ -154,6 +182,14 @@ impl Run<'_> {
             Phase::Retiring => {
                 let since = record::view(recorded, self.now).in_phase;
                 seen.keep_old_elapsed = since >= self.keep_old_for();
+            }
+            Phase::Stopping => seen.set_pods = cluster_pods(self.ctx, self.cluster).len(),
+            Phase::Linking => seen.job = self.job_outcome(recorded).await?,
+            Phase::Starting => {
+                let pods = cluster_pods(self.ctx, self.cluster);
+                let primary = recorded.pod.as_deref();
+                seen.primary_serving =
+                    (pods.iter()).any(|p| Some(p.name_any().as_str()) == primary && is_ready(p));
             }
             _ => {}
         }

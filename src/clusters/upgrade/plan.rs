@@ -20,6 +20,7 @@ use tusk_contract::upgrade_target::{CopyProgress, CopyState};
 /// write gap's bound. Past it the old primary is thawed and the cut-over tried again later.
 pub const CUT_OVER_TIMEOUT: Duration = Duration::from_secs(30);
 
+pub use crate::crd::UpgradeMethod as Method;
 pub use crate::crd::UpgradePhase as Phase;
 
 /// What the status records of an upgrade in progress.
@@ -27,6 +28,7 @@ pub use crate::crd::UpgradePhase as Phase;
 pub struct UpgradeRecord {
     pub from: u32,
     pub to: u32,
+    pub method: Method,
     pub phase: Phase,
     /// The new instance set (`<name>-v<to>`).
     pub new_set: String,
@@ -57,6 +59,31 @@ pub struct Observed<'a> {
     pub failed_over: bool,
     /// `keepOldFor` has passed since the switch.
     pub keep_old_elapsed: bool,
+    /// `spec.upgrade.method`: how an upgrade that starts now is carried out.
+    pub method: Method,
+    /// An in-place upgrade to `spec.version` failed at the spec's current generation: it is
+    /// not started again until the spec changes (the user fixed what pg_upgrade refused).
+    pub failed_at_this_generation: bool,
+    /// In place: pods of the set that still exist.
+    pub set_pods: usize,
+    /// In place: what the upgrade's Job came to, once it exists.
+    pub job: Option<JobOutcome>,
+    /// In place: the upgraded primary serves.
+    pub primary_serving: bool,
+}
+
+/// What an in-place upgrade's Job came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    Running,
+    /// pg_upgrade finished: the new system's identifier.
+    Succeeded {
+        system_identifier: String,
+    },
+    /// pg_upgrade refused or failed (every retry): why.
+    Failed {
+        why: String,
+    },
 }
 
 /// The next step.
@@ -92,6 +119,19 @@ pub enum Step {
     Retire { delete: bool },
     /// Thaw, unpublish and delete the new set; the record ends. `why` for the Event.
     Cancel { why: String },
+    /// In place: phase `Stopping` (the set's StatefulSet goes to zero pods).
+    Stop,
+    /// In place: the Job running pg_upgrade on the primary's volume (created unless it
+    /// exists); phase `Linking`.
+    Link,
+    /// In place: upgraded. The replicas' volumes deleted (they clone the new system), the
+    /// Lease given the new system's identifier, the switch recorded; phase `Starting`.
+    SwitchInPlace { system_identifier: String },
+    /// In place: pg_upgrade failed; the set starts again on the old major, unchanged. The
+    /// record ends with the reason.
+    Fail { why: String },
+    /// In place: the upgraded primary serves; the Job deleted, the record ends.
+    Finish,
 }
 
 /// Decides the next step for cluster `name`.
@@ -99,6 +139,9 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
     let Some(record) = record else {
         return start(name, seen);
     };
+    if record.method == Method::InPlace {
+        return super::in_place_plan::plan(record, seen);
+    }
     if record.phase == Phase::CuttingOver && seen.fenced_for_switch {
         // Past the point of no return: the old primary is fenced for good, nothing cancels.
         return Step::Switch { fenced: true };
@@ -130,12 +173,18 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
         Phase::Cancelling => Step::Cancel {
             why: "cancelling".into(),
         },
+        // In place's own phases, never recorded with the online method.
+        Phase::Stopping | Phase::Linking | Phase::Starting => Step::Idle,
     }
 }
 
 fn start(name: &str, seen: &Observed) -> Step {
     if seen.declared <= seen.serving {
         // A lower version is refused at apply (CEL on the transition); nothing to do either way.
+        return Step::Idle;
+    }
+    if seen.method == Method::InPlace && seen.failed_at_this_generation {
+        // Stopping the database again for the same refusal would be downtime for nothing.
         return Step::Idle;
     }
     Step::Start {

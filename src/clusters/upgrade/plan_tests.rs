@@ -7,6 +7,7 @@ fn record(phase: Phase) -> UpgradeRecord {
     UpgradeRecord {
         from: 15,
         to: 17,
+        method: Method::Online,
         phase,
         new_set: "demo-v17".into(),
         frozen_lsn: None,

@@ -45,6 +45,7 @@ pub fn view(status: &UpgradeStatus, now: Timestamp) -> UpgradeRecord {
     UpgradeRecord {
         from: u32::try_from(status.from).unwrap_or_default(),
         to: u32::try_from(status.to).unwrap_or_default(),
+        method: status.method,
         phase: status.phase,
         new_set: status.new_set.clone(),
         frozen_lsn: status.frozen_lsn.clone(),
@@ -105,6 +106,8 @@ mod tests {
             new_set: "demo-v17".into(),
             from_image: "postgres:15".into(),
             copy_from: Some("demo-0".into()),
+            method: crate::crd::UpgradeMethod::Online,
+            pod: None,
             frozen_lsn: None,
             message: None,
         }

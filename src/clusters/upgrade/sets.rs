@@ -32,6 +32,29 @@ pub async fn system_identifier(set: &Cluster<'_>, ctx: &Context) -> Result<Optio
     Ok(lease::system_identifier(&read))
 }
 
+/// The set's Lease given `system` as its database system (an in-place upgrade made a new one):
+/// its holder refuses data of any other system. Retried on a conflict with a renewal.
+pub async fn record_system(set: &Cluster<'_>, system: &str, ctx: &Context) -> Result<()> {
+    let leases: Api<Lease> = api(&ctx.client, set.namespace);
+    let name = set.lease_name();
+    for _ in 0..5 {
+        let mut read = lease::read(&leases, &name).await?;
+        if lease::system_identifier(&read).as_deref() == Some(system) {
+            return Ok(());
+        }
+        read.annotations_mut().insert(
+            tusk_contract::lease::SYSTEM_IDENTIFIER.to_owned(),
+            system.to_owned(),
+        );
+        if lease::replace(&leases, &name, &read).await? {
+            return Ok(());
+        }
+    }
+    Err(Error::Invariant(format!(
+        "Lease {name}: five conflicting writes while recording the upgraded system; retrying"
+    )))
+}
+
 /// [`system_identifier`], or none when the set has no Lease (yet, or any more).
 pub async fn system_identifier_if_any(set: &Cluster<'_>, ctx: &Context) -> Result<Option<String>> {
     let leases: Api<Lease> = api(&ctx.client, set.namespace);

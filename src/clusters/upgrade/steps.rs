@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tusk_contract::upgrade_target::CopyRequest;
 
-use super::plan::{Phase, Step};
+use super::plan::{Method, Phase, Step};
 use super::record::{Progress, Switched, in_phase};
 use super::{Run, sets};
 use crate::clusters::report;
@@ -16,7 +16,7 @@ use crate::resources::POSTGRES_PORT;
 use crate::runtime::events::{normal, warning};
 
 /// How soon to look again while an upgrade moves, and while it waits for the user.
-const MOVING: Duration = Duration::from_secs(2);
+pub(super) const MOVING: Duration = Duration::from_secs(2);
 const CUTTING_OVER: Duration = Duration::from_millis(250);
 const REFUSED: Duration = Duration::from_secs(60);
 
@@ -107,24 +107,49 @@ impl Run<'_> {
             }
             Step::Switch { fenced } => self.switch(recorded, fenced).await,
             Step::Retire { delete } => self.retire(recorded, delete).await,
+            Step::Cancel { why } if recorded.method == Method::InPlace => {
+                Ok(self.in_place_cancel(&recorded, &why).await)
+            }
             Step::Cancel { why } => self.cancel(recorded, why).await,
+            Step::Stop => Ok(self.stop(recorded).await),
+            Step::Link => self.link(recorded).await,
+            Step::SwitchInPlace { system_identifier } => {
+                self.switch_in_place(recorded, system_identifier).await
+            }
+            Step::Fail { why } => self.fail(&recorded, &why).await,
+            Step::Finish => self.finish(&recorded).await,
         }
     }
 
     async fn start(&self, from: u32, to: u32, new_set: String) -> Progress {
+        let method = crate::crd::UpgradeSpec::method(self.cluster.spec.upgrade.as_ref());
+        let in_place = method == Method::InPlace;
         let record = UpgradeStatus {
             from: i32::try_from(from).unwrap_or_default(),
             to: i32::try_from(to).unwrap_or_default(),
             phase: Phase::Preflight,
             phase_since: Some(Time(self.now)),
             from_set: self.cluster.instance_set.to_owned(),
-            new_set,
+            // In place, the set stays the set.
+            new_set: if in_place {
+                self.cluster.instance_set.to_owned()
+            } else {
+                new_set
+            },
             from_image: self.cluster.postgres_image(),
             copy_from: None,
+            method,
+            pod: in_place
+                .then(|| self.old_primary.map(str::to_owned))
+                .flatten(),
             frozen_lsn: None,
             message: None,
         };
-        let note = format!("upgrading from PostgreSQL {from} to {to}: checking the databases");
+        let note = if in_place {
+            format!("upgrading from PostgreSQL {from} to {to} in place: stopping every instance")
+        } else {
+            format!("upgrading from PostgreSQL {from} to {to}: checking the databases")
+        };
         self.event("UpgradeStarted", note).await;
         self.moved(record, Duration::ZERO)
     }
@@ -289,7 +314,7 @@ impl Run<'_> {
         }
     }
 
-    fn moved(&self, record: UpgradeStatus, recheck: Duration) -> Progress {
+    pub(super) fn moved(&self, record: UpgradeStatus, recheck: Duration) -> Progress {
         Progress {
             condition: Some(condition(&record, true)),
             record: Some(record),
@@ -298,11 +323,11 @@ impl Run<'_> {
         }
     }
 
-    async fn event(&self, reason: &str, note: String) {
+    pub(super) async fn event(&self, reason: &str, note: String) {
         report::publish(self.ctx, self.pg, normal(reason, "Upgrade", note)).await;
     }
 
-    async fn warn(&self, reason: &str, note: String) {
+    pub(super) async fn warn(&self, reason: &str, note: String) {
         report::publish(self.ctx, self.pg, warning(reason, "Upgrade", note)).await;
     }
 }
@@ -317,6 +342,9 @@ fn condition(record: &UpgradeStatus, moving: bool) -> (bool, &'static str, Strin
         (true, Phase::CuttingOver) => "CuttingOver",
         (true, Phase::Retiring) => "Retiring",
         (true, Phase::Cancelling) => "Cancelling",
+        (true, Phase::Stopping) => "Stopping",
+        (true, Phase::Linking) => "Linking",
+        (true, Phase::Starting) => "Starting",
     };
     let message = record
         .message

@@ -1,0 +1,164 @@
+//! An in-place major-version upgrade as a user takes it (`spec.upgrade.method: inPlace`,
+//! docs/src/cluster/upgrades.md): a replicated cluster on the older major under a writer.
+//! First pg_upgrade refuses (an extension the new major no longer ships: `adminpack`, removed
+//! in 17): the cluster serves the old major again, unchanged, and says why. Fixed, and the
+//! version raised again: every instance stops, pg_upgrade --link upgrades the primary's volume
+//! in a Job whose old binaries come from the old image, the set starts on the new major with
+//! its replicas cloned again, and every acknowledged row is there.
+
+use std::time::{Duration, Instant};
+
+use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
+use tusk_e2e::upgrades::{major, majors, upgrading};
+use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
+
+const NAME: &str = "inplace";
+
+fn spec(version: &str) -> String {
+    format!(
+        "apiVersion: tusk.dev/v1alpha1
+kind: PostgreSQL
+metadata: {{name: {NAME}}}
+spec:
+  version: \"{version}\"
+  instances: 2
+  storage: {{size: 1Gi}}
+  upgrade: {{method: inPlace}}
+"
+    )
+}
+
+/// Waits for `Upgrading` to turn False with `reason`, the record ended.
+async fn ended(ctx: &Ctx, reason: &str) -> Result<String> {
+    let prefix = format!("False {reason}");
+    until(
+        format!("the upgrade {reason}"),
+        Duration::from_secs(900),
+        || async {
+            let pg = ctx.postgresql_in(&ctx.ns, NAME).await?;
+            let record = pg.status.and_then(|s| s.upgrade);
+            let line = upgrading(ctx, NAME).await?;
+            Ok(match line {
+                Some(line) if record.is_none() && line.starts_with(&prefix) => Check::Done(line),
+                other => Check::Pending(format!(
+                    "{:?}; Upgrading {other:?}",
+                    record.map(|r| (r.phase, r.message))
+                )),
+            })
+        },
+    )
+    .await
+}
+
+#[scenario]
+async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once_fixed_upgrades_with_every_row(
+    ctx: Ctx,
+) -> Result {
+    ctx.require_real_pods()?;
+    let (version, raise) = majors(&ctx);
+    ctx.apply(&spec(&version)).await?;
+    ctx.wait_ready(&[NAME]).await?;
+    let before = ctx.postgresql_in(&ctx.ns, NAME).await?;
+    let back = serde_json::json!({"spec": {
+        "version": serde_json::to_value(before.spec.version)?,
+        "image": before.spec.image,
+    }});
+    let system_before = (before.status.as_ref())
+        .and_then(|s| s.system_identifier.clone())
+        .context("the system identifier recorded")?;
+    let primary = current_primary(&ctx, NAME).await?.context("a primary")?;
+    let from = major(&ctx, &primary).await?;
+    pod_sql(
+        &ctx,
+        &primary,
+        "CREATE TABLE kept (id bigserial PRIMARY KEY, note text); \
+         INSERT INTO kept (note) SELECT md5(g::text) FROM generate_series(1, 1000) g; \
+         CREATE EXTENSION adminpack",
+    )
+    .await?;
+    let writer = Writer::start(&ctx, NAME).await?;
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
+
+    // 1. Refused by pg_upgrade's check: the old major serves again, and says why.
+    ctx.merge_patch_postgresql_in(&ctx.ns, NAME, serde_json::json!({"spec": raise}))
+        .await?;
+    let failed = ended(&ctx, "UpgradeFailed").await?;
+    ensure!(
+        failed.contains("adminpack"),
+        "the failure does not name the extension: {failed}"
+    );
+    ctx.wait_ready(&[NAME]).await?;
+    let serving = current_primary(&ctx, NAME).await?.context("a primary")?;
+    ensure!(
+        major(&ctx, &serving).await? == from,
+        "{serving} does not run {from} after the refusal"
+    );
+    let pg = ctx.postgresql_in(&ctx.ns, NAME).await?;
+    ensure!(
+        pg.status
+            .as_ref()
+            .and_then(|s| s.upgrade.as_ref())
+            .is_none(),
+        "an upgrade started again by itself after the refusal"
+    );
+    say(format!("refused: {failed}"));
+
+    // 2. Fixed, and asked again (the version back, then up): upgraded in place.
+    pod_sql(&ctx, &serving, "DROP EXTENSION adminpack").await?;
+    ctx.merge_patch_postgresql_in(&ctx.ns, NAME, back).await?;
+    let raised = Instant::now();
+    ctx.merge_patch_postgresql_in(&ctx.ns, NAME, serde_json::json!({"spec": raise}))
+        .await?;
+    let upgraded = ended(&ctx, "Upgraded").await?;
+    ctx.wait_ready(&[NAME]).await?;
+    let took = raised.elapsed();
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
+    let acks = writer.stop();
+
+    let primary = current_primary(&ctx, NAME).await?.context("a primary")?;
+    let to = major(&ctx, &primary).await?;
+    ensure!(to != from, "the primary runs {to}, as before the upgrade");
+    let present = pod_sql(
+        &ctx,
+        &primary,
+        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
+    )
+    .await?;
+    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
+    let missing = lost(&acks, &present);
+    ensure!(
+        missing.is_empty(),
+        "acknowledged rows missing on {to}: {missing:?}"
+    );
+    ensure!(
+        pod_sql(&ctx, &primary, "SELECT count(*) FROM kept").await? == "1000",
+        "kept lost rows"
+    );
+    let streaming = until(
+        "a replica streaming the new major",
+        ctx.timeout(),
+        || async {
+            let n = pod_sql(&ctx, &primary, "SELECT count(*) FROM pg_stat_replication").await?;
+            Ok(Check::when(n == "1", format!("{n} streaming")))
+        },
+    )
+    .await;
+    streaming?;
+    let system_after = (ctx.postgresql_in(&ctx.ns, NAME).await?.status)
+        .and_then(|s| s.system_identifier)
+        .unwrap_or_default();
+    ensure!(
+        system_after != system_before && !system_after.is_empty(),
+        "status.systemIdentifier is {system_after:?} after the upgrade (was {system_before})"
+    );
+    let gap = write_gap(&acks, raised).unwrap_or_default();
+    say(format!(
+        "{from} -> {to} in place, 2 instances: {upgraded}; raised to Ready on {to} {:.0} s, the \
+         writer's longest gap {:.1} s (the downtime); {} acknowledged rows, 0 lost; the replica \
+         cloned and streaming",
+        took.as_secs_f64(),
+        gap.as_secs_f64(),
+        acks.len()
+    ));
+    Ok(())
+}
