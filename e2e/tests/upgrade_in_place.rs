@@ -88,6 +88,7 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
         "the failure does not name the extension: {failed}"
     );
     ctx.wait_ready(&[NAME]).await?;
+    writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
     let serving = current_primary(&ctx, NAME).await?.context("a primary")?;
     ensure!(
         major(&ctx, &serving).await? == from,
@@ -101,7 +102,9 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
             .is_none(),
         "an upgrade started again by itself after the refusal"
     );
-    say(format!("refused: {failed}"));
+    say(format!(
+        "refused, and writes taken again on {from}: {failed}"
+    ));
 
     // 2. Fixed, and asked again (the version back, then up): upgraded in place.
     pod_sql(&ctx, &serving, "DROP EXTENSION adminpack").await?;
