@@ -1,7 +1,13 @@
 use std::time::Duration;
 
-use super::super::plan::{Method, plan as decide};
+use super::super::decide as decide_any;
+use super::super::plan::Method;
 use super::*;
+
+/// As the reconcile asks: the in-place plan for an in-place record, the online one to start.
+fn decide(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step {
+    decide_any(name, record, seen)
+}
 
 fn record(phase: Phase) -> UpgradeRecord {
     UpgradeRecord {

@@ -56,12 +56,21 @@ pub async fn step(
         Ok(observed) => (observed, None),
         Err(error) => (Observations::none(declared, cluster, pg), Some(error)),
     };
-    let step = plan::plan(cluster.name, record.as_ref(), &observed.seen());
+    let step = decide(cluster.name, record.as_ref(), &observed.seen());
     if let Some(error) = failure {
         // What the plan needs could not be read: nothing is taken on a guess.
         return run.failed(&error.to_string());
     }
     Box::pin(run.take(step)).await
+}
+
+/// The next step: the in-place plan for an in-place record, the online plan otherwise (which
+/// also starts an upgrade of either method).
+fn decide(name: &str, record: Option<&plan::UpgradeRecord>, seen: &plan::Observed) -> plan::Step {
+    match record {
+        Some(record) if record.method == plan::Method::InPlace => in_place_plan::plan(record, seen),
+        _ => plan::plan(name, record, seen),
+    }
 }
 
 /// What one reconcile of an upgrade works with.

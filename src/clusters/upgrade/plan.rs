@@ -134,14 +134,12 @@ pub enum Step {
     Finish,
 }
 
-/// Decides the next step for cluster `name`.
+/// Decides the next step for cluster `name` (an online record; an in-place one is
+/// `in_place_plan`'s, which the caller asks instead).
 pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step {
     let Some(record) = record else {
         return start(name, seen);
     };
-    if record.method == Method::InPlace {
-        return super::in_place_plan::plan(record, seen);
-    }
     if record.phase == Phase::CuttingOver && seen.fenced_for_switch {
         // Past the point of no return: the old primary is fenced for good, nothing cancels.
         return Step::Switch { fenced: true };
