@@ -196,14 +196,18 @@ fn a_segment_missing_before_the_target_stops_the_restore_and_nothing_is_promoted
         "PostgreSQL names why: {log}"
     );
     assert_ne!(member.status_field("role"), "primary");
-    // What the operator's Restored condition shows: PostgreSQL's own reason, from /status.
-    let reported = member.status_field("restoreError");
-    assert!(
-        reported
-            .as_str()
-            .is_some_and(|e| e
-                .contains("FATAL:  recovery ended before configured recovery target was reached")),
-        "/status restoreError: {reported}"
+    // What the operator's Restored condition shows: PostgreSQL's own reason, from /status. The
+    // manager reports it once it has read the server's log, which may be after the server
+    // stopped: waited for (it was read once, and under load came too early).
+    let named = |reported: &serde_json::Value| {
+        reported.as_str().is_some_and(|e| {
+            e.contains("FATAL:  recovery ended before configured recovery target was reached")
+        })
+    };
+    wait_for(
+        "/status to report the restore's error",
+        Duration::from_secs(30),
+        || named(&member.status_field("restoreError")),
     );
     assert!(
         member
