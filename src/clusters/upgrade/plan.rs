@@ -117,8 +117,12 @@ pub enum Step {
     /// Scale the old set to zero and, after `keepOldFor`, delete it and its claims; the record
     /// ends.
     Retire { delete: bool },
-    /// Thaw, unpublish and delete the new set; the record ends. `why` for the Event.
+    /// Thaw the old primary and record phase `Cancelling` (`why` its message): the children
+    /// step stops applying the new set from then on.
     Cancel { why: String },
+    /// Phase `Cancelling`: the new set scaled to zero (its subscription stops holding the old
+    /// primary's walsenders), the old primary unpublished, the new set deleted; the record ends.
+    Undo,
     /// In place: phase `Stopping` (the set's StatefulSet goes to zero pods).
     Stop,
     /// In place: the Job running pg_upgrade on the primary's volume (created unless it
@@ -168,9 +172,7 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
         Phase::Retiring => Step::Retire {
             delete: seen.keep_old_elapsed,
         },
-        Phase::Cancelling => Step::Cancel {
-            why: "cancelling".into(),
-        },
+        Phase::Cancelling => Step::Undo,
         // In place's own phases, never recorded with the online method.
         Phase::Stopping | Phase::Linking | Phase::Starting => Step::Idle,
     }

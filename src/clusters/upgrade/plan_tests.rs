@@ -224,6 +224,19 @@ fn a_version_changed_before_the_switch_cancels_and_after_it_does_not() {
 }
 
 #[test]
+fn a_cancel_is_recorded_before_the_new_set_is_undone_whatever_the_spec_says_then() {
+    let cancelling = record(Phase::Cancelling);
+    for declared in [15, 17] {
+        let seen = Observed {
+            declared,
+            failed_over: true,
+            ..seen()
+        };
+        assert_eq!(plan("demo", Some(&cancelling), &seen), Step::Undo);
+    }
+}
+
+#[test]
 fn a_failover_during_the_copy_starts_it_over() {
     let failed_over = Observed {
         failed_over: true,

@@ -110,7 +110,15 @@ impl Run<'_> {
             Step::Cancel { why } if recorded.method == Method::InPlace => {
                 Ok(self.in_place_cancel(&recorded, &why).await)
             }
-            Step::Cancel { why } => self.cancel(recorded, why).await,
+            Step::Cancel { why } => {
+                // Writes resume at once; the new set goes in the next step, once the record
+                // no longer asks the children step to apply it.
+                self.old()?.thaw().await?;
+                self.event("UpgradeCancelling", format!("undoing the upgrade: {why}"))
+                    .await;
+                Ok(self.moved(next(Phase::Cancelling, Some(why)), MOVING))
+            }
+            Step::Undo => self.undo(recorded).await,
             Step::Stop => Ok(self.stop(recorded).await),
             Step::Link => self.link(recorded).await,
             Step::SwitchInPlace { system_identifier } => {
@@ -275,15 +283,21 @@ impl Run<'_> {
     }
 
     /// Back to the old major serving, unchanged: thawed, unpublished, the new set deleted.
-    async fn cancel(&self, recorded: UpgradeStatus, why: String) -> Result<Progress> {
+    /// The new set removed in an order that cannot wait on itself: its pods stop first (their
+    /// subscription holds walsenders on the old primary, whose unpublish waits for its slots to
+    /// go idle), then the old primary drops the copy's slots and publication — naming the new
+    /// side's system, whose table synchronisation left slots of its own — then the set goes.
+    async fn undo(&self, recorded: UpgradeStatus) -> Result<Progress> {
         let old = self.old()?;
         old.thaw().await?;
-        // The new side's identifier names the slots its table synchronisation left; a new side
-        // that never bootstrapped has none (the copy starts once its primary serves).
         let new_set = self.cluster.set(&recorded.new_set);
+        sets::scale_to_zero(&new_set, self.ctx).await?;
+        // A new side that never bootstrapped has no identifier, and no slots (the copy starts
+        // once its primary serves).
         let subscriber = sets::system_identifier_if_any(&new_set, self.ctx).await?;
         old.unpublish(subscriber).await?;
         sets::remove(&new_set, self.ctx).await?;
+        let why = recorded.message.as_deref().unwrap_or("cancelled");
         let note = format!(
             "the upgrade from {} to {} is undone, {} serving unchanged: {why}",
             recorded.from, recorded.to, recorded.from
