@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use tusk::crd::UpgradePhase;
-use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
-use tusk_e2e::upgrades::{major, majors};
+use tusk_e2e::replication::{Writer, current_primary, pod_sql, write_gap};
+use tusk_e2e::upgrades::{every_ack_on, major, majors};
 use tusk_e2e::{Check, Context, Ctx, Level, Result, absent, ensure, say, scenario, until};
 
 const NAME: &str = "big";
@@ -119,18 +119,7 @@ async fn upgrade_benchmark(ctx: Ctx) -> Result {
     let new_primary = current_primary(&ctx, NAME).await?.context("a primary")?;
     let to = major(&ctx, &new_primary).await?;
     ensure!(to != from, "the primary runs {to}, as before the upgrade");
-    let present = pod_sql(
-        &ctx,
-        &new_primary,
-        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
-    )
-    .await?;
-    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
-    let missing = lost(&acks, &present);
-    ensure!(
-        missing.is_empty(),
-        "acknowledged rows missing on {to}: {missing:?}"
-    );
+    every_ack_on(&ctx, &new_primary, &acks).await?;
     let copied = pod_sql(&ctx, &new_primary, "SELECT count(*) FROM bulk").await?;
     ensure!(
         copied == rows.to_string(),

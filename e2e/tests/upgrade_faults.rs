@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::DeleteParams;
 use tusk::crd::UpgradePhase;
-use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
-use tusk_e2e::upgrades::{major, majors, upgrading};
+use tusk_e2e::replication::{Writer, current_primary, pod_sql, write_gap};
+use tusk_e2e::upgrades::{ended, every_ack_on, major, majors};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
 const CLUSTER: &str = "faults";
@@ -43,21 +43,6 @@ async fn reached(ctx: &Ctx, phase: UpgradePhase, timeout: Duration) -> Result<St
         Ok(match record {
             Some(r) if r.phase == phase => Check::Done(r.message.unwrap_or_default()),
             other => Check::Pending(format!("{:?}", other.map(|r| (r.phase, r.message)))),
-        })
-    })
-    .await
-}
-
-/// Waits for `Upgrading` to turn False with `reason` and the record to end.
-async fn ended(ctx: &Ctx, reason: &str, timeout: Duration) -> Result<String> {
-    let prefix = format!("False {reason}");
-    until(format!("the upgrade {reason}"), timeout, || async {
-        let pg = ctx.postgresql_in(&ctx.ns, CLUSTER).await?;
-        let record = pg.status.and_then(|s| s.upgrade);
-        let line = upgrading(ctx, CLUSTER).await?;
-        Ok(match line {
-            Some(line) if record.is_none() && line.starts_with(&prefix) => Check::Done(line),
-            other => Check::Pending(format!("{record:?}; Upgrading {other:?}")),
         })
     })
     .await
@@ -158,7 +143,7 @@ async fn an_upgrade_cancelled_then_faulted_mid_copy_and_at_the_cut_over_ends_on_
     let slots = pod_sql(&ctx, &old_primary, slots).await?;
     ctx.merge_patch_postgresql_in(&ctx.ns, CLUSTER, back.clone())
         .await?;
-    let cancelled = ended(&ctx, "UpgradeCancelled", ctx.timeout()).await?;
+    let cancelled = ended(&ctx, CLUSTER, "UpgradeCancelled", ctx.timeout()).await?;
     set_gone(&ctx, &new_set).await?;
     nothing_left_of_the_copy(&ctx, &old_primary).await?;
     ensure!(
@@ -200,7 +185,7 @@ async fn an_upgrade_cancelled_then_faulted_mid_copy_and_at_the_cut_over_ends_on_
         "{new_primary} was not replaced after the kill"
     );
     ctx.platform.operator_start(ctx.timeout()).await?;
-    let upgraded = ended(&ctx, "Upgraded", Duration::from_secs(600)).await;
+    let upgraded = ended(&ctx, CLUSTER, "Upgraded", Duration::from_secs(600)).await;
     let acks = writer.stop();
     let upgraded = upgraded?;
 
@@ -213,18 +198,7 @@ async fn an_upgrade_cancelled_then_faulted_mid_copy_and_at_the_cut_over_ends_on_
     let to = major(&ctx, &serving).await?;
     ensure!(to != from, "the primary runs {to}, as before the upgrade");
     set_gone(&ctx, CLUSTER).await?;
-    let present = pod_sql(
-        &ctx,
-        &serving,
-        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
-    )
-    .await?;
-    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
-    let missing = lost(&acks, &present);
-    ensure!(
-        missing.is_empty(),
-        "acknowledged rows missing on {to}: {missing:?}"
-    );
+    every_ack_on(&ctx, &serving, &acks).await?;
     ensure!(acks.len() > 10, "the writer wrote {} rows", acks.len());
     let copied = pod_sql(&ctx, &serving, "SELECT count(*) FROM t40").await?;
     ensure!(

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
-use tusk_e2e::upgrades::{major, majors, upgrading};
+use tusk_e2e::replication::{Writer, current_primary, pod_sql, write_gap};
+use tusk_e2e::upgrades::{ended, every_ack_on, major, majors};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
 const NAME: &str = "inplace";
@@ -26,28 +26,6 @@ spec:
   upgrade: {{method: inPlace}}
 "
     )
-}
-
-/// Waits for `Upgrading` to turn False with `reason`, the record ended.
-async fn ended(ctx: &Ctx, reason: &str) -> Result<String> {
-    let prefix = format!("False {reason}");
-    until(
-        format!("the upgrade {reason}"),
-        Duration::from_secs(900),
-        || async {
-            let pg = ctx.postgresql_in(&ctx.ns, NAME).await?;
-            let record = pg.status.and_then(|s| s.upgrade);
-            let line = upgrading(ctx, NAME).await?;
-            Ok(match line {
-                Some(line) if record.is_none() && line.starts_with(&prefix) => Check::Done(line),
-                other => Check::Pending(format!(
-                    "{:?}; Upgrading {other:?}",
-                    record.map(|r| (r.phase, r.message))
-                )),
-            })
-        },
-    )
-    .await
 }
 
 #[scenario]
@@ -82,7 +60,7 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
     // 1. Refused by pg_upgrade's check: the old major serves again, and says why.
     ctx.merge_patch_postgresql_in(&ctx.ns, NAME, serde_json::json!({"spec": raise}))
         .await?;
-    let failed = ended(&ctx, "UpgradeFailed").await?;
+    let failed = ended(&ctx, NAME, "UpgradeFailed", Duration::from_secs(900)).await?;
     ensure!(
         failed.contains("adminpack"),
         "the failure does not name the extension: {failed}"
@@ -112,7 +90,7 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
     let raised = Instant::now();
     ctx.merge_patch_postgresql_in(&ctx.ns, NAME, serde_json::json!({"spec": raise}))
         .await?;
-    let upgraded = ended(&ctx, "Upgraded").await?;
+    let upgraded = ended(&ctx, NAME, "Upgraded", Duration::from_secs(900)).await?;
     ctx.wait_ready(&[NAME]).await?;
     let took = raised.elapsed();
     writer.wait_ack_after(Instant::now(), ctx.timeout()).await?;
@@ -121,18 +99,7 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
     let primary = current_primary(&ctx, NAME).await?.context("a primary")?;
     let to = major(&ctx, &primary).await?;
     ensure!(to != from, "the primary runs {to}, as before the upgrade");
-    let present = pod_sql(
-        &ctx,
-        &primary,
-        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
-    )
-    .await?;
-    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
-    let missing = lost(&acks, &present);
-    ensure!(
-        missing.is_empty(),
-        "acknowledged rows missing on {to}: {missing:?}"
-    );
+    every_ack_on(&ctx, &primary, &acks).await?;
     ensure!(
         pod_sql(&ctx, &primary, "SELECT count(*) FROM kept").await? == "1000",
         "kept lost rows"

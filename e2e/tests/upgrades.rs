@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::Api;
-use tusk_e2e::replication::{Writer, current_primary, lost, pod_sql, write_gap};
-use tusk_e2e::upgrades::{major, majors, upgrading};
+use tusk_e2e::replication::{Writer, current_primary, pod_sql, write_gap};
+use tusk_e2e::upgrades::{every_ack_on, major, majors, upgrading};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
 fn spec(version: &str) -> String {
@@ -92,18 +92,7 @@ async fn raising_spec_version_upgrades_a_written_cluster_online_without_losing_a
     );
     let to = major(&ctx, &new_primary).await?;
     ensure!(from != to, "the primary runs {to}, as before the upgrade");
-    let present = pod_sql(
-        &ctx,
-        &new_primary,
-        "SELECT string_agg(n::text, ',' ORDER BY n) FROM writes",
-    )
-    .await?;
-    let present: Vec<i64> = present.split(',').filter_map(|n| n.parse().ok()).collect();
-    let missing = lost(&acks, &present);
-    ensure!(
-        missing.is_empty(),
-        "acknowledged rows missing on {to}: {missing:?}"
-    );
+    every_ack_on(&ctx, &new_primary, &acks).await?;
     ensure!(acks.len() > 10, "the writer wrote {} rows", acks.len());
     let next_id = pod_sql(
         &ctx,
