@@ -4,7 +4,9 @@
 #   docker build --target backup-agent -t ghcr.io/tusk-operator/backup-agent:dev .
 
 ARG RUST_VERSION=1.95
-# The agent's pg_dump must be at least as new as every server it dumps: ship the newest major.
+# The operator's Jobs run the agent inside the cluster's own postgres image (its pg_dump, pg_restore
+# and pg_basebackup are the server's major); the client here serves the agent run by hand, and
+# pg_dump must be at least as new as the server it dumps: ship the newest major.
 ARG PG_MAJOR=18
 # source: compile the three binaries here. prebuilt: take them from the context's prebuilt/
 # directory instead, built on a Debian bookworm host (the end-to-end suite on real pods, whose CI

@@ -111,9 +111,11 @@ async fn the_operators_backup_job_produces_a_complete_backup() {
         "tusk_backup wrote: {error}"
     );
     let contract = contract();
-    assert!(
-        contract["command"].is_null(),
-        "the image's entrypoint is the agent"
+    // The Job runs the agent copied into the cluster's postgres image, by its path there.
+    assert_eq!(
+        contract["command"],
+        serde_json::json!(["/tusk/bin/backup-agent"]),
+        "the agent copied into the postgres image"
     );
 
     let mut cmd = common::agent::bare_agent();

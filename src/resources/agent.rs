@@ -271,6 +271,8 @@ pub fn backup_job_spec(cluster: &Cluster, policy: &BackupPolicy, agent: &AgentSe
     if let Some(pod) = spec.template.spec.as_mut() {
         Login::Backup.present_certificate(cluster, pod);
     }
+    // pg_dump and pg_basebackup of the server's own major (`server_tools`).
+    super::server_tools::in_postgres_image(cluster, agent, &mut spec);
     spec
 }
 
@@ -317,6 +319,9 @@ pub fn restore_job(cluster: &Cluster, plan: &RestorePlan, agent: &AgentSettings)
     if let Some(pod) = spec.template.spec.as_mut() {
         Login::Superuser.present_certificate(cluster, pod);
     }
+    // pg_restore of this cluster's major: it reads archives of the same or an older pg_dump,
+    // and writes nothing this server refuses (`server_tools`).
+    super::server_tools::in_postgres_image(cluster, agent, &mut spec);
     Job {
         metadata: cluster.child_meta(cluster.restore_job_name(), Component::Restore),
         spec: Some(spec),

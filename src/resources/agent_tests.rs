@@ -169,9 +169,10 @@ fn a_logical_backup_reads_as_tusk_backup_with_the_replication_credential_never_t
         !env.iter().any(|(_, v)| v.starts_with("demo-superuser/")),
         "a backup reads no superuser credential: {env:?}"
     );
-    // The key is 0640, readable through the pod's fsGroup.
+    // The key is 0640, readable through the pod's fsGroup (the postgres image's user: the
+    // Job runs the server's own pg_dump).
     let pod = backup_job_of(WITH_S3_BACKUP).template.spec.unwrap();
-    assert_eq!(pod.security_context.unwrap().fs_group, Some(65532));
+    assert_eq!(pod.security_context.unwrap().fs_group, Some(999));
 }
 
 #[test]
@@ -217,4 +218,31 @@ fn with_certificates_the_user_brings_no_client_certificate_is_presented() {
         secrets,
         [("shop-tls".to_owned(), vec!["ca.crt".to_owned()])]
     );
+}
+
+#[test]
+fn backups_and_restores_run_the_servers_own_programs_from_the_clusters_image() {
+    let image = "registry.local/pg:16.4";
+    let spec = format!("{WITH_S3_BACKUP}\nversion: \"16\"\nimage: {image}\n");
+    let restore = restore_job_of(&format!(
+        "version: \"16\"\nimage: {image}\nstorage: {{size: 1Gi}}\nrestore: {{backup: {{name: b1}}}}\n"
+    ));
+    for job in [backup_job_of(&spec), restore.spec.unwrap()] {
+        let pod = job.template.spec.unwrap();
+        let main = &pod.containers[0];
+        assert_eq!(main.image.as_deref(), Some(image));
+        assert_eq!(
+            main.command.as_deref(),
+            Some(&["/tusk/bin/backup-agent".to_owned()][..])
+        );
+        let copy = &pod.init_containers.as_ref().expect("the agent copied in")[0];
+        assert_eq!(copy.image.as_deref(), Some(agent().image.as_str()));
+        let security = pod.security_context.expect("pod security");
+        assert_eq!(
+            (security.run_as_user, security.run_as_group),
+            (Some(999), Some(999))
+        );
+        let agent_bin = (main.volume_mounts.iter().flatten()).find(|m| m.mount_path == "/tusk/bin");
+        assert!(agent_bin.is_some(), "{:?}", main.volume_mounts);
+    }
 }

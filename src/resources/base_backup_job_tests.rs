@@ -138,8 +138,8 @@ fn it_presents_the_replication_certificate_and_sees_no_server_key() {
     let security = pod.security_context.as_ref().expect("pod security");
     assert_eq!(
         security.fs_group,
-        Some(65532),
-        "the key's group may read it"
+        Some(999),
+        "the key's group (the postgres image's user) may read it"
     );
     assert_eq!(security.run_as_non_root, Some(true));
 }

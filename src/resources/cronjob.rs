@@ -128,8 +128,15 @@ mod tests {
         let job = cj.spec.job_template.spec.as_ref().unwrap();
         let container = &job.template.spec.as_ref().unwrap().containers[0];
         assert_eq!(container.args.as_deref(), Some(&["backup".to_owned()][..]));
+        // The server's own pg_dump: the cluster's image, the agent copied in.
         assert_eq!(
             container.image.as_deref(),
+            Some("docker.io/library/postgres:18")
+        );
+        let pod = job.template.spec.as_ref().unwrap();
+        let init = &pod.init_containers.as_ref().unwrap()[0];
+        assert_eq!(
+            init.image.as_deref(),
             Some("ghcr.io/tusk/backup-agent:test")
         );
         let env = env_of(&cj);

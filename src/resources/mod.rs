@@ -29,6 +29,7 @@ mod published_ca;
 pub mod restore_tls;
 mod secret_refs;
 mod secrets;
+mod server_tools;
 mod services;
 mod statefulset;
 pub mod storage;

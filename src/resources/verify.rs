@@ -4,24 +4,17 @@
 //! so no image bundles every major.
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, ResourceRequirements, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::agent::{AgentPod, job_spec};
-use super::image::POSTGRES_UID;
-use super::pod::{plain_env, restricted_container_security, restricted_pod_security};
+use super::pod::plain_env;
+use super::server_tools::{empty_dir, in_postgres_image, mount, quantities};
 use super::{AgentSettings, Cluster, Component, Layout, store_environment};
 use crate::crd::{Destination, VERIFY_ANNOTATION};
 
 /// `spec.backup.verify.jobDeadlineSeconds` when unset: a restore plus amcheck and counts.
 pub const DEFAULT_VERIFY_DEADLINE_SECONDS: i64 = 6 * 3600;
-/// Where the init container puts the agent binary, on an emptyDir.
-const AGENT_BIN_DIR: &str = "/tusk/bin";
-/// The agent binary in the backup-agent image (see the Dockerfile).
-const AGENT_IMAGE_BINARY: &str = "/usr/local/bin/backup-agent";
 /// The throwaway server's data, socket and downloads: an emptyDir, never a volume that outlives
 /// the pod.
 const SCRATCH_DIR: &str = "/scratch";
@@ -67,20 +60,12 @@ pub fn verify_job(
     // The throwaway server is reached on a socket in its scratch directory: the pod gets no
     // connection settings and no credentials of the source cluster.
     let (mut env, mut volumes, mut mounts) = store_environment(&Layout::of(cluster), destination);
-    let major = cluster.serving_major;
     env.extend([
         plain_env("TUSK_BACKUP_ID", backup_id),
         plain_env("TUSK_SCRATCH_DIR", SCRATCH_DIR),
-        plain_env(
-            "TUSK_PG_BIN_DIR",
-            format!("/usr/lib/postgresql/{major}/bin"),
-        ),
-        plain_env("HOME", "/tmp"),
     ]);
-    for (name, path) in [("scratch", SCRATCH_DIR), ("agent-bin", AGENT_BIN_DIR)] {
-        volumes.push(empty_dir(name));
-        mounts.push(mount(name, path));
-    }
+    volumes.push(empty_dir("scratch"));
+    mounts.push(mount("scratch", SCRATCH_DIR));
     let pod = AgentPod {
         args: vec![
             "verify-restore".to_owned(),
@@ -93,15 +78,12 @@ pub fn verify_job(
         component: Component::Verify,
     };
     let mut spec = job_spec(cluster, agent, pod, 0, deadline_seconds);
+    // The throwaway server and pg_restore are the backup's major: the cluster's own image.
+    in_postgres_image(cluster, agent, &mut spec);
     if let Some(pod) = spec.template.spec.as_mut() {
-        // The stock image's `postgres` user: initdb refuses root and the files must be its own.
-        pod.security_context = Some(restricted_pod_security(POSTGRES_UID, false));
         for container in &mut pod.containers {
-            container.image = Some(cluster.postgres_image());
-            container.command = Some(vec![format!("{AGENT_BIN_DIR}/backup-agent")]);
             container.resources = Some(resources());
         }
-        pod.init_containers = Some(vec![copy_agent(agent)]);
     }
     let mut metadata = cluster.child_meta(verify_job_name(backup_id), Component::Verify);
     metadata.owner_references = Some(vec![owner]);
@@ -113,62 +95,12 @@ pub fn verify_job(
     }
 }
 
-/// Copies the agent binary from its image into the shared emptyDir.
-fn copy_agent(agent: &AgentSettings) -> Container {
-    Container {
-        name: "copy-agent".to_owned(),
-        image: Some(agent.image.clone()),
-        image_pull_policy: Some("IfNotPresent".to_owned()),
-        command: Some(vec![
-            "cp".to_owned(),
-            AGENT_IMAGE_BINARY.to_owned(),
-            format!("{AGENT_BIN_DIR}/backup-agent"),
-        ]),
-        volume_mounts: Some(vec![mount("agent-bin", AGENT_BIN_DIR)]),
-        security_context: Some(restricted_container_security()),
-        resources: Some(quantities(&[("cpu", "50m"), ("memory", "32Mi")], &[])),
-        ..Container::default()
-    }
-}
-
 /// A server, pg_restore and pg_amcheck in one pod: bounded memory, CPU as available.
 fn resources() -> ResourceRequirements {
     quantities(
         &[("cpu", "250m"), ("memory", "512Mi")],
         &[("cpu", "2"), ("memory", "2Gi")],
     )
-}
-
-fn quantities(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequirements {
-    let map = |pairs: &[(&str, &str)]| {
-        (!pairs.is_empty()).then(|| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                .collect()
-        })
-    };
-    ResourceRequirements {
-        requests: map(requests),
-        limits: map(limits),
-        ..ResourceRequirements::default()
-    }
-}
-
-fn empty_dir(name: &str) -> Volume {
-    Volume {
-        name: name.to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Volume::default()
-    }
-}
-
-fn mount(name: &str, path: &str) -> VolumeMount {
-    VolumeMount {
-        name: name.to_owned(),
-        mount_path: path.to_owned(),
-        ..VolumeMount::default()
-    }
 }
 
 #[cfg(test)]
