@@ -192,13 +192,24 @@ impl Run<'_> {
     pub(super) async fn finish(&self, recorded: &UpgradeStatus) -> Result<Progress> {
         let to = u32::try_from(recorded.to).unwrap_or_default();
         delete(&self.jobs(), &in_place_job_name(self.cluster, to)).await?;
+        // The upgraded cluster is a new system: with archiving on, its first restore point.
+        let backup = crate::resources::wal_archiving(self.cluster).is_some();
+        let asked = super::new_base_backup::name(self.cluster.name, recorded);
+        if backup {
+            super::new_base_backup::ask(self.cluster, &asked, self.ctx).await?;
+        }
         let took = super::record::view(recorded, self.now).in_phase;
         let note = format!(
             "upgraded in place from PostgreSQL {} to {}; the primary serves ({:.0} s after the \
-             switch), the replicas clone",
+             switch), the replicas clone{}",
             recorded.from,
             recorded.to,
-            took.as_secs_f64()
+            took.as_secs_f64(),
+            if backup {
+                format!("; base backup {asked} of the new system asked for")
+            } else {
+                String::new()
+            }
         );
         self.event("Upgraded", note.clone()).await;
         Ok(Progress {

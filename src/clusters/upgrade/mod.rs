@@ -11,6 +11,7 @@
 mod calls;
 mod in_place;
 mod in_place_plan;
+mod new_base_backup;
 pub mod plan;
 mod record;
 mod sets;
@@ -95,6 +96,7 @@ struct Observations {
     fenced_for_switch: bool,
     failed_over: bool,
     keep_old_elapsed: bool,
+    new_base_backup: plan::NewBaseBackup,
     method: plan::Method,
     failed_at_this_generation: bool,
     set_pods: usize,
@@ -119,6 +121,7 @@ impl Observations {
             fenced_for_switch: false,
             failed_over: false,
             keep_old_elapsed: false,
+            new_base_backup: plan::NewBaseBackup::NotOwed,
         }
     }
 
@@ -133,6 +136,7 @@ impl Observations {
             fenced_for_switch: self.fenced_for_switch,
             failed_over: self.failed_over,
             keep_old_elapsed: self.keep_old_elapsed,
+            new_base_backup: self.new_base_backup.clone(),
             method: self.method,
             failed_at_this_generation: self.failed_at_this_generation,
             set_pods: self.set_pods,
@@ -191,6 +195,9 @@ impl Run<'_> {
             Phase::Retiring => {
                 let since = record::view(recorded, self.now).in_phase;
                 seen.keep_old_elapsed = since >= self.keep_old_for();
+                if seen.keep_old_elapsed {
+                    seen.new_base_backup = self.new_base_backup(recorded);
+                }
             }
             Phase::Stopping => seen.set_pods = cluster_pods(self.ctx, self.cluster).len(),
             Phase::Linking => seen.job = self.job_outcome(recorded).await?,
@@ -203,6 +210,23 @@ impl Run<'_> {
             _ => {}
         }
         Ok(seen)
+    }
+
+    /// Where the new major's base backup stands (the serving system is the new one now).
+    fn new_base_backup(&self, recorded: &UpgradeStatus) -> plan::NewBaseBackup {
+        let cluster = self.cluster;
+        let backups = (self.ctx.caches.backups_by_cluster).objects(cluster.namespace, cluster.name);
+        let system = self
+            .pg
+            .status
+            .as_ref()
+            .and_then(|s| s.system_identifier.as_deref());
+        new_base_backup::judge(
+            crate::resources::wal_archiving(cluster).is_some(),
+            system,
+            &new_base_backup::name(cluster.name, recorded),
+            backups.iter().map(AsRef::as_ref),
+        )
     }
 
     /// How long the old set is kept, stopped, after the switch (`spec.upgrade`).

@@ -59,6 +59,9 @@ pub struct Observed<'a> {
     pub failed_over: bool,
     /// `keepOldFor` has passed since the switch.
     pub keep_old_elapsed: bool,
+    /// Once it has: the new major's base backup, which the old set outlives while archiving
+    /// is on.
+    pub new_base_backup: NewBaseBackup,
     /// `spec.upgrade.method`: how an upgrade that starts now is carried out.
     pub method: Method,
     /// An in-place upgrade to `spec.version` failed at the spec's current generation: it is
@@ -70,6 +73,20 @@ pub struct Observed<'a> {
     pub job: Option<JobOutcome>,
     /// In place: the upgraded primary serves.
     pub primary_serving: bool,
+}
+
+/// The new major's first base backup, as far as retiring the old set goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NewBaseBackup {
+    /// Archiving is off, or a completed base backup of the new system exists.
+    #[default]
+    NotOwed,
+    /// Not asked for yet.
+    Missing,
+    /// The Backup of that name asked for, not completed yet.
+    Taking(String),
+    /// The Backup of that name failed (deleting it asks again).
+    Failed(String),
 }
 
 /// What an in-place upgrade's Job came to.
@@ -114,9 +131,12 @@ pub enum Step {
     /// name the new set in `status.instanceSet` (the client slices follow); phase `Retiring`.
     /// `fenced`: the Lease was emptied for it already, only the record is left to write.
     Switch { fenced: bool },
-    /// Scale the old set to zero and, after `keepOldFor`, delete it and its claims; the record
-    /// ends.
+    /// Scale the old set to zero and, after `keepOldFor` (and the new major's base backup, when
+    /// archiving), delete it and its claims; the record ends.
     Retire { delete: bool },
+    /// Ask for the new major's base backup (a physical Backup): the old set is kept until it
+    /// completes.
+    BackUpNewMajor,
     /// Thaw the old primary and record phase `Cancelling` (`why` its message): the children
     /// step stops applying the new set from then on.
     Cancel { why: String },
@@ -169,12 +189,27 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
         Phase::Provisioning => Step::Wait(format!("the new set {}'s primary", record.new_set)),
         Phase::Copying => copying(seen.copy),
         Phase::CuttingOver => cutting_over(record, seen),
-        Phase::Retiring => Step::Retire {
-            delete: seen.keep_old_elapsed,
-        },
+        Phase::Retiring => retiring(seen),
         Phase::Cancelling => Step::Undo,
         // In place's own phases, never recorded with the online method.
         Phase::Stopping | Phase::Linking | Phase::Starting => Step::Idle,
+    }
+}
+
+fn retiring(seen: &Observed) -> Step {
+    if !seen.keep_old_elapsed {
+        return Step::Retire { delete: false };
+    }
+    match &seen.new_base_backup {
+        NewBaseBackup::NotOwed => Step::Retire { delete: true },
+        NewBaseBackup::Missing => Step::BackUpNewMajor,
+        NewBaseBackup::Taking(name) => Step::Wait(format!(
+            "base backup {name} of the new major: the old set is kept until it completes"
+        )),
+        NewBaseBackup::Failed(name) => Step::Wait(format!(
+            "base backup {name} of the new major, which failed: the old set is kept; delete \
+             the Backup to take it again"
+        )),
     }
 }
 

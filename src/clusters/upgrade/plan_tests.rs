@@ -237,6 +237,42 @@ fn a_cancel_is_recorded_before_the_new_set_is_undone_whatever_the_spec_says_then
 }
 
 #[test]
+fn the_old_set_outlives_keep_old_for_until_the_new_major_has_a_base_backup() {
+    let retiring = record(Phase::Retiring);
+    let with = |new_base_backup| Observed {
+        keep_old_elapsed: true,
+        new_base_backup,
+        ..seen()
+    };
+    assert_eq!(
+        plan("demo", Some(&retiring), &with(NewBaseBackup::Missing)),
+        Step::BackUpNewMajor
+    );
+    for waiting in [
+        NewBaseBackup::Taking("demo-v17-base".into()),
+        NewBaseBackup::Failed("demo-v17-base".into()),
+    ] {
+        assert!(matches!(
+            plan("demo", Some(&retiring), &with(waiting)),
+            Step::Wait(what) if what.contains("demo-v17-base")
+        ));
+    }
+    assert_eq!(
+        plan("demo", Some(&retiring), &with(NewBaseBackup::NotOwed)),
+        Step::Retire { delete: true }
+    );
+    // Before keepOldFor nothing is asked for: the old set is only stopped.
+    let early = Observed {
+        new_base_backup: NewBaseBackup::Missing,
+        ..seen()
+    };
+    assert_eq!(
+        plan("demo", Some(&retiring), &early),
+        Step::Retire { delete: false }
+    );
+}
+
+#[test]
 fn a_failover_during_the_copy_starts_it_over() {
     let failed_over = Observed {
         failed_over: true,

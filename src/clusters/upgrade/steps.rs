@@ -107,6 +107,16 @@ impl Run<'_> {
             }
             Step::Switch { fenced } => self.switch(recorded, fenced).await,
             Step::Retire { delete } => self.retire(recorded, delete).await,
+            Step::BackUpNewMajor => {
+                let name = super::new_base_backup::name(cluster.name, &recorded);
+                super::new_base_backup::ask(cluster, &name, self.ctx).await?;
+                let note = format!(
+                    "asked for base backup {name} of PostgreSQL {}: {} is kept until it completes",
+                    recorded.to, recorded.from_set
+                );
+                self.event("UpgradeBaseBackup", note.clone()).await;
+                Ok(self.moved(next(Phase::Retiring, Some(note)), MOVING))
+            }
             Step::Cancel { why } if recorded.method == Method::InPlace => {
                 Ok(self.in_place_cancel(&recorded, &why).await)
             }
@@ -283,6 +293,7 @@ impl Run<'_> {
     }
 
     /// Back to the old major serving, unchanged: thawed, unpublished, the new set deleted.
+    ///
     /// The new set removed in an order that cannot wait on itself: its pods stop first (their
     /// subscription holds walsenders on the old primary, whose unpublish waits for its slots to
     /// go idle), then the old primary drops the copy's slots and publication — naming the new
