@@ -104,6 +104,21 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
         pod_sql(&ctx, &primary, "SELECT count(*) FROM kept").await? == "1000",
         "kept lost rows"
     );
+    // pg_upgrade before 18 carries no statistics, and autovacuum would never analyze a table
+    // nothing writes: the primary's manager analyzes every database after the upgrade.
+    until(
+        "statistics of the unchanged table kept on the new major",
+        ctx.timeout(),
+        || async {
+            let sql = "SELECT count(*) FROM pg_stats WHERE tablename = 'kept'";
+            let n = pod_sql(&ctx, &primary, sql).await?;
+            Ok(Check::when(
+                n != "0",
+                format!("{n} columns with statistics"),
+            ))
+        },
+    )
+    .await?;
     let streaming = until(
         "a replica streaming the new major",
         ctx.timeout(),

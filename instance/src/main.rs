@@ -131,7 +131,16 @@ async fn main() -> std::process::ExitCode {
                 pgdata: &pgdata,
                 check_only: check,
             };
-            let outcome = tusk_instance::in_place::run::upgrade(&request);
+            // One program on the data directory at a time: a manager that is still stopping
+            // (or one started too early) waits, and never sees a half-linked directory.
+            let outcome = match tusk_instance::data_lock::DataLock::acquire(&pgdata).await {
+                Ok(lock) => {
+                    let outcome = tusk_instance::in_place::run::upgrade(&request);
+                    drop(lock);
+                    outcome
+                }
+                Err(e) => Err(e),
+            };
             if let Some(path) = &report {
                 tusk_instance::in_place::run::report(path, &pgdata, &outcome);
             }

@@ -4,3 +4,4 @@
 
 pub mod installation;
 pub mod run;
+pub mod statistics;

@@ -52,6 +52,7 @@ pub fn upgrade(request: &Request) -> Result<Outcome, Error> {
     let (from, to) = (old.major, new.major);
     if next.join(UPGRADED).exists() {
         swap(pgdata, &next)?;
+        ask_for_statistics(pgdata, from, to)?;
         return Ok(Outcome::Upgraded { from, to });
     }
     let on_disk = major_on_disk(pgdata)?;
@@ -131,6 +132,7 @@ pub fn upgrade(request: &Request) -> Result<Outcome, Error> {
         .map_err(Error::io("marking the upgraded directory"))?;
     sync_dir(&next)?;
     swap(pgdata, &next)?;
+    ask_for_statistics(pgdata, from, to)?;
     remove_dir(&work)?;
     Ok(Outcome::Upgraded { from, to })
 }
@@ -157,6 +159,40 @@ pub fn report(path: &Path, pgdata: &Path, outcome: &Result<Outcome, Error>) {
     if let Err(e) = std::fs::write(path, json.to_string()) {
         tracing::warn!(error = %e, path = %path.display(), "writing the upgrade's report");
     }
+}
+
+/// pg_upgrade carries the optimizer statistics from 18 on; before, the primary's manager
+/// gathers them once it serves (`statistics`).
+fn ask_for_statistics(pgdata: &Path, from: u32, to: u32) -> Result<(), Error> {
+    if to >= 18 {
+        return Ok(());
+    }
+    std::fs::write(
+        super::statistics::marker(pgdata),
+        format!("{from} -> {to}\n"),
+    )
+    .map_err(Error::io("asking for the statistics after the upgrade"))
+}
+
+/// Gives PGDATA back whole when an upgrade stopped before `pg_upgrade` finished (its Job
+/// killed mid-link in every retry, then given up): `global/pg_control` renamed back, the
+/// unfinished new and work directories removed. The manager calls it before anything reads
+/// PGDATA, or the old server would not start at all. One that finished (the mark written) is
+/// left for the upgrade's next run to swap in. Returns whether it undid anything.
+pub fn undo_interrupted(pgdata: &Path) -> Result<bool, Error> {
+    let next = sibling(pgdata, "next");
+    if next.join(UPGRADED).exists() {
+        return Ok(false);
+    }
+    let (work, renamed) = (
+        sibling(pgdata, "upgrade"),
+        pgdata.join("global/pg_control.old"),
+    );
+    let left = next.exists() || work.exists() || renamed.exists();
+    undo_link(pgdata)?;
+    remove_dir(&next)?;
+    remove_dir(&work)?;
+    Ok(left)
 }
 
 /// `<pgdata>.<suffix>`, beside it on the same volume.
@@ -307,4 +343,46 @@ fn sync_dir(dir: &Path) -> Result<(), Error> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(Error::io(format!("syncing {}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PGDATA as `pg_upgrade --link` leaves it when killed mid-link: `global/pg_control`
+    /// renamed, an unfinished `data.next` and the work directory beside it.
+    fn interrupted(root: &Path) -> PathBuf {
+        let pgdata = root.join("data");
+        std::fs::create_dir_all(pgdata.join("global")).unwrap();
+        std::fs::write(pgdata.join("global/pg_control.old"), b"control").unwrap();
+        std::fs::create_dir_all(root.join("data.next/base")).unwrap();
+        std::fs::create_dir_all(root.join("data.upgrade")).unwrap();
+        pgdata
+    }
+
+    #[test]
+    fn an_upgrade_killed_mid_link_gives_the_old_directory_back_at_the_next_start() {
+        let root = tempfile::tempdir().unwrap();
+        let pgdata = interrupted(root.path());
+        assert!(undo_interrupted(&pgdata).unwrap());
+        assert_eq!(
+            std::fs::read(pgdata.join("global/pg_control")).unwrap(),
+            b"control"
+        );
+        assert!(!pgdata.join("global/pg_control.old").exists());
+        assert!(!root.path().join("data.next").exists());
+        assert!(!root.path().join("data.upgrade").exists());
+        // Nothing left to undo the next time.
+        assert!(!undo_interrupted(&pgdata).unwrap());
+    }
+
+    #[test]
+    fn a_finished_upgrade_is_left_for_its_swap() {
+        let root = tempfile::tempdir().unwrap();
+        let pgdata = interrupted(root.path());
+        std::fs::write(root.path().join("data.next").join(UPGRADED), "15 -> 17\n").unwrap();
+        assert!(!undo_interrupted(&pgdata).unwrap());
+        assert!(pgdata.join("global/pg_control.old").exists());
+        assert!(root.path().join("data.next").join(UPGRADED).exists());
+    }
 }

@@ -452,6 +452,7 @@ impl Supervisor {
             if let Some(document) = declared {
                 keep_declared(&ctx, &document, &events, &state).await;
             }
+            crate::in_place::statistics::start_if_pending(&ctx);
         }));
     }
 

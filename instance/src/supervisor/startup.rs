@@ -45,6 +45,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         _ = sigterm.recv() => return Ok(()),
         _ = sigint.recv() => return Ok(()),
     };
+    // An in-place upgrade stopped half-way leaves the old directory unstartable until undone.
+    if crate::in_place::run::undo_interrupted(&args.pgdata)? {
+        tracing::warn!(
+            pgdata = %args.pgdata.display(),
+            "an in-place upgrade stopped before pg_upgrade finished: the old data directory is \
+             whole again"
+        );
+    }
     let reaper = Reaper::start()?;
     let watchdog = match Watchdog::start(&reaper) {
         Ok(watchdog) => Some(watchdog),
