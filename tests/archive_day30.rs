@@ -222,7 +222,7 @@ async fn admission(
     ];
     for (what, target) in targets {
         let started = Instant::now();
-        let refusal = restore_window::admit(counted, loc, &target, "latest", "ns/db")
+        let refusal = restore_window::admit(counted, loc, &target, "latest", "ns/db", None)
             .await
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(refusal, None, "{what}: refused");

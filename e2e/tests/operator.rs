@@ -279,7 +279,12 @@ fn refused_for_good(status: &tusk::crd::PostgreSQLStatus) -> bool {
     status.conditions.iter().any(|c| {
         c.type_ == "Restored"
             && c.status == "False"
-            && ["NoBaseBackup", "TargetBeforeRecoveryWindow"].contains(&c.reason.as_str())
+            && [
+                "NoBaseBackup",
+                "TargetBeforeRecoveryWindow",
+                "BaseBackupOfAnotherMajor",
+            ]
+            .contains(&c.reason.as_str())
     })
 }
 

@@ -146,9 +146,35 @@ async fn an_upgraded_archive_is_backed_up_before_the_old_set_goes_and_restores_t
         "the upgraded cluster's logical backup did not verify: {verified:?}"
     );
 
+    // Back to a time before the upgrade on the new major: refused before a pod starts (a 15
+    // data directory does not start on 17), naming the version to use.
+    let wrong = "arc-past-on-new";
+    let target_yaml = format!("{{time: \"{target}\"}}");
+    ctx.apply_next_major(&point_in_time(wrong, 1, "arc", &target_yaml, &endpoint))
+        .await?;
+    let refusal = until(format!("{wrong} refused"), ctx.timeout(), || async {
+        let pg = ctx.postgresql_in(&ctx.ns, wrong).await?;
+        let restored = condition(conditions(&pg), "Restored")
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+        Ok(match restored {
+            Some((status, reason, message))
+                if status == "False" && reason == "BaseBackupOfAnotherMajor" =>
+            {
+                Check::Done(message)
+            }
+            other => Check::Pending(format!("{other:?}")),
+        })
+    })
+    .await?;
+    ensure!(
+        refusal.contains(&format!("spec.version \"{from}\"")),
+        "the refusal does not name the major to restore with: {refusal}"
+    );
+    ctx.delete_postgresql_and_wait_in(&ctx.ns, wrong).await?;
+    say(format!("{wrong}: {refusal}"));
+
     // Back to a time before the upgrade: the old system's base backup and WAL, the old major.
     let copy = "arc-past";
-    let target_yaml = format!("{{time: \"{target}\"}}");
     ctx.apply(&point_in_time(copy, 1, "arc", &target_yaml, &endpoint))
         .await?;
     until(

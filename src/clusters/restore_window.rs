@@ -49,6 +49,8 @@ pub struct Base {
     /// Why a recovery along its system's newest timeline cannot start from it (it was taken
     /// on a branch that history left), if it cannot.
     pub off_history: Option<String>,
+    /// The server's major, from the manifest's `server_version` ("15.14 (Debian …)").
+    pub major: Option<u32>,
 }
 
 impl Base {
@@ -65,7 +67,26 @@ impl Base {
                 .ok()
                 .map(|lsn| (physical.timeline, lsn)),
             off_history: None,
+            major: (manifest.server_version.split(['.', ' ']).next())
+                .and_then(|major| major.parse().ok()),
         })
+    }
+}
+
+/// A physical restore runs the base backup's own major: a data directory of another major
+/// does not start (an upgraded cluster's archive holds both: the time decides which).
+pub fn same_major(base: &Base, declared: u32, source: &str) -> Result<(), Refusal> {
+    match base.major {
+        Some(major) if major != declared => Err(refused(
+            "BaseBackupOfAnotherMajor",
+            format!(
+                "base backup {} of {source} is of PostgreSQL {major}, this cluster declares \
+                 {declared}: restore it with spec.version \"{major}\" (and raise the version \
+                 afterwards to upgrade)",
+                base.id
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -344,7 +365,16 @@ pub async fn check(
         .open(cluster.namespace, &plan.destination)
         .await?;
     let source = format!("{namespace}/{name}");
-    admit(store.as_ref(), &location, target, &plan.backup_id, &source).await
+    let major = Some(cluster.spec.version.major());
+    admit(
+        store.as_ref(),
+        &location,
+        target,
+        &plan.backup_id,
+        &source,
+        major,
+    )
+    .await
 }
 
 /// [`check`] on a store already open: the source's catalog, the base backup chosen for
@@ -357,6 +387,7 @@ pub async fn admit(
     target: &RestoreTarget,
     backup_id: &str,
     source: &str,
+    major: Option<u32>,
 ) -> Result<Option<Refusal>, BucketError> {
     let catalog = catalog::load(store, location).await?;
     let systems = (catalog.backups.iter())
@@ -376,6 +407,9 @@ pub async fn admit(
         Ok(base) => base,
         Err(refusal) => return Ok(Some(refusal)),
     };
+    if let Some(Err(refusal)) = major.map(|major| same_major(base, major, source)) {
+        return Ok(Some(refusal));
+    }
     let Ok(system) = base.system.parse::<u64>() else {
         return Ok(None); // not ours to judge: PostgreSQL will
     };

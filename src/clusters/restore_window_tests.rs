@@ -15,6 +15,7 @@ fn base(id: &str, completed: &str, stop: &str) -> Base {
         segment_size: Some(MIB16),
         start: Some((1, Lsn(0x3000028))),
         off_history: None,
+        major: Some(15),
     }
 }
 
@@ -358,4 +359,21 @@ fn a_restore_to_the_end_cannot_cross_wal_the_disk_policy_released() {
     let refusal = end_refusal(&walked(&[3, 4, 6], &[gap]), &bases()[0]).unwrap();
     assert_eq!(refusal.reason, "TargetInArchiveGap");
     assert!(!refusal.retry, "released WAL never comes back");
+}
+
+#[test]
+fn a_base_backup_restores_only_into_its_own_major() {
+    let old = base("base1", "2026-11-28T09:00:00Z", "0/3000100");
+    assert_eq!(same_major(&old, 15, "prod/shop"), Ok(()));
+    let refusal = same_major(&old, 17, "prod/shop").unwrap_err();
+    assert_eq!(refusal.reason, "BaseBackupOfAnotherMajor");
+    assert!(
+        refusal.message.contains("spec.version \"15\""),
+        "{}",
+        refusal.message
+    );
+    assert!(!refusal.retry, "only the user can change it");
+    // A manifest that names no major is PostgreSQL's to judge.
+    let unknown = Base { major: None, ..old };
+    assert_eq!(same_major(&unknown, 17, "prod/shop"), Ok(()));
 }
