@@ -4,10 +4,14 @@
 //! in 17): the cluster serves the old major again, unchanged, and says why. Fixed, and the
 //! version raised again: every instance stops, pg_upgrade --link upgrades the primary's volume
 //! in a Job whose old binaries come from the old image, the set starts on the new major with
-//! its replicas cloned again, and every acknowledged row is there.
+//! its replicas cloned again, and every acknowledged row is there. The cluster archives WAL:
+//! a base backup of the old system is taken before anything stops (the way back), and one of
+//! the new system once it serves.
 
 use std::time::{Duration, Instant};
 
+use tusk::crd::BackupPhase;
+use tusk_e2e::manifests::archived;
 use tusk_e2e::replication::{Writer, current_primary, pod_sql, write_gap};
 use tusk_e2e::upgrades::{ended, every_ack_on, major, majors};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
@@ -33,8 +37,11 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
     ctx: Ctx,
 ) -> Result {
     ctx.require_real_pods()?;
+    ctx.require_l4_bucket()?;
     let (version, raise) = majors(&ctx);
-    ctx.apply(&spec(&version)).await?;
+    let to_version = raise["version"].as_str().unwrap_or_default().to_owned();
+    ctx.apply(&archived(&spec(&version), &ctx.settings.s3_endpoint))
+        .await?;
     ctx.wait_ready(&[NAME]).await?;
     let before = ctx.postgresql_in(&ctx.ns, NAME).await?;
     let back = serde_json::json!({"spec": {
@@ -80,8 +87,21 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
             .is_none(),
         "an upgrade started again by itself after the refusal"
     );
+    // The way back was taken before the database stopped, and was complete by then.
+    let before_backup = format!("{NAME}-before-v{to_version}");
+    let taken = ctx.backups_in(&ctx.ns).get(&before_backup).await?;
+    let phase = taken.status.as_ref().and_then(|s| s.phase);
+    let of = (taken.status.as_ref())
+        .and_then(|s| s.physical.as_ref())
+        .map(|p| p.system_identifier.clone());
+    ensure!(
+        phase == Some(BackupPhase::Completed) && of.as_deref() == Some(system_before.as_str()),
+        "base backup {before_backup} before the stop: {phase:?} of system {of:?}, not a \
+         completed one of {system_before}"
+    );
     say(format!(
-        "refused, and writes taken again on {from}: {failed}"
+        "refused, and writes taken again on {from}: {failed}; {before_backup} of the old \
+         system taken before the stop"
     ));
 
     // 2. Fixed, and asked again (the version back, then up): upgraded in place.
@@ -135,6 +155,16 @@ async fn an_in_place_upgrade_refused_by_pg_upgrade_serves_the_old_major_and_once
     ensure!(
         system_after != system_before && !system_after.is_empty(),
         "status.systemIdentifier is {system_after:?} after the upgrade (was {system_before})"
+    );
+    let after_backup = format!("{NAME}-v{to_version}-base");
+    ctx.wait_backup_condition_in(&ctx.ns, &after_backup, "Completed")
+        .await?;
+    let of = (ctx.backups_in(&ctx.ns).get(&after_backup).await?.status)
+        .and_then(|s| s.physical)
+        .map(|p| p.system_identifier);
+    ensure!(
+        of.as_deref() == Some(system_after.as_str()),
+        "{after_backup} is of system {of:?}, not the upgraded {system_after}"
     );
     let gap = write_gap(&acks, raised).unwrap_or_default();
     say(format!(

@@ -194,9 +194,9 @@ impl Run<'_> {
         delete(&self.jobs(), &in_place_job_name(self.cluster, to)).await?;
         // The upgraded cluster is a new system: with archiving on, its first restore point.
         let backup = crate::resources::wal_archiving(self.cluster).is_some();
-        let asked = super::new_base_backup::name(self.cluster.name, recorded);
+        let asked = super::owed_backup::after(self.cluster.name, recorded);
         if backup {
-            super::new_base_backup::ask(self.cluster, &asked, self.ctx).await?;
+            super::owed_backup::ask(self.cluster, &asked, self.ctx).await?;
         }
         let took = super::record::view(recorded, self.now).in_phase;
         let note = format!(

@@ -141,3 +141,38 @@ fn a_failed_in_place_upgrade_is_not_started_again_until_the_spec_changes() {
         "the online method's refusals are its own"
     );
 }
+
+#[test]
+fn with_archiving_a_base_backup_of_the_old_system_comes_before_the_stop() {
+    let with = |owed_base_backup| Observed {
+        owed_base_backup,
+        ..seen()
+    };
+    let preflight = record(Phase::Preflight);
+    assert_eq!(
+        decide("demo", Some(&preflight), &with(OwedBaseBackup::Missing)),
+        Step::AskBaseBackup
+    );
+    for waiting in [
+        OwedBaseBackup::Taking("demo-before-v17".into()),
+        OwedBaseBackup::Failed("demo-before-v17".into()),
+    ] {
+        assert!(matches!(
+            decide("demo", Some(&preflight), &with(waiting)),
+            Step::Wait(what) if what.contains("demo-before-v17")
+        ));
+    }
+    assert_eq!(
+        decide("demo", Some(&preflight), &with(OwedBaseBackup::NotOwed)),
+        Step::Stop
+    );
+    // Still cancellable while it waits.
+    let back = Observed {
+        declared: 15,
+        ..with(OwedBaseBackup::Missing)
+    };
+    assert!(matches!(
+        decide("demo", Some(&preflight), &back),
+        Step::Cancel { .. }
+    ));
+}

@@ -11,7 +11,7 @@
 mod calls;
 mod in_place;
 mod in_place_plan;
-mod new_base_backup;
+mod owed_backup;
 pub mod plan;
 mod record;
 mod sets;
@@ -96,7 +96,7 @@ struct Observations {
     fenced_for_switch: bool,
     failed_over: bool,
     keep_old_elapsed: bool,
-    new_base_backup: plan::NewBaseBackup,
+    owed_base_backup: plan::OwedBaseBackup,
     method: plan::Method,
     failed_at_this_generation: bool,
     set_pods: usize,
@@ -121,7 +121,7 @@ impl Observations {
             fenced_for_switch: false,
             failed_over: false,
             keep_old_elapsed: false,
-            new_base_backup: plan::NewBaseBackup::NotOwed,
+            owed_base_backup: plan::OwedBaseBackup::NotOwed,
         }
     }
 
@@ -136,7 +136,7 @@ impl Observations {
             fenced_for_switch: self.fenced_for_switch,
             failed_over: self.failed_over,
             keep_old_elapsed: self.keep_old_elapsed,
-            new_base_backup: self.new_base_backup.clone(),
+            owed_base_backup: self.owed_base_backup.clone(),
             method: self.method,
             failed_at_this_generation: self.failed_at_this_generation,
             set_pods: self.set_pods,
@@ -172,6 +172,10 @@ impl Run<'_> {
                 && self.old_primary != Some(from)
         });
         match recorded.phase {
+            Phase::Preflight if recorded.method == plan::Method::InPlace => {
+                let asked = owed_backup::before(self.cluster.name, recorded);
+                seen.owed_base_backup = self.owed_base_backup(&asked);
+            }
             Phase::Preflight => seen.preflight = Some(self.old()?.preflight().await?),
             Phase::Provisioning => seen.new_primary_ready = self.new_primary().await?.is_some(),
             Phase::Copying if !seen.failed_over => {
@@ -196,7 +200,8 @@ impl Run<'_> {
                 let since = record::view(recorded, self.now).in_phase;
                 seen.keep_old_elapsed = since >= self.keep_old_for();
                 if seen.keep_old_elapsed {
-                    seen.new_base_backup = self.new_base_backup(recorded);
+                    let asked = owed_backup::after(self.cluster.name, recorded);
+                    seen.owed_base_backup = self.owed_base_backup(&asked);
                 }
             }
             Phase::Stopping => seen.set_pods = cluster_pods(self.ctx, self.cluster).len(),
@@ -212,8 +217,9 @@ impl Run<'_> {
         Ok(seen)
     }
 
-    /// Where the new major's base backup stands (the serving system is the new one now).
-    fn new_base_backup(&self, recorded: &UpgradeStatus) -> plan::NewBaseBackup {
+    /// Where the base backup `asked` of the serving system stands (after an online switch the
+    /// serving system is the new one; before an in-place stop, the old one).
+    fn owed_base_backup(&self, asked: &str) -> plan::OwedBaseBackup {
         let cluster = self.cluster;
         let backups = (self.ctx.caches.backups_by_cluster).objects(cluster.namespace, cluster.name);
         let system = self
@@ -221,10 +227,10 @@ impl Run<'_> {
             .status
             .as_ref()
             .and_then(|s| s.system_identifier.as_deref());
-        new_base_backup::judge(
+        owed_backup::judge(
             crate::resources::wal_archiving(cluster).is_some(),
             system,
-            &new_base_backup::name(cluster.name, recorded),
+            asked,
             backups.iter().map(AsRef::as_ref),
         )
     }

@@ -59,9 +59,9 @@ pub struct Observed<'a> {
     pub failed_over: bool,
     /// `keepOldFor` has passed since the switch.
     pub keep_old_elapsed: bool,
-    /// Once it has: the new major's base backup, which the old set outlives while archiving
-    /// is on.
-    pub new_base_backup: NewBaseBackup,
+    /// The base backup the upgrade owes while archiving is on (`owed_backup`): online, once
+    /// `keepOldFor` has passed, the new system's; in place, before stopping, the old one's.
+    pub owed_base_backup: OwedBaseBackup,
     /// `spec.upgrade.method`: how an upgrade that starts now is carried out.
     pub method: Method,
     /// An in-place upgrade to `spec.version` failed at the spec's current generation: it is
@@ -75,10 +75,10 @@ pub struct Observed<'a> {
     pub primary_serving: bool,
 }
 
-/// The new major's first base backup, as far as retiring the old set goes.
+/// The base backup an upgrade waits for (`owed_backup`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum NewBaseBackup {
-    /// Archiving is off, or a completed base backup of the new system exists.
+pub enum OwedBaseBackup {
+    /// Archiving is off, or a completed base backup of the system in question exists.
     #[default]
     NotOwed,
     /// Not asked for yet.
@@ -134,9 +134,9 @@ pub enum Step {
     /// Scale the old set to zero and, after `keepOldFor` (and the new major's base backup, when
     /// archiving), delete it and its claims; the record ends.
     Retire { delete: bool },
-    /// Ask for the new major's base backup (a physical Backup): the old set is kept until it
-    /// completes.
-    BackUpNewMajor,
+    /// Ask for the base backup the upgrade owes (a physical Backup): online the new major's,
+    /// the old set kept until it completes; in place the old major's, before anything stops.
+    AskBaseBackup,
     /// Thaw the old primary and record phase `Cancelling` (`why` its message): the children
     /// step stops applying the new set from then on.
     Cancel { why: String },
@@ -200,13 +200,13 @@ fn retiring(seen: &Observed) -> Step {
     if !seen.keep_old_elapsed {
         return Step::Retire { delete: false };
     }
-    match &seen.new_base_backup {
-        NewBaseBackup::NotOwed => Step::Retire { delete: true },
-        NewBaseBackup::Missing => Step::BackUpNewMajor,
-        NewBaseBackup::Taking(name) => Step::Wait(format!(
+    match &seen.owed_base_backup {
+        OwedBaseBackup::NotOwed => Step::Retire { delete: true },
+        OwedBaseBackup::Missing => Step::AskBaseBackup,
+        OwedBaseBackup::Taking(name) => Step::Wait(format!(
             "base backup {name} of the new major: the old set is kept until it completes"
         )),
-        NewBaseBackup::Failed(name) => Step::Wait(format!(
+        OwedBaseBackup::Failed(name) => Step::Wait(format!(
             "base backup {name} of the new major, which failed: the old set is kept; delete \
              the Backup to take it again"
         )),

@@ -239,18 +239,18 @@ fn a_cancel_is_recorded_before_the_new_set_is_undone_whatever_the_spec_says_then
 #[test]
 fn the_old_set_outlives_keep_old_for_until_the_new_major_has_a_base_backup() {
     let retiring = record(Phase::Retiring);
-    let with = |new_base_backup| Observed {
+    let with = |owed_base_backup| Observed {
         keep_old_elapsed: true,
-        new_base_backup,
+        owed_base_backup,
         ..seen()
     };
     assert_eq!(
-        plan("demo", Some(&retiring), &with(NewBaseBackup::Missing)),
-        Step::BackUpNewMajor
+        plan("demo", Some(&retiring), &with(OwedBaseBackup::Missing)),
+        Step::AskBaseBackup
     );
     for waiting in [
-        NewBaseBackup::Taking("demo-v17-base".into()),
-        NewBaseBackup::Failed("demo-v17-base".into()),
+        OwedBaseBackup::Taking("demo-v17-base".into()),
+        OwedBaseBackup::Failed("demo-v17-base".into()),
     ] {
         assert!(matches!(
             plan("demo", Some(&retiring), &with(waiting)),
@@ -258,12 +258,12 @@ fn the_old_set_outlives_keep_old_for_until_the_new_major_has_a_base_backup() {
         ));
     }
     assert_eq!(
-        plan("demo", Some(&retiring), &with(NewBaseBackup::NotOwed)),
+        plan("demo", Some(&retiring), &with(OwedBaseBackup::NotOwed)),
         Step::Retire { delete: true }
     );
     // Before keepOldFor nothing is asked for: the old set is only stopped.
     let early = Observed {
-        new_base_backup: NewBaseBackup::Missing,
+        owed_base_backup: OwedBaseBackup::Missing,
         ..seen()
     };
     assert_eq!(

@@ -107,15 +107,27 @@ impl Run<'_> {
             }
             Step::Switch { fenced } => self.switch(recorded, fenced).await,
             Step::Retire { delete } => self.retire(recorded, delete).await,
-            Step::BackUpNewMajor => {
-                let name = super::new_base_backup::name(cluster.name, &recorded);
-                super::new_base_backup::ask(cluster, &name, self.ctx).await?;
-                let note = format!(
-                    "asked for base backup {name} of PostgreSQL {}: {} is kept until it completes",
-                    recorded.to, recorded.from_set
-                );
+            Step::AskBaseBackup => {
+                let before = recorded.phase == Phase::Preflight;
+                let name = match before {
+                    true => super::owed_backup::before(cluster.name, &recorded),
+                    false => super::owed_backup::after(cluster.name, &recorded),
+                };
+                super::owed_backup::ask(cluster, &name, self.ctx).await?;
+                let note = match before {
+                    true => format!(
+                        "asked for base backup {name} of PostgreSQL {}, the point a restore \
+                         goes back to: the database stops for pg_upgrade once it completes",
+                        recorded.from
+                    ),
+                    false => format!(
+                        "asked for base backup {name} of PostgreSQL {}: {} is kept until it \
+                         completes",
+                        recorded.to, recorded.from_set
+                    ),
+                };
                 self.event("UpgradeBaseBackup", note.clone()).await;
-                Ok(self.moved(next(Phase::Retiring, Some(note)), MOVING))
+                Ok(self.moved(next(recorded.phase, Some(note)), MOVING))
             }
             Step::Cancel { why } if recorded.method == Method::InPlace => {
                 Ok(self.in_place_cancel(&recorded, &why).await)
