@@ -212,9 +212,14 @@ async fn cronjob_is_created_only_once_ready() {
     let cronjob = &seen[0].body;
     assert_eq!(cronjob["spec"]["suspend"], false);
     assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
-    let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["image"], AGENT_IMAGE);
-    assert_eq!(container["args"], json!(["backup"]));
+    let pod = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    // The server's own pg_dump: the cluster's image runs the agent its init container copies.
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "docker.io/library/postgres:18"
+    );
+    assert_eq!(pod["initContainers"][0]["image"], AGENT_IMAGE);
+    assert_eq!(pod["containers"][0]["args"], json!(["backup"]));
     let status = &seen[2].body;
     assert_eq!(status["status"]["phase"], "Ready");
     assert_eq!(condition(status, "Ready")["status"], "True");

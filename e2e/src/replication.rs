@@ -347,6 +347,13 @@ pub async fn pooler_session(
     connect_soon(&target).await
 }
 
+/// The newest `n` of table `writes` on `primary`: read in its own session, so every row it
+/// counts committed before the next statement of the scenario starts.
+pub async fn newest_row(ctx: &Ctx, primary: &str) -> Result<i64> {
+    let max = pod_sql(ctx, primary, "SELECT coalesce(max(n), 0) FROM writes").await?;
+    Ok(max.parse()?)
+}
+
 /// Every `n` in table `writes`, sorted, read through the `-rw` Service.
 pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
     let client = app_session(ctx, cluster).await?;

@@ -13,15 +13,8 @@ use std::time::{Duration, Instant};
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::faults::kill_postmaster;
 use tusk_e2e::manifests::{archiving, physical_backup, point_in_time};
-use tusk_e2e::replication::{Writer, current_primary, pod_sql, rows};
+use tusk_e2e::replication::{Writer, current_primary, newest_row, pod_sql, rows};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
-
-/// The newest `n` of table `writes` the source's primary shows: read in its own session, so
-/// every row it counts committed before the next statement of the scenario starts.
-async fn newest_row(ctx: &Ctx, primary: &str) -> Result<i64> {
-    let max = pod_sql(ctx, primary, "SELECT coalesce(max(n), 0) FROM writes").await?;
-    Ok(max.parse()?)
-}
 
 /// Waits for a cluster that restores to be Ready (a restore takes longer than a bootstrap);
 /// its `Restored` condition's message.

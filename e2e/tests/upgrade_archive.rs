@@ -13,7 +13,7 @@ use kube::Api;
 use tusk::crd::{BackupPhase, VerificationPhase};
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::manifests::{archived, backup, physical_backup, point_in_time};
-use tusk_e2e::replication::{Writer, current_primary, pod_sql, rows};
+use tusk_e2e::replication::{Writer, current_primary, newest_row, pod_sql, rows};
 use tusk_e2e::upgrades::{ended, major, majors};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
@@ -45,12 +45,6 @@ async fn backup_system(ctx: &Ctx, name: &str) -> Result<String> {
         .physical
         .context("a physical range")?
         .system_identifier)
-}
-
-/// The newest `n` of table `writes` on `primary`, read in its own session.
-async fn newest_row(ctx: &Ctx, primary: &str) -> Result<i64> {
-    let max = pod_sql(ctx, primary, "SELECT coalesce(max(n), 0) FROM writes").await?;
-    Ok(max.parse()?)
 }
 
 #[scenario]
