@@ -354,6 +354,21 @@ pub async fn newest_row(ctx: &Ctx, primary: &str) -> Result<i64> {
     Ok(max.parse()?)
 }
 
+/// A point-in-time restore target on `primary` between two reads of the newest row, each in
+/// its own session: `(before, time, after)`, rows up to `before` committed before the time
+/// (RFC 3339 with `Z`, as the samples write it), rows after `after` after it.
+pub async fn time_between_rows(ctx: &Ctx, primary: &str) -> Result<(i64, String, i64)> {
+    let before = newest_row(ctx, primary).await?;
+    let time = pod_sql(
+        ctx,
+        primary,
+        r#"SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"#,
+    )
+    .await?;
+    let after = newest_row(ctx, primary).await?;
+    Ok((before, time, after))
+}
+
 /// Every `n` in table `writes`, sorted, read through the `-rw` Service.
 pub async fn rows(ctx: &Ctx, cluster: &str) -> Result<Vec<i64>> {
     let client = app_session(ctx, cluster).await?;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::faults::kill_postmaster;
 use tusk_e2e::manifests::{archiving, physical_backup, point_in_time};
-use tusk_e2e::replication::{Writer, current_primary, newest_row, pod_sql, rows};
+use tusk_e2e::replication::{Writer, current_primary, pod_sql, rows, time_between_rows};
 use tusk_e2e::{Check, Ctx, Result, ensure, say, scenario, until};
 
 /// Waits for a cluster that restores to be Ready (a restore takes longer than a bootstrap);
@@ -53,14 +53,7 @@ async fn point_in_time_restores_on_real_pods_by_time_and_after_total_loss(ctx: C
 
     // The target between two reads of the newest row, each in its own session: rows up to
     // `before` committed before the target, rows after `after` after it.
-    let before = newest_row(&ctx, &primary).await?;
-    let target = pod_sql(
-        &ctx,
-        &primary,
-        r#"SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"#,
-    )
-    .await?;
-    let after = newest_row(&ctx, &primary).await?;
+    let (before, target, after) = time_between_rows(&ctx, &primary).await?;
     writer
         .wait_ack_after(Instant::now() + Duration::from_secs(3), ctx.timeout())
         .await?;

@@ -13,7 +13,7 @@ use kube::Api;
 use tusk::crd::{BackupPhase, VerificationPhase};
 use tusk_e2e::cluster::{condition, conditions};
 use tusk_e2e::manifests::{archived, backup, physical_backup, point_in_time};
-use tusk_e2e::replication::{Writer, current_primary, newest_row, pod_sql, rows};
+use tusk_e2e::replication::{Writer, current_primary, rows, time_between_rows};
 use tusk_e2e::upgrades::{ended, major, majors};
 use tusk_e2e::{Check, Context, Ctx, Result, ensure, say, scenario, until};
 
@@ -70,14 +70,7 @@ async fn an_upgraded_archive_is_backed_up_before_the_old_set_goes_and_restores_t
 
     // The target between two reads of the newest row (as `pitr.rs`), then more writes on the
     // old major before the upgrade starts.
-    let before = newest_row(&ctx, &old_primary).await?;
-    let target = pod_sql(
-        &ctx,
-        &old_primary,
-        r#"SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"#,
-    )
-    .await?;
-    let after = newest_row(&ctx, &old_primary).await?;
+    let (before, target, after) = time_between_rows(&ctx, &old_primary).await?;
     writer
         .wait_ack_after(
             Instant::now() + std::time::Duration::from_secs(3),
