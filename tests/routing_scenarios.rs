@@ -10,6 +10,7 @@ use serde_json::json;
 use std::sync::Arc;
 use support::paths::{ANY_SLICE, RO_SLICE, RW_SLICE, SERVICES, STATUS};
 
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use support::replicas::{self, pod, three_instances, three_pods};
 use support::run::scenario;
@@ -130,44 +131,70 @@ async fn a_selector_routed_rw_service_moves_to_the_operators_slice_once() {
                 .collect(),
         );
     }
-    let rw = format!("{SERVICES}/demo-rw");
     // 1. The selector goes (the operator's slice already routes to the primary); the children's
     //    apply leaves the Service to the move.
     let script = vec![unselect_rw(), Expect::apply_status(STATUS)];
     let (_, seen) = scenario(pg.clone(), cache.clone(), script).await;
-    // A merge patch, so a selector another field manager set goes too.
+    // A merge patch, so a selector another field manager set goes too; the time it went noted.
     assert!(
         !seen[0].query.contains("force"),
         "not an apply: {}",
         seen[0].query
     );
+    let noted = seen[0].body["metadata"]["annotations"]["tusk.dev/unselected-at"].clone();
+    assert!(
+        noted
+            .as_str()
+            .is_some_and(|at| at.parse::<Timestamp>().is_ok()),
+        "{noted}"
+    );
     assert_eq!(
         seen[0].body,
-        json!({"metadata": {"annotations": {"tusk.dev/endpoints": null}},
+        json!({"metadata": {"annotations": {"tusk.dev/endpoints": null,
+                                            "tusk.dev/unselected-at": noted}},
                "spec": {"selector": null}})
     );
 
-    // 2. A later reconcile, its cache showing no selector: what kube-controller-manager kept
-    //    for it goes (the Endpoints, and its slices), and only then the annotation.
-    if let Some(spec) = rw_of(&mut cache).spec.as_mut() {
+    // 2. Later reconciles, their cache showing no selector: what kube-controller-manager kept
+    //    for it goes in every one (a sync it began before would re-create a slice)...
+    let rw_service = rw_of(&mut cache);
+    if let Some(spec) = rw_service.spec.as_mut() {
         spec.selector = None;
     }
-    let script = vec![
-        Expect::delete("/api/v1/namespaces/prod/endpoints/demo-rw"),
-        Expect::delete("/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
-        Expect::apply(rw),
-        Expect::apply_status(STATUS),
-    ];
-    let (_, seen) = scenario(pg, cache, script).await;
+    rw_service.metadata.annotations = Some(
+        [(
+            "tusk.dev/unselected-at".to_owned(),
+            Timestamp::now().to_string(),
+        )]
+        .into(),
+    );
+    let clear = || {
+        [
+            Expect::delete("/api/v1/namespaces/prod/endpoints/demo-rw"),
+            Expect::delete("/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
+        ]
+    };
+    let mut script = Vec::from(clear());
+    script.push(Expect::apply_status(STATUS));
+    let (_, seen) = scenario(pg.clone(), cache.clone(), script).await;
     let foreign = &seen[1].query;
     assert!(
         foreign.contains("kubernetes.io%2Fservice-name%3Ddemo-rw")
             && foreign.contains("endpointslice.kubernetes.io%2Fmanaged-by%21%3Doperator.tusk.dev"),
         "only -rw's slices that are not the operator's: {foreign}"
     );
+
+    // 3. ...and once the settle has passed, a last time, then the annotation that ends the move.
+    let long_ago = "2026-01-01T00:00:00Z".to_owned();
+    rw_of(&mut cache).metadata.annotations =
+        Some([("tusk.dev/unselected-at".to_owned(), long_ago)].into());
+    let mut script = Vec::from(clear());
+    script.extend([unselect_rw(), Expect::apply_status(STATUS)]);
+    let (_, seen) = scenario(pg, cache, script).await;
     assert_eq!(
-        seen[2].body["metadata"]["annotations"]["tusk.dev/endpoints"],
-        "operator"
+        seen[2].body,
+        json!({"metadata": {"annotations": {"tusk.dev/endpoints": "operator",
+                                            "tusk.dev/unselected-at": null}}})
     );
 }
 
@@ -252,10 +279,19 @@ async fn selector_routed_readers_move_to_the_operators_slices_once() {
     ];
     three(&pg, cache.clone(), script).await;
 
-    // 2. No selector in the cache: kube-controller-manager's objects go, then the annotation.
+    // 2. No selector in the cache, the settle passed: kube-controller-manager's objects go,
+    //    then the annotation.
     for service in &mut cache.services {
-        if let Some(spec) = service.spec.as_mut().filter(|s| s.cluster_ip.is_none()) {
+        let reader = matches!(service.metadata.name.as_deref(), Some("demo-ro" | "demo-r"));
+        if let Some(spec) = service.spec.as_mut().filter(|_| reader) {
             spec.selector = None;
+            service.metadata.annotations = Some(
+                [(
+                    "tusk.dev/unselected-at".to_owned(),
+                    "2026-01-01T00:00:00Z".to_owned(),
+                )]
+                .into(),
+            );
         }
     }
     let mut script = vec![holder()];
@@ -263,7 +299,7 @@ async fn selector_routed_readers_move_to_the_operators_slices_once() {
         script.extend([
             Expect::delete(format!("/api/v1/namespaces/prod/endpoints/{name}")),
             Expect::delete("/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
-            Expect::apply(format!("{SERVICES}/{name}")),
+            unselect(name),
         ]);
     }
     script.push(Expect::apply_status(STATUS));
@@ -273,12 +309,12 @@ async fn selector_routed_readers_move_to_the_operators_slices_once() {
         "{}",
         seen[5].query
     );
-    for applied in [&seen[3], &seen[6]] {
+    for ended in [&seen[3], &seen[6]] {
         assert_eq!(
-            applied.body["metadata"]["annotations"]["tusk.dev/endpoints"],
-            "operator"
+            ended.body,
+            json!({"metadata": {"annotations": {"tusk.dev/endpoints": "operator",
+                                                "tusk.dev/unselected-at": null}}})
         );
-        assert_eq!(applied.body["spec"].get("selector"), None);
     }
 }
 

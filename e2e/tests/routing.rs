@@ -130,5 +130,20 @@ async fn client_services_are_routed_by_the_operators_slices_and_selectors_move_o
             "{service} moved: selector removed, kube-controller-manager's slice deleted, annotated"
         ));
     }
+    // A slice that controller re-created after the move had ended would stay for good.
+    for (service, ips, _) in &routed {
+        let slices = slices_of(&ctx, service).await?;
+        ensure!(
+            only_ours(&slices, ips),
+            "{service}: a slice came back after the move: {slices:?}"
+        );
+        let current = services.get(service).await?;
+        ensure!(
+            !current.annotations().contains_key("tusk.dev/unselected-at"),
+            "{service} still notes the move: {:?}",
+            current.annotations()
+        );
+    }
+    say("every move ended: only the operator's slices, no move noted");
     Ok(())
 }

@@ -48,7 +48,7 @@ pub async fn apply_children(
     // An earlier Tusk's client Service, routed by a selector, is moved by the routing step,
     // which annotates it when done.
     let services = (desired.clients.into_iter())
-        .filter(|service| !super::ha::routing::moving(ctx, cluster, &service.name_any()))
+        .filter(|service| !super::ha::selector_move::moving(ctx, cluster, &service.name_any()))
         .chain([desired.headless])
         .map(|service| apply_packed(api(&client, ns), &caches.services, ns, service));
     let access = desired.access;

@@ -102,7 +102,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     // restore, the backups' records.
     let observed = restore::observe(pg, &cluster, ctx).await?;
     let held = observed.holds_clients();
-    route_clients(&cluster, &primary, !held, ctx).await?;
+    let move_recheck = route_clients(&cluster, &primary, !held, ctx).await?;
     let restore_recheck = observed.recheck();
     let mut children = children;
     if observed.holds_pods() {
@@ -168,6 +168,7 @@ async fn reconcile_cluster(pg: &PostgreSQL, ctx: &Context) -> Result<Action> {
     let next = restore_recheck.map_or(next, |soon| next.min(soon));
     let next = declared_recheck.map_or(next, |soon| next.min(soon));
     let next = upgrade.recheck.map_or(next, |soon| next.min(soon));
+    let next = move_recheck.map_or(next, |soon| next.min(soon));
     // A Secret the user brings is not watched: its renewals reach the credentials by this.
     let next = match cluster.user_server_secret() {
         Some(_) => next.min(USER_SECRET_RECHECK),
@@ -241,31 +242,38 @@ async fn refuse_spec(
         true => Some(primary_step(pg, cluster, ctx).await?),
         false => None,
     };
+    let mut move_recheck = None;
     if let Some(primary) = &primary {
         // As the spec was when it was valid: clients wait while a restore has not finished.
         let restoring = pg.spec.restore.is_some()
             && pg.status.as_ref().is_none_or(|s| s.restored_from.is_none());
-        route_clients(cluster, primary, !restoring, ctx).await?;
+        move_recheck = route_clients(cluster, primary, !restoring, ctx).await?;
     }
     let recheck = primary.as_ref().and_then(|p| p.recheck);
+    let recheck = match (recheck, move_recheck) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     report::invalid_spec(pg, cluster, message.to_owned(), primary, ctx).await?;
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// `-rw` follows the holder in the reconcile that found it (a failover's included), before any
 /// child is applied, then `-ro` and `-r` follow the instances; `clients` false while a restore
-/// holds applications back.
+/// holds applications back; then a Service of an earlier Tusk moves over, returning how soon
+/// that move wants the next pass.
 async fn route_clients(
     cluster: &Cluster<'_>,
     primary: &PrimaryState,
     clients: bool,
     ctx: &Context,
-) -> Result<()> {
+) -> Result<Option<Duration>> {
     let pods = ha::pods::cluster_pods(ctx, cluster);
     let holder = primary.current.as_deref();
     let force = primary.unrouted;
     ha::routing::route(ctx, cluster, &pods, holder, clients, force).await?;
-    ha::routing::route_readers(ctx, cluster, &pods, holder, clients).await
+    ha::routing::route_readers(ctx, cluster, &pods, holder, clients).await?;
+    ha::selector_move::move_services(ctx, cluster).await
 }
 
 /// Waits (bounded) until every child cache has been filled by its first list.

@@ -16,6 +16,7 @@ pub mod pods;
 mod rollout;
 pub mod rollout_plan;
 pub mod routing;
+pub mod selector_move;
 pub mod state;
 pub mod switchover;
 pub mod switchover_plan;
