@@ -29,6 +29,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod report;
 pub mod restore;
+pub mod restore_base;
 pub mod restore_certificate;
 pub mod restore_window;
 pub mod status;
