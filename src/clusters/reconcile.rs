@@ -250,10 +250,7 @@ async fn refuse_spec(
         move_recheck = route_clients(cluster, primary, !restoring, ctx).await?;
     }
     let recheck = primary.as_ref().and_then(|p| p.recheck);
-    let recheck = match (recheck, move_recheck) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let recheck = recheck.into_iter().chain(move_recheck).min();
     report::invalid_spec(pg, cluster, message.to_owned(), primary, ctx).await?;
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }

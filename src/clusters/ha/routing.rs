@@ -1,8 +1,9 @@
 //! Client routing: the operator writes the EndpointSlices of `-rw` (from the Lease's holder),
 //! `-ro` and `-r` (from the instances' readiness) — `resources::endpoints` — so clients follow a
 //! handover in one write of the reconcile that made it, and only the pods the operator chooses
-//! serve (a Service of an earlier Tusk moves over: `selector_move`). Selectors left to kube-controller-manager followed the role label ~15 s late while
-//! that controller served a burst of new Services (docs/src/performance/failover.md).
+//! serve (a Service of an earlier Tusk moves over: `selector_move`). Selectors left to
+//! kube-controller-manager followed the role label ~15 s late while that controller served a
+//! burst of new Services (docs/src/performance/failover.md).
 
 use std::sync::Arc;
 

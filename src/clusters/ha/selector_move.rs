@@ -97,10 +97,7 @@ pub async fn move_services(ctx: &Context, cluster: &Cluster<'_>) -> Result<Optio
         cluster.any_service_name(),
     ] {
         let soon = move_service(ctx, cluster, &name).await?;
-        again = match (again, soon) {
-            (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
-            (a, b) => a.or(b),
-        };
+        again = again.into_iter().chain(soon).min();
     }
     Ok(again)
 }
