@@ -12,6 +12,9 @@
 # default is Tusk alone. A peer on kwok may never be ready in its own terms: tusk-scale waits
 # TUSK_SCALE_READY_TIMEOUT seconds (default 600) for that, then reports how far it got (Tusk
 # must get there: the run fails otherwise).
+# TUSK_SCALE_TIMEOUT (seconds, default 1800) bounds every phase; 10,000 clusters need more.
+# TUSK_SCALE_DELETE_TIMEOUT (seconds, default TUSK_SCALE_TIMEOUT) bounds the wait for the
+# garbage collector after the delete, then reports what is left instead of failing.
 #   scripts/bench-scale.sh [--rest SECONDS] [N[:NAMESPACES]...]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,8 +89,12 @@ measure() {
   if [[ -n "${TUSK_SCALE_CACHE_MEMORY:-}" && "$op" == tusk ]]; then
     hook=(env TUSK_SCALE_AT_REST="$bins/tusk-cache-memory")
   fi
+  local bounds=(--timeout-seconds "${TUSK_SCALE_TIMEOUT:-1800}")
+  if [[ -n "${TUSK_SCALE_DELETE_TIMEOUT:-}" ]]; then
+    bounds+=(--delete-timeout-seconds "$TUSK_SCALE_DELETE_TIMEOUT")
+  fi
   TUSK_REPO=$repo "${hook[@]}" "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
-    --rest-seconds "$rest" --build "$version" "${ready[@]}" \
+    --rest-seconds "$rest" --build "$version" "${ready[@]}" "${bounds[@]}" \
     | tee >(grep '^|' >>"$out")
   # TUSK_SCALE_AUDIT_DIR=DIR keeps each run's API audit log (which requests, by whom) and
   # the operator's log.

@@ -37,6 +37,10 @@ struct Args {
     /// reporting how far they got (default: the timeout). A peer on kwok may never get there.
     #[arg(long)]
     ready_timeout_seconds: Option<u64>,
+    /// Seconds to wait for every child to be gone after the delete before reporting what is
+    /// left (default: the timeout). The garbage collector's pace, not the operator's.
+    #[arg(long)]
+    delete_timeout_seconds: Option<u64>,
 }
 
 #[tokio::main]
@@ -52,6 +56,9 @@ async fn main() -> ExitCode {
         timeout: Duration::from_secs(args.timeout_seconds),
         ready_timeout: Duration::from_secs(
             args.ready_timeout_seconds.unwrap_or(args.timeout_seconds),
+        ),
+        delete_timeout: Duration::from_secs(
+            args.delete_timeout_seconds.unwrap_or(args.timeout_seconds),
         ),
     };
     let result = async {
