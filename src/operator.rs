@@ -21,7 +21,6 @@ use crate::resources::ca_rotation::Lifetimes;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNOTATION};
 use crate::runtime::buckets::SecretBuckets;
 use crate::runtime::by_cluster::{backup_cluster, job_cluster};
-use crate::runtime::compact::compact_pod;
 use crate::runtime::context::watch_owned;
 use crate::runtime::instances::LeaseClock;
 use crate::runtime::lease_follows::LeaseFollows;
@@ -179,7 +178,7 @@ pub async fn run(
         ..child
     };
     let (pods, pods_driver) =
-        database_pods.cached_with_lane(compact_pod, labelled_cluster, lane, lane_triggers);
+        database_pods.summarized_with_lane(labelled_cluster, None, lane, lane_triggers);
     let (jobs, jobs_by_cluster, job_events, jobs_driver) =
         shared_watch(scope.api::<Job>(&client), children, job_cluster);
     let (backups, backups_by_cluster, backup_events, backups_driver) = shared_watch(

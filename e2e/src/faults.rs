@@ -176,7 +176,7 @@ async fn manager_address(ctx: &Ctx, pod: &str) -> Result<InstanceAddress> {
         .clone();
     let pg = ctx.postgresql_in(&ctx.ns, &cluster).await?;
     let cluster = tusk::resources::Cluster::new(&pg)?;
-    instance_address(&cluster, &pod).context(format!("pod {name} has no IP"))
+    instance_address(&cluster, &(&pod).into()).context(format!("pod {name} has no IP"))
 }
 
 /// What the instance manager of `pod` reports on `/status` (read from the host, which reaches

@@ -284,7 +284,7 @@ async fn ask_primary_for_check(ctx: &Context, pg: &PostgreSQL, backup: &str) {
     let pods = cluster_pods(ctx, &cluster);
     let address = pods
         .iter()
-        .find(|pod| pod.name_any() == primary)
+        .find(|pod| pod.name == primary)
         .and_then(|pod| known_instance_address(ctx, &cluster, pod));
     let asked = match address {
         Some(address) => ctx.instances.ask_archive_check(&address).await,

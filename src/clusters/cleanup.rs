@@ -253,10 +253,9 @@ async fn stop_archiving(cluster: &Cluster<'_>, ctx: &Context) -> Result<bool> {
         let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
         delete(&api, &name).await?;
     }
-    let running = ctx.caches.pods.state().iter().any(|pod| {
-        pod.namespace().as_deref() == Some(ns)
-            && pod.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster.name)
-    });
+    let running = (ctx.caches.pods)
+        .map_all(|pod_ns, _, pod| pod_ns == ns && pod.cluster.as_deref() == Some(cluster.name))
+        .contains(&true);
     Ok(running)
 }
 

@@ -218,7 +218,7 @@ async fn point_in_time_progress(cluster: &Cluster<'_>, ctx: &Context) -> Result<
 /// while it has not failed, or cannot be read).
 async fn restore_failure(cluster: &Cluster<'_>, ctx: &Context) -> Option<String> {
     let first = format!("{}-0", cluster.statefulset_name());
-    let pod = cached(&ctx.caches.pods, cluster.namespace, &first)?;
+    let pod = (ctx.caches.pods).with(cluster.namespace, &first, Clone::clone)?;
     let address = super::ha::pods::instance_address(cluster, &pod)?;
     let error = ctx.instances.report(&address).await?.restore_error?;
     Some(format!("{first}: {error}"))

@@ -4,13 +4,13 @@
 //! cache-only annotation instead, and [`restore`] puts it back before an apply compares, so
 //! "already applied?" is decided on exactly what the server holds. Nothing else reads a cached
 //! template, and the annotation is never sent: applies send the desired object, not the cache.
-//! Secrets, and the kinds nothing reads but an apply's comparison, are not cached as objects
-//! at all (see `secret_facts` and `packed`).
+//! Secrets, database pods, and the kinds nothing reads but an apply's comparison, are not
+//! cached as objects at all (see `secret_facts`, `database_pods` and `packed`).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
@@ -34,20 +34,6 @@ pub fn compact_cronjob(object: &mut CronJob) {
     if let Some(job) = object.spec.job_template.spec.as_mut() {
         stash(&mut object.metadata, &mut job.template);
     }
-}
-
-/// A database pod as its cache keeps it: labels, deletion, readiness conditions and IP are all
-/// the primary step reads; the spec (the pod template again) and container statuses go.
-pub fn compact_pod(object: &mut Pod) {
-    drop_managed_fields(object);
-    object.metadata.annotations = None;
-    object.spec = Some(PodSpec::default());
-    object.status = object.status.take().map(|status| PodStatus {
-        conditions: status.conditions,
-        pod_ip: status.pod_ip,
-        phase: status.phase,
-        ..PodStatus::default()
-    });
 }
 
 /// Moves `template` into `meta`'s annotation as packed JSON text; leaves both as they were if
@@ -243,31 +229,6 @@ mod tests {
         let mut json = serde_json::to_value(&cached).unwrap();
         restore("CronJob", &mut json);
         assert_eq!(json, serde_json::to_value(&live).unwrap());
-    }
-
-    #[test]
-    fn cached_pods_keep_labels_readiness_and_ip_only() {
-        let mut pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "demo-0", "labels": {"tusk.dev/role": "primary"},
-                         "annotations": {"big": "x"}},
-            "spec": {"containers": [{"name": "postgres", "image": "postgres:18"}]},
-            "status": {"podIP": "10.0.0.7", "phase": "Running",
-                       "conditions": [{"type": "Ready", "status": "True"}],
-                       "containerStatuses": [{"name": "postgres", "image": "postgres:18",
-                           "imageID": "", "ready": true, "restartCount": 0}]},
-        }))
-        .unwrap();
-        compact_pod(&mut pod);
-        assert_eq!(
-            pod.metadata.labels.as_ref().unwrap()["tusk.dev/role"],
-            "primary"
-        );
-        assert_eq!(pod.metadata.annotations, None);
-        assert!(pod.spec.as_ref().unwrap().containers.is_empty());
-        let status = pod.status.unwrap();
-        assert_eq!(status.pod_ip.as_deref(), Some("10.0.0.7"));
-        assert_eq!(status.conditions.unwrap()[0].type_, "Ready");
-        assert_eq!(status.container_statuses, None);
     }
 
     #[test]

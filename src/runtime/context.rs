@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -21,6 +21,7 @@ use super::buckets::Buckets;
 use super::by_cluster::ByCluster;
 use super::cluster_locks::ClusterLocks;
 use super::compact::compact_cronjob;
+use super::database_pods::PodStore;
 use super::instance_reader::InstanceReader;
 use super::instances::{LeaseClock, StatusSource};
 use super::lease_follows::LeaseFollows;
@@ -55,8 +56,9 @@ macro_rules! owned_children {
             pub clusters: Store<PostgreSQL>,
             $($(#[$doc])* pub $field: Store<$kind>,)*
             $($(#[$pdoc])* pub $pfield: SummaryStore<$pkind, $summary>,)*
-            /// The database pods (compacted: labels, readiness and IP), for roles and failover.
-            pub pods: Store<Pod>,
+            /// The database pods (their names, labels read, readiness and IP), for roles and
+            /// failover.
+            pub pods: PodStore,
             /// Tusk's Jobs: backup runs (scheduled and on demand) and restores.
             pub jobs: Store<Job>,
             /// Every Backup in scope.
@@ -74,7 +76,7 @@ macro_rules! owned_children {
                 let ended = |_: WriterDropped| CacheEnded;
                 $(self.$field.wait_until_ready().await.map_err(ended)?;)*
                 $(self.$pfield.wait_until_ready().await?;)*
-                self.pods.wait_until_ready().await.map_err(ended)?;
+                self.pods.wait_until_ready().await?;
                 self.jobs.wait_until_ready().await.map_err(ended)?;
                 self.backups.wait_until_ready().await.map_err(ended)
             }
@@ -108,7 +110,7 @@ macro_rules! owned_children {
             pub fn new(
                 clusters: Store<PostgreSQL>,
                 owned: OwnedWatches,
-                pods: Store<Pod>,
+                pods: PodStore,
                 (jobs, jobs_by_cluster): (Store<Job>, ByCluster<Job>),
                 (backups, backups_by_cluster): (Store<Backup>, ByCluster<Backup>),
             ) -> (Self, Vec<BoxFuture<'static, ()>>) {

@@ -10,6 +10,7 @@ pub mod cluster_locks;
 pub mod compact;
 pub mod conditions;
 pub mod context;
+pub mod database_pods;
 pub mod events;
 pub mod instance_reader;
 pub mod instances;

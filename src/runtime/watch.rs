@@ -77,6 +77,27 @@ impl<K> CachedKind for K where
 {
 }
 
+/// A namespaced kind whose objects a child watch keeps as summaries.
+pub trait SummarizedKind:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + 'static
+{
+}
+
+impl<K> SummarizedKind for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + 'static
+{
+}
+
 impl ChildWatches<'_> {
     /// A watch of the children of kind `K` that keeps `Store<K>` current and queues the cluster
     /// of every touched object (`trigger`; deletions included, so a child deleted out of band
@@ -94,21 +115,6 @@ impl ChildWatches<'_> {
     where
         K: CachedKind,
     {
-        self.cached_with_lane(compact, trigger, |_: &K| None, self.triggers.clone())
-    }
-
-    /// As [`Self::cached`], and also queues on `lane` the cluster `to_lane` picks for an object
-    /// (the primary lane: see `clusters::primary_lane`).
-    pub fn cached_with_lane<K>(
-        &self,
-        compact: fn(&mut K),
-        trigger: fn(&K) -> Option<Trigger>,
-        to_lane: impl Fn(&K) -> Option<Trigger> + Send + 'static,
-        lane: UnboundedSender<Trigger>,
-    ) -> (Store<K>, BoxFuture<'static, ()>)
-    where
-        K: CachedKind,
-    {
         let (reader, writer) = reflector::store();
         let triggers = self.triggers.clone();
         let driver = watcher(self.scope.api(self.client), self.config.clone())
@@ -118,12 +124,9 @@ impl ChildWatches<'_> {
             .touched_objects()
             .for_each(move |object| {
                 if let Ok(object) = &object {
-                    // The receivers only go away when the controllers have stopped.
+                    // The receiver only goes away when the controller has stopped.
                     if let Some(cluster) = trigger(object) {
                         let _ = triggers.unbounded_send(cluster);
-                    }
-                    if let Some(cluster) = to_lane(object) {
-                        let _ = lane.unbounded_send(cluster);
                     }
                 }
                 futures::future::ready(())
@@ -141,12 +144,23 @@ impl ChildWatches<'_> {
         narrow: Option<&str>,
     ) -> (SummaryStore<K, V>, BoxFuture<'static, ()>)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug
-            + Send
-            + 'static,
+        K: SummarizedKind,
+        V: Summary<K> + Send + Sync + 'static,
+    {
+        self.summarized_with_lane(trigger, narrow, |_: &K| None, self.triggers.clone())
+    }
+
+    /// As [`Self::summarized`], and also queues on `lane` the cluster `to_lane` picks for an
+    /// object (the database pods: see `clusters::primary_lane`).
+    pub fn summarized_with_lane<K, V>(
+        &self,
+        trigger: fn(&K) -> Option<Trigger>,
+        narrow: Option<&str>,
+        to_lane: impl Fn(&K) -> Option<Trigger> + Send + 'static,
+        lane: UnboundedSender<Trigger>,
+    ) -> (SummaryStore<K, V>, BoxFuture<'static, ()>)
+    where
+        K: SummarizedKind,
         V: Summary<K> + Send + Sync + 'static,
     {
         let (reader, mut writer) = summary_store();
@@ -163,16 +177,19 @@ impl ChildWatches<'_> {
             .default_backoff()
             .for_each(move |event| {
                 if let Ok(event) = event {
-                    let touched = match &event {
+                    let (touched, laned) = match &event {
                         watcher::Event::Apply(object)
                         | watcher::Event::Delete(object)
-                        | watcher::Event::InitApply(object) => trigger(object),
-                        watcher::Event::Init | watcher::Event::InitDone => None,
+                        | watcher::Event::InitApply(object) => (trigger(object), to_lane(object)),
+                        watcher::Event::Init | watcher::Event::InitDone => (None, None),
                     };
                     writer.apply(event);
+                    // The receivers only go away when the controllers have stopped.
                     if let Some(cluster) = touched {
-                        // The receiver only goes away when the controller has stopped.
                         let _ = triggers.unbounded_send(cluster);
+                    }
+                    if let Some(cluster) = laned {
+                        let _ = lane.unbounded_send(cluster);
                     }
                 }
                 futures::future::ready(())

@@ -24,6 +24,7 @@ use tusk::resources::endpoints::{Instance, client_slices, routes};
 use tusk::resources::verifiers::Slot;
 use tusk::resources::{self, AgentSettings, Cluster, tls};
 use tusk::runtime::by_cluster::{ByCluster, backup_cluster, job_cluster};
+use tusk::runtime::database_pods::PodStore;
 use tusk::runtime::packed::PackedStore;
 use tusk::runtime::secret_facts::SecretStore;
 use tusk::runtime::statefulset_summary::StatefulSetStore;
@@ -331,7 +332,7 @@ pub fn plain_context(
         network_policies: PackedStore::of(cache.network_policies),
         deployments: PackedStore::of(cache.deployments),
         endpoint_slices: PackedStore::of(cache.endpoint_slices),
-        pods: store_of(cache.pods).0,
+        pods: PodStore::of(cache.pods),
         jobs_by_cluster: ByCluster::of(jobs.clone(), job_cluster),
         backups_by_cluster: ByCluster::of(backups.clone(), backup_cluster),
         jobs,

@@ -23,7 +23,8 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tusk::crd::{Backup, PostgreSQL};
-use tusk::runtime::compact::{compact_cronjob, compact_pod};
+use tusk::runtime::compact::compact_cronjob;
+use tusk::runtime::database_pods::DatabasePod;
 use tusk::runtime::packed::Packed;
 use tusk::runtime::secret_facts::SecretFacts;
 use tusk::runtime::statefulset_summary::StatefulSetSummary;
@@ -161,7 +162,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
     // The compaction of each kind is the operator's (runtime::context's owned_children! list,
-    // compact_pod for the pods, drop_managed_fields for the rest): keep the two in step.
+    // drop_managed_fields for the kinds kept whole): keep the two in step.
     // One row: the heap with the managed fields dropped only, then as `$cached` keeps it.
     macro_rules! row {
         ($name:literal, $k:ty, $selector:expr, $cached:expr) => {{
@@ -195,11 +196,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Kinds the operator keeps as summaries (runtime::context's `summarized` list).
     macro_rules! summarized {
         ($name:literal, $k:ty, $summary:ty) => {
+            summarized!($name, $k, $summary, MANAGED)
+        };
+        ($name:literal, $k:ty, $summary:ty, $selector:expr) => {
             row!(
                 $name,
                 $k,
-                Some(MANAGED),
-                measure_summarized::<$k, $summary>(Api::<$k>::all(all(&client)), Some(MANAGED))
+                Some($selector),
+                measure_summarized::<$k, $summary>(Api::<$k>::all(all(&client)), Some($selector))
             )
         };
     }
@@ -218,7 +222,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     summarized!("Role", Role, Packed);
     summarized!("RoleBinding", RoleBinding, Packed);
     summarized!("PodDisruptionBudget", PodDisruptionBudget, Packed);
-    kind!("Pod (database)", Pod, Some(DATABASE_PODS), compact_pod);
+    summarized!("Pod (database)", Pod, DatabasePod, DATABASE_PODS);
     kind!("Job", Job, Some(MANAGED), drop_managed_fields::<Job>);
     kind!("Backup", Backup, None, drop_managed_fields::<Backup>);
     let clusters = rows.first().map_or(0, |r| r.objects);

@@ -4,17 +4,14 @@
 //! go once it has not served for [`UNREADY_LIMIT`] and a replica could take over.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::Api;
 
 use super::election::{Decision, InstanceStatus, candidate, decide, quorum, reports_needed};
 use super::lease;
-use super::pods::{known_instance_address, serves, set_role};
+use super::pods::{DatabasePod, known_instance_address, serves, set_role};
 use super::routing;
 use super::state::PrimaryState;
 use crate::crd::Failover;
@@ -33,7 +30,7 @@ pub async fn watch_lost_primary(
     ctx: &Context,
     leases: &Api<Lease>,
     lease: Lease,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     state: &mut PrimaryState,
 ) -> Result<()> {
     let key = lease::clock_key(cluster);
@@ -90,7 +87,7 @@ pub async fn watch_lost_primary(
             // label keeps it out of `-ro` too). Usually a no-op: the reconcile that saw it
             // unready already emptied the slice.
             let unrouting = routing::route(ctx, cluster, pods, None, false, false);
-            state.unrouted = match pods.iter().find(|p| p.name_any() == from) {
+            state.unrouted = match pods.iter().find(|p| p.name == from) {
                 Some(old) => {
                     let relabel = set_role(ctx, cluster, old, ROLE_REPLICA);
                     let (unrouted, ()) = futures::try_join!(unrouting, relabel)?;
@@ -123,10 +120,10 @@ pub async fn watch_lost_primary(
 /// The standbys that may hold the last acknowledged commits: every member the Lease lists and
 /// every pod that exists, but the holder. Not `instances - 1`: after a scale-down with the
 /// primary on a removed ordinal there are more.
-fn standbys(cluster: &Cluster<'_>, lease: &Lease, pods: &[Arc<Pod>], holder: &str) -> usize {
+fn standbys(cluster: &Cluster<'_>, lease: &Lease, pods: &[DatabasePod], holder: &str) -> usize {
     let mut members: BTreeSet<String> = lease::members(lease).into_iter().collect();
     members.extend(cluster.pod_names());
-    members.extend(pods.iter().map(|pod| pod.name_any()));
+    members.extend(pods.iter().map(|pod| pod.name.clone()));
     members.remove(holder);
     members.len()
 }
@@ -142,12 +139,12 @@ fn sync_number(cluster: &Cluster<'_>) -> Option<usize> {
 async fn read_reports(
     ctx: &Context,
     cluster: &Cluster<'_>,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     holder: &str,
 ) -> Vec<InstanceStatus> {
     let reads = pods
         .iter()
-        .filter(|pod| pod.name_any() != holder)
+        .filter(|pod| pod.name != holder)
         .filter_map(|pod| known_instance_address(ctx, cluster, pod))
         .map(|address| async move {
             let report = ctx.instances.report(&address).await?;

@@ -2,11 +2,9 @@
 //! date, and handed over only with the resourceVersion read, so that no write of the operator
 //! ever overwrites a renewal or another handover.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -14,7 +12,7 @@ use kube::api::{Api, PostParams};
 use tusk_contract::lease::{RELEASE_REQUESTED, SYSTEM_IDENTIFIER};
 
 use super::handover_record::record_on;
-use super::pods::pod_ip;
+use super::pods::{DatabasePod, pod_ip};
 use crate::crd::Failover;
 use crate::error::{Error, Result};
 
@@ -79,7 +77,7 @@ pub async fn hand_over(
     mut lease: Lease,
     target: Option<&str>,
     record: Option<&Failover>,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     cluster: &Cluster<'_>,
 ) -> Result<bool> {
     let name = cluster.lease_name();

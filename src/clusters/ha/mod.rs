@@ -21,20 +21,16 @@ pub mod state;
 pub mod switchover;
 pub mod switchover_plan;
 
-use std::sync::Arc;
-
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::Api;
 
 use self::handover_record::unrecorded;
-use self::pods::{cluster_pods, is_ready, serves, set_role};
+use self::pods::{DatabasePod, cluster_pods, serves, set_role};
 use self::rollout_plan::Move;
 pub use self::state::{PrimaryState, SwitchoverNote};
 use crate::crd::{InstanceState, PostgreSQL};
 use crate::error::Result;
-use crate::resources::{Cluster, ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA};
+use crate::resources::{Cluster, ROLE_PRIMARY, ROLE_REPLICA};
 use crate::runtime::Context;
 
 /// How soon a rollout waiting for the primary's restart in place looks again: the restart
@@ -140,11 +136,11 @@ pub async fn step(pg: &PostgreSQL, cluster: &Cluster<'_>, ctx: &Context) -> Resu
 async fn label_roles(
     ctx: &Context,
     cluster: &Cluster<'_>,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     state: &mut PrimaryState,
 ) -> Result<()> {
     for pod in pods {
-        let name = pod.name_any();
+        let name = pod.name.clone();
         let role = if state.current.as_deref() == Some(name.as_str()) {
             ROLE_PRIMARY
         } else {
@@ -159,7 +155,7 @@ async fn label_roles(
             .map(|(_, set)| *set);
         let labelled = match set_now {
             Some(set) => set == role,
-            None => pod.labels().get(ROLE_LABEL).map(String::as_str) == Some(role),
+            None => pod.role.as_deref() == Some(role),
         };
         if !labelled {
             set_role(ctx, cluster, pod, role).await?;
@@ -167,7 +163,7 @@ async fn label_roles(
         state.instances.push(InstanceState {
             pod: name,
             role: role.to_owned(),
-            ready: is_ready(pod),
+            ready: pod.ready,
         });
     }
     Ok(())

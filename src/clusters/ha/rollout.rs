@@ -3,25 +3,24 @@
 //! names, asking the primary's manager what it runs when the update may lower a hot-standby
 //! setting. The primary's own move is a switchover, carried out by `switchover`.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 
-use super::pods::{is_ready, read_report};
+use super::pods::{DatabasePod, read_report};
 use super::rollout_plan::{Member, Move, next_move};
 use crate::error::Result;
 use crate::resources::{Cluster, hot_standby_values};
 use crate::runtime::Context;
 use crate::runtime::apply::unless_gone;
 
-/// The label the StatefulSet controller puts on each pod: the revision it was created from.
-const REVISION_LABEL: &str = "controller-revision-hash";
-
 /// The next move for `cluster`, from the caches; `primary`: the Lease holder.
-pub async fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], primary: &str) -> Move {
+pub async fn next(
+    cluster: &Cluster<'_>,
+    ctx: &Context,
+    pods: &[DatabasePod],
+    primary: &str,
+) -> Move {
     let revision = ctx
         .caches
         .statefulsets
@@ -31,15 +30,14 @@ pub async fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], prima
     let members: Vec<Member> = pods
         .iter()
         .filter_map(|pod| {
-            let name = pod.name_any();
-            let ordinal = cluster.ordinal(&name).filter(|o| *o < kept)?;
-            let updated = revision.as_deref().is_none_or(|rev| {
-                pod.labels().get(REVISION_LABEL).map(String::as_str) == Some(rev)
-            });
+            let ordinal = cluster.ordinal(&pod.name).filter(|o| *o < kept)?;
+            let updated = revision
+                .as_deref()
+                .is_none_or(|rev| pod.revision.as_deref() == Some(rev));
             Some(Member {
-                pod: name,
+                pod: pod.name.clone(),
                 ordinal,
-                ready: is_ready(pod),
+                ready: pod.ready,
                 updated,
             })
         })
@@ -60,7 +58,7 @@ pub async fn next(cluster: &Cluster<'_>, ctx: &Context, pods: &[Arc<Pod>], prima
 async fn lowered_on_primary(
     cluster: &Cluster<'_>,
     ctx: &Context,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     primary: &str,
 ) -> Vec<String> {
     let Some(report) = read_report(ctx, cluster, pods, primary).await else {
@@ -70,7 +68,7 @@ async fn lowered_on_primary(
     tusk_contract::status::lowered(&report.hot_standby_settings, &desired)
 }
 
-fn update_revision(sts: Arc<StatefulSet>) -> Option<String> {
+fn update_revision(sts: std::sync::Arc<StatefulSet>) -> Option<String> {
     sts.status.as_ref()?.update_revision.clone()
 }
 

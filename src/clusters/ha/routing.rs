@@ -5,14 +5,12 @@
 //! kube-controller-manager followed the role label ~15 s late while that controller served a
 //! burst of new Services (docs/src/performance/failover.md).
 
-use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::pods::is_ready;
+use super::pods::DatabasePod;
 use crate::error::Result;
 use crate::resources::Cluster;
 use crate::resources::endpoints::{Instance, Routes, client_slices, routes};
@@ -27,7 +25,7 @@ use crate::runtime::apply::{Change, apply_json};
 pub async fn route(
     ctx: &Context,
     cluster: &Cluster<'_>,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     holder: Option<&str>,
     clients: bool,
     force: bool,
@@ -42,7 +40,7 @@ pub async fn route(
 pub async fn route_readers(
     ctx: &Context,
     cluster: &Cluster<'_>,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     holder: Option<&str>,
     clients: bool,
 ) -> Result<()> {
@@ -57,18 +55,16 @@ pub async fn route_readers(
 /// The client slices of `pods` (in the order given) with `holder` holding the Lease.
 fn slices(
     cluster: &Cluster,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     holder: Option<&str>,
     clients: bool,
 ) -> [EndpointSlice; 3] {
     let instances: Vec<Instance> = pods
         .iter()
-        .filter_map(|pod| {
-            Some(Instance {
-                pod: pod.metadata.name.as_deref()?,
-                ip: pod.status.as_ref()?.pod_ip.as_deref(),
-                ready: is_ready(pod),
-            })
+        .map(|pod| Instance {
+            pod: &pod.name,
+            ip: pod.ip.as_deref(),
+            ready: pod.ready,
         })
         .collect();
     let routes: Routes = routes(&instances, holder, clients);

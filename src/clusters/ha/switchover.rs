@@ -3,11 +3,9 @@
 //! the Lease (ask, hand over, or abandon) and the request's removal. Runs only while a request
 //! or a switchover exists, so it costs an idle cluster nothing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -16,7 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::election::{InstanceStatus, most_advanced};
 use super::handover_record::unrecorded;
 use super::lease::{self, holder};
-use super::pods::read_report;
+use super::pods::{DatabasePod, read_report};
 use super::state::{PrimaryState, SwitchoverNote};
 use super::switchover_plan::{LeaseSwitchover, SwitchoverStep, plan};
 use crate::crd::{Failover, PostgreSQL};
@@ -93,7 +91,7 @@ pub async fn advance(
     pg: &PostgreSQL,
     cluster: &Cluster<'_>,
     ctx: &Context,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     lease: &Lease,
     planned: Option<(&[String], &str)>,
 ) -> Result<Advanced> {
@@ -294,7 +292,7 @@ pub async fn clear_request(pg: &PostgreSQL, ctx: &Context) -> Result<()> {
 async fn most_advanced_of(
     ctx: &Context,
     cluster: &Cluster<'_>,
-    pods: &[Arc<Pod>],
+    pods: &[DatabasePod],
     candidates: &[String],
 ) -> Option<String> {
     let reads = candidates

@@ -20,13 +20,12 @@ mod steps;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
 use self::calls::Manager;
 use self::plan::{Observed, Phase};
 pub use self::record::{Progress, Switched, apply_to};
 use super::ha::PrimaryState;
-use super::ha::pods::{cluster_pods, is_ready, known_instance_address};
+use super::ha::pods::{cluster_pods, known_instance_address};
 use crate::crd::{PostgreSQL, UpgradeStatus};
 use crate::resources::Cluster;
 use crate::runtime::Context;
@@ -210,7 +209,7 @@ impl Run<'_> {
                 let pods = cluster_pods(self.ctx, self.cluster);
                 let primary = recorded.pod.as_deref();
                 seen.primary_serving =
-                    (pods.iter()).any(|p| Some(p.name_any().as_str()) == primary && is_ready(p));
+                    (pods.iter()).any(|p| Some(p.name.as_str()) == primary && p.ready);
             }
             _ => {}
         }
@@ -265,13 +264,13 @@ impl Run<'_> {
             return Ok(None);
         };
         let pods = cluster_pods(self.ctx, &set);
-        let ready = pods.iter().any(|p| p.name_any() == holder && is_ready(p));
+        let ready = pods.iter().any(|p| p.name == holder && p.ready);
         Ok(ready.then(|| self.manager(&set, &holder)).flatten())
     }
 
     fn manager(&self, set: &Cluster<'_>, pod: &str) -> Option<Manager<'_>> {
         let pods = cluster_pods(self.ctx, set);
-        let pod = pods.iter().find(|p| p.name_any() == pod)?;
+        let pod = pods.iter().find(|p| p.name == pod)?;
         Some(Manager {
             ctx: self.ctx,
             address: known_instance_address(self.ctx, set, pod)?,
