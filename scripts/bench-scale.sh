@@ -15,6 +15,9 @@
 # TUSK_SCALE_TIMEOUT (seconds, default 1800) bounds every phase; 10,000 clusters need more.
 # TUSK_SCALE_DELETE_TIMEOUT (seconds, default TUSK_SCALE_TIMEOUT) bounds the wait for the
 # garbage collector after the delete, then reports what is left instead of failing.
+# TUSK_SCALE_BACKLOG=M: after the restart at rest, M more clusters are applied and the operator
+# is restarted again while they are being created (how long until it has been through as many
+# clusters as had converged: converged clusters must not wait behind new ones).
 #   scripts/bench-scale.sh [--rest SECONDS] [N[:NAMESPACES]...]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,6 +96,7 @@ measure() {
   if [[ -n "${TUSK_SCALE_DELETE_TIMEOUT:-}" ]]; then
     bounds+=(--delete-timeout-seconds "$TUSK_SCALE_DELETE_TIMEOUT")
   fi
+  bounds+=(--backlog "${TUSK_SCALE_BACKLOG:-0}")
   TUSK_REPO=$repo "${hook[@]}" "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
     --rest-seconds "$rest" --build "$version" "${ready[@]}" "${bounds[@]}" \
     | tee >(grep '^|' >>"$out")

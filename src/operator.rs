@@ -5,10 +5,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::controller::{self, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
@@ -16,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::clusters::primary_lane;
 use crate::crd::{Backup, PostgreSQL};
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::resources::ca_rotation::Lifetimes;
 use crate::resources::{AgentSettings, CLUSTER_LABEL, MANAGED_BY, SWITCHOVER_ANNOTATION};
@@ -26,7 +28,7 @@ use crate::runtime::instances::LeaseClock;
 use crate::runtime::lease_follows::LeaseFollows;
 use crate::runtime::own_status::OwnStatus;
 use crate::runtime::watch::{
-    ChildWatches, RelistSignal, drop_managed_fields, labelled_cluster, shared_watch,
+    ChildWatches, RelistSignal, Trigger, drop_managed_fields, labelled_cluster, shared_watch,
 };
 use crate::runtime::{Caches, Context};
 use crate::{backups, clusters};
@@ -129,7 +131,7 @@ pub async fn run(
     let (relisted, relists) = futures::channel::mpsc::unbounded();
     let own_status = Arc::new(OwnStatus::default());
     // Set once the clusters' store holds its first list (see the primary lane below).
-    let (listed, mut lane_may_start) = tokio::sync::watch::channel(false);
+    let (listed, lane_may_start) = tokio::sync::watch::channel(false);
     let (clusters, cluster_reader) = {
         let (reader, writer) = reflector::store();
         let mut relist = RelistSignal::new(relisted);
@@ -166,6 +168,7 @@ pub async fn run(
     // their cluster through its label instead; a lost primary's also goes on the primary lane.
     let lease_clock = Arc::new(LeaseClock::default());
     let (lane_triggers, lane_queue) = futures::channel::mpsc::unbounded();
+    let (creation_triggers, creation_queue) = futures::channel::mpsc::unbounded();
     let lease_follows = LeaseFollows::new(lane_triggers.clone());
     let lane = {
         let (clusters, clock) = (cluster_reader.clone(), lease_clock.clone());
@@ -203,7 +206,8 @@ pub async fn run(
             .with_certificate_lifetimes(certificate_lifetimes)
             .with_own_status(own_status)
             .with_lease_clock(lease_clock)
-            .with_lease_follows(lease_follows),
+            .with_lease_follows(lease_follows)
+            .with_creation_lane(creation_triggers),
     );
     // Both controllers stop on the same signal.
     let shutdown = futures::FutureExt::shared(shutdown);
@@ -226,29 +230,31 @@ pub async fn run(
             );
             let restoring_lookup = cluster_reader.clone();
             // The primary lane: the same reconcile, fed only by lost primaries and its own
-            // next looks, so that a burst on the main queue never delays a failover. It starts
-            // once the clusters' store holds its list: a controller waits for its store to be
-            // ready, and the store's readiness wakes only the last of two waiters, which would
-            // leave the main controller asleep.
-            let lane = {
-                let (reader, context, stopping) =
-                    (cluster_reader.clone(), context.clone(), shutdown.clone());
-                async move {
-                    if lane_may_start.wait_for(|listed| *listed).await.is_err() {
-                        return;
-                    }
-                    let config =
-                        controller::Config::default().concurrency(PRIMARY_LANE_CONCURRENCY);
-                    let idle = futures::stream::pending::<Result<PostgreSQL, watcher::Error>>();
-                    Controller::for_stream(idle, reader)
-                        .with_config(config)
-                        .reconcile_on(lane_queue)
-                        .graceful_shutdown_on(stopping)
-                        .run(primary_lane::reconcile, primary_lane::error_policy, context)
-                        .for_each(|result| async move { log_result("primary lane", result) })
-                        .await;
-                }
-            };
+            // next looks, so that a burst on the main queue never delays a failover.
+            let lane = Lane {
+                name: "primary lane",
+                queue: lane_queue,
+                concurrency: PRIMARY_LANE_CONCURRENCY,
+                may_start: lane_may_start.clone(),
+            }
+            .run(
+                (cluster_reader.clone(), context.clone(), shutdown.clone()),
+                primary_lane::reconcile,
+                primary_lane::error_policy,
+            );
+            // The creation lane: clusters still to be created, handed over by the main queue,
+            // so that converged clusters never wait behind a burst of first reconciles.
+            let creation = Lane {
+                name: "creation lane",
+                queue: creation_queue,
+                concurrency,
+                may_start: lane_may_start,
+            }
+            .run(
+                (cluster_reader.clone(), context.clone(), shutdown.clone()),
+                clusters::reconcile::reconcile_new,
+                clusters::error_policy,
+            );
             let clusters = Controller::for_stream(clusters, cluster_reader)
                 .with_config(controller::Config::default().concurrency(concurrency))
                 .reconcile_on(trigger_queue)
@@ -266,7 +272,7 @@ pub async fn run(
                 .graceful_shutdown_on(shutdown.clone())
                 .run(backups::reconcile, backups::error_policy, context)
                 .for_each(|result| async move { log_result("backup", result) });
-            futures::future::join3(clusters, lane, backup_controller).await;
+            futures::future::join4(clusters, lane, creation, backup_controller).await;
         }
     };
     // The watch drivers never end on their own; the controllers' end ends the run.
@@ -276,6 +282,46 @@ pub async fn run(
         _ = drivers => {}
     }
     info!("the controllers stopped");
+}
+
+/// A queue beside the main controller's, running a reconcile for the clusters `queue` names.
+struct Lane {
+    name: &'static str,
+    queue: UnboundedReceiver<Trigger>,
+    concurrency: u16,
+    /// Set once the clusters' store holds its list: a controller waits for its store to be
+    /// ready, and the store's readiness wakes only the last of several waiters, which would
+    /// leave the main controller asleep.
+    may_start: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Lane {
+    /// Runs the lane until `stopping` resolves (after the clusters' first list).
+    async fn run<Fut>(
+        mut self,
+        (reader, context, stopping): (
+            Store<PostgreSQL>,
+            Arc<Context>,
+            impl Future<Output = ()> + Send + Sync + 'static,
+        ),
+        reconcile: impl FnMut(Arc<PostgreSQL>, Arc<Context>) -> Fut,
+        error_policy: impl Fn(Arc<PostgreSQL>, &Error, Arc<Context>) -> Action,
+    ) where
+        Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    {
+        if self.may_start.wait_for(|listed| *listed).await.is_err() {
+            return;
+        }
+        let name = self.name;
+        let idle = futures::stream::pending::<Result<PostgreSQL, watcher::Error>>();
+        Controller::for_stream(idle, reader)
+            .with_config(controller::Config::default().concurrency(self.concurrency))
+            .reconcile_on(self.queue)
+            .graceful_shutdown_on(stopping)
+            .run(reconcile, error_policy, context)
+            .for_each(|result| async move { log_result(name, result) })
+            .await;
+    }
 }
 
 /// What a change to a PostgreSQL must touch to be reconciled: its spec (the generation) or the

@@ -8,6 +8,9 @@
 //!   It imports nothing else from this room.
 //! - [`backup_schedule`]: the cluster's backups — scheduled runs recorded as Backups, their
 //!   summary in the status, freshness, and the schedule of verifications.
+//! - the queues: the main controller's; [`primary_lane`], for clusters whose primary needs
+//!   looking at now; [`creation_lane`], for clusters whose children are still to be created.
+//!   All three run the same reconcile and take turns on a cluster.
 //!
 //! Dependencies go one way: `reconcile` → the phases → `ha` / `backup_schedule` → `runtime`,
 //! `resources`, `crd`.
@@ -17,6 +20,7 @@ pub mod backup_schedule;
 pub mod children;
 pub mod cleanup;
 pub mod commit_clock;
+pub mod creation_lane;
 pub mod credentials;
 pub mod declared;
 pub mod declared_passwords;

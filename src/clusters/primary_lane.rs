@@ -31,7 +31,7 @@ const RETRY: Duration = Duration::from_secs(1);
 pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
     let key = ObjectRef::from_obj(pg.as_ref()).to_string();
     ctx.metrics.primary_lane_reconciled();
-    super::reconcile::reconcile(pg, ctx.clone()).await?;
+    super::reconcile::reconcile_now(pg, ctx.clone()).await?;
     Ok(next_look(&ctx.lease_clock, &key))
 }
 

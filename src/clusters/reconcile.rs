@@ -15,6 +15,7 @@ use super::archiving;
 use super::backup_schedule::{self, freshness::Freshness};
 use super::children::apply_children;
 use super::cleanup;
+use super::creation_lane;
 use super::credentials;
 use super::declared;
 use super::desired::desired;
@@ -37,9 +38,27 @@ const MIN_RETRY: Duration = Duration::from_millis(200);
 /// How long a reconcile waits for the child caches after the operator starts.
 const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The controller's reconcile function.
+/// The main queue's reconcile: a cluster still to be created goes to the creation lane (see
+/// `creation_lane`), decided before the turn is taken; any other is reconciled here.
 pub async fn reconcile(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
-    // One turn at a time with the primary lane; the wait counts as the reconcile's time.
+    if creation_lane::hand_over(&pg, &ctx) {
+        return Ok(Action::await_change());
+    }
+    reconcile_now(pg, ctx).await
+}
+
+/// The creation lane's reconcile: the whole reconcile while the cluster is still to be created,
+/// else nothing (the main queue has it).
+pub async fn reconcile_new(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
+    if !creation_lane::still_new(&pg, &ctx) {
+        return Ok(Action::await_change());
+    }
+    reconcile_now(pg, ctx).await
+}
+
+/// The reconcile itself, on whichever queue runs it.
+pub async fn reconcile_now(pg: Arc<PostgreSQL>, ctx: Arc<Context>) -> Result<Action> {
+    // One turn at a time with the other lanes; the wait counts as the reconcile's time.
     let started = Instant::now();
     let key = ObjectRef::from_obj(pg.as_ref()).to_string();
     let _turn = ctx.cluster_locks.turn(&key).await;

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures::channel::mpsc::UnboundedSender;
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -30,7 +31,7 @@ use super::packed::Packed;
 use super::secret_facts::SecretFacts;
 use super::statefulset_summary::StatefulSetSummary;
 use super::summaries::{CacheEnded, SummaryStore};
-use super::watch::{ChildWatches, owning_cluster};
+use super::watch::{ChildWatches, Trigger, owning_cluster};
 use crate::crd::{Backup, PostgreSQL};
 use crate::metrics::Metrics;
 use crate::resources::ca_rotation::Lifetimes;
@@ -170,8 +171,12 @@ pub struct Context {
     pub lease_clock: Arc<LeaseClock>,
     /// The Leases of switchovers in progress, watched so their steps reach the primary lane.
     pub lease_follows: Arc<LeaseFollows>,
-    /// Whose turn it is on each cluster: the reconcile's or the primary lane's.
+    /// Whose turn it is on each cluster: the reconcile's, the primary lane's or the creation
+    /// lane's.
     pub cluster_locks: Arc<ClusterLocks>,
+    /// Where the main queue hands new clusters (`clusters::creation_lane`); none: it
+    /// reconciles them itself.
+    pub creation_lane: Option<UnboundedSender<Trigger>>,
     /// The clusters' status writes the watch has not brought back yet.
     pub own_status: Arc<OwnStatus>,
     /// The instance managers' `/status`, read during a failover.
@@ -212,6 +217,7 @@ impl Context {
             lease_clock: Arc::default(),
             lease_follows: Arc::default(),
             cluster_locks: Arc::default(),
+            creation_lane: None,
             own_status: Arc::default(),
             instances,
             certificate_lifetimes: Lifetimes::default(),
@@ -249,6 +255,12 @@ impl Context {
     /// The same context remembering Leases in `clock` (shared with another context).
     pub fn with_lease_clock(mut self, clock: Arc<LeaseClock>) -> Self {
         self.lease_clock = clock;
+        self
+    }
+
+    /// The same context handing clusters still to be created to `lane`.
+    pub fn with_creation_lane(mut self, lane: UnboundedSender<Trigger>) -> Self {
+        self.creation_lane = Some(lane);
         self
     }
 

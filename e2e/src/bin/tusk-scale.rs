@@ -41,6 +41,10 @@ struct Args {
     /// left (default: the timeout). The garbage collector's pace, not the operator's.
     #[arg(long)]
     delete_timeout_seconds: Option<u64>,
+    /// After the restart at rest: this many more clusters applied, and the operator restarted
+    /// again while they are being created (0: not measured).
+    #[arg(long, default_value_t = 0)]
+    backlog: usize,
 }
 
 #[tokio::main]
@@ -51,7 +55,9 @@ async fn main() -> ExitCode {
         fleet: Fleet {
             clusters: args.clusters,
             namespaces: args.namespaces.max(1),
+            first: 0,
         },
+        backlog: args.backlog,
         rest: Duration::from_secs(args.rest_seconds),
         timeout: Duration::from_secs(args.timeout_seconds),
         ready_timeout: Duration::from_secs(

@@ -17,11 +17,13 @@ const IN_FLIGHT: usize = 32;
 /// Pods per kwok node (as e2e/local/up.sh's kwok-node-0).
 const PODS_PER_NODE: usize = 250;
 
-/// N clusters named `pg-<i>`, cluster i in namespace `scale-<i mod namespaces>`.
+/// N clusters named `pg-<i>` from i = `first`, cluster i in namespace
+/// `scale-<i mod namespaces>`.
 #[derive(Debug, Clone, Copy)]
 pub struct Fleet {
     pub clusters: usize,
     pub namespaces: usize,
+    pub first: usize,
 }
 
 impl Fleet {
@@ -31,20 +33,21 @@ impl Fleet {
 
     /// (namespace, name) of every cluster.
     pub fn members(&self) -> Vec<(String, String)> {
-        (0..self.clusters)
+        (self.first..self.first + self.clusters)
             .map(|i| (format!("scale-{}", i % self.namespaces), format!("pg-{i}")))
             .collect()
     }
 
-    /// Namespaces, and kwok nodes beyond kwok-node-0 so that every cluster's pod fits.
-    pub async fn prepare(&self, client: &Client) -> Result {
+    /// Namespaces, and kwok nodes beyond kwok-node-0 so that every cluster's pod fits (with
+    /// room for `more` clusters applied later).
+    pub async fn prepare(&self, client: &Client, more: usize) -> Result {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         for ns in self.namespace_names() {
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             apply(&namespaces, &ns, &body).await?;
         }
         let nodes: Api<Node> = Api::all(client.clone());
-        for n in 1..self.clusters.div_ceil(PODS_PER_NODE) {
+        for n in 1..(self.first + self.clusters + more).div_ceil(PODS_PER_NODE) {
             let name = format!("kwok-node-{n}");
             apply(&nodes, &name, &kwok_node(&name)).await?;
         }
@@ -116,11 +119,14 @@ mod tests {
         let fleet = Fleet {
             clusters: 5,
             namespaces: 2,
+            first: 0,
         };
         let members = fleet.members();
         assert_eq!(members.len(), 5);
         assert_eq!(members[0], ("scale-0".into(), "pg-0".into()));
         assert_eq!(members[3], ("scale-1".into(), "pg-3".into()));
         assert_eq!(fleet.namespace_names(), ["scale-0", "scale-1"]);
+        let backlog = Fleet { first: 5, ..fleet };
+        assert_eq!(backlog.members()[0], ("scale-1".into(), "pg-5".into()));
     }
 }

@@ -45,6 +45,8 @@ pub struct Plan {
     /// left: at 10,000 clusters kube-controller-manager's garbage collector, at its default 20
     /// requests a second, takes hours over ~200,000 children, none of it the operator's work.
     pub delete_timeout: Duration,
+    /// Clusters applied after the restart at rest, for a restart while they are created.
+    pub backlog: usize,
 }
 
 /// The local control plane and operator (e2e/local/up.sh, operator.sh, peer.sh) in `dir`.
@@ -109,7 +111,7 @@ impl Stand {
 /// Runs `plan` on `stand`; every cluster it applies is deleted again at the end.
 pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
     let op = plan.operator;
-    plan.fleet.prepare(&stand.client).await?;
+    plan.fleet.prepare(&stand.client, plan.backlog).await?;
     let census = Census::start(&stand.client, op).await?;
     if census.look().clusters > 0 {
         fail!("the control plane already has clusters: {}", census.look());
@@ -189,6 +191,10 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         restart_requests.writes
     ));
     at_rest_hook()?;
+    let backlog = match plan.backlog {
+        0 => None,
+        m => Some((m, restart_behind_backlog(stand, plan, census).await?)),
+    };
 
     let start = Instant::now();
     plan.fleet.delete(&stand.client, op).await?;
@@ -231,7 +237,38 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         all_deleted,
         delete_timeout: plan.delete_timeout,
         left_after_delete,
+        backlog,
     })
+}
+
+/// `plan.backlog` more clusters applied and, once their creation is under way (a twentieth of
+/// them with every child), the operator SIGKILLed and started again: how long until it has
+/// reconciled as many clusters as had converged before (the converged ones and the new ones
+/// alike: its own count).
+async fn restart_behind_backlog(stand: &Stand, plan: &Plan, census: &Census) -> Result<Duration> {
+    let (n, m) = (plan.fleet.clusters, plan.backlog);
+    let more = Fleet {
+        clusters: m,
+        first: n,
+        ..plan.fleet
+    };
+    let start = Instant::now();
+    more.apply(&stand.client, plan.operator).await?;
+    let under_way = n + m.div_ceil(20);
+    census
+        .until(
+            "the backlog's creation under way",
+            start,
+            plan.timeout,
+            |c| c.children_of(under_way),
+        )
+        .await?;
+    let before = census.look().to_string();
+    let (took, _) = restart(stand, n, plan.timeout).await?;
+    say(format!(
+        "restart behind a backlog of {m} new clusters (at the kill: {before}): {n} clusters reconciled in {took:.1?}"
+    ));
+    Ok(took)
 }
 
 /// How long a wait took, or None when it timed out and `must` is false (said, not failed).

@@ -54,6 +54,9 @@ pub struct Report {
     pub delete_timeout: Duration,
     /// The census when the delete's wait ended (what was left, if it timed out).
     pub left_after_delete: String,
+    /// A restart while this many more clusters were being created: start → as many clusters
+    /// reconciled as had converged.
+    pub backlog: Option<(usize, Duration)>,
 }
 
 fn mib(kib: u64) -> String {
@@ -80,6 +83,12 @@ impl Report {
             Some(ready) => secs(ready),
             None => format!("not within {}", secs(self.ready_timeout)),
         };
+        let behind = self.backlog.map(|(m, took)| {
+            (
+                "restart behind a backlog of new clusters: as many reconciled as had converged",
+                format!("{} ({m} new clusters being created)", secs(took)),
+            )
+        });
         let rows = [
             (
                 "apply → every cluster's children created",
@@ -177,7 +186,7 @@ impl Report {
             "| {who}, {} clusters in {} namespace(s) | |\n|---|---|\n",
             self.clusters, self.namespaces
         );
-        for (measure, value) in rows {
+        for (measure, value) in rows.into_iter().chain(behind) {
             out.push_str(&format!("| {measure} | {value} |\n"));
         }
         out
@@ -220,6 +229,7 @@ mod tests {
             ready_timeout: Duration::from_secs(60),
             delete_timeout: Duration::from_secs(600),
             left_after_delete: "0 clusters (), 4100 Secrets".into(),
+            backlog: Some((1000, Duration::from_millis(3_250))),
             ..Report::default()
         };
         let table = report.table("release");
@@ -233,6 +243,7 @@ mod tests {
             "| CPU seconds to converge / during rest | 3.0 / 0.5 |",
             "| requests per minute at rest (reads / writes) | 2.0 / 0.0 (over 120.0 s) |",
             "| delete all → every child gone | not within 600.0 s: 0 clusters (), 4100 Secrets |",
+            "| restart behind a backlog of new clusters: as many reconciled as had converged | 3.2 s (1000 new clusters being created) |",
         ] {
             assert!(table.contains(row), "{row} in\n{table}");
         }

@@ -5,7 +5,6 @@
 //! kube-controller-manager followed the role label ~15 s late while that controller served a
 //! burst of new Services (docs/src/performance/failover.md).
 
-
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::api::Api;
