@@ -3,8 +3,9 @@
 # plane with kwok playing the nodes (e2e/local/up.sh), the release operator as a process with
 # its ServiceAccount's RBAC (e2e/local/operator.sh), then `tusk-scale` applies N clusters at once
 # and prints what it measured (e2e/src/scale/). Tables go to stdout and to $TUSK_SCALE_OUT.
-# TUSK_SCALE_PROFILE=debug measures the debug build instead (CI's short run: it proves the
-# benchmark works without a release build; its figures are not the product's).
+# TUSK_SCALE_PROFILE=debug measures the workspace's test build instead (CI's short run, with
+# the binaries its tests were built with, scripts/workspace-tests.sh: it proves the benchmark
+# works without a release build; its figures are not the product's).
 # TUSK_SCALE_CACHE_MEMORY=1 adds the heap each cached kind holds (tusk-cache-memory).
 # TUSK_SCALE_OPERATOR_BIN=PATH measures that operator binary instead (before/after comparisons).
 # TUSK_SCALE_OPERATORS="tusk cnpg zalando" measures the peers too, each on a fresh control plane
@@ -28,17 +29,23 @@ runs=("$@")
 out=${TUSK_SCALE_OUT:-$(mktemp /tmp/tusk-scale.XXXXXX.md)}
 
 profile=${TUSK_SCALE_PROFILE:-release}
+# built NAME: the path of binary NAME in the chosen profile, built first.
 case "$profile" in
-  release) build=(--release) ;;
-  debug) build=() ;;
+  release)
+    built() {
+      local package=()
+      if [[ "$1" != tusk ]]; then package=(-p tusk-e2e); fi
+      (cd "$repo" && cargo build --locked --quiet --release "${package[@]}" --bin "$1")
+      echo "$target/release/$1"
+    } ;;
+  debug) built() { "$repo/scripts/workspace-tests.sh" bin "$1"; } ;;
   *) echo "bench-scale.sh: TUSK_SCALE_PROFILE is release or debug, not $profile" >&2; exit 2 ;;
 esac
+target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 read -r -a operators <<<"${TUSK_SCALE_OPERATORS:-tusk}"
 operator=${TUSK_SCALE_OPERATOR_BIN:-}
 echo "==> building: ${operator:+not }the operator ($profile) and tusk-scale" >&2
-if [[ -z "$operator" && " ${operators[*]} " == *" tusk "* ]]; then
-  (cd "$repo" && cargo build --locked --quiet "${build[@]}" --bin tusk)
-fi
 peers=()
 for op in "${operators[@]}"; do
   case "$op" in
@@ -48,20 +55,17 @@ for op in "${operators[@]}"; do
   esac
 done
 if ((${#peers[@]})); then eval "$("$repo/scripts/testbin.sh" "${peers[@]}")"; fi
-# The benchmark's own watcher in the operator's profile: a debug build of it took ~40 % of a core
-# at 10,000 clusters, on the machine whose API server it measures.
-(cd "$repo" && cargo build --locked --quiet "${build[@]}" -p tusk-e2e --bin tusk-scale --bin tusk-cache-memory)
-target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-# Copies of both, taken now: the target directory may be shared, and another build there
-# must not swap the binaries between (or during) runs.
+# Copies, taken as each is built: the target directory may be shared, and another build there
+# must not swap the binaries between (or during) runs. The benchmark's own watcher is in the
+# operator's profile: a debug build of it took ~40 % of a core at 10,000 clusters, on the
+# machine whose API server it measures.
 bins=$(mktemp -d /tmp/tusk-scale-bin.XXXXXX)
 if [[ " ${operators[*]} " == *" tusk "* ]]; then
-  install -m 0755 "${operator:-$target/$profile/tusk}" "$bins/tusk"
+  install -m 0755 "${operator:-$(built tusk)}" "$bins/tusk"
   operator=$bins/tusk
 fi
-install -m 0755 "$target/$profile/tusk-scale" "$bins/tusk-scale"
-install -m 0755 "$target/$profile/tusk-cache-memory" "$bins/tusk-cache-memory"
+install -m 0755 "$(built tusk-scale)" "$bins/tusk-scale"
+install -m 0755 "$(built tusk-cache-memory)" "$bins/tusk-cache-memory"
 eval "$("$repo/e2e/local/binaries.sh")"
 
 # measure OPERATOR CLUSTERS NAMESPACES: one run on a fresh control plane.

@@ -36,11 +36,16 @@ cargo fmt --all --check
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "The workspace's test build (cargo test --workspace --no-run; scripts/workspace-tests.sh)"
+# One build for every step below and the end-to-end suite: another package selection would
+# compile the dependencies again with other features (scripts/workspace-tests.sh says more).
+tusk_bin=$(scripts/workspace-tests.sh bin tusk)
+
 step "CRDs in crds/ and the Helm chart's crds/, and the API reference, match the Rust types"
 generated=$(mktemp -d)
 trap 'stop_prebuild; rm -rf "$generated" "$prebuild_log"' EXIT
 mkdir "$generated/reference"
-cargo run --quiet --locked -p tusk -- crd --output-dir "$generated" --reference-dir "$generated/reference"
+"$tusk_bin" crd --output-dir "$generated" --reference-dir "$generated/reference"
 for dir in crds deploy/helm/tusk/crds; do
   for file in "$generated"/*.yaml; do
     if ! diff -u "$dir/$(basename "$file")" "$file"; then
@@ -76,8 +81,8 @@ fi
 step "Helm chart and alert rules (scripts/check-chart.sh)"
 scripts/check-chart.sh
 
-step "cargo test --workspace"
-cargo test --workspace --locked
+step "Every test of the workspace (scripts/workspace-tests.sh run: the executables of cargo test --workspace, ${TUSK_TEST_JOBS:-3} at a time)"
+scripts/workspace-tests.sh run
 
 if [[ "${TUSK_SKIP_E2E:-0}" == 1 ]]; then
   echo "TUSK_SKIP_E2E=1: skipping the end-to-end suite"

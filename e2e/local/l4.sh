@@ -8,7 +8,7 @@
 #                                        # (also TUSK_FAKE_GCS_BIN, for the GCS scenarios)
 #   e2e/local/l4.sh down                 # stops the job runner, its PostgreSQL servers, MinIO
 #                                        # (e2e/local/down.sh calls this too)
-# TUSK_AGENT_BIN: the backup-agent to run; default: built from this tree with cargo. Logs: $TUSK_E2E_DIR/l4/ (jobrunner.log, pods/, pg/, results.jsonl).
+# TUSK_AGENT_BIN: the backup-agent to run; default: the workspace's test build of it. Logs: $TUSK_E2E_DIR/l4/ (jobrunner.log, pods/, pg/, results.jsonl).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -22,12 +22,10 @@ running() { [[ -f "$L4/jobrunner.pid" ]] && kill -0 "$(cat "$L4/jobrunner.pid")"
 up() {
   mkdir -p "$L4"
   if [[ -z "${TUSK_AGENT_BIN:-}" ]]; then
-    # With the operator's package too, so features unify as in the operator's build: building
-    # the agent alone would rebuild its TLS and SDK dependencies (over a minute on 2 cores).
-    log "building backup-agent (cargo build -p tusk -p backup-agent)"
-    (cd "$repo" && cargo build --locked -q -p tusk -p backup-agent >&2)
-    TUSK_AGENT_BIN="$(cd "$repo" && cargo metadata --format-version 1 --no-deps |
-      python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/backup-agent"
+    # From the workspace's test build, as the operator and the scenarios: another package
+    # selection would compile the agent's TLS and SDK dependencies again (over a minute here).
+    log "backup-agent from the workspace's test build (scripts/workspace-tests.sh)"
+    TUSK_AGENT_BIN=$("$repo/scripts/workspace-tests.sh" bin backup-agent)
   fi
   [[ -x "$TUSK_AGENT_BIN" ]] || { log "TUSK_AGENT_BIN=$TUSK_AGENT_BIN is not an executable"; exit 1; }
   # A copy, so that a concurrent cargo build cannot swap the binary under a running test.

@@ -72,21 +72,18 @@ scenarios() {
   : >"$E2E_SUMMARY"
   local rc=0 filters=(--test-threads=1 --nocapture)
   if (($#)); then filters+=(--exact "$@"); fi
-  # The plugin the scenarios run (plugin.rs, the client certificate in least_privilege.rs), as
-  # built from this tree, copied so a concurrent build cannot swap it mid-run.
-  (cd "$repo" && cargo build --locked --quiet -p kubectl-tusk --bin kubectl-tusk)
-  local target_dir
-  target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-  install -m 0755 "$target_dir/debug/kubectl-tusk" "$TUSK_E2E_DIR/kubectl-tusk"
+  # The plugin the scenarios run (plugin.rs, the client certificate in least_privilege.rs) and
+  # the scenarios, from the workspace's test build (scripts/workspace-tests.sh), the plugin
+  # copied so a concurrent build cannot swap it mid-run.
+  local tests="$repo/scripts/workspace-tests.sh" summary_bin
+  install -m 0755 "$("$tests" bin kubectl-tusk)" "$TUSK_E2E_DIR/kubectl-tusk"
+  summary_bin=$("$tests" bin tusk-e2e-summary)
   export TUSK_KUBECTL_TUSK_BIN="$TUSK_E2E_DIR/kubectl-tusk"
-  (cd "$repo" && cargo test --locked --quiet --no-fail-fast -p tusk-e2e -- --ignored \
-    "${filters[@]}") || rc=$?
+  "$tests" each tusk-e2e -- --ignored "${filters[@]}" || rc=$?
   printf '\n=== scenarios on the real node (levels: %s)\n' "$E2E_LEVELS"
   cat "$E2E_SUMMARY"
-  (cd "$repo" && cargo test --locked --quiet -p tusk-e2e -- --ignored --list \
-    "${filters[@]}") >"$TUSK_E2E_DIR/listed"
-  (cd "$repo" && cargo run --locked --quiet -p tusk-e2e --bin tusk-e2e-summary -- \
-    "$TUSK_E2E_DIR/listed" "$E2E_SUMMARY") || rc=1
+  "$tests" each tusk-e2e -- --ignored --list "${filters[@]}" >"$TUSK_E2E_DIR/listed"
+  "$summary_bin" "$TUSK_E2E_DIR/listed" "$E2E_SUMMARY" || rc=1
   # A named scenario must have passed: a skip, a rename or a removal (--exact then matches
   # nothing and cargo exits 0) fails the run instead of passing it silently.
   local name missing=()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The local end-to-end run: pinned upstream binaries -> control plane on loopback -> the operator
 # (built from this tree, run as a process with its own ServiceAccount's token) -> the scenarios
-# of the tusk-e2e crate (e2e/tests/, `cargo test -p tusk-e2e -- --ignored`) -> teardown. No
-# Docker, no internet beyond the Go module proxy and crates.io for cold builds.
+# of the tusk-e2e crate (e2e/tests/, run with --ignored from the workspace's test build:
+# scripts/workspace-tests.sh) -> teardown. No Docker, no internet beyond the Go module proxy and
+# crates.io for cold builds.
 # Usage: e2e/local/run.sh [--keep] [SCENARIO...]
 #   --keep    leave the control plane and the operator running (stop with e2e/local/down.sh)
 #   SCENARIO  test function names (e.g. backup_on_demand), matched exactly; all when none
@@ -43,16 +44,16 @@ trap cleanup EXIT
 step "Upstream binaries (kube $(grep -o 'KUBERNETES_VERSION="[^"]*' "$here/binaries.sh" | cut -d'"' -f2), etcd, kwok)"
 eval "$("$here/binaries.sh")"
 
-step "Operator and plugin binaries and scenarios (cargo build --bin tusk --bin kubectl-tusk, cargo test -p tusk-e2e --no-run)"
-(cd "$repo" && cargo build --locked --quiet -p tusk -p kubectl-tusk -p tusk-e2e --bin tusk --bin kubectl-tusk --bin tusk-e2e-summary && cargo test --locked --quiet -p tusk-e2e --no-run)
-target_dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+step "Operator, plugin and scenarios (the workspace's test build: scripts/workspace-tests.sh)"
+tests="$repo/scripts/workspace-tests.sh"
 # A private copy right after the build: a concurrent build in the same target directory cannot
 # swap it mid-run.
 operator_copy=$(mktemp /tmp/tusk-operator.XXXXXX)
-install -m 0755 "$target_dir/debug/tusk" "$operator_copy"
+install -m 0755 "$("$tests" bin tusk)" "$operator_copy"
 # The plugin the kubectl_tusk_* scenarios run (e2e/tests/plugin.rs), copied for the same reason.
 plugin_copy=$(mktemp /tmp/kubectl-tusk.XXXXXX)
-install -m 0755 "$target_dir/debug/kubectl-tusk" "$plugin_copy"
+install -m 0755 "$("$tests" bin kubectl-tusk)" "$plugin_copy"
+summary_bin=$("$tests" bin tusk-e2e-summary)
 
 step "Control plane in $TUSK_E2E_DIR"
 eval "$("$here/up.sh")"
@@ -71,7 +72,7 @@ if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then
   eval "$l4_env"
 fi
 
-step "Scenarios (cargo test -p tusk-e2e -- --ignored)"
+step "Scenarios (the tusk-e2e package's tests with --ignored)"
 rc=0
 # One scenario at a time: some kill the operator, read its gauges or count every write it makes.
 filters=(--test-threads=1 --nocapture)
@@ -83,14 +84,14 @@ export E2E_SUMMARY="$TUSK_E2E_DIR/summary"
 E2E_LEVELS=own-control-plane,operator-process
 if [[ "${TUSK_E2E_L4:-0}" == 1 ]]; then E2E_LEVELS+=,l4; fi
 export E2E_LEVELS
-(cd "$repo" && cargo test --locked --quiet --no-fail-fast -p tusk-e2e -- --ignored "${filters[@]}") || rc=$?
+"$tests" each tusk-e2e -- --ignored "${filters[@]}" || rc=$?
 echo
 echo "=== scenarios (levels of this run: $E2E_LEVELS)"
 cat "$E2E_SUMMARY"
 # Every scenario the run was to run must have reported: one that ran nothing fails the run.
 listed="$TUSK_E2E_DIR/listed"
-(cd "$repo" && cargo test --locked --quiet -p tusk-e2e -- --ignored --list "${filters[@]}") >"$listed"
-"$target_dir/debug/tusk-e2e-summary" "$listed" "$E2E_SUMMARY" || rc=1
+"$tests" each tusk-e2e -- --ignored --list "${filters[@]}" >"$listed"
+"$summary_bin" "$listed" "$E2E_SUMMARY" || rc=1
 # scripts/e2e.sh reads which scenarios need real pods from it (the SKIP[pods] lines).
 if [[ -n "${E2E_SUMMARY_OUT:-}" ]]; then cp "$E2E_SUMMARY" "$E2E_SUMMARY_OUT"; fi
 

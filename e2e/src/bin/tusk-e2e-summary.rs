@@ -1,5 +1,5 @@
 //! `tusk-e2e-summary LISTED SUMMARY`: the tally of an end-to-end run (`tusk_e2e::summary`).
-//! LISTED is `cargo test -p tusk-e2e -- --ignored --list` for the scenarios the run was to run;
+//! LISTED is the scenarios' `--ignored --list` output for the scenarios the run was to run;
 //! SUMMARY is the run's `E2E_SUMMARY`. Prints the counts; exits 1 when a scenario failed or
 //! reported nothing, 2 when a file cannot be read.
 
