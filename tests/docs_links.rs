@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 /// Where the book links to files outside its `src` directory.
 const REPOSITORY: &str = "https://github.com/tusk-operator/tusk/blob/main/";
@@ -168,4 +168,83 @@ fn ids_are_made_as_mdbook_makes_them() {
     );
     assert_eq!(heading_id("`kubectl tusk` status"), "kubectl-tusk-status");
     assert_eq!(heading_id("What it does (and why)"), "what-it-does-and-why");
+}
+
+/// The Rust files of every crate of the workspace, outside `target/`.
+fn rust_files() -> Vec<PathBuf> {
+    let mut files = vec![];
+    let mut dirs = vec![root()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() && name != "target" && !name.to_string_lossy().starts_with('.') {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// Whether rustdoc would compile and run a code block with this kind: an indented block, or a
+/// fenced one with no language but Rust and rustdoc's own attributes.
+fn is_doctest(kind: &CodeBlockKind) -> bool {
+    match kind {
+        CodeBlockKind::Indented => true,
+        CodeBlockKind::Fenced(info) => info.split([',', ' ']).all(|word| {
+            matches!(
+                word,
+                "" | "rust" | "ignore" | "no_run" | "should_panic" | "compile_fail"
+            ) || word.starts_with("edition")
+        }),
+    }
+}
+
+/// Doc tests are off in every crate (`doctest = false`: scripts/workspace-tests.sh runs the
+/// test executables, not rustdoc), so an example in a doc comment would never run: none may be
+/// written as one. Prose examples are fenced as `text`.
+#[test]
+fn no_doc_comment_holds_an_example_that_would_never_run() {
+    let mut examples = vec![];
+    for file in rust_files() {
+        let source = std::fs::read_to_string(&file).unwrap();
+        // Consecutive doc-comment lines of one kind make one Markdown document.
+        let mut blocks: Vec<(usize, String)> = vec![];
+        let mut previous: Option<&str> = None;
+        for (number, line) in source.lines().enumerate() {
+            let trimmed = line.trim_start();
+            let marker = ["//!", "///"]
+                .into_iter()
+                .find(|m| trimmed.starts_with(m) && !trimmed.starts_with("////"));
+            if let Some(m) = marker {
+                let text = &trimmed[m.len()..];
+                if previous != Some(m) {
+                    blocks.push((number + 1, String::new()));
+                }
+                if let Some((_, doc)) = blocks.last_mut() {
+                    doc.push_str(text.strip_prefix(' ').unwrap_or(text));
+                    doc.push('\n');
+                }
+            }
+            previous = marker;
+        }
+        for (line, doc) in blocks {
+            for event in Parser::new(&doc) {
+                if let Event::Start(Tag::CodeBlock(kind)) = event
+                    && is_doctest(&kind)
+                {
+                    let here = file.strip_prefix(root()).unwrap_or(&file).display();
+                    examples.push(format!("{here}: the doc comment from line {line}"));
+                }
+            }
+        }
+    }
+    assert!(
+        examples.is_empty(),
+        "Rust examples in doc comments, which no test runs (fence them as `text`, or make \
+         them a test):\n{}",
+        examples.join("\n")
+    );
 }
