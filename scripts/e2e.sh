@@ -29,10 +29,10 @@ kwok_summary=$(mktemp)
 trap 'rm -f "$kwok_summary"' EXIT
 E2E_SUMMARY_OUT=$kwok_summary TUSK_E2E_L4="${TUSK_E2E_L4:-1}" e2e/local/run.sh "$@"
 
-step "scale benchmark, short (scripts/bench-scale.sh: 100 clusters, debug build)"
+step "scale benchmark, short (scripts/bench-scale.sh: 40 clusters, the test build)"
 # Proves the benchmark runs end to end; its figures are printed, never asserted (speed goals are
 # not timed tests). The full run: scripts/bench-scale.sh (README, Performance).
-TUSK_SCALE_PROFILE=debug scripts/bench-scale.sh --rest 30 100
+TUSK_SCALE_PROFILE=debug scripts/bench-scale.sh --rest 15 40
 
 # Real pods (e2e/local/node-run.sh): a kubelet and containerd, our images from the Dockerfile
 # with the binaries this run has just compiled (TUSK_IMAGE_BINARIES=host: minutes, cold or

@@ -237,6 +237,9 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 registerWithTaints: []
+# A Secret's new content reaches the pods' volumes at their next sync: every minute by default,
+# every 10 s here (the CA rotation scenario waits for three such steps; 235 s with the default).
+syncFrequency: 10s
 YAML
   start kubelet "$TUSK_KUBELET_BIN" --config "$NODE/kubelet.yaml" --kubeconfig "$NODE/kubelet.kubeconfig" \
     --root-dir "$NODE/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
