@@ -54,29 +54,6 @@ pub struct ChildWatches<'a> {
     pub triggers: UnboundedSender<Trigger>,
 }
 
-/// A namespaced kind whose objects a child watch caches whole.
-pub trait CachedKind:
-    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> CachedKind for K where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
 /// A namespaced kind whose objects a child watch keeps as summaries.
 pub trait SummarizedKind:
     Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -97,6 +74,12 @@ impl<K> SummarizedKind for K where
         + 'static
 {
 }
+
+/// A namespaced kind whose objects a child watch caches whole (a reflector store shares them
+/// across threads, hence `Sync`).
+pub trait CachedKind: SummarizedKind + Sync {}
+
+impl<K: SummarizedKind + Sync> CachedKind for K {}
 
 impl ChildWatches<'_> {
     /// A watch of the children of kind `K` that keeps `Store<K>` current and queues the cluster
