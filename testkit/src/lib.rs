@@ -55,10 +55,44 @@ pub fn rsa_private_key(pem: &std::path::Path) {
     ]);
 }
 
-/// A port that was free a moment ago on 127.0.0.1.
+/// A free port on 127.0.0.1 for a test's server, handed out once per machine at a time.
+/// Below the ephemeral range: an ephemeral one (what binding port 0 gives) can be taken by any
+/// outgoing connection (pg_basebackup's, say) before the server binds it. Claimed until this
+/// process ends by an exclusive lock on `$TMPDIR/tusk-test-ports/PORT`: test executables run
+/// side by side (scripts/workspace-tests.sh), and a port handed out stays free until its server
+/// binds it — two of them starting a postmaster on one port failed CI with "Address already in
+/// use". Never the same port twice in one process either.
 pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
+    use std::sync::Mutex;
+    static CLAIMED: Mutex<Vec<(u16, std::fs::File)>> = Mutex::new(Vec::new());
+    let locks = std::env::temp_dir().join("tusk-test-ports");
+    std::fs::create_dir_all(&locks).expect("the directory of port locks");
+    let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    // 7919 is prime to 12000: the walk visits every port of the range once.
+    for i in 0..12000u32 {
+        let port = 20000 + (seed.wrapping_add(i.wrapping_mul(7919)) % 12000) as u16;
+        if claimed.iter().any(|(p, _)| *p == port) {
+            continue;
+        }
+        let Ok(lock) = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(locks.join(port.to_string()))
+        else {
+            continue;
+        };
+        if lock.try_lock().is_ok() && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            claimed.push((port, lock));
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32000 on 127.0.0.1")
 }
 
 /// Polls `ready` until it returns true or `timeout` passes.
@@ -151,4 +185,28 @@ pub fn testbin(env: &str, name: &str, version: &str) -> std::path::PathBuf {
         path.display()
     );
     path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_handed_out_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        for port in ports {
+            assert!((20000..32000).contains(&port), "{port}");
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("a handed-out port binds");
+            // Claimed by this process: another one cannot take its lock.
+            let lock = std::fs::File::open(
+                std::env::temp_dir()
+                    .join("tusk-test-ports")
+                    .join(port.to_string()),
+            )
+            .expect("the port's lock file");
+            assert!(lock.try_lock().is_err(), "{port} is not locked");
+        }
+    }
 }

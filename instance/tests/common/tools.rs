@@ -97,27 +97,6 @@ pub fn http_post(port: u16, path: &str, body: &str) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), answer.to_owned())
 }
 
-/// A free port below the ephemeral range: an ephemeral one (what binding port 0 gives) can be
-/// taken meanwhile by any outgoing connection (pg_basebackup's, say), and then the postmaster
-/// cannot listen on it. Never the same port twice in one process: the tests of a binary run in
-/// parallel, and a port handed out is free until its server binds it (a collision there made a
-/// manager fail with "Address already in use" in CI).
-pub fn free_port() -> u16 {
-    use std::collections::BTreeSet;
-    use std::sync::Mutex;
-    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    let seed = std::process::id()
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-    (0..12000u32)
-        .map(|i| 20000 + (seed.wrapping_add(i.wrapping_mul(7919)) % 12000) as u16)
-        .find(|&port| {
-            !handed_out.contains(&port)
-                && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-                && handed_out.insert(port)
-        })
-        .expect("a free port between 20000 and 32000")
-}
+/// A free port below the ephemeral range, claimed across the test executables running side by
+/// side (`tusk_testkit::free_port`).
+pub use tusk_testkit::free_port;
