@@ -19,6 +19,8 @@
 # TUSK_SCALE_BACKLOG=M: after the restart at rest, M more clusters are applied and the operator
 # is restarted again while they are being created (how long until it has been through as many
 # clusters as had converged: converged clusters must not wait behind new ones).
+# TUSK_SCALE_ONLY_RW=1: Tusk's clusters with -rw as their only client Service
+# (spec.services.disabled: [ro, r]): one ClusterIP a cluster instead of three.
 #   scripts/bench-scale.sh [--rest SECONDS] [N[:NAMESPACES]...]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -101,6 +103,9 @@ measure() {
     bounds+=(--delete-timeout-seconds "$TUSK_SCALE_DELETE_TIMEOUT")
   fi
   bounds+=(--backlog "${TUSK_SCALE_BACKLOG:-0}")
+  if [[ -n "${TUSK_SCALE_ONLY_RW:-}" ]]; then
+    bounds+=(--only-rw)
+  fi
   TUSK_REPO=$repo "${hook[@]}" "$bins/tusk-scale" --operator "$op" --clusters "$clusters" --namespaces "$namespaces" \
     --rest-seconds "$rest" --build "$version" "${ready[@]}" "${bounds[@]}" \
     | tee >(grep '^|' >>"$out")

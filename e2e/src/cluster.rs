@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
-use tusk::crd::{Backup, PostgreSQL, PostgreSQLStatus};
+use tusk::crd::{Backup, ClientService, PostgreSQL, PostgreSQLStatus};
 
 use crate::objects::{Kind, Obj};
 use crate::wait::{Check, until, until_none};
@@ -58,11 +58,15 @@ pub fn children(pg: &PostgreSQL) -> Vec<Obj> {
         Obj::new(Kind::ConfigMap, format!("{name}-config")),
         Obj::new(Kind::ConfigMap, format!("{name}-ca.crt")),
         Obj::new(Kind::Service, format!("{name}-rw")),
-        Obj::new(Kind::Service, format!("{name}-ro")),
-        Obj::new(Kind::Service, format!("{name}-r")),
         Obj::new(Kind::Service, format!("{name}-hl")),
         Obj::new(Kind::StatefulSet, name),
     ];
+    let services = pg.spec.services.clone().unwrap_or_default();
+    for (service, suffix) in [(ClientService::ReadOnly, "ro"), (ClientService::Any, "r")] {
+        if services.enabled(service) {
+            all.push(Obj::new(Kind::Service, format!("{name}-{suffix}")));
+        }
+    }
     if pg
         .spec
         .backup

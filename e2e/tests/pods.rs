@@ -3,7 +3,7 @@
 //! pod heal on the same volume, and clients reach the database through the `-rw` Service. Each
 //! scenario skips where pods do not really run.
 
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Service};
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use tusk_e2e::manifests::cluster;
@@ -34,12 +34,25 @@ async fn row_kept(ctx: &Ctx, name: &str) -> Result {
 }
 
 /// The kubelet's readiness probe made the pod Ready, and the application role logs in over the
-/// network through the `-rw` Service's DNS name (SCRAM, pg_hba.conf from the ConfigMap).
+/// network through the `-rw` Service's DNS name (SCRAM, pg_hba.conf from the ConfigMap), with
+/// `-rw` the cluster's only client Service (`spec.services.disabled`, as
+/// docs/src/cluster/connect.md shows it).
 #[scenario]
 async fn probes_and_rw_service(ctx: Ctx) -> Result {
     ctx.require_real_pods()?;
-    ctx.apply(&cluster("probed", None)).await?;
+    let only_rw = cluster("probed", None).replace(
+        "storage: {size: 1Gi}",
+        "storage: {size: 1Gi}\n  services:\n    disabled: [ro, r]      # -rw and -hl only",
+    );
+    ctx.apply(&only_rw).await?;
     ctx.wait_ready(&["probed"]).await?;
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    for absent in ["probed-ro", "probed-r"] {
+        ensure!(
+            services.get_opt(absent).await?.is_none(),
+            "{absent} exists, though spec.services disables it"
+        );
+    }
     let pod = ctx.pod_state("probed-0").await?;
     ensure!(pod.ready, "Ready cluster, pod not Ready: {pod}");
     let who = ctx

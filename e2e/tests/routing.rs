@@ -147,3 +147,75 @@ async fn client_services_are_routed_by_the_operators_slices_and_selectors_move_o
     say("every move ended: only the operator's slices, no move noted");
     Ok(())
 }
+
+/// `spec.services.disabled` on a running cluster: `-ro` and `-r` and the operator's slice of
+/// `-r` are deleted, `-rw` keeps routing; taken out of the list, both come back and `-r` is
+/// routed again.
+#[scenario]
+async fn disabled_client_services_are_deleted_and_come_back(ctx: Ctx) -> Result {
+    let name = "fewer";
+    ctx.apply(&cluster(name, None)).await?;
+    ctx.wait_ready(&[name]).await?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let pod = pods.get(&format!("{name}-0")).await?;
+    let ip = pod.status.and_then(|s| s.pod_ip).unwrap_or_default();
+    ensure!(!ip.is_empty(), "{name}-0 has no IP");
+    let (rw, ro, any) = (
+        format!("{name}-rw"),
+        format!("{name}-ro"),
+        format!("{name}-r"),
+    );
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ctx.ns);
+    let routed_to = |service: String, ips: Vec<String>| {
+        let ctx = &ctx;
+        async move {
+            until(&format!("{service}'s slice"), ctx.timeout(), || async {
+                let slices = slices_of(ctx, &service).await?;
+                Ok(Check::when(only_ours(&slices, &ips), format!("{slices:?}")))
+            })
+            .await
+        }
+    };
+    routed_to(any.clone(), vec![ip.clone()]).await?;
+    say(format!("{any} routed to {ip} before"));
+
+    let disable = json!({"spec": {"services": {"disabled": ["ro", "r"]}}});
+    ctx.merge_patch_postgresql_in(&ctx.ns, name, disable)
+        .await?;
+    for service in [&ro, &any] {
+        until(&format!("{service} deleted"), ctx.timeout(), || async {
+            let left = services.get_opt(service).await?.is_some();
+            let slices = slices_of(&ctx, service).await?;
+            Ok(Check::when(
+                !left && slices.is_empty(),
+                format!("Service left: {left}, slices {slices:?}"),
+            ))
+        })
+        .await?;
+    }
+    ensure!(
+        services.get_opt(&rw).await?.is_some(),
+        "{rw} went with the others"
+    );
+    routed_to(rw.clone(), vec![ip.clone()]).await?;
+    say(format!(
+        "disabled: {ro} and {any} deleted with {any}'s slice, {rw} still routed to {ip}"
+    ));
+
+    let enable = json!({"spec": {"services": null}});
+    ctx.merge_patch_postgresql_in(&ctx.ns, name, enable).await?;
+    for service in [&ro, &any] {
+        until(&format!("{service} back"), ctx.timeout(), || async {
+            let back = services.get_opt(service).await?;
+            Ok(Check::when(back.is_some(), "not yet"))
+        })
+        .await?;
+    }
+    // One instance: `-ro` routes nowhere (no slice), `-r` to the one pod.
+    routed_to(ro.clone(), vec![]).await?;
+    routed_to(any.clone(), vec![ip.clone()]).await?;
+    say(format!(
+        "enabled again: {ro} and {any} back, {any} routed to {ip}"
+    ));
+    Ok(())
+}

@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 
 use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use kube::api::Api;
 
@@ -51,6 +52,16 @@ pub async fn apply_children(
         .filter(|service| !super::ha::selector_move::moving(ctx, cluster, &service.name_any()))
         .chain([desired.headless])
         .map(|service| apply_packed(api(&client, ns), &caches.services, ns, service));
+    // A client Service `spec.services` disables: deleted if the cluster had it.
+    let retired = (desired.disabled_clients.into_iter()).map(|name| {
+        apply_optional(
+            ns,
+            name,
+            None::<Service>,
+            api(&client, ns),
+            &caches.services,
+        )
+    });
     let access = desired.access;
     let (roles, bindings) = (&caches.roles, &caches.role_bindings);
     // The binding after its Role: the API server refuses to bind a Role it cannot find yet.
@@ -61,14 +72,15 @@ pub async fn apply_children(
     };
     let config_map = desired.config_map;
     let account = access.service_account;
-    let (config_map, services, account, role_and_binding) = futures::try_join!(
+    let (config_map, services, retired, account, role_and_binding) = futures::try_join!(
         apply_packed(api(&client, ns), &caches.config_maps, ns, config_map),
         futures::future::try_join_all(services),
+        futures::future::try_join_all(retired),
         apply_packed(api(&client, ns), &caches.service_accounts, ns, account),
         role_then_binding,
     )?;
     writes.extend(config_map);
-    writes.extend(services.into_iter().flatten());
+    writes.extend(services.into_iter().chain(retired).flatten());
     writes.extend(account);
     writes.extend(role_and_binding.into_iter().flatten());
     let mut desired_statefulset = desired.statefulset;

@@ -21,8 +21,11 @@ pub struct Desired {
     /// The status token of the instance managers' ports: created only when absent.
     pub monitoring: Secret,
     pub config_map: ConfigMap,
-    /// `-rw`, `-ro`, `-r`: no selector (their EndpointSlices are written by `ha::routing`).
-    pub clients: [Service; 3],
+    /// `-rw`, `-ro`, `-r` (those `spec.services` leaves): no selector (their EndpointSlices
+    /// are written by `ha::routing`).
+    pub clients: Vec<Service>,
+    /// The names of the client Services `spec.services` disables: deleted if they exist.
+    pub disabled_clients: Vec<String>,
     /// The headless Service: the pods' DNS names.
     pub headless: Service,
     /// The database pods' identity: what their instance managers may do with the API.
@@ -109,6 +112,7 @@ pub fn desired(
         },
         config_map,
         clients: resources::client_services(cluster),
+        disabled_clients: resources::disabled_client_services(cluster),
         headless: resources::headless_service(cluster),
         access: InstanceAccess {
             service_account: resources::instance_service_account(cluster),

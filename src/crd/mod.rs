@@ -15,6 +15,7 @@ mod postgresql;
 mod replication;
 mod restore_target;
 mod rules;
+mod services;
 mod tls;
 mod upgrade_spec;
 mod upgrade_status;
@@ -45,6 +46,7 @@ pub use postgresql::{
 };
 pub use replication::{Durability, Replication, Synchronous};
 pub use restore_target::RestoreTarget;
+pub use services::{ClientService, ServicesSpec};
 pub use tls::TlsSpec;
 pub use upgrade_spec::{UpgradeMethod, UpgradeSpec};
 pub use upgrade_status::{UpgradePhase, UpgradeStatus};

@@ -47,6 +47,7 @@ pub const MAX_INSTANCES: i32 = 9;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.roles) || self.roles.all(r, r.name != (has(self.bootstrap) && has(self.bootstrap.owner) ? self.bootstrap.owner : 'app'))").message("spec.roles may not declare the bootstrap owner: its password is the <name>-app Secret's"))]
 #[x_kube(validation = Rule::new("!has(self.pooler) || !has(self.tls)").message("spec.pooler needs the certificates Tusk issues (spec.tls unset): the pooler logs in with a client certificate of the cluster's own CA"))]
+#[x_kube(validation = Rule::new("!has(self.pooler) || !has(self.pooler.readOnly) || !self.pooler.readOnly || !has(self.services) || !has(self.services.disabled) || !('ro' in self.services.disabled)").message("spec.pooler.readOnly routes to the replicas through <name>-ro: it cannot be in spec.services.disabled"))]
 #[x_kube(validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("spec.restore can only be set when the cluster is created"))]
 #[x_kube(validation = Rule::new("!has(self.replication) || !has(self.replication.synchronous) || self.replication.synchronous.number < self.instances").message("spec.replication.synchronous.number must be less than spec.instances: the primary cannot wait for more replicas than the cluster has"))]
 pub struct PostgreSQLSpec {
@@ -166,6 +167,10 @@ pub struct PostgreSQLSpec {
     /// them. docs/src/cluster/pooler.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooler: Option<super::PoolerSpec>,
+    /// The client Services: `<name>-rw` always, `<name>-ro` and `<name>-r` unless disabled
+    /// here (docs/src/cluster/connect.md#only-the-services-you-use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<super::ServicesSpec>,
     /// How an increase of `spec.version` is carried out (docs/src/cluster/upgrades.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<super::UpgradeSpec>,

@@ -623,3 +623,38 @@ fn declared_roles_and_databases_are_checked_at_apply() {
         "only the declared bootstrap owner: {errors:?}"
     );
 }
+
+#[test]
+fn client_services_may_be_disabled_except_rw_and_ro_under_a_read_only_pooler() {
+    let with = |services: Value, pooler: Value| {
+        rejections(
+            "demo",
+            json!({"storage": storage(), "instances": 2, "services": services, "pooler": pooler}),
+        )
+    };
+    let none = Value::Null;
+    assert_eq!(
+        with(json!({"disabled": ["ro", "r"]}), none.clone()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        with(json!({}), json!({"readOnly": true})),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        with(json!({"disabled": ["r"]}), json!({"readOnly": true})),
+        Vec::<String>::new()
+    );
+    let errors = with(json!({"disabled": ["ro"]}), json!({"readOnly": true}));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("spec.pooler.readOnly routes to the replicas")),
+        "{errors:?}"
+    );
+    let errors = with(json!({"disabled": ["rw"]}), none);
+    assert!(
+        errors.iter().any(|e| e.contains("unknown variant `rw`")),
+        "{errors:?}"
+    );
+}

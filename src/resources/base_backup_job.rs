@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::agent::{AgentSettings, backup_job_spec};
 use super::agent_login::Login;
 use super::pod::plain_env;
-use super::{AGENT_CONTAINER, Cluster, Component, wal_archiving};
-use crate::crd::{BackupPolicy, PostgreSQL};
+use super::{AGENT_CONTAINER, Cluster, Component, has_client_service, wal_archiving};
+use crate::crd::{BackupPolicy, ClientService, PostgreSQL};
 
 /// How long the archive may take beyond its own `archive_timeout` to receive the backup's last
 /// segment (a backlog draining after an outage).
@@ -35,9 +35,9 @@ pub fn base_backup_source(pg: &PostgreSQL, cluster: &Cluster) -> String {
 }
 
 /// The instance a scheduled base backup reads, fixed in its CronJob: the replicas (`-ro`) when
-/// the cluster has any, else the primary.
+/// the cluster has any and that Service, else the primary.
 pub fn scheduled_base_backup_source(cluster: &Cluster) -> String {
-    if cluster.spec.instances > 1 {
+    if cluster.spec.instances > 1 && has_client_service(cluster, ClientService::ReadOnly) {
         format!("{}.{}.svc", cluster.ro_service_name(), cluster.namespace)
     } else {
         cluster.rw_host()

@@ -178,3 +178,15 @@ fn it_reads_a_ready_replica_else_the_primary() {
         Some("demo-2.demo-hl.prod.svc")
     );
 }
+
+#[test]
+fn a_scheduled_base_backup_reads_the_replicas_through_ro_unless_it_is_disabled() {
+    let source =
+        |extra: &str| scheduled_base_backup_source(&Cluster::new(&archiving(extra)).unwrap());
+    assert_eq!(source(""), "demo-rw.prod.svc", "one instance: the primary");
+    assert_eq!(source("instances: 3\n"), "demo-ro.prod.svc");
+    let without_ro = "instances: 3\nservices:\n  disabled: [ro]\n";
+    assert_eq!(source(without_ro), "demo-rw.prod.svc");
+    let without_r = "instances: 3\nservices:\n  disabled: [r]\n";
+    assert_eq!(source(without_r), "demo-ro.prod.svc");
+}

@@ -82,8 +82,8 @@ pub use secrets::{
     password_of, replication_secret, superuser_secret, with_ca,
 };
 pub use services::{
-    ROUTED_BY_OPERATOR, ROUTING_ANNOTATION, any_service, client_services, headless_service,
-    ro_service, rw_service,
+    ROUTED_BY_OPERATOR, ROUTING_ANNOTATION, client_service_names, client_services,
+    disabled_client_services, has_client_service, headless_service, rw_service,
 };
 pub use statefulset::{CONFIG_CHECKSUM_ANNOTATION, statefulset};
 pub use verify::{DEFAULT_VERIFY_DEADLINE_SECONDS, VerifyRun, verify_job, verify_job_name};

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{Cluster, Component, POSTGRES_PORT};
+use crate::crd::ClientService;
 
 fn postgres_port() -> ServicePort {
     ServicePort {
@@ -43,23 +44,43 @@ pub fn rw_service(cluster: &Cluster) -> Service {
     routed_service(cluster, cluster.rw_service_name())
 }
 
-/// Service `<name>-ro`: the replicas, for read-only traffic that tolerates replication lag.
-pub fn ro_service(cluster: &Cluster) -> Service {
-    routed_service(cluster, cluster.ro_service_name())
+/// Whether `cluster` has the client Service `service` (`spec.services.disabled`).
+pub fn has_client_service(cluster: &Cluster, service: ClientService) -> bool {
+    (cluster.spec.services.as_ref()).is_none_or(|services| services.enabled(service))
 }
 
-/// Service `<name>-r`: every ready instance, primary or replica.
-pub fn any_service(cluster: &Cluster) -> Service {
-    routed_service(cluster, cluster.any_service_name())
-}
-
-/// The client Services, each routed by the operator: `-rw`, `-ro`, `-r`.
-pub fn client_services(cluster: &Cluster) -> [Service; 3] {
+/// The optional client Services with their names: `-ro` (the replicas, for read-only traffic
+/// that tolerates replication lag) and `-r` (every ready instance).
+fn optional_services(cluster: &Cluster) -> [(ClientService, String); 2] {
     [
-        rw_service(cluster),
-        ro_service(cluster),
-        any_service(cluster),
+        (ClientService::ReadOnly, cluster.ro_service_name()),
+        (ClientService::Any, cluster.any_service_name()),
     ]
+}
+
+/// The names of the client Services: `-rw`, then `-ro` and `-r` unless `spec.services`
+/// disables them.
+pub fn client_service_names(cluster: &Cluster) -> Vec<String> {
+    let optional = optional_services(cluster).into_iter();
+    let enabled = optional.filter(|(service, _)| has_client_service(cluster, *service));
+    std::iter::once(cluster.rw_service_name())
+        .chain(enabled.map(|(_, name)| name))
+        .collect()
+}
+
+/// The client Services (`client_service_names`), each routed by the operator.
+pub fn client_services(cluster: &Cluster) -> Vec<Service> {
+    let names = client_service_names(cluster).into_iter();
+    names.map(|name| routed_service(cluster, name)).collect()
+}
+
+/// The names of the client Services `spec.services` disables: deleted if they exist.
+pub fn disabled_client_services(cluster: &Cluster) -> Vec<String> {
+    let optional = optional_services(cluster).into_iter();
+    optional
+        .filter(|(service, _)| !has_client_service(cluster, *service))
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// Headless Service `<name>-hl`: the StatefulSet's `serviceName`; lists pods before they are
@@ -98,27 +119,53 @@ fn service(
 mod tests {
     use super::*;
     use crate::resources::fixtures::*;
+    use serde_json::json;
 
     #[test]
     fn client_services_have_no_selector_and_say_who_routes_them() {
         let pg = postgresql(MINIMAL);
         let cluster = Cluster::new(&pg).unwrap();
-        let names = client_services(&cluster).map(|svc| {
-            let annotations = svc.metadata.annotations.unwrap();
-            assert_eq!(annotations[ROUTING_ANNOTATION], ROUTED_BY_OPERATOR);
-            let spec = svc.spec.unwrap();
-            assert_eq!(spec.cluster_ip, None);
-            assert_eq!(
-                spec.selector, None,
-                "kube-controller-manager must not route it"
-            );
-            let port = &spec.ports.unwrap()[0];
-            // The EndpointSlice's port carries the same name: that is how kube-proxy pairs them.
-            assert_eq!((port.name.as_deref(), port.port), (Some("postgres"), 5432));
-            svc.metadata.name.unwrap()
-        });
+        let names: Vec<String> = client_services(&cluster)
+            .into_iter()
+            .map(|svc| {
+                let annotations = svc.metadata.annotations.unwrap();
+                assert_eq!(annotations[ROUTING_ANNOTATION], ROUTED_BY_OPERATOR);
+                let spec = svc.spec.unwrap();
+                assert_eq!(spec.cluster_ip, None);
+                assert_eq!(
+                    spec.selector, None,
+                    "kube-controller-manager must not route it"
+                );
+                let port = &spec.ports.unwrap()[0];
+                // The EndpointSlice's port carries the same name: that is how kube-proxy pairs them.
+                assert_eq!((port.name.as_deref(), port.port), (Some("postgres"), 5432));
+                svc.metadata.name.unwrap()
+            })
+            .collect();
         assert_eq!(names, ["demo-rw", "demo-ro", "demo-r"]);
+        assert!(disabled_client_services(&cluster).is_empty());
         assert_eq!(cluster.primary_host(), "demo-0.demo-hl.prod.svc");
+    }
+
+    #[test]
+    fn disabled_client_services_are_not_built_and_are_named_for_deletion() {
+        let name = |svc: &Service| svc.metadata.name.clone().unwrap();
+        for (disabled, built, gone) in [
+            (json!(["ro"]), vec!["demo-rw", "demo-r"], vec!["demo-ro"]),
+            (json!(["r"]), vec!["demo-rw", "demo-ro"], vec!["demo-r"]),
+            (
+                json!(["ro", "r"]),
+                vec!["demo-rw"],
+                vec!["demo-ro", "demo-r"],
+            ),
+        ] {
+            let mut pg = postgresql(MINIMAL);
+            pg.spec.services = serde_json::from_value(json!({"disabled": disabled})).unwrap();
+            let cluster = Cluster::new(&pg).unwrap();
+            let built_names: Vec<String> = client_services(&cluster).iter().map(name).collect();
+            assert_eq!(built_names, built, "{disabled}");
+            assert_eq!(disabled_client_services(&cluster), gone, "{disabled}");
+        }
     }
 
     #[test]

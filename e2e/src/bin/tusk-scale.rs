@@ -45,17 +45,26 @@ struct Args {
     /// again while they are being created (0: not measured).
     #[arg(long, default_value_t = 0)]
     backlog: usize,
+    /// Tusk's clusters with `-rw` as their only client Service (`spec.services.disabled: [ro,
+    /// r]`).
+    #[arg(long)]
+    only_rw: bool,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if args.only_rw && args.operator != Operator::Tusk {
+        eprintln!("--only-rw sets Tusk's spec.services; the peers' clusters keep theirs");
+        return ExitCode::from(2);
+    }
     let plan = Plan {
         operator: args.operator,
         fleet: Fleet {
             clusters: args.clusters,
             namespaces: args.namespaces.max(1),
             first: 0,
+            only_rw: args.only_rw,
         },
         backlog: args.backlog,
         rest: Duration::from_secs(args.rest_seconds),
@@ -85,7 +94,11 @@ async fn main() -> ExitCode {
     .await;
     match result {
         Ok(report) => {
-            println!("{}", report.table(&args.build));
+            let build = match args.only_rw {
+                true => format!("{}; -rw its only client Service", args.build),
+                false => args.build.clone(),
+            };
+            println!("{}", report.table(&build));
             ExitCode::SUCCESS
         }
         Err(e) => {

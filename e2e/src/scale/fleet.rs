@@ -24,6 +24,9 @@ pub struct Fleet {
     pub clusters: usize,
     pub namespaces: usize,
     pub first: usize,
+    /// Each cluster with `-rw` as its only client Service (Tusk's `spec.services.disabled: [ro,
+    /// r]`): a third of the ClusterIPs.
+    pub only_rw: bool,
 }
 
 impl Fleet {
@@ -61,7 +64,7 @@ impl Fleet {
         futures::stream::iter(self.members())
             .map(|(ns, name)| async move {
                 let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, resource);
-                apply(&api, &name, &operator.cluster(&name)).await
+                apply(&api, &name, &operator.cluster(&name, self.only_rw)).await
             })
             .buffer_unordered(IN_FLIGHT)
             .try_collect::<Vec<()>>()
@@ -120,6 +123,7 @@ mod tests {
             clusters: 5,
             namespaces: 2,
             first: 0,
+            only_rw: false,
         };
         let members = fleet.members();
         assert_eq!(members.len(), 5);

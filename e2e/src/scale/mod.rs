@@ -129,8 +129,12 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
     let mark = stand.mark()?;
     let start = Instant::now();
     plan.fleet.apply(&stand.client, op).await?;
+    let services = match plan.fleet.only_rw {
+        true => " (client Services: -rw only)",
+        false => "",
+    };
     say(format!(
-        "applied {n} clusters in {:.1} s",
+        "applied {n} clusters{services} in {:.1} s",
         start.elapsed().as_secs_f64()
     ));
     // Tusk must get there (the run fails otherwise); a peer on kwok may not, and is reported

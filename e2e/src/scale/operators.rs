@@ -92,11 +92,14 @@ impl Operator {
     }
 
     /// The equivalent minimal cluster: one instance, 1Gi on the default StorageClass, no
-    /// backups, no pooler, no monitoring — the smallest cluster a user of each would run.
-    pub fn cluster(self, name: &str) -> Value {
+    /// backups, no pooler, no monitoring — the smallest cluster a user of each would run. With
+    /// `only_rw` (Tusk only) its one client Service is `-rw`.
+    pub fn cluster(self, name: &str, only_rw: bool) -> Value {
         let resource = self.resource();
         let spec = match self {
             // PostgreSQL 18 is Tusk's default major; Tusk has no backups unless asked.
+            Operator::Tusk if only_rw => json!({"version": "18", "storage": {"size": "1Gi"},
+                "services": {"disabled": ["ro", "r"]}}),
             Operator::Tusk => json!({"version": "18", "storage": {"size": "1Gi"}}),
             // instances 1: a single primary. No `backup`, no `monitoring` (PodMonitor) and no
             // Pooler are set, which is their default; the image is the operator's default.
@@ -217,7 +220,7 @@ mod tests {
 
     fn object(op: Operator, status: Value) -> DynamicObject {
         let mut cluster: DynamicObject =
-            serde_json::from_value(op.cluster("pg-0")).expect("a cluster parses");
+            serde_json::from_value(op.cluster("pg-0", false)).expect("a cluster parses");
         cluster.data["status"] = status;
         cluster
     }
@@ -259,7 +262,7 @@ mod tests {
     #[test]
     fn every_cluster_names_its_resource() {
         for op in [Operator::Tusk, Operator::Cnpg, Operator::Zalando] {
-            let cluster = op.cluster("pg-1");
+            let cluster = op.cluster("pg-1", false);
             assert_eq!(cluster["kind"], op.resource().kind);
             assert_eq!(cluster["metadata"]["name"], "pg-1");
         }

@@ -7,12 +7,15 @@
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, ListParams};
 
 use super::pods::DatabasePod;
-use crate::error::Result;
-use crate::resources::Cluster;
-use crate::resources::endpoints::{Instance, Routes, client_slices, routes};
+use crate::crd::ClientService;
+use crate::error::{Error, Result};
+use crate::resources::endpoints::{
+    Instance, MANAGED_BY, MANAGED_BY_LABEL, Routes, client_slices, routes,
+};
+use crate::resources::{Cluster, has_client_service};
 use crate::runtime::Context;
 use crate::runtime::apply::{Change, apply_json};
 
@@ -35,7 +38,8 @@ pub async fn route(
 }
 
 /// Routes `-ro` to the Ready instances other than `holder`, and `-r` to every Ready instance
-/// (neither while `clients` is false). After `-rw`: a failover is not held up by them.
+/// (neither while `clients` is false); the slice of one `spec.services` disables is deleted.
+/// After `-rw`: a failover is not held up by them.
 pub async fn route_readers(
     ctx: &Context,
     cluster: &Cluster<'_>,
@@ -44,11 +48,41 @@ pub async fn route_readers(
     clients: bool,
 ) -> Result<()> {
     let [_, ro, any] = slices(cluster, pods, holder, clients);
-    futures::try_join!(
-        send(ctx, cluster, ro, false),
-        send(ctx, cluster, any, false)
-    )?;
+    let readers = [(ClientService::ReadOnly, ro), (ClientService::Any, any)];
+    let sent = readers.map(|(service, slice)| async move {
+        if has_client_service(cluster, service) {
+            send(ctx, cluster, slice, false).await.map(drop)
+        } else {
+            retire(ctx, cluster, &slice.name_any()).await
+        }
+    });
+    futures::future::try_join_all(sent).await?;
     Ok(())
+}
+
+/// Deletes the operator's slice `name` of a Service `spec.services` disables, if there is one
+/// (by name and the operator's label: the operator deletes slices only in collections, and
+/// only its own).
+async fn retire(ctx: &Context, cluster: &Cluster<'_>, name: &str) -> Result<()> {
+    let ns = cluster.namespace;
+    if ctx.caches.endpoint_slices.get(ns, name).is_none() {
+        return Ok(());
+    }
+    let ours = ListParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
+    match slices
+        .delete_collection(&DeleteParams::background(), &ours)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(source) => Err(Error::Delete {
+            kind: "EndpointSlice".to_owned(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// The client slices of `pods` (in the order given) with `holder` holding the Lease.

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::resources::endpoints::{MANAGED_BY, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
-use crate::resources::{Cluster, ROUTED_BY_OPERATOR, ROUTING_ANNOTATION};
+use crate::resources::{Cluster, ROUTED_BY_OPERATOR, ROUTING_ANNOTATION, client_service_names};
 use crate::runtime::Context;
 use crate::runtime::apply::{delete, merge_patch};
 
@@ -90,12 +90,9 @@ fn has_selector(service: &Value) -> bool {
 /// One pass of the move of each client Service; how soon a move wants the next.
 pub async fn move_services(ctx: &Context, cluster: &Cluster<'_>) -> Result<Option<Duration>> {
     let mut again = None;
-    // One after the other: a move happens once in a cluster's life.
-    for name in [
-        cluster.rw_service_name(),
-        cluster.ro_service_name(),
-        cluster.any_service_name(),
-    ] {
+    // One after the other: a move happens once in a cluster's life. A Service `spec.services`
+    // disables is deleted instead (`children`).
+    for name in client_service_names(cluster) {
         let soon = move_service(ctx, cluster, &name).await?;
         again = again.into_iter().chain(soon).min();
     }

@@ -48,13 +48,15 @@ the ClusterRole when every namespace is watched, by a Role in each watched names
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["list", "watch", "create", "patch"]
-# A major-version upgrade deletes the retired (or cancelled) set's own ConfigMap.
+# A major-version upgrade deletes the retired (or cancelled) set's own ConfigMap; a client
+# Service (-ro, -r) is deleted when spec.services disables it.
 - apiGroups: [""]
-  resources: ["configmaps"]
+  resources: ["configmaps", "services"]
   verbs: ["delete"]
 # -rw's EndpointSlice is the operator's (its Service has no selector): written at each
 # handover. Once per cluster of an earlier Tusk, what kube-controller-manager kept for -rw's
-# selector is deleted: its Endpoints and its slices (deletecollection, by their labels).
+# selector is deleted: its Endpoints and its slices (deletecollection, by their labels), and
+# the operator's own slice of a Service spec.services disables (by name and label).
 - apiGroups: ["discovery.k8s.io"]
   resources: ["endpointslices"]
   verbs: ["list", "watch", "create", "patch", "deletecollection"]
