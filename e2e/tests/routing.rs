@@ -87,7 +87,11 @@ async fn client_services_are_routed_by_the_operators_slices_and_selectors_move_o
 
     // As an earlier Tusk applied them, under the operator's own field manager: selectors on the
     // cluster's (and the role's) labels, no annotation. kube-controller-manager then gives each
-    // a slice.
+    // a slice. The operator is stopped meanwhile, as an upgrade finds them: running, a
+    // reconcile with a cache a write behind re-applied one of them under the same manager
+    // while it was being set up, leaving kube-controller-manager's slice with no move to clear
+    // it (seen once in a local run).
+    ctx.platform.operator_kill().await?;
     let params = PatchParams::apply("tusk-operator").force();
     for (service, _, role) in &routed {
         let current = services.get(service).await?;
@@ -106,7 +110,10 @@ async fn client_services_are_routed_by_the_operators_slices_and_selectors_move_o
             .patch(service, &params, &Patch::Apply(&earlier))
             .await?;
     }
-    say("-rw, -ro, -r put back as an earlier Tusk left them (selectors, no annotation)");
+    ctx.platform.operator_start(ctx.timeout()).await?;
+    say(
+        "-rw, -ro, -r put back as an earlier Tusk left them (selectors, no annotation), the operator started again",
+    );
     for (service, ips, _) in &routed {
         until(
             &format!("{service}'s move to finish"),

@@ -71,15 +71,21 @@ async fn retire(ctx: &Context, cluster: &Cluster<'_>, name: &str) -> Result<()> 
     let ours = ListParams::default()
         .fields(&format!("metadata.name={name}"))
         .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    delete_slices(ctx, ns, &ours, name).await
+}
+
+/// Deletes the EndpointSlices of `ns` that `which` selects (`what` names them in an error): the
+/// operator may delete slices only as a collection, by selectors.
+pub async fn delete_slices(ctx: &Context, ns: &str, which: &ListParams, what: &str) -> Result<()> {
     let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
     match slices
-        .delete_collection(&DeleteParams::background(), &ours)
+        .delete_collection(&DeleteParams::background(), which)
         .await
     {
         Ok(_) => Ok(()),
         Err(source) => Err(Error::Delete {
             kind: "EndpointSlice".to_owned(),
-            name: name.to_owned(),
+            name: what.to_owned(),
             source,
         }),
     }

@@ -18,12 +18,11 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::resources::endpoints::{MANAGED_BY, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
 use crate::resources::{Cluster, ROUTED_BY_OPERATOR, ROUTING_ANNOTATION, client_service_names};
 use crate::runtime::Context;
@@ -159,18 +158,8 @@ async fn clear(ctx: &Context, ns: &str, name: &str) -> Result<()> {
     let foreign = ListParams::default().labels(&format!(
         "{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}!={MANAGED_BY}"
     ));
-    let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
-    match slices
-        .delete_collection(&DeleteParams::background(), &foreign)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(source) => Err(Error::Delete {
-            kind: "EndpointSlice".to_owned(),
-            name: format!("{name}'s (kube-controller-manager's)"),
-            source,
-        }),
-    }
+    let what = format!("{name}'s (kube-controller-manager's)");
+    super::routing::delete_slices(ctx, ns, &foreign, &what).await
 }
 
 #[cfg(test)]
