@@ -18,12 +18,15 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use super::operators::{Kind, Operator};
-use crate::{Context, Result, fail};
+use crate::{Context, Result, fail, say};
 
 /// How often the local caches are looked at while waiting.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 type Count = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// A line about the run so far, given the counts, said now and then during a long wait.
+pub type Progress = Box<dyn Fn(&Counts) -> String + Send + Sync>;
 
 /// What exists, as the watches see it.
 pub struct Census {
@@ -31,6 +34,7 @@ pub struct Census {
     clusters: Store<DynamicObject>,
     children: Vec<(&'static str, usize, Count)>,
     watches: Vec<JoinHandle<()>>,
+    progress: Option<(Duration, Progress)>,
 }
 
 /// One look at the census.
@@ -111,6 +115,7 @@ impl Census {
             clusters,
             children,
             watches,
+            progress: None,
         };
         census
             .clusters
@@ -138,6 +143,12 @@ impl Census {
         }
     }
 
+    /// Says `line` of the counts every `every` while a wait goes on (a 10,000-cluster run
+    /// takes hours; its course is a finding of its own).
+    pub fn report_every(&mut self, every: Duration, line: Progress) {
+        self.progress = Some((every, line));
+    }
+
     /// Waits until `done` holds for the counts; how long that took from `since`.
     pub async fn until(
         &self,
@@ -146,6 +157,7 @@ impl Census {
         timeout: Duration,
         done: impl Fn(&Counts) -> bool,
     ) -> Result<Duration> {
+        let mut said = Instant::now();
         loop {
             let counts = self.look();
             if done(&counts) {
@@ -153,6 +165,13 @@ impl Census {
             }
             if since.elapsed() > timeout {
                 fail!("{what}: not within {timeout:?}; now {counts}");
+            }
+            if let Some((every, line)) = &self.progress
+                && said.elapsed() >= *every
+            {
+                said = Instant::now();
+                let at = since.elapsed().as_secs();
+                say(format!("{at} s, waiting for {what}: {}", line(&counts)));
             }
             tokio::time::sleep(LOOK_EVERY).await;
         }

@@ -7,6 +7,7 @@
 pub mod census;
 pub mod cluster_ips;
 pub mod fleet;
+pub mod machine;
 pub mod operators;
 pub mod process;
 pub mod report;
@@ -28,6 +29,9 @@ use report::Report;
 /// How long after a restart its resident memory is read (no longer than the rest window: a
 /// short run, as CI's, proves the benchmark works and need not wait for the figure).
 const AFTER_RESTART: Duration = Duration::from_secs(90);
+
+/// How often a long wait says how far the run has got.
+const PROGRESS_EVERY: Duration = Duration::from_secs(60);
 
 /// One benchmark run.
 #[derive(Debug, Clone)]
@@ -112,10 +116,11 @@ impl Stand {
 pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
     let op = plan.operator;
     plan.fleet.prepare(&stand.client, plan.backlog).await?;
-    let census = Census::start(&stand.client, op).await?;
+    let mut census = Census::start(&stand.client, op).await?;
     if census.look().clusters > 0 {
         fail!("the control plane already has clusters: {}", census.look());
     }
+    census.report_every(PROGRESS_EVERY, machine::progress(stand.dir.clone()));
     let standin = standin::start(&stand.client, op);
     let report = measure(stand, plan, &census).await;
     if let Some(standin) = standin {
@@ -127,6 +132,7 @@ pub async fn run(stand: &Stand, plan: &Plan) -> Result<Report> {
 async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> {
     let (n, timeout, op) = (plan.fleet.clusters, plan.timeout, plan.operator);
     let mark = stand.mark()?;
+    let cores_at_apply = machine::Reading::now(&stand.dir)?;
     let start = Instant::now();
     plan.fleet.apply(&stand.client, op).await?;
     let services = match plan.fleet.only_rw {
@@ -148,7 +154,8 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
             .await,
         must,
     )?;
-    say(format!("children: {}", census.look()));
+    let children_cores = machine::Reading::now(&stand.dir)?.since(&cores_at_apply);
+    say(format!("children: {}; {children_cores}", census.look()));
     // Every Service exists now, so the burst's allocations are all in the log.
     let cluster_ips = cluster_ips::Allocations::read(&stand.dir.join("logs/kube-apiserver.log"))
         .inspect(|found| say(format!("ClusterIPs allocated by the API server: {found}")))
@@ -163,6 +170,8 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         must,
     )?;
     let census_at_ready = census.look().to_string();
+    let ready_cores = machine::Reading::now(&stand.dir)?.since(&cores_at_apply);
+    say(format!("ready: {ready_cores}"));
     let converge_requests = stand.requests_since(mark)?;
     let converged = stand.usage()?;
     // The convergence figures now, not only in the table after the deletes (which the
@@ -222,10 +231,12 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         clusters: n,
         namespaces: plan.fleet.namespaces,
         children_created,
+        children_cores,
         cluster_ips,
         all_ready,
         ready_timeout: plan.ready_timeout,
         reached: census_at_ready,
+        ready_cores,
         after_restart,
         converge_requests,
         converged,

@@ -34,7 +34,7 @@ pub fn usage(pid: u32) -> Result<Usage> {
 
 /// Clock ticks per second of /proc/PID/stat's times: 100 on every Linux this runs on (the
 /// kernel's USER_HZ); `getconf` says otherwise where it is not.
-fn clock_ticks() -> f64 {
+pub(super) fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()

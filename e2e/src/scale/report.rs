@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::cluster_ips::Allocations;
+use super::machine::Split;
 use super::operators::Operator;
 use super::process::Usage;
 use crate::audit::Requests;
@@ -14,6 +15,8 @@ pub struct Report {
     pub namespaces: usize,
     /// Apply of the first cluster → every cluster's children exist.
     pub children_created: Option<Duration>,
+    /// The machine's cores from the apply until then: busy or waiting, and whose work.
+    pub children_cores: Split,
     /// The API server's ClusterIP allocations up to then (its own log): one lock for them all.
     pub cluster_ips: Option<Allocations>,
     /// Apply of the first cluster → every cluster ready in the operator's own terms, if that
@@ -23,6 +26,8 @@ pub struct Report {
     /// The census (clusters by phase, children) once every one was ready or the ready timeout
     /// passed.
     pub reached: String,
+    /// The machine's cores from the apply until every cluster was ready (or the timeout).
+    pub ready_cores: Split,
     /// The census once the restarted operator had been through every cluster.
     pub after_restart: String,
     /// The operator's requests from the first apply until every cluster was ready (or the
@@ -101,7 +106,15 @@ impl Report {
                     .as_ref()
                     .map_or_else(|| "-".to_owned(), ToString::to_string),
             ),
+            (
+                "the machine's cores until then",
+                self.children_cores.to_string(),
+            ),
             ("apply → every cluster ready (operator's own terms)", ready),
+            (
+                "the machine's cores until then",
+                self.ready_cores.to_string(),
+            ),
             ("clusters at ready (or its timeout)", self.reached.clone()),
             (
                 "requests to converge (reads / writes)",
@@ -230,6 +243,11 @@ mod tests {
             delete_timeout: Duration::from_secs(600),
             left_after_delete: "0 clusters (), 4100 Secrets".into(),
             backlog: Some((1000, Duration::from_millis(3_250))),
+            children_cores: Split {
+                wall_seconds: 4.8,
+                busy: 0.97,
+                processes: vec![("kube-apiserver".into(), 5.1), ("operator".into(), 2.0)],
+            },
             ..Report::default()
         };
         let table = report.table("release");
@@ -237,6 +255,7 @@ mod tests {
         for row in [
             "| apply → every cluster's children created | 4.8 s |",
             "| ClusterIPs allocated by the API server until then | 301 in 10.0 s, 30.0 a second; gaps p10 19 / p50 31 / p90 80 ms |",
+            "| the machine's cores until then | machine 97 % busy over 5 s; CPU s: kube-apiserver 5.1, operator 2.0 |",
             "| RSS peak (whole run up to ready) | 40.0 MiB |",
             "| apply → every cluster ready (operator's own terms) | not within 60.0 s |",
             "| RSS settled (end of rest) | 32.0 MiB (heap and stacks 20.0 MiB, the rest mapped code) |",
