@@ -122,9 +122,14 @@ pub trait Context<T> {
     fn context(self, what: impl fmt::Display) -> Result<T>;
 }
 
-impl<T, E: fmt::Display> Context<T> for std::result::Result<T, E> {
+impl<T, E> Context<T> for std::result::Result<T, E>
+where
+    Failure: From<E>,
+{
     fn context(self, what: impl fmt::Display) -> Result<T> {
-        self.map_err(|e| Failure::Fail(format!("{what}: {e}")))
+        // Through `From`, so the error's whole chain is said: a driver's "db error" alone hides
+        // the server's message.
+        self.map_err(|e| Failure::Fail(format!("{what}: {}", Failure::from(e))))
     }
 }
 
