@@ -19,6 +19,7 @@ const LEVEL: u8 = 6;
 const UNPACKED_LIMIT: usize = 4 << 20;
 
 /// An object's JSON, deflated.
+#[derive(PartialEq)]
 pub struct Packed(Box<[u8]>);
 
 impl<K: Resource + Serialize> Summary<K> for Packed {

@@ -24,6 +24,7 @@ use crate::resources::upgrade_tls::{self, UPGRADE_CRT};
 use crate::resources::verifiers::{Slot, password_digest};
 
 /// The facts kept of one Secret.
+#[derive(PartialEq)]
 pub struct SecretFacts {
     /// The PostgreSQL that owns it, if one does.
     owner: Option<Box<str>>,

@@ -13,6 +13,7 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
 use super::packed::{pack, unpack};
 use super::summaries::{Summary, SummaryStore};
 
+#[derive(PartialEq)]
 pub struct StatefulSetSummary {
     /// The object's JSON without status and server bookkeeping, deflated.
     packed: Box<[u8]>,

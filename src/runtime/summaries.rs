@@ -72,7 +72,7 @@ pub fn summary_store<K, V>() -> (SummaryStore<K, V>, SummaryWriter<K, V>) {
     (store, writer)
 }
 
-impl<K: Resource, V: Summary<K>> SummaryStore<K, V> {
+impl<K: Resource, V: Summary<K> + PartialEq> SummaryStore<K, V> {
     /// A filled store holding `objects` (tests, and callers that list themselves).
     pub fn of(objects: impl IntoIterator<Item = K>) -> Self {
         let (store, mut writer) = summary_store();
@@ -125,53 +125,66 @@ impl<K, V> SummaryStore<K, V> {
     }
 }
 
-impl<K: Resource, V: Summary<K>> SummaryWriter<K, V> {
-    /// Applies one watch event, as a reflector's writer does.
-    pub fn apply(&mut self, event: watcher::Event<K>) {
+impl<K: Resource, V: Summary<K> + PartialEq> SummaryWriter<K, V> {
+    /// Applies one watch event, as a reflector's writer does, and says whether it changed what
+    /// the store holds of an object: a new or different summary, or a deletion (every object of
+    /// a relist counts as changed). A change the summary does not keep (a pod's container
+    /// statuses, a status field no reconcile reads) gives a reconcile nothing new to act on.
+    pub fn apply(&mut self, event: watcher::Event<K>) -> bool {
         match event {
-            watcher::Event::Init => self.relist = Some(Entries::new()),
+            watcher::Event::Init => {
+                self.relist = Some(Entries::new());
+                false
+            }
             watcher::Event::InitApply(object) => {
                 if let Some(relist) = self.relist.as_mut() {
                     insert(relist, &object);
                 }
+                true
             }
             watcher::Event::InitDone => {
                 let relist = self.relist.take().unwrap_or_default();
                 *self.entries.write().unwrap_or_else(|e| e.into_inner()) = relist;
                 self.ready.send_replace(true);
+                false
             }
-            watcher::Event::Apply(object) => {
-                insert(
-                    &mut self.entries.write().unwrap_or_else(|e| e.into_inner()),
-                    &object,
-                );
-            }
+            watcher::Event::Apply(object) => insert(
+                &mut self.entries.write().unwrap_or_else(|e| e.into_inner()),
+                &object,
+            ),
             watcher::Event::Delete(object) => {
                 let meta = object.meta();
                 let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
                 let namespace = meta.namespace.as_deref().unwrap_or_default();
-                if let (Some(names), Some(name)) = (entries.get_mut(namespace), &meta.name) {
-                    names.remove(name.as_str());
-                    if names.is_empty() {
-                        entries.remove(namespace);
-                    }
+                let (Some(names), Some(name)) = (entries.get_mut(namespace), &meta.name) else {
+                    return false;
+                };
+                let removed = names.remove(name.as_str()).is_some();
+                if names.is_empty() {
+                    entries.remove(namespace);
                 }
+                removed
             }
         }
     }
 }
 
-fn insert<K: Resource, V: Summary<K>>(entries: &mut Entries<V>, object: &K) {
+/// Keeps `object`'s summary; whether it differs from the one kept before (or is new).
+fn insert<K: Resource, V: Summary<K> + PartialEq>(entries: &mut Entries<V>, object: &K) -> bool {
     let meta = object.meta();
     let (Some(name), Some(summary)) = (meta.name.as_deref(), V::of(object)) else {
-        return;
+        return false;
     };
     let namespace = meta.namespace.as_deref().unwrap_or_default();
     let names = match entries.get_mut(namespace) {
         Some(names) => names,
         None => entries.entry(Arc::from(namespace)).or_default(),
     };
+    if names.get(name) == Some(&summary) {
+        return false;
+    }
     names.insert(name.into(), summary);
+    true
 }
 
 #[cfg(test)]
@@ -181,6 +194,7 @@ mod tests {
     use super::*;
 
     /// A summary of a ConfigMap: its number of keys.
+    #[derive(PartialEq)]
     struct Keys(usize);
 
     impl Summary<ConfigMap> for Keys {
@@ -229,6 +243,30 @@ mod tests {
         assert_eq!(
             store.map_all(|ns, name, k| format!("{ns}/{name}:{}", k.0)),
             ["prod/c:1"]
+        );
+    }
+
+    #[test]
+    fn a_change_is_one_the_summary_keeps_and_every_deletion_and_relisted_object_is_one() {
+        let (_store, mut writer) = summary_store::<ConfigMap, Keys>();
+        assert!(!writer.apply(watcher::Event::Init));
+        assert!(writer.apply(watcher::Event::InitApply(config_map("a", 1))));
+        assert!(!writer.apply(watcher::Event::InitDone));
+        assert!(
+            writer.apply(watcher::Event::Apply(config_map("b", 1))),
+            "new"
+        );
+        let mut relabelled = config_map("b", 1);
+        relabelled.metadata.labels = Some([("x".to_owned(), "y".to_owned())].into());
+        assert!(
+            !writer.apply(watcher::Event::Apply(relabelled)),
+            "a change the summary does not keep"
+        );
+        assert!(writer.apply(watcher::Event::Apply(config_map("b", 2))));
+        assert!(writer.apply(watcher::Event::Delete(config_map("b", 2))));
+        assert!(
+            !writer.apply(watcher::Event::Delete(config_map("b", 2))),
+            "already gone"
         );
     }
 

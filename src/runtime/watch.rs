@@ -118,9 +118,10 @@ impl ChildWatches<'_> {
     }
 
     /// A watch of the children of kind `K` kept as summaries `V`: it keeps a [`SummaryStore`]
-    /// current (nothing deserialized is kept) and queues the cluster of every touched object,
-    /// as [`Self::cached`] does. `narrow` adds to the label selector (a kind of which other
-    /// controllers also label objects as the cluster's).
+    /// current (nothing deserialized is kept) and queues the cluster of every object whose
+    /// summary changed (created, changed as the summary sees it, deleted, relisted). `narrow`
+    /// adds to the label selector (a kind of which other controllers also label objects as the
+    /// cluster's).
     pub fn summarized<K, V>(
         &self,
         trigger: fn(&K) -> Option<Trigger>,
@@ -128,7 +129,7 @@ impl ChildWatches<'_> {
     ) -> (SummaryStore<K, V>, BoxFuture<'static, ()>)
     where
         K: SummarizedKind,
-        V: Summary<K> + Send + Sync + 'static,
+        V: Summary<K> + PartialEq + Send + Sync + 'static,
     {
         self.summarized_with_lane(trigger, narrow, |_: &K| None, self.triggers.clone())
     }
@@ -144,7 +145,7 @@ impl ChildWatches<'_> {
     ) -> (SummaryStore<K, V>, BoxFuture<'static, ()>)
     where
         K: SummarizedKind,
-        V: Summary<K> + Send + Sync + 'static,
+        V: Summary<K> + PartialEq + Send + Sync + 'static,
     {
         let (reader, mut writer) = summary_store();
         let triggers = self.triggers.clone();
@@ -166,9 +167,12 @@ impl ChildWatches<'_> {
                         | watcher::Event::InitApply(object) => (trigger(object), to_lane(object)),
                         watcher::Event::Init | watcher::Event::InitDone => (None, None),
                     };
-                    writer.apply(event);
+                    // A change the summary does not keep gives the reconcile nothing new (it
+                    // reads only the summary): a pod's scheduling and container statuses each
+                    // queued its cluster, 13 % of the reconciles of 1,000 new clusters.
+                    let changed = writer.apply(event);
                     // The receivers only go away when the controllers have stopped.
-                    if let Some(cluster) = touched {
+                    if let Some(cluster) = touched.filter(|_| changed) {
                         let _ = triggers.unbounded_send(cluster);
                     }
                     if let Some(cluster) = laned {

@@ -128,7 +128,7 @@ where
 }
 
 /// As [`measure`], for the kinds the operator keeps in a [`SummaryStore`].
-async fn measure_summarized<K, V: Summary<K>>(
+async fn measure_summarized<K, V: Summary<K> + PartialEq>(
     api: Api<K>,
     selector: Option<&str>,
 ) -> Result<(usize, isize, SummaryStore<K, V>), Box<dyn std::error::Error>>

@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod machine;
 pub mod operators;
 pub mod process;
+pub mod ready_lag;
 pub mod report;
 pub mod standin;
 
@@ -170,6 +171,10 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         must,
     )?;
     let census_at_ready = census.look().to_string();
+    let queue = match (op, all_ready) {
+        (Operator::Tusk, Some(_)) => Some(queue_figures(stand).await?),
+        _ => None,
+    };
     let ready_cores = machine::Reading::now(&stand.dir)?.since(&cores_at_apply);
     say(format!("ready: {ready_cores}"));
     let converge_requests = stand.requests_since(mark)?;
@@ -237,6 +242,7 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         ready_timeout: plan.ready_timeout,
         reached: census_at_ready,
         ready_cores,
+        queue,
         after_restart,
         converge_requests,
         converged,
@@ -254,6 +260,21 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
         left_after_delete,
         backlog,
     })
+}
+
+/// Tusk's reconciles until every cluster was Ready (its own counter), and how long after its
+/// pods each cluster was Ready.
+async fn queue_figures(stand: &Stand) -> Result<report::Queue> {
+    let metrics = stand.operator.operator_metrics().await?;
+    let queue = report::Queue {
+        reconciles: metrics::sum(&metrics, "tusk_reconcile_total"),
+        lag: ready_lag::ReadyLag::read(&stand.client).await?,
+    };
+    say(format!(
+        "{} reconciles; a cluster Ready after its pods: {}",
+        queue.reconciles, queue.lag
+    ));
+    Ok(queue)
 }
 
 /// `plan.backlog` more clusters applied and, once their creation is under way (a twentieth of
