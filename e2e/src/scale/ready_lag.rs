@@ -16,6 +16,7 @@ use tusk::crd::PostgreSQL;
 use tusk::resources::{CLUSTER_LABEL, MANAGED_BY};
 
 use crate::Result;
+use crate::cluster::{condition, conditions};
 
 /// The lags of every cluster whose Ready and pods' Ready times were both found.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -54,10 +55,7 @@ impl ReadyLag {
             .items
             .into_iter();
         let pairs = pairs.filter_map(|pg| {
-            let conditions = &pg.status.as_ref()?.conditions;
-            let ready = conditions
-                .iter()
-                .find(|c| c.type_ == "Ready" && c.status == "True")?;
+            let ready = condition(conditions(&pg), "Ready").filter(|c| c.status == "True")?;
             let pods = pods_ready.get(&(pg.namespace()?, pg.name_any()))?;
             Some((*pods, seconds(&ready.last_transition_time)))
         });
