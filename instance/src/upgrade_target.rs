@@ -22,10 +22,12 @@ use crate::upgrade_source::local;
 const UPGRADE_CRT: &str = "upgrade.crt";
 const UPGRADE_KEY: &str = "upgrade.key";
 
-/// The copy's state, shared by the requests and the background task.
+/// The copy's state, shared by the requests and the background task, and what it was asked
+/// (the way to the old primary, which [`progress`] looks at when a table's copy stalls).
 #[derive(Default)]
 pub struct Copy {
     state: Mutex<(CopyState, Option<String>, Vec<String>)>,
+    request: Mutex<Option<CopyRequest>>,
 }
 
 impl Copy {
@@ -85,6 +87,7 @@ pub fn start(ctx: &Arc<Context>, copy: &Arc<Copy>, request: CopyRequest) {
         }
         *state = (CopyState::Copying, None, Vec::new());
     }
+    *copy.request.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.clone());
     let (ctx, copy) = (ctx.clone(), copy.clone());
     tokio::spawn(async move {
         let names = request.databases.iter().map(|d| d.name.clone()).collect();
@@ -130,7 +133,9 @@ impl Drop for Scratch {
     }
 }
 
-/// The copy's state, and each subscribed database's tables as its subscription has them.
+/// The copy's state, and each subscribed database's tables as its subscription has them. A
+/// table whose synchronisation has stalled for good fails the copy, with the tables named: the
+/// operator asks for it again, and the database's copy starts afresh.
 pub async fn progress(ctx: &Context, copy: &Copy) -> Result<CopyProgress, Error> {
     let (state, message, names) = copy.get();
     let mut databases = Vec::with_capacity(names.len());
@@ -142,11 +147,54 @@ pub async fn progress(ctx: &Context, copy: &Copy) -> Result<CopyProgress, Error>
             synchronized,
         });
     }
+    if state == CopyState::Following
+        && let Some(why) = stalled(ctx, copy, &databases).await?
+    {
+        tracing::warn!(%why, "the upgrade's copy stalled");
+        copy.set(CopyState::Failed, Some(why.clone()), Vec::new());
+        return Ok(CopyProgress {
+            state: CopyState::Failed,
+            message: Some(why),
+            databases: Vec::new(),
+        });
+    }
     Ok(CopyProgress {
         state,
         message,
         databases,
     })
+}
+
+/// Why the copy cannot go on, if a database's table waits for a slot the old primary no longer
+/// has (only a database still copying is looked at).
+async fn stalled(
+    ctx: &Context,
+    copy: &Copy,
+    databases: &[DatabaseProgress],
+) -> Result<Option<String>, Error> {
+    let copying = databases.iter().filter(|d| d.synchronized < d.tables);
+    let request = copy
+        .request
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let Some(request) = request else {
+        return Ok(None);
+    };
+    let from = source(ctx, &request)?;
+    for db in copying {
+        let tables =
+            crate::upgrade::stalled::stalled(&*ctx.reaper, &from, &local(ctx), &db.name).await?;
+        if !tables.is_empty() {
+            return Ok(Some(format!(
+                "the synchronisation of {} in {} lost its slot on the old primary \
+                 (the new primary stopped as it ended): the database is copied afresh",
+                tables.join(", "),
+                db.name
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// The cut-over's end on this side: the sequences set to the frozen old side's values, every

@@ -8,42 +8,17 @@ mod common;
 
 use std::time::Duration;
 
+use common::upgrade::*;
 use common::*;
 use tusk_contract::upgrade_source::{
     CONFIRMED_PATH, Confirmation, FREEZE_PATH, Frozen, PUBLISH_PATH, Published, THAW_PATH,
     UNPUBLISH_PATH,
 };
-use tusk_contract::upgrade_target::{
-    COPY_PATH, CopyProgress, CopyRequest, CopyState, FINISH_PATH, Finished, PROGRESS_PATH,
-};
-
-fn sql(member: &Instance, db: &str, sql: &str) -> String {
-    member
-        .psql_as("postgres", SUPERUSER_PASSWORD, db, sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .trim()
-        .to_owned()
-}
-
-fn post<T: serde::de::DeserializeOwned>(member: &Instance, path: &str, body: &str) -> T {
-    let (code, answer) = http_post(member.status_port, path, body);
-    assert_eq!(code, 200, "{path}: {answer}");
-    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{path}: {e}: {answer}"))
-}
-
-fn progress(member: &Instance) -> CopyProgress {
-    let answer = http_get(member.status_port, PROGRESS_PATH).expect("progress answered");
-    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("progress: {e}: {answer}"))
-}
+use tusk_contract::upgrade_target::{COPY_PATH, CopyRequest, CopyState, FINISH_PATH, Finished};
 
 #[test]
 fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
-    let mut old = Cluster::with_settings(&["demo-0"], "wal_level = logical\n");
-    old.set_lease("demo-0", true);
-    old.member("demo-0").start();
-    old.member("demo-0")
-        .wait_ready_as("primary", Duration::from_secs(90));
-    let mut new = single_primary();
+    let (mut old, mut new) = old_and_new();
     let primary = old.member("demo-0");
     sql(
         primary,
@@ -60,7 +35,7 @@ fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
     let body = serde_json::to_string(&request).expect("request");
 
     // Without the upgrade certificate the copy fails, and says why.
-    let (old_tls, new_tls) = (old.dir.path().join("tls"), new.dir.path().join("tls"));
+    let new_tls = new.dir.path().join("tls");
     for file in ["upgrade.crt", "upgrade.key"] {
         std::fs::remove_file(new_tls.join(file)).expect("the new side's own, unused");
     }
@@ -76,18 +51,7 @@ fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
         "{failed:?}"
     );
 
-    // One cluster's CA in a real upgrade: here the new side also trusts the old side's CA and
-    // holds its upgrade certificate, beside its own CA, as the server Secret will carry it.
-    let both = [
-        std::fs::read_to_string(new_tls.join("ca.crt")).expect("new CA"),
-        std::fs::read_to_string(old_tls.join("ca.crt")).expect("old CA"),
-    ]
-    .concat();
-    std::fs::write(new_tls.join("ca.crt"), both).expect("CA bundle");
-    for file in ["upgrade.crt", "upgrade.key"] {
-        std::fs::copy(old_tls.join(file), new_tls.join(file)).expect("upgrade certificate");
-        chown(&new_tls.join(file));
-    }
+    hand_over_the_upgrade_certificate(&old, &new);
     // A restore that fails leaves nothing behind (one transaction), and the copy runs again.
     let target = new.member("demo-0");
     sql(target, "appdb", "CREATE TABLE items (id int)");

@@ -10,6 +10,7 @@
 
 pub mod source;
 pub mod source_access;
+pub mod stalled;
 pub mod target;
 
 use std::future::Future;

@@ -10,7 +10,9 @@ use tusk_contract::roles::UPGRADE_USER;
 
 use super::source::single;
 use super::source_access;
-use super::{Database, PUBLICATION, Runner, SUBSCRIPTION, Server, ident, literal, slot_name};
+use super::{
+    Database, PUBLICATION, Runner, SUBSCRIPTION, Server, ident, literal, slot_name, stalled,
+};
 use crate::error::Error;
 
 /// The old primary's roles (attributes, password verifiers, memberships) onto the new side.
@@ -172,7 +174,8 @@ async fn subscribed(runner: &impl Runner, target: &Server, db: &str) -> Result<b
 }
 
 /// A subscription in `db` to the old primary's publication: it copies every table, then
-/// follows. Kept when it exists.
+/// follows. Kept when it exists, unless a table's synchronisation has stalled for good
+/// ([`stalled`]): then the database's copy starts afresh.
 pub async fn subscribe(
     runner: &impl Runner,
     source: &Server,
@@ -180,7 +183,19 @@ pub async fn subscribe(
     db: &Database,
 ) -> Result<(), Error> {
     if subscribed(runner, target, &db.name).await? {
-        return Ok(());
+        let tables = stalled::stalled(runner, source, target, &db.name).await?;
+        if tables.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(
+            database = %db.name,
+            tables = %tables.join(", "),
+            "a table's synchronisation lost its slot on the old primary: copying the database afresh"
+        );
+        stalled::restart_copy(runner, source, target, db).await?;
+    } else {
+        // A slot an interrupted attempt left would refuse the new subscription its name.
+        stalled::drop_slots(runner, source, db, None).await?;
     }
     let create = format!(
         "CREATE SUBSCRIPTION {SUBSCRIPTION} CONNECTION {} PUBLICATION {PUBLICATION} \

@@ -7,6 +7,7 @@
 pub mod bucket;
 pub mod restore;
 mod tools;
+pub mod upgrade;
 
 pub use tools::*;
 

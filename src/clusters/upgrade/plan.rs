@@ -121,8 +121,9 @@ pub enum Step {
     /// phase `Provisioning`.
     Provision,
     /// Publish on the old primary and start the copy on the new one; phase `Copying` (also
-    /// after a failed copy: every step is idempotent).
-    Copy,
+    /// after a failed copy, whose reason `failed` carries into the retry's Event: every step is
+    /// idempotent).
+    Copy { failed: Option<String> },
     /// Freeze the old primary and record its final position; phase `CuttingOver`.
     Freeze,
     /// The confirmation took too long: thaw the old primary (it serves on) and copy on.
@@ -185,7 +186,7 @@ pub fn plan(name: &str, record: Option<&UpgradeRecord>, seen: &Observed) -> Step
     }
     match record.phase {
         Phase::Preflight => preflight(seen),
-        Phase::Provisioning if seen.new_primary_ready => Step::Copy,
+        Phase::Provisioning if seen.new_primary_ready => Step::Copy { failed: None },
         Phase::Provisioning => Step::Wait(format!("the new set {}'s primary", record.new_set)),
         Phase::Copying => copying(seen.copy),
         Phase::CuttingOver => cutting_over(record, seen),
@@ -246,8 +247,10 @@ fn preflight(seen: &Observed) -> Step {
 fn copying(copy: Option<&CopyProgress>) -> Step {
     match copy {
         // Not asked yet (the new primary's manager restarted), or failed: asked again.
-        None => Step::Copy,
-        Some(copy) if matches!(copy.state, CopyState::Idle | CopyState::Failed) => Step::Copy,
+        None => Step::Copy { failed: None },
+        Some(copy) if matches!(copy.state, CopyState::Idle | CopyState::Failed) => Step::Copy {
+            failed: copy.message.clone(),
+        },
         Some(copy) if copy.synchronized() => Step::Freeze,
         Some(copy) => {
             let (done, all) = copy

@@ -123,17 +123,33 @@ fn the_copy_starts_once_the_new_primary_is_ready_and_again_after_a_failure() {
         new_primary_ready: true,
         ..seen()
     };
-    assert_eq!(plan("demo", Some(&provisioning), &ready), Step::Copy);
+    let ask = Step::Copy { failed: None };
+    assert_eq!(plan("demo", Some(&provisioning), &ready), ask);
     let copying = record(Phase::Copying);
-    assert_eq!(plan("demo", Some(&copying), &seen()), Step::Copy);
+    assert_eq!(plan("demo", Some(&copying), &seen()), ask);
     for state in [CopyState::Idle, CopyState::Failed] {
         let copy = progress(state, 0, 0);
         let seen = Observed {
             copy: Some(&copy),
             ..seen()
         };
-        assert_eq!(plan("demo", Some(&copying), &seen), Step::Copy, "{state:?}");
+        assert_eq!(plan("demo", Some(&copying), &seen), ask, "{state:?}");
     }
+    // A failed copy's reason goes into the retry's Event.
+    let failed = CopyProgress {
+        message: Some("the synchronisation of items in appdb lost its slot".into()),
+        ..progress(CopyState::Failed, 0, 0)
+    };
+    let seen_failed = Observed {
+        copy: Some(&failed),
+        ..seen()
+    };
+    assert_eq!(
+        plan("demo", Some(&copying), &seen_failed),
+        Step::Copy {
+            failed: failed.message.clone()
+        }
+    );
     let partway = progress(CopyState::Following, 3, 5);
     let step = plan(
         "demo",

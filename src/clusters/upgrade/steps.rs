@@ -82,7 +82,7 @@ impl Run<'_> {
                 self.event("UpgradeProvisioning", note.clone()).await;
                 Ok(self.moved(next(Phase::Provisioning, Some(note)), MOVING))
             }
-            Step::Copy => self.copy(recorded).await,
+            Step::Copy { failed } => self.copy(recorded, failed).await,
             Step::Freeze => {
                 let frozen = self.old()?.freeze().await?;
                 let note = format!(
@@ -185,8 +185,8 @@ impl Run<'_> {
     }
 
     /// Published on the old primary, asked to copy on the new one (both idempotent: also the
-    /// way on after a failed copy).
-    async fn copy(&self, recorded: UpgradeStatus) -> Result<Progress> {
+    /// way on after a failed copy, `failed` saying why it failed).
+    async fn copy(&self, recorded: UpgradeStatus, failed: Option<String>) -> Result<Progress> {
         let old = self.old()?;
         let Some(new) = self.new_primary().await? else {
             let message = format!("waiting for the new set {}'s primary", recorded.new_set);
@@ -207,7 +207,7 @@ impl Run<'_> {
             new.address.pod
         );
         if failed_before {
-            let why = recorded.message.clone().unwrap_or_default();
+            let why = (failed.or_else(|| recorded.message.clone())).unwrap_or_default();
             self.warn("UpgradeCopyRetried", format!("{note} again ({why})"))
                 .await;
         } else {
