@@ -108,8 +108,9 @@ KC
 # OwnerReferencesPermissionEnforcement (off by default, on in some clusters) makes the operator's
 # owner references with blockOwnerDeletion need `update` on postgresqls/finalizers, as in deploy/.
 # The operator's ServiceAccount is audited at Metadata level so that scenarios can count its
-# writes (and the peers' of e2e/local/peer.sh, for scripts/bench-scale.sh); everything else is
-# not logged. The log is never rotated (kube-apiserver rotates at 100 MB by default, which a
+# writes (and the peers' of e2e/local/peer.sh, for scripts/bench-scale.sh); so are the status
+# writes of pods and StatefulSets, by whoever (kwok or the kubelet, kube-controller-manager), so
+# that the benchmark can tell where a cluster's Ready waited; everything else is not logged. The log is never rotated (kube-apiserver rotates at 100 MB by default, which a
 # 10,000-cluster benchmark passes twice, and a byte mark into a rotated file counts nothing).
 cat >"$DIR/audit-policy.yaml" <<'AP'
 apiVersion: audit.k8s.io/v1
@@ -119,6 +120,9 @@ rules:
 - level: Metadata
   users: ["system:serviceaccount:tusk-system:tusk-operator",
     "system:serviceaccount:cnpg-system:cnpg-manager", "system:serviceaccount:default:postgres-operator"]
+- level: Metadata
+  verbs: ["update", "patch"]
+  resources: [{group: "", resources: ["pods/status"]}, {group: "apps", resources: ["statefulsets/status"]}]
 - level: None
 AP
 

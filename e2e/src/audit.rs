@@ -66,7 +66,11 @@ pub fn requests_of_since(log: &Path, user: &str, mark: u64) -> Result<Requests> 
 }
 
 /// Calls `f` with every event logged after `mark`.
-fn for_each_since(log: &Path, mark: u64, mut f: impl FnMut(&serde_json::Value)) -> Result {
+pub(crate) fn for_each_since(
+    log: &Path,
+    mark: u64,
+    mut f: impl FnMut(&serde_json::Value),
+) -> Result {
     let mut file = std::fs::File::open(log).context(format!("audit log {}", log.display()))?;
     file.seek(SeekFrom::Start(mark))?;
     for line in BufReader::new(file).lines() {

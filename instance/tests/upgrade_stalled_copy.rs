@@ -59,7 +59,9 @@ fn a_table_stalled_without_its_slot_fails_the_copy_and_the_database_is_copied_af
         || {
             count(
                 target,
-                "SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL",
+                "SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL \
+             AND subid = (SELECT oid FROM pg_subscription WHERE subdbid = \
+             (SELECT oid FROM pg_database WHERE datname = current_database()))",
             ) == 0
         },
     );

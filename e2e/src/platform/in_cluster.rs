@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, ListParams, LogParams};
+use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::local::run as run_command;
@@ -19,6 +20,8 @@ use crate::{Context, Result, bucket};
 /// Where the operator runs, and the label of its pods.
 pub const NAMESPACE: &str = "tusk-system";
 pub const SELECTOR: &str = "app.kubernetes.io/name=tusk-operator";
+/// deploy/deployment.yaml's.
+const OPERATOR_DEPLOYMENT: &str = "tusk-operator";
 
 pub struct InCluster {
     client: Client,
@@ -231,7 +234,39 @@ impl InCluster {
         Ok(())
     }
 
+    /// Scales the operator's Deployment to none and waits until its pods are gone: the
+    /// operator stopped for as long as a scenario needs, not restarted as after a kill.
+    pub async fn operator_stop(&self, timeout: std::time::Duration) -> Result {
+        self.operator_replicas(0).await?;
+        let pods = self.pods();
+        until("the operator's pods gone", timeout, || async {
+            let list = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+            let names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+            Ok(Check::when(names.is_empty(), names.join(", ")))
+        })
+        .await
+    }
+
+    async fn operator_replicas(&self, replicas: i32) -> Result {
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let patch = serde_json::json!({"spec": {"replicas": replicas}});
+        deployments
+            .patch(
+                OPERATOR_DEPLOYMENT,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .context(format!(
+                "scaling Deployment {OPERATOR_DEPLOYMENT} to {replicas}"
+            ))?;
+        Ok(())
+    }
+
+    /// Brings the operator back (its Deployment at one replica, after a kill or a stop) and
+    /// waits until a pod of it is Ready.
     pub async fn operator_start(&self, timeout: std::time::Duration) -> Result {
+        self.operator_replicas(1).await?;
         let pods = self.pods();
         until("a new operator pod to be Ready", timeout, || async {
             let list = pods.list(&ListParams::default().labels(SELECTOR)).await?;

@@ -46,6 +46,15 @@ impl Platform {
         }
     }
 
+    /// Stop the operator until [`Platform::operator_start`] (in a cluster its Deployment
+    /// scaled to none: a killed pod would come back at once).
+    pub async fn operator_stop(&self, timeout: std::time::Duration) -> Result {
+        match self {
+            Platform::Local(p) => p.operator_kill().await,
+            Platform::InCluster(p) => p.operator_stop(timeout).await,
+        }
+    }
+
     /// Bring the operator back and wait until it serves.
     pub async fn operator_start(&self, timeout: std::time::Duration) -> Result {
         match self {

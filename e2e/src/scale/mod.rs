@@ -11,6 +11,7 @@ pub mod machine;
 pub mod operators;
 pub mod process;
 pub mod ready_lag;
+pub mod ready_waits;
 pub mod report;
 pub mod standin;
 
@@ -266,13 +267,16 @@ async fn measure(stand: &Stand, plan: &Plan, census: &Census) -> Result<Report> 
 /// pods each cluster was Ready.
 async fn queue_figures(stand: &Stand) -> Result<report::Queue> {
     let metrics = stand.operator.operator_metrics().await?;
+    let lag = ready_lag::ReadyLag::read(&stand.client).await?;
+    let waits = ready_waits::ReadyWaits::read(&stand.audit_log(), &lag.pods)?;
     let queue = report::Queue {
         reconciles: metrics::sum(&metrics, "tusk_reconcile_total"),
-        lag: ready_lag::ReadyLag::read(&stand.client).await?,
+        lag,
+        waits,
     };
     say(format!(
-        "{} reconciles; a cluster Ready after its pods: {}",
-        queue.reconciles, queue.lag
+        "{} reconciles; a cluster Ready after its pods: {}; where: {}",
+        queue.reconciles, queue.lag, queue.waits
     ));
     Ok(queue)
 }

@@ -15,6 +15,7 @@ use kube::{Client, ResourceExt};
 use tusk::crd::PostgreSQL;
 use tusk::resources::{CLUSTER_LABEL, MANAGED_BY};
 
+use super::ready_waits::ReadyPod;
 use crate::Result;
 use crate::cluster::{condition, conditions};
 
@@ -23,6 +24,8 @@ use crate::cluster::{condition, conditions};
 pub struct ReadyLag {
     /// Seconds, sorted.
     seconds: Vec<i64>,
+    /// Each such cluster's latest-ready pod, for [`super::ready_waits`].
+    pub pods: Vec<ReadyPod>,
 }
 
 impl ReadyLag {
@@ -33,7 +36,7 @@ impl ReadyLag {
         let database = ListParams::default().labels(&format!(
             "app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component=database"
         ));
-        let mut pods_ready: HashMap<(String, String), i64> = HashMap::new();
+        let mut pods_ready: HashMap<(String, String), (i64, String)> = HashMap::new();
         for pod in pods.list(&database).await?.items {
             let (Some(ns), Some(cluster)) =
                 (pod.namespace(), pod.labels().get(CLUSTER_LABEL).cloned())
@@ -44,8 +47,10 @@ impl ReadyLag {
             let ready =
                 ready.and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
             if let Some(at) = ready.and_then(|c| c.last_transition_time.as_ref()) {
-                let latest = pods_ready.entry((ns, cluster)).or_insert(i64::MIN);
-                *latest = (*latest).max(seconds(at));
+                let latest = (pods_ready.entry((ns, cluster))).or_insert((i64::MIN, String::new()));
+                if seconds(at) > latest.0 {
+                    *latest = (seconds(at), pod.name_any());
+                }
             }
         }
         let clusters: Api<PostgreSQL> = Api::all(client.clone());
@@ -54,19 +59,34 @@ impl ReadyLag {
             .await?
             .items
             .into_iter();
+        let mut latest = Vec::new();
         let pairs = pairs.filter_map(|pg| {
             let ready = condition(conditions(&pg), "Ready").filter(|c| c.status == "True")?;
-            let pods = pods_ready.get(&(pg.namespace()?, pg.name_any()))?;
-            Some((*pods, seconds(&ready.last_transition_time)))
+            let (namespace, cluster) = (pg.namespace()?, pg.name_any());
+            let (at, pod) = pods_ready.get(&(namespace.clone(), cluster.clone()))?;
+            latest.push(ReadyPod {
+                namespace,
+                cluster,
+                pod: pod.clone(),
+                ready: *at,
+            });
+            Some((*at, seconds(&ready.last_transition_time)))
         });
-        Ok(Self::of(pairs))
+        let pairs: Vec<(i64, i64)> = pairs.collect();
+        Ok(Self {
+            pods: latest,
+            ..Self::of(pairs)
+        })
     }
 
     /// From (pods Ready, cluster Ready) times in seconds.
     pub fn of(pairs: impl IntoIterator<Item = (i64, i64)>) -> Self {
         let mut seconds: Vec<i64> = pairs.into_iter().map(|(pods, pg)| pg - pods).collect();
         seconds.sort_unstable();
-        Self { seconds }
+        Self {
+            seconds,
+            pods: Vec::new(),
+        }
     }
 
     /// The lag at quantile `q` (0..=1) of the clusters, nearest rank.

@@ -7,6 +7,7 @@ use super::machine::Split;
 use super::operators::Operator;
 use super::process::Usage;
 use super::ready_lag::ReadyLag;
+use super::ready_waits::ReadyWaits;
 use crate::audit::Requests;
 
 #[derive(Debug, Clone, Default)]
@@ -72,6 +73,8 @@ pub struct Report {
 pub struct Queue {
     pub reconciles: f64,
     pub lag: ReadyLag,
+    /// The lag taken apart: the pod's status landing, the StatefulSet's status, the operator.
+    pub waits: ReadyWaits,
 }
 
 fn mib(kib: u64) -> String {
@@ -137,6 +140,12 @@ impl Report {
                 self.queue
                     .as_ref()
                     .map_or_else(|| "-".to_owned(), |q| q.lag.to_string()),
+            ),
+            (
+                "where a cluster's Ready waited (audit log: after its pod's stamp)",
+                self.queue
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |q| q.waits.to_string()),
             ),
             (
                 "requests to converge (reads / writes)",
@@ -268,6 +277,7 @@ mod tests {
             queue: Some(Queue {
                 reconciles: 412.0,
                 lag: ReadyLag::of([(10, 12), (10, 10)]),
+                waits: ReadyWaits::default(),
             }),
             children_cores: Split {
                 wall_seconds: 4.8,
@@ -288,6 +298,7 @@ mod tests {
             "| CPU seconds to converge / during rest | 3.0 / 0.5 |",
             "| reconciles to converge (Tusk's counter) | 412 |",
             "| a cluster Ready after its pods (Ready transition times) | p50 0 s, p90 2 s, max 2 s (2 clusters) |",
+            "| where a cluster's Ready waited (audit log: after its pod's stamp) | no cluster with every write in the audit log |",
             "| requests per minute at rest (reads / writes) | 2.0 / 0.0 (over 120.0 s) |",
             "| delete all → every child gone | not within 600.0 s: 0 clusters (), 4100 Secrets |",
             "| restart behind a backlog of new clusters: as many reconciled as had converged | 3.2 s (1000 new clusters being created) |",
