@@ -147,9 +147,18 @@ pub async fn progress(ctx: &Context, copy: &Copy) -> Result<CopyProgress, Error>
             synchronized,
         });
     }
-    if state == CopyState::Following
-        && let Some(why) = stalled(ctx, copy, &databases).await?
-    {
+    // The old primary unreachable for the look is no stall: the copy's own workers retry, and
+    // a lost old primary is the operator's to see.
+    let stall = match state {
+        CopyState::Following => stalled(ctx, copy, &databases)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "could not look for a stalled table");
+                None
+            }),
+        _ => None,
+    };
+    if let Some(why) = stall {
         tracing::warn!(%why, "the upgrade's copy stalled");
         copy.set(CopyState::Failed, Some(why.clone()), Vec::new());
         return Ok(CopyProgress {
