@@ -19,8 +19,10 @@ use support::world::*;
 use tusk::PostgreSQL;
 use tusk::runtime::instances::LeaseClock;
 
-/// A Ready three-instance cluster, demo-0 primary, whose StatefulSet moved to revision
-/// `demo-new`; the pods at `updated` ordinals run it, the others `demo-old`.
+/// A three-instance cluster, demo-0 primary, every pod ready, whose StatefulSet moved to
+/// revision `demo-new`; the pods at `updated` ordinals run it, the others `demo-old`. Until
+/// every pod runs it the cluster is rolling out, so not Ready (the `NotReady` Event after the
+/// step's own), as the pods' revision labels say.
 fn rolling(updated: &[usize]) -> (PostgreSQL, Cache) {
     rolling_of(three_instances(3), updated)
 }
@@ -54,11 +56,13 @@ async fn the_highest_outdated_replica_restarts_first() {
         delete,
         Expect::apply_status(STATUS),
         Expect::event(NS),
+        Expect::event(NS),
     ];
     let clock = Arc::new(LeaseClock::default());
     let managers = managers("0/5000000", "0/5000000");
     let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
     assert_eq!(event_reason(&seen[3]), "RollingUpdate");
+    assert_eq!(event_reason(&seen[4]), "NotReady", "rolling out");
 }
 
 #[tokio::test]
@@ -75,8 +79,14 @@ async fn nothing_restarts_while_an_instance_is_unready() {
     let script = vec![
         read_lease(Some("demo-0"), json!({})),
         Expect::apply_status(STATUS),
+        Expect::event(NS),
     ];
-    replicas::reconcile(&pg, cache, &clock, managers, script).await;
+    let (_, seen) = replicas::reconcile(&pg, cache, &clock, managers, script).await;
+    assert_eq!(
+        event_reason(&seen[2]),
+        "NotReady",
+        "2/3 ready, as the pods say"
+    );
 }
 
 #[tokio::test]
@@ -87,6 +97,7 @@ async fn an_outdated_primary_is_switched_over_to_the_most_advanced_updated_repli
         replicas::write_lease(),
         Expect::apply_status(STATUS),
         Expect::event(NS),
+        Expect::event(NS),
     ];
     let clock = Arc::new(LeaseClock::default());
     // demo-2 has replayed more: it takes over.
@@ -96,6 +107,7 @@ async fn an_outdated_primary_is_switched_over_to_the_most_advanced_updated_repli
     assert_eq!(annotations["tusk.dev/switchover-to"], "demo-2");
     assert_eq!(seen[2].body["status"]["targetPrimary"], "demo-2");
     assert_eq!(event_reason(&seen[3]), "SwitchoverStarted");
+    assert_eq!(event_reason(&seen[4]), "NotReady", "rolling out");
 }
 
 #[tokio::test]
@@ -138,10 +150,12 @@ async fn a_lowered_max_connections_restarts_no_replica_before_the_primary_runs_i
         read_lease(Some("demo-0"), json!({})),
         Expect::apply_status(STATUS),
         Expect::event(NS),
+        Expect::event(NS),
     ];
     let (action, seen) =
         replicas::reconcile(&pg, cache, &clock, primary_running(100), script).await;
     assert_eq!(event_reason(&seen[2]), "RollingUpdate");
+    assert_eq!(event_reason(&seen[3]), "NotReady", "rolling out");
     let note = seen[2].body["note"].as_str().unwrap_or_default();
     assert!(note.contains("lowers max_connections"), "{note}");
     let soon = kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(5));
@@ -152,6 +166,7 @@ async fn a_lowered_max_connections_restarts_no_replica_before_the_primary_runs_i
         read_lease(Some("demo-0"), json!({})),
         Expect::delete(format!("{PODS}/demo-2")),
         Expect::apply_status(STATUS),
+        Expect::event(NS),
         Expect::event(NS),
     ];
     replicas::reconcile(&pg, cache, &clock, primary_running(50), script).await;

@@ -12,6 +12,7 @@ use support::paths::{ANY_SLICE, RO_SLICE, RW_SLICE, SERVICES, STATUS};
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
+use support::read::event_reason;
 use support::replicas::{self, pod, three_instances, three_pods};
 use support::run::scenario;
 use support::verifier::{Expect, Seen};
@@ -98,6 +99,7 @@ async fn an_unready_primary_is_taken_out_and_a_new_cluster_gets_its_slice_once_i
         Expect::apply(RW_SLICE),
         Expect::apply(ANY_SLICE),
         Expect::apply_status(STATUS),
+        Expect::event(NS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
     for slice in &seen[..2] {
@@ -107,12 +109,14 @@ async fn an_unready_primary_is_taken_out_and_a_new_cluster_gets_its_slice_once_i
             "kube-proxy routes to neither"
         );
     }
+    // The pod says so before the StatefulSet's count does.
+    assert_eq!(event_reason(&seen[3]), "NotReady");
 
     // A new cluster whose pod has an IP but does not serve yet: no slice is created empty.
     let (pg, mut cache) = converged(SINGLE, true, BackupSchedule::NotConfigured);
     cache.endpoint_slices.clear();
     cache.pods = vec![pod("demo-0", "primary", false, "10.0.0.10")];
-    let script = vec![Expect::apply_status(STATUS)];
+    let script = vec![Expect::apply_status(STATUS), Expect::event(NS)];
     scenario(pg, cache, script).await;
 }
 
@@ -221,6 +225,7 @@ async fn an_ipv6_slice_emptied_keeps_its_address_type() {
         Expect::apply(RW_SLICE),
         Expect::apply(ANY_SLICE),
         Expect::apply_status(STATUS),
+        Expect::event(NS),
     ];
     let (_, seen) = scenario(pg, cache, script).await;
     for slice in &seen[..2] {

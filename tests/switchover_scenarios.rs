@@ -114,9 +114,12 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
     let script = vec![
         read_lease(None, asked(1, Some("0/5000028"))),
         Expect::apply_status(STATUS),
+        Expect::event(NS),
     ];
     let (action, seen) = reconcile(&pg, cache, managers("0/5000028", "0/5000000"), script).await;
     assert_eq!(seen[1].body["status"]["targetPrimary"], "demo-1");
+    // The released primary's pod does not serve: 2/3 ready, as its pod says.
+    assert_eq!(event_reason(&seen[2]), "NotReady");
     assert_eq!(action, Action::requeue(Duration::from_millis(200)));
 
     // 3. Past it: the Lease goes to demo-1, the labels follow, the status records it, and only
@@ -132,6 +135,8 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
         Expect::apply(RO_SLICE),
         Expect::apply_status(STATUS),
         clear_request(),
+        Expect::event(NS),
+        // demo-0, released, does not serve until it follows demo-1.
         Expect::event(NS),
     ];
     let (_, seen) = reconcile(&pg, cache, managers("0/5000100", "0/5000000"), script).await;
@@ -161,6 +166,7 @@ async fn a_switchover_asks_the_holder_then_hands_over_once_the_target_replayed_t
         Value::Null
     );
     assert_eq!(event_reason(&seen[8]), "SwitchedOver");
+    assert_eq!(event_reason(&seen[9]), "NotReady");
 }
 
 #[tokio::test]
@@ -189,6 +195,7 @@ async fn a_target_that_never_catches_up_gives_the_lease_back_to_the_old_primary(
     let waiting = vec![
         read_lease(None, asked(40, Some("0/5000028"))),
         Expect::apply_status(STATUS),
+        Expect::event(NS),
     ];
     let (action, _) = replicas::reconcile(
         &pg,
@@ -209,6 +216,7 @@ async fn a_target_that_never_catches_up_gives_the_lease_back_to_the_old_primary(
         Expect::apply_status(STATUS),
         clear_request(),
         Expect::event(NS),
+        Expect::event(NS),
     ];
     let (_, seen) = replicas::reconcile(
         &pg,
@@ -225,4 +233,5 @@ async fn a_target_that_never_catches_up_gives_the_lease_back_to_the_old_primary(
     assert_eq!(status["currentPrimary"], "demo-0");
     assert_eq!(status["targetPrimary"], Value::Null);
     assert_eq!(event_reason(&seen[4]), "SwitchoverAborted");
+    assert_eq!(event_reason(&seen[5]), "NotReady", "demo-0 not serving yet");
 }

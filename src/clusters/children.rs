@@ -123,7 +123,8 @@ pub async fn apply_children(
     let (storage, claims) = expand_claims(cluster, &statefulset, ctx).await?;
     writes.extend(claims);
     writes.extend(super::pooler::apply_pooler(cluster, desired.pooler, ctx).await?);
-    let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances);
+    let pods = super::ha::pods::cluster_pods(ctx, cluster);
+    let readiness = Readiness::of(Some(&statefulset), cluster.spec.instances, &pods);
     let serving = readiness.ready && !restore_pending;
 
     let api: Api<CronJob> = Api::namespaced(client, ns);
