@@ -18,8 +18,8 @@ pub struct Readiness {
 impl Readiness {
     /// From the StatefulSet and the cached database `pods` of the cluster, counted from the
     /// pods themselves as kube-controller-manager counts them: ready instances are its pods
-    /// whose Ready condition holds, updated ones those labelled with the StatefulSet's
-    /// `updateRevision` (the controller's count of either is used only while the pod cache has
+    /// whose Ready condition holds, updated ones those not being deleted and labelled with the
+    /// StatefulSet's `updateRevision` (the controller's count of either is used only while the pod cache has
     /// seen none, or the revision is not known yet). The controller writes its counts only on
     /// a later pass over the set, through its client's rate limit: under a burst of 1,000
     /// clusters a cluster's Ready waited 46 s (p50) for that write after its pod was ready
@@ -43,9 +43,8 @@ impl Readiness {
         let revision = status.and_then(|s| s.update_revision.as_deref());
         let updated = match revision {
             Some(revision) if !own.is_empty() => {
-                let labelled = own
-                    .iter()
-                    .filter(|p| p.revision.as_deref() == Some(revision));
+                let labelled = (own.iter())
+                    .filter(|p| !p.terminating && p.revision.as_deref() == Some(revision));
                 i32::try_from(labelled.count()).unwrap_or(i32::MAX)
             }
             _ => status.and_then(|s| s.updated_replicas).unwrap_or(0),
@@ -161,6 +160,15 @@ mod tests {
             stale.rolling_out,
             "a generation the controller has not seen"
         );
+        // Scaled from two to one: the pod leaving is on no revision any more.
+        let leaving = DatabasePod {
+            name: "demo-1".into(),
+            terminating: true,
+            ready: false,
+            ..revised("demo-r2")
+        };
+        let scaled = Readiness::of(Some(&set), 1, &[revised("demo-r2"), leaving]);
+        assert!(scaled.ready, "{scaled:?}");
     }
 
     #[test]

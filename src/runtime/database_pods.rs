@@ -26,6 +26,9 @@ pub struct DatabasePod {
     pub status_tls: bool,
     /// Ready, and not being deleted ([`is_ready`]).
     pub ready: bool,
+    /// Being deleted: no longer counted as on any revision (as the StatefulSet controller
+    /// counts its updated replicas).
+    pub terminating: bool,
     pub ip: Option<String>,
 }
 
@@ -49,6 +52,7 @@ impl From<&Pod> for DatabasePod {
             revision: label(REVISION_LABEL),
             status_tls: labels.is_some_and(|l| l.contains_key(STATUS_TLS_LABEL)),
             ready: is_ready(pod),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
             ip: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
         }
     }
@@ -97,6 +101,7 @@ mod tests {
                 revision: Some("demo-5d8f".into()),
                 status_tls: true,
                 ready: true,
+                terminating: false,
                 ip: Some("10.0.0.7".into()),
             }
         );
@@ -111,6 +116,7 @@ mod tests {
         leaving.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         assert!(!is_ready(&leaving));
         assert!(!DatabasePod::from(&leaving).ready);
+        assert!(DatabasePod::from(&leaving).terminating);
     }
 
     #[test]
