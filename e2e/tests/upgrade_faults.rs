@@ -35,6 +35,19 @@ spec:
     )
 }
 
+/// The cluster applied on the older of the two majors and Ready; the spec that raises it, and
+/// the name of the new major's set.
+async fn ready_on_the_older_major(ctx: &Ctx) -> Result<(serde_json::Value, String)> {
+    let (version, raise) = majors(ctx);
+    let new_set = format!(
+        "{CLUSTER}-v{}",
+        raise["version"].as_str().unwrap_or_default()
+    );
+    ctx.apply(&spec(&version)).await?;
+    ctx.wait_ready(&[CLUSTER]).await?;
+    Ok((raise, new_set))
+}
+
 /// Waits for the upgrade's record to reach `phase` (polled every 250 ms: the cut-over's phase
 /// lasts about a second); returns its message.
 async fn reached(ctx: &Ctx, phase: UpgradePhase, timeout: Duration) -> Result<String> {
@@ -108,13 +121,7 @@ async fn an_upgrade_cancelled_then_faulted_mid_copy_and_at_the_cut_over_ends_on_
     ctx: Ctx,
 ) -> Result {
     ctx.require_real_pods()?;
-    let (version, raise) = majors(&ctx);
-    let new_set = format!(
-        "{CLUSTER}-v{}",
-        raise["version"].as_str().unwrap_or_default()
-    );
-    ctx.apply(&spec(&version)).await?;
-    ctx.wait_ready(&[CLUSTER]).await?;
+    let (raise, new_set) = ready_on_the_older_major(&ctx).await?;
     let before = ctx.postgresql_in(&ctx.ns, CLUSTER).await?;
     let back = serde_json::json!({"spec": {
         "version": serde_json::to_value(before.spec.version)?,
@@ -228,13 +235,7 @@ async fn a_table_whose_synchronisation_lost_its_slot_is_copied_afresh_and_the_up
     ctx: Ctx,
 ) -> Result {
     ctx.require_real_pods()?;
-    let (version, raise) = majors(&ctx);
-    let new_set = format!(
-        "{CLUSTER}-v{}",
-        raise["version"].as_str().unwrap_or_default()
-    );
-    ctx.apply(&spec(&version)).await?;
-    ctx.wait_ready(&[CLUSTER]).await?;
+    let (raise, new_set) = ready_on_the_older_major(&ctx).await?;
     let old_primary = current_primary(&ctx, CLUSTER).await?.context("a primary")?;
     pod_sql(
         &ctx,

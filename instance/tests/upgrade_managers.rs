@@ -11,10 +11,9 @@ use std::time::Duration;
 use common::upgrade::*;
 use common::*;
 use tusk_contract::upgrade_source::{
-    CONFIRMED_PATH, Confirmation, FREEZE_PATH, Frozen, PUBLISH_PATH, Published, THAW_PATH,
-    UNPUBLISH_PATH,
+    CONFIRMED_PATH, Confirmation, FREEZE_PATH, Frozen, THAW_PATH, UNPUBLISH_PATH,
 };
-use tusk_contract::upgrade_target::{COPY_PATH, CopyRequest, CopyState, FINISH_PATH, Finished};
+use tusk_contract::upgrade_target::{COPY_PATH, CopyState, FINISH_PATH, Finished};
 
 #[test]
 fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
@@ -26,13 +25,7 @@ fn the_managers_carry_a_database_to_the_new_side_and_the_old_keeps_nothing() {
         "CREATE TABLE items (id bigserial PRIMARY KEY, note text);
          INSERT INTO items (note) SELECT 'before' FROM generate_series(1, 1000);",
     );
-    let published: Published = post(primary, PUBLISH_PATH, "");
-    let request = CopyRequest {
-        host: "127.0.0.1".into(),
-        port: primary.port,
-        databases: published.databases,
-    };
-    let body = serde_json::to_string(&request).expect("request");
+    let (_, body) = publish_for_copy(primary);
 
     // Without the upgrade certificate the copy fails, and says why.
     let new_tls = new.dir.path().join("tls");

@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use common::upgrade::*;
 use common::*;
-use tusk_contract::upgrade_source::{PUBLISH_PATH, Published};
-use tusk_contract::upgrade_target::{COPY_PATH, CopyRequest, CopyState};
+use tusk_contract::upgrade_target::{COPY_PATH, CopyState};
 
 fn count(member: &Instance, sql_text: &str) -> i64 {
     let out = sql(member, "appdb", sql_text);
@@ -37,13 +36,7 @@ fn a_table_stalled_without_its_slot_fails_the_copy_and_the_database_is_copied_af
          INSERT INTO items (note) SELECT 'before' FROM generate_series(1, 1000);
          INSERT INTO notes SELECT generate_series(1, 10);",
     );
-    let published: Published = post(primary, PUBLISH_PATH, "");
-    let request = CopyRequest {
-        host: "127.0.0.1".into(),
-        port: primary.port,
-        databases: published.databases,
-    };
-    let body = serde_json::to_string(&request).expect("request");
+    let (request, body) = publish_for_copy(primary);
     let target = new.member("demo-0");
     let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
     assert_eq!(code, 202, "{answer}");

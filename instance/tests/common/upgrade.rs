@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use tusk_contract::upgrade_target::{CopyProgress, PROGRESS_PATH};
+use tusk_contract::upgrade_source::{PUBLISH_PATH, Published};
+use tusk_contract::upgrade_target::{CopyProgress, CopyRequest, PROGRESS_PATH};
 
 use super::*;
 
@@ -52,4 +53,17 @@ pub fn post<T: serde::de::DeserializeOwned>(member: &Instance, path: &str, body:
 pub fn progress(member: &Instance) -> CopyProgress {
     let answer = http_get(member.status_port, PROGRESS_PATH).expect("progress answered");
     serde_json::from_str(&answer).unwrap_or_else(|e| panic!("progress: {e}: {answer}"))
+}
+
+/// The old primary's databases published by its manager, as the copy request the operator sends
+/// the new side (and its JSON body).
+pub fn publish_for_copy(primary: &Instance) -> (CopyRequest, String) {
+    let published: Published = post(primary, PUBLISH_PATH, "");
+    let request = CopyRequest {
+        host: "127.0.0.1".into(),
+        port: primary.port,
+        databases: published.databases,
+    };
+    let body = serde_json::to_string(&request).expect("request");
+    (request, body)
 }
