@@ -108,7 +108,7 @@ async fn upgrade_mechanism_carries_a_written_database_from_15_to_17(ctx: Ctx) ->
     target::copy_roles(&Direct, &from, &to, scratch.path()).await?;
     for db in &databases {
         target::copy_schema(&Direct, &from, &to, db, scratch.path()).await?;
-        target::subscribe(&Direct, &for_subscriber, &to, db).await?;
+        target::subscribe(&Direct, &from, &for_subscriber, &to, db).await?;
     }
     until("every table copied to 17", ctx.timeout(), || async {
         let mut states = Vec::new();

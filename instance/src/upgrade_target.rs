@@ -109,7 +109,7 @@ async fn run(ctx: &Context, request: &CopyRequest) -> Result<(), Error> {
     target::copy_roles(runner, &from, &to, &scratch.0).await?;
     for db in databases(request) {
         target::copy_schema(runner, &from, &to, &db, &scratch.0).await?;
-        target::subscribe(runner, &from, &to, &db).await?;
+        target::subscribe(runner, &from, &from, &to, &db).await?;
     }
     Ok(())
 }

@@ -108,7 +108,7 @@ fn an_online_copy_carries_every_acknowledged_row_roles_and_sequences() {
         target::copy_roles(&Direct, &from, &to, scratch.path()).await?;
         for db in &databases {
             target::copy_schema(&Direct, &from, &to, db, scratch.path()).await?;
-            target::subscribe(&Direct, &from, &to, db).await?;
+            target::subscribe(&Direct, &from, &from, &to, db).await?;
         }
         Ok::<_, Error>(databases)
     });

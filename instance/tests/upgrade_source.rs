@@ -145,7 +145,7 @@ fn the_old_primarys_steps_publish_guard_freeze_confirm_and_leave_nothing_behind(
             target::copy_roles(&Direct, &from, &to, scratch.path()).await?;
             for db in &databases {
                 target::copy_schema(&Direct, &from, &to, db, scratch.path()).await?;
-                target::subscribe(&Direct, &from, &to, db).await?;
+                target::subscribe(&Direct, &from, &from, &to, db).await?;
             }
             Ok::<_, Error>(())
         })

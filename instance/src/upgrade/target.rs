@@ -175,10 +175,14 @@ async fn subscribed(runner: &impl Runner, target: &Server, db: &str) -> Result<b
 
 /// A subscription in `db` to the old primary's publication: it copies every table, then
 /// follows. Kept when it exists, unless a table's synchronisation has stalled for good
-/// ([`stalled`]): then the database's copy starts afresh.
+/// ([`stalled`]): then the database's copy starts afresh. `source` is the old primary as this
+/// process reaches it (its slots are looked at and dropped through it), `publisher` as the new
+/// side's server does (the subscription's connection): the same for the manager, which runs
+/// beside the new server; a test on the host reaches the old pod another way.
 pub async fn subscribe(
     runner: &impl Runner,
     source: &Server,
+    publisher: &Server,
     target: &Server,
     db: &Database,
 ) -> Result<(), Error> {
@@ -200,7 +204,7 @@ pub async fn subscribe(
     let create = format!(
         "CREATE SUBSCRIPTION {SUBSCRIPTION} CONNECTION {} PUBLICATION {PUBLICATION} \
          WITH (slot_name = {}, copy_data = true)",
-        literal(&source.to(&db.name)),
+        literal(&publisher.to(&db.name)),
         literal(&slot_name(db.oid))
     );
     target.query(runner, &db.name, &create).await.map(drop)
