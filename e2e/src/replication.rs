@@ -325,11 +325,34 @@ pub fn forked(acks: &[Ack]) -> Option<(Ack, Ack)> {
 }
 
 /// A session as the application role through the `-rw` Service (verify-full, channel
-/// binding), tried again for up to 60 s.
+/// binding) on a server out of recovery, tried again for up to 60 s. Right after a switchover
+/// kube-proxy can still send a new connection to the old primary (it applies a moved endpoint
+/// at its next sync, at most once a second in iptables mode), which is by then back as a
+/// read-only standby: an application's write fails there (SQLSTATE 25006) and it reconnects,
+/// as this does. Seen on the node (tls_wire.rs): a connection 1.0 s after the Lease moved
+/// reached the old primary, serving read-only as a standby for 0.3 s by then.
 pub async fn app_session(ctx: &Ctx, cluster: &str) -> Result<tokio_postgres::Client> {
     let ip = service_ip(ctx, &format!("{cluster}-rw")).await?;
     let name = format!("{cluster}-rw.{}.svc", ctx.ns);
-    connect_soon(&app_target(ctx, cluster, &name, &ip).await?).await
+    let target = app_target(ctx, cluster, &name, &ip).await?;
+    crate::until(
+        format!("a session on {cluster}'s primary through {name}"),
+        Duration::from_secs(60),
+        || async {
+            let client = match connect(&target).await {
+                Ok(client) => client,
+                Err(e) => return Ok(crate::Check::Pending(format!("{e:#}"))),
+            };
+            Ok(
+                match client.query_one("SELECT pg_is_in_recovery()", &[]).await {
+                    Ok(row) if !row.get::<_, bool>(0) => crate::Check::Done(client),
+                    Ok(_) => crate::Check::Pending("reached a server in recovery".to_owned()),
+                    Err(e) => crate::Check::Pending(format!("pg_is_in_recovery(): {e}")),
+                },
+            )
+        },
+    )
+    .await
 }
 
 /// A session as the application role through pooler Service `service` (`<cluster>-pooler-rw`
