@@ -133,3 +133,55 @@ fn a_table_stalled_without_its_slot_fails_the_copy_and_the_database_is_copied_af
         "no table synchronisation slot left; one subscription slot per database, in use"
     );
 }
+
+/// An attempt interrupted between creating its subscription slot on the old primary and
+/// recording its subscription (the new side's data lost, or its subscription dropped) leaves
+/// `tusk_upgrade_<oid>` behind, which would refuse the next attempt's subscription its name:
+/// the copy drops it first, and copies every row.
+#[test]
+fn a_subscription_slot_left_by_an_interrupted_attempt_is_dropped_before_subscribing() {
+    let (mut old, mut new) = old_and_new();
+    hand_over_the_upgrade_certificate(&old, &new);
+    let primary = old.member("demo-0");
+    sql(
+        primary,
+        "appdb",
+        "CREATE TABLE items (id int PRIMARY KEY);
+         INSERT INTO items SELECT generate_series(1, 500);",
+    );
+    let (request, body) = publish_for_copy(primary);
+    let appdb = (request.databases.iter())
+        .find(|db| db.name == "appdb")
+        .expect("appdb published");
+    let leftover = format!(
+        "SELECT slot_name FROM pg_create_logical_replication_slot('{}', 'pgoutput')",
+        appdb.slot
+    );
+    assert_eq!(sql(primary, "appdb", &leftover), appdb.slot);
+
+    let target = new.member("demo-0");
+    let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
+    assert_eq!(code, 202, "{answer}");
+    wait_for("every table copied", Duration::from_secs(120), || {
+        progress(target).synchronized()
+    });
+    let primary = old.member("demo-0");
+    sql(primary, "appdb", "INSERT INTO items VALUES (501)");
+    let target = new.member("demo-0");
+    wait_for(
+        "the row written after the copy",
+        Duration::from_secs(60),
+        || count(target, "SELECT count(*) FROM items") == 501,
+    );
+    // A subscription's walsender can be between connections for a moment after its tables'
+    // synchronisation ends: waited for, not read once.
+    let primary = old.member("demo-0");
+    let slots = "SELECT count(*), count(*) FILTER (WHERE active) FROM pg_replication_slots \
+                 WHERE slot_name LIKE 'tusk\\_upgrade\\_%'";
+    let every = format!("{0}|{0}", request.databases.len());
+    wait_for(
+        "one subscription slot per database, each in use by the new subscription",
+        Duration::from_secs(30),
+        || sql(primary, "postgres", slots) == every,
+    );
+}
