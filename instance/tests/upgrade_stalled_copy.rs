@@ -25,18 +25,13 @@ fn count(member: &Instance, sql_text: &str) -> i64 {
 
 #[test]
 fn a_table_stalled_without_its_slot_fails_the_copy_and_the_database_is_copied_afresh() {
-    let (mut old, mut new) = old_and_new();
-    hand_over_the_upgrade_certificate(&old, &new);
-    let primary = old.member("demo-0");
-    sql(
-        primary,
-        "appdb",
+    let (mut old, mut new) = copy_sides_with(
         "CREATE TABLE items (id bigserial PRIMARY KEY, note text);
          CREATE TABLE notes (id int PRIMARY KEY);
          INSERT INTO items (note) SELECT 'before' FROM generate_series(1, 1000);
          INSERT INTO notes SELECT generate_series(1, 10);",
     );
-    let (request, body) = publish_for_copy(primary);
+    let (request, body) = publish_for_copy(old.member("demo-0"));
     let target = new.member("demo-0");
     let (code, answer) = http_post(target.status_port, COPY_PATH, &body);
     assert_eq!(code, 202, "{answer}");
@@ -140,15 +135,11 @@ fn a_table_stalled_without_its_slot_fails_the_copy_and_the_database_is_copied_af
 /// the copy drops it first, and copies every row.
 #[test]
 fn a_subscription_slot_left_by_an_interrupted_attempt_is_dropped_before_subscribing() {
-    let (mut old, mut new) = old_and_new();
-    hand_over_the_upgrade_certificate(&old, &new);
-    let primary = old.member("demo-0");
-    sql(
-        primary,
-        "appdb",
+    let (mut old, mut new) = copy_sides_with(
         "CREATE TABLE items (id int PRIMARY KEY);
          INSERT INTO items SELECT generate_series(1, 500);",
     );
+    let primary = old.member("demo-0");
     let (request, body) = publish_for_copy(primary);
     let appdb = (request.databases.iter())
         .find(|db| db.name == "appdb")

@@ -19,6 +19,15 @@ pub fn old_and_new() -> (Cluster, Cluster) {
     (old, single_primary())
 }
 
+/// [`old_and_new`] with the upgrade certificate handed over and `schema` run in the old
+/// primary's `appdb`: the two sides of a copy driven through the managers.
+pub fn copy_sides_with(schema: &str) -> (Cluster, Cluster) {
+    let (mut old, new) = old_and_new();
+    hand_over_the_upgrade_certificate(&old, &new);
+    sql(old.member("demo-0"), "appdb", schema);
+    (old, new)
+}
+
 /// The new side trusts the old side's CA beside its own and holds the old side's upgrade
 /// certificate (one cluster's CA and certificate in a real upgrade).
 pub fn hand_over_the_upgrade_certificate(old: &Cluster, new: &Cluster) {
